@@ -1,0 +1,1 @@
+"""Lahar agent (see DESIGN.md). Built by its own issue."""

@@ -1,0 +1,1 @@
+"""Lahar controller (see DESIGN.md). Built by its own issue."""

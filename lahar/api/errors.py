@@ -1,0 +1,214 @@
+"""Validation errors that name the field, and `Field`, the one cursor every validator walks objects
+with: it builds the field path (`spec.tasks[1].name`), checks JSON types, and collects every error
+of an object instead of stopping at the first."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from lahar.api.quantity import Quantity, QuantityError, parse_quantity
+
+# Reasons, spelled as Kubernetes spells field.ErrorType in a Status's details.causes.
+REQUIRED = "FieldValueRequired"
+INVALID = "FieldValueInvalid"
+DUPLICATE = "FieldValueDuplicate"
+NOT_SUPPORTED = "FieldValueNotSupported"
+FORBIDDEN = "FieldValueForbidden"
+TYPE_INVALID = "FieldValueTypeInvalid"
+TOO_LONG = "FieldValueTooLong"
+
+
+@dataclass(frozen=True, slots=True)
+class FieldError:
+    field: str
+    message: str
+    reason: str = INVALID
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+class ValidationError(ValueError):
+    """All the field errors of one object; `str()` lists them, each with its field path."""
+
+    def __init__(self, errors: Iterable[FieldError]) -> None:
+        self.errors: list[FieldError] = list(errors)
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        return "; ".join(str(error) for error in self.errors)
+
+
+# A map key that reads well after a dot; anything else (`app.kubernetes.io/name`) goes in brackets.
+_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+_JSON_TYPE_NAMES: dict[type, str] = {
+    dict: "object", list: "array", str: "string", bool: "boolean", int: "integer", float: "number",
+}
+
+
+def json_type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    for python_type, name in _JSON_TYPE_NAMES.items():
+        if isinstance(value, python_type):
+            return name
+    return type(value).__name__
+
+
+def describe(value: Any) -> str:
+    """A short rendering of a bad value for a message: `string "three"`, `array`, `object`."""
+    name = json_type_name(value)
+    if isinstance(value, (dict, list)):
+        return name
+    text = json.dumps(value) if isinstance(value, (str, int, float, bool)) else repr(value)
+    if len(text) > 40:
+        text = text[:37] + '..."'
+    return f"{name} {text}"
+
+
+def quoted(values: Iterable[str]) -> str:
+    return ", ".join(f'"{value}"' for value in values)
+
+
+class Field:
+    """A position in an object under validation: the value there, its path, and the error list
+    shared by the whole walk. Navigating through a value of the wrong type reports the type error
+    once (errors are de-duplicated) and yields absent children, so validators never see a
+    TypeError or KeyError whatever the input."""
+
+    __slots__ = ("value", "path", "errors")
+
+    def __init__(self, value: Any, path: str = "", errors: list[FieldError] | None = None) -> None:
+        self.value = value
+        self.path = path
+        self.errors: list[FieldError] = [] if errors is None else errors
+
+    # --- navigation ---------------------------------------------------------------------------
+
+    def child(self, name: str) -> Field:
+        mapping = self.as_mapping()
+        value = mapping.get(name) if mapping is not None else None
+        return Field(value, self._join(name), self.errors)
+
+    def elements(self) -> Iterator[Field]:
+        """Each element of a list, as `path[i]`."""
+        for index, value in enumerate(self.as_list() or ()):
+            yield Field(value, f"{self.path}[{index}]", self.errors)
+
+    def entries(self) -> Iterator[tuple[str, Field]]:
+        """Each (key, value) of a map, the value at `path.key` (or `path[key]` for dotted keys)."""
+        for key, value in (self.as_mapping() or {}).items():
+            yield key, Field(value, self._join(str(key)), self.errors)
+
+    def _join(self, name: str) -> str:
+        if not self.path:
+            return name
+        return f"{self.path}.{name}" if _PLAIN_KEY.match(name) else f"{self.path}[{name}]"
+
+    @property
+    def present(self) -> bool:
+        return self.value is not None
+
+    # --- reporting ----------------------------------------------------------------------------
+
+    def report(self, message: str, reason: str = INVALID) -> None:
+        error = FieldError(self.path, message, reason)
+        if error not in self.errors:
+            self.errors.append(error)
+
+    def required(self, message: str = "is required") -> None:
+        self.report(message, REQUIRED)
+
+    def not_supported(self, value: Any, allowed: Iterable[str], what: str = "value") -> None:
+        self.report(f"unsupported {what} {json.dumps(value)} (supported: {quoted(allowed)})",
+                    NOT_SUPPORTED)
+
+    def require_present(self, message: str = "is required") -> bool:
+        if not self.present:
+            self.required(message)
+        return self.present
+
+    # --- typed reads: None when absent or of the wrong type (the latter reported) ---------------
+
+    def _typed(self, expected: type | tuple[type, ...], name: str) -> Any:
+        value = self.value
+        if value is None:
+            return None
+        # bool is an int subclass in Python, never in JSON.
+        if isinstance(value, expected) and not (isinstance(value, bool) and bool not in _tuple(expected)):
+            return value
+        self.report(f"expected {name}, got {describe(value)}", TYPE_INVALID)
+        return None
+
+    def as_mapping(self) -> Mapping[str, Any] | None:
+        return self._typed(Mapping, "an object")
+
+    def as_list(self) -> list[Any] | None:
+        return self._typed(list, "an array")
+
+    def as_str(self) -> str | None:
+        return self._typed(str, "a string")
+
+    def as_bool(self) -> bool | None:
+        return self._typed(bool, "a boolean")
+
+    def as_int(self, minimum: int | None = None) -> int | None:
+        """An integer (JSON numbers with a fraction are refused, as Go's decoder does); below
+        `minimum` it is reported and None is returned."""
+        value = self._typed(int, "an integer")
+        if value is not None and minimum is not None and value < minimum:
+            self.report(f"must be greater than or equal to {minimum}")
+            return None
+        return value
+
+    def as_str_list(self) -> list[str] | None:
+        items = self.as_list()
+        if items is None:
+            return None
+        strings = [element.as_str() for element in self.elements()]
+        return None if None in strings else strings  # type: ignore[return-value]
+
+    def as_str_map(self) -> dict[str, str] | None:
+        """A map of strings to strings (labels, annotations, node selectors)."""
+        if self.as_mapping() is None:
+            return None
+        result: dict[str, str] = {}
+        for key, entry in self.entries():
+            value = entry.as_str()
+            if value is not None:
+                result[key] = value
+        return result
+
+    def as_quantity(self) -> Quantity | None:
+        """A resource quantity; JSON numbers are accepted as Kubernetes accepts them."""
+        value = self._typed((str, int, float), "a quantity string")
+        if value is None:
+            return None
+        try:
+            return parse_quantity(str(value))
+        except QuantityError as error:
+            self.report(str(error))
+            return None
+
+    def as_quantities(self) -> dict[str, Quantity] | None:
+        """A resource list (`{cpu: 500m, memory: 1Gi}`); each bad entry is reported at its key."""
+        if self.as_mapping() is None:
+            return None
+        result: dict[str, Quantity] = {}
+        for name, entry in self.entries():
+            if not name:
+                entry.report("resource name must not be empty")
+                continue
+            quantity = entry.as_quantity()
+            if quantity is not None:
+                result[name] = quantity
+        return result
+
+
+def _tuple(types: type | tuple[type, ...]) -> tuple[type, ...]:
+    return types if isinstance(types, tuple) else (types,)

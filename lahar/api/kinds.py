@@ -1,0 +1,106 @@
+"""The API resources Lahar serves and reads: one registry shared by the embedded API server, the
+client layer and the CLI, so a kind's group, version, plural and scope are written down once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+CORE_GROUP = ""
+VOLCANO_BATCH = "batch.volcano.sh"
+VOLCANO_SCHEDULING = "scheduling.volcano.sh"
+
+
+@dataclass(frozen=True)
+class Kind:
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool
+    short_names: tuple[str, ...] = ()
+    subresources: tuple[str, ...] = ()
+    # Field selector keys beyond metadata.name / metadata.namespace.
+    field_selectors: tuple[str, ...] = ()
+    categories: tuple[str, ...] = field(default=())
+
+    @property
+    def singular(self) -> str:
+        return self.kind.lower()
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def has_status(self) -> bool:
+        return "status" in self.subresources
+
+    def base_path(self, namespace: str | None = None) -> str:
+        """The URL of this kind's collection (in a namespace when given and namespaced)."""
+        root = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            return f"{root}/namespaces/{namespace}/{self.plural}"
+        return f"{root}/{self.plural}"
+
+    def object_path(self, name: str, namespace: str | None = None) -> str:
+        return f"{self.base_path(namespace)}/{name}"
+
+
+POD = Kind(
+    "", "v1", "Pod", "pods", True, ("po",), ("status", "binding", "eviction"),
+    ("spec.nodeName", "spec.schedulerName", "spec.restartPolicy", "status.phase", "status.podIP"),
+    ("all",),
+)
+NODE = Kind("", "v1", "Node", "nodes", False, ("no",), ("status",), ("spec.unschedulable",))
+NAMESPACE = Kind("", "v1", "Namespace", "namespaces", False, ("ns",), ("status",), ("status.phase",))
+EVENT = Kind(
+    "", "v1", "Event", "events", True, ("ev",), (),
+    ("involvedObject.kind", "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
+     "involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath",
+     "reason", "reportingComponent", "source", "type"),
+)
+SERVICE = Kind("", "v1", "Service", "services", True, ("svc",), ("status",), (), ("all",))
+CONFIGMAP = Kind("", "v1", "ConfigMap", "configmaps", True, ("cm",))
+SECRET = Kind("", "v1", "Secret", "secrets", True, (), (), ("type",))
+PDB = Kind("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", True, ("pdb",), ("status",))
+PRIORITY_CLASS = Kind("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, ("pc",))
+JOB = Kind(VOLCANO_BATCH, "v1alpha1", "Job", "jobs", True, ("vcjob", "vj"), ("status",), (), ("all",))
+PODGROUP = Kind(VOLCANO_SCHEDULING, "v1beta1", "PodGroup", "podgroups", True, ("pg", "podgroup-v1beta1"), ("status",))
+QUEUE = Kind(VOLCANO_SCHEDULING, "v1beta1", "Queue", "queues", False, ("q", "queue-v1beta1"), ("status",))
+
+ALL_KINDS: tuple[Kind, ...] = (
+    POD, NODE, NAMESPACE, EVENT, SERVICE, CONFIGMAP, SECRET, PDB, PRIORITY_CLASS, JOB, PODGROUP, QUEUE,
+)
+
+
+def group_versions() -> dict[str, list[Kind]]:
+    """Kinds by their apiVersion string ("v1", "batch.volcano.sh/v1alpha1", ...)."""
+    result: dict[str, list[Kind]] = {}
+    for kind in ALL_KINDS:
+        result.setdefault(kind.api_version, []).append(kind)
+    return result
+
+
+class UnknownKindError(LookupError):
+    pass
+
+
+def lookup(name: str) -> Kind:
+    """Find a kind by plural, singular, kind name, short name or `plural.group` (as kubectl does)."""
+    wanted = name.lower()
+    resource, _, group = wanted.partition(".")
+    for kind in ALL_KINDS:
+        if group and kind.group != group:
+            continue
+        if resource in (kind.plural, kind.singular, *kind.short_names):
+            return kind
+    known = ", ".join(sorted(k.plural for k in ALL_KINDS))
+    raise UnknownKindError(f'unknown resource type "{name}" (known: {known})')
+
+
+def for_object(api_version: str, kind_name: str) -> Kind:
+    """The kind of a manifest by its apiVersion and kind."""
+    for kind in ALL_KINDS:
+        if kind.api_version == api_version and kind.kind == kind_name:
+            return kind
+    raise UnknownKindError(f'no kind "{kind_name}" is served in version "{api_version}"')

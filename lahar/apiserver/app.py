@@ -1,0 +1,427 @@
+"""The HTTP face of the embedded API server: Kubernetes REST paths on aiohttp.
+
+This module only parses requests and writes responses; object rules live in registry.py,
+storage in store.py."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hmac
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from lahar.api.kinds import ALL_KINDS, POD, Kind
+from lahar.apiserver import discovery, errors
+from lahar.apiserver.errors import ApiError
+from lahar.apiserver.registry import Registry
+from lahar.apiserver.selectors import FieldSelector, LabelSelector, SelectorError, parse_field_selector, \
+    parse_label_selector
+from lahar.apiserver.store import ADDED, DELETED, MODIFIED, Change, Entry, Store, TooOldError, encode
+from lahar.apiserver.tables import table
+
+log = logging.getLogger("lahar.apiserver")
+
+JSON = "application/json"
+MAX_BODY_BYTES = 3 * 1024 * 1024  # kube-apiserver's request size limit
+KINDS_BY_PATH: dict[tuple[str, str], Kind] = {(k.api_version, k.plural): k for k in ALL_KINDS}
+HEALTH_PATHS = {"/healthz", "/readyz", "/livez", "/version"}
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a resource URL names."""
+
+    kind: Kind
+    namespace: str | None  # None: all namespaces (or a cluster-scoped kind)
+    name: str | None
+    subresource: str = ""
+
+
+def _respond(body: dict[str, Any] | bytes, status: int = 200) -> web.Response:
+    raw = body if isinstance(body, bytes) else encode(body)
+    return web.Response(body=raw, status=status, content_type=JSON)
+
+
+def _success_status(code: int = 201) -> web.Response:
+    return _respond({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": code}, code)
+
+
+def _query_bool(params: Any, name: str) -> bool:
+    return params.get(name, "").lower() in ("true", "1")
+
+
+def _event_line(kind: str, raw: bytes) -> bytes:
+    return b'{"type":"' + kind.encode() + b'","object":' + raw + b"}\n"
+
+
+class ApiServer:
+    def __init__(self, store: Store, token: str | None = None, bookmark_interval: float = 10.0,
+                 max_watch_seconds: float = 1800.0) -> None:
+        self.store = store
+        self.token = token
+        self.bookmark_interval = bookmark_interval
+        self.max_watch_seconds = max_watch_seconds
+        self.registry = Registry(store, self._schedule_removal)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pending_removals: list[tuple[Kind, str, str, float]] = []
+
+    # -- wiring ----------------------------------------------------------------------------------
+
+    def make_app(self) -> web.Application:
+        app = web.Application(middlewares=[self._errors_middleware, self._auth_middleware],
+                              client_max_size=MAX_BODY_BYTES)
+        app.router.add_route("*", "/{tail:.*}", self._dispatch)
+        app.on_startup.append(self._on_startup)
+        return app
+
+    async def _on_startup(self, _app: web.Application) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.registry.ensure_defaults()
+        for pending in self._pending_removals:
+            self._schedule_removal(*pending)
+        self._pending_removals.clear()
+
+    def _schedule_removal(self, kind: Kind, namespace: str, name: str, deadline: float) -> None:
+        """Remove a terminating pod when its grace period ends (no kubelet confirms it here)."""
+        if self._loop is None:
+            self._pending_removals.append((kind, namespace, name, deadline))
+            return
+        delay = max(deadline - time.time(), 0.0)
+
+        def remove() -> None:
+            entry = self.store.get(kind, namespace, name)
+            if entry is not None and entry.obj["metadata"].get("deletionTimestamp"):
+                self.registry.remove_now(kind, namespace, name)
+
+        self._loop.call_later(delay, remove)
+
+    @web.middleware
+    async def _errors_middleware(self, request: web.Request,
+                                 handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except ApiError as exc:
+            return _respond(exc.status(), exc.code)
+        except web.HTTPRequestEntityTooLarge:
+            return _respond(ApiError(413, "RequestEntityTooLarge", "the request body is too large").status(), 413)
+        except (ConnectionResetError, asyncio.CancelledError):
+            raise
+        except Exception as exc:  # a bug: answer a Status rather than a bare 500 page
+            log.exception("internal error serving %s %s", request.method, request.path)
+            return _respond(ApiError(500, "InternalError", f"internal error: {exc}").status(), 500)
+
+    @web.middleware
+    async def _auth_middleware(self, request: web.Request,
+                               handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+        if self.token is not None and request.path not in HEALTH_PATHS:
+            header = request.headers.get("Authorization", "")
+            if not hmac.compare_digest(header.encode(), f"Bearer {self.token}".encode()):
+                raise ApiError(401, "Unauthorized", "Unauthorized")
+        return await handler(request)
+
+    # -- routing ---------------------------------------------------------------------------------
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        parts = [p for p in request.path.split("/") if p]
+        if request.method == "GET":
+            document = self._discovery(parts, request)
+            if document is not None:
+                return _respond(document)
+        target = self._target(parts)
+        if target is None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        return await self._serve(request, target)
+
+    def _discovery(self, parts: list[str], request: web.Request) -> dict[str, Any] | None:
+        if parts in (["healthz"], ["readyz"], ["livez"]):
+            return {"status": "ok"}
+        if parts == ["version"]:
+            return discovery.version_info()
+        if parts == ["api"]:
+            return discovery.core_versions(request.host)
+        if parts == ["apis"]:
+            return discovery.group_list()
+        if len(parts) == 2 and parts[0] == "api":
+            return discovery.resource_list(parts[1])
+        if len(parts) == 2 and parts[0] == "apis":
+            return discovery.group(parts[1])
+        if len(parts) == 3 and parts[0] == "apis":
+            return discovery.resource_list(f"{parts[1]}/{parts[2]}")
+        return None
+
+    @staticmethod
+    def _target(parts: list[str]) -> Target | None:
+        if len(parts) >= 2 and parts[0] == "api":
+            api_version, rest = parts[1], parts[2:]
+        elif len(parts) >= 3 and parts[0] == "apis":
+            api_version, rest = f"{parts[1]}/{parts[2]}", parts[3:]
+        else:
+            return None
+        namespace: str | None = None
+        if len(rest) >= 3 and rest[0] == "namespaces":
+            candidate = KINDS_BY_PATH.get((api_version, rest[2]))
+            if (candidate and candidate.namespaced) or (api_version == "v1" and rest[2] == "bindings"):
+                namespace, rest = rest[1], rest[2:]
+        if not rest or len(rest) > 3:
+            return None
+        if namespace is not None and api_version == "v1" and rest == ["bindings"]:
+            return Target(POD, namespace, None, "bindings")
+        kind = KINDS_BY_PATH.get((api_version, rest[0]))
+        if kind is None:
+            return None
+        name = rest[1] if len(rest) > 1 else None
+        sub = rest[2] if len(rest) > 2 else ""
+        if sub and sub not in kind.subresources:
+            return None
+        if namespace is None and kind.namespaced and name is not None:
+            return None  # a namespaced object needs its namespace in the path
+        return Target(kind, namespace, name, sub)
+
+    async def _serve(self, request: web.Request, target: Target) -> web.StreamResponse:
+        method, params = request.method, request.query
+        dry_run = params.get("dryRun", "") == "All"
+        kind, ns, name, sub = target.kind, target.namespace, target.name, target.subresource
+        if sub == "bindings" and method == "POST":  # the legacy namespaced bindings collection
+            body = await self._json_body(request)
+            self.registry.bind(ns or "default", (body.get("metadata") or {}).get("name", ""), body)
+            return _success_status()
+        if name is None:
+            if method == "GET":
+                if _query_bool(params, "watch"):
+                    return await self._watch(request, target)
+                return self._list(request, target)
+            if method == "POST":
+                return _respond(self.registry.create(kind, ns, await self._json_body(request), dry_run), 201)
+            if method == "DELETE":
+                return self._delete_collection(request, target, dry_run)
+        elif sub in ("", "status"):
+            if method == "GET":
+                return self._get(request, target)
+            if method == "PUT":
+                return _respond(self.registry.update(kind, ns, name, await self._json_body(request), sub, dry_run))
+            if method == "PATCH":
+                body = await request.read()
+                return _respond(self.registry.patch(kind, ns, name, body, request.content_type, sub, dry_run))
+            if method == "DELETE" and not sub:
+                options = await self._delete_options(request)
+                return _respond(self.registry.delete(kind, ns, name, options, dry_run))
+        elif method == "POST" and sub == "binding":
+            self.registry.bind(ns or "", name, await self._json_body(request))
+            return _success_status()
+        elif method == "POST" and sub == "eviction":
+            self.registry.evict(ns or "", name, await self._json_body(request))
+            return _success_status()
+        raise ApiError(405, "MethodNotAllowed", f"the server does not allow this method on the requested resource "
+                                                f"({method} {request.path})")
+
+    # -- bodies ----------------------------------------------------------------------------------
+
+    @staticmethod
+    async def _json_body(request: web.Request) -> Any:
+        raw = await request.read()
+        try:
+            return json.loads(raw) if raw else {}
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise errors.bad_request(f"the request body is not valid JSON: {exc}") from exc
+
+    async def _delete_options(self, request: web.Request) -> dict[str, Any]:
+        options = await self._json_body(request) if request.can_read_body else {}
+        if not isinstance(options, dict):
+            raise errors.bad_request("DeleteOptions must be a JSON object")
+        for key in ("gracePeriodSeconds", "propagationPolicy"):
+            if key in request.query:
+                options[key] = request.query[key]
+        if "gracePeriodSeconds" in options:
+            try:
+                options["gracePeriodSeconds"] = int(options["gracePeriodSeconds"])
+            except (TypeError, ValueError) as exc:
+                raise errors.bad_request("gracePeriodSeconds must be an integer") from exc
+        return options
+
+    # -- reads -----------------------------------------------------------------------------------
+
+    @staticmethod
+    def _wants_table(request: web.Request) -> bool:
+        return "as=Table" in request.headers.get("Accept", "")
+
+    def _get(self, request: web.Request, target: Target) -> web.Response:
+        entry = self.registry.require(target.kind, target.namespace or "", target.name or "")
+        if self._wants_table(request):
+            include = request.query.get("includeObject", "") == "Object"
+            return _respond(table(target.kind, [entry.obj], str(self.store.revision), include))
+        return _respond(entry.raw)
+
+    @staticmethod
+    def _selectors(request: web.Request, kind: Kind) -> tuple[LabelSelector, FieldSelector]:
+        try:
+            return (parse_label_selector(request.query.get("labelSelector", "")),
+                    parse_field_selector(request.query.get("fieldSelector", ""), kind.field_selectors))
+        except SelectorError as exc:
+            raise errors.bad_request(str(exc)) from exc
+
+    def _selected(self, request: web.Request, target: Target) -> list[Entry]:
+        labels, fields = self._selectors(request, target.kind)
+        return [e for e in self.store.entries(target.kind, target.namespace)
+                if _matches(e.obj, labels, fields)]
+
+    def _list(self, request: web.Request, target: Target) -> web.Response:
+        limit, after, list_rv = self._page_args(request)
+        entries = self._selected(request, target)
+        if after is not None:
+            entries = [e for e in entries if _key(e) > after]
+        token = ""
+        if limit and len(entries) > limit:
+            entries = entries[:limit]
+            token = _encode_continue(list_rv, _key(entries[-1]))
+        if self._wants_table(request):
+            include = request.query.get("includeObject", "") == "Object"
+            return _respond(table(target.kind, [e.obj for e in entries], str(list_rv), include, token))
+        metadata = {"resourceVersion": str(list_rv)}
+        if token:
+            metadata["continue"] = token
+        kind = target.kind
+        head = encode({"kind": f"{kind.kind}List", "apiVersion": kind.api_version, "metadata": metadata})
+        body = head[:-1] + b',"items":[' + b",".join(e.raw for e in entries) + b"]}"
+        return _respond(body)
+
+    def _page_args(self, request: web.Request) -> tuple[int, tuple[str, str] | None, int]:
+        try:
+            limit = int(request.query.get("limit", "0") or 0)
+        except ValueError as exc:
+            raise errors.bad_request("limit must be an integer") from exc
+        token = request.query.get("continue", "")
+        if not token:
+            return limit, None, self.store.revision
+        try:
+            state = json.loads(base64.urlsafe_b64decode(token.encode()))
+            return limit, (str(state["key"][0]), str(state["key"][1])), int(state["rv"])
+        except (ValueError, KeyError, TypeError, IndexError, binascii.Error) as exc:
+            raise errors.bad_request(f"invalid continue token: {token!r}") from exc
+
+    def _delete_collection(self, request: web.Request, target: Target, dry_run: bool) -> web.Response:
+        deleted = [self.registry.delete(target.kind, e.obj["metadata"].get("namespace"), e.obj["metadata"]["name"],
+                                        None, dry_run)
+                   for e in self._selected(request, target)]
+        kind = target.kind
+        return _respond({"kind": f"{kind.kind}List", "apiVersion": kind.api_version,
+                         "metadata": {"resourceVersion": str(self.store.revision)}, "items": deleted})
+
+    # -- watch -----------------------------------------------------------------------------------
+
+    async def _watch(self, request: web.Request, target: Target) -> web.StreamResponse:
+        labels, fields = self._selectors(request, target.kind)
+        rv_text = request.query.get("resourceVersion", "")
+        try:
+            timeout = float(request.query.get("timeoutSeconds") or self.max_watch_seconds)
+            since = int(rv_text) if rv_text else 0
+        except ValueError as exc:
+            raise errors.bad_request("resourceVersion and timeoutSeconds must be numbers") from exc
+        bookmarks = _query_bool(request.query, "allowWatchBookmarks")
+        queue: asyncio.Queue[Change] = asyncio.Queue()
+        # Subscribing and reading the backlog happen with no await between them: nothing is missed.
+        unsubscribe = self.store.subscribe(target.kind, queue.put_nowait)
+        try:
+            lines: list[bytes] = []
+            if since == 0:  # "any version": start with the current objects, as k8s does
+                lines = [_event_line(ADDED, e.raw) for e in self.store.entries(target.kind, target.namespace)
+                         if _matches(e.obj, labels, fields)]
+            else:
+                try:
+                    lines = self._watch_lines(self.store.changes_since(target.kind, since), target, labels, fields)
+                except TooOldError as exc:
+                    lines = [_event_line("ERROR", encode(errors.gone(str(exc)).status()))]
+                    timeout = 0
+            response = web.StreamResponse(headers={"Content-Type": JSON})
+            response.enable_chunked_encoding()
+            await response.prepare(request)
+            await self._stream(response, queue, lines, target, labels, fields, timeout, bookmarks)
+            return response
+        finally:
+            unsubscribe()
+
+    async def _stream(self, response: web.StreamResponse, queue: asyncio.Queue[Change], lines: list[bytes],
+                      target: Target, labels: LabelSelector, fields: FieldSelector, timeout: float,
+                      bookmarks: bool) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + min(timeout, self.max_watch_seconds)
+        try:
+            while True:
+                if lines:
+                    await response.write(b"".join(lines))
+                    lines = []
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    break
+                wait = min(remaining, self.bookmark_interval) if bookmarks else remaining
+                try:
+                    first = await asyncio.wait_for(queue.get(), wait)
+                except asyncio.TimeoutError:
+                    if bookmarks:
+                        lines.append(self._bookmark(target.kind))
+                    continue
+                changes = [first]
+                while not queue.empty():
+                    changes.append(queue.get_nowait())
+                lines = self._watch_lines(changes, target, labels, fields)
+            if bookmarks:
+                await response.write(self._bookmark(target.kind))
+            await response.write_eof()
+        except (ConnectionResetError, RuntimeError):
+            return  # the client went away
+
+    def _bookmark(self, kind: Kind) -> bytes:
+        return _event_line("BOOKMARK", encode({"kind": kind.kind, "apiVersion": kind.api_version,
+                                               "metadata": {"resourceVersion": str(self.store.revision)}}))
+
+    @staticmethod
+    def _watch_lines(changes: list[Change], target: Target, labels: LabelSelector,
+                     fields: FieldSelector) -> list[bytes]:
+        """Events as a filtered watcher sees them: leaving the selection is a DELETED, entering an ADDED."""
+        lines = []
+        for change in changes:
+            event = _filtered_event(change, target.namespace, labels, fields)
+            if event is not None:
+                lines.append(_event_line(event, change.entry.raw))
+        return lines
+
+
+def _key(entry: Entry) -> tuple[str, str]:
+    meta = entry.obj["metadata"]
+    return meta.get("namespace", ""), meta["name"]
+
+
+def _encode_continue(rv: int, key: tuple[str, str]) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"rv": rv, "key": list(key)}).encode()).decode()
+
+
+def _matches(obj: dict[str, Any], labels: LabelSelector, fields: FieldSelector) -> bool:
+    return labels.matches(obj["metadata"].get("labels")) and fields.matches(obj)
+
+
+def _in_view(obj: dict[str, Any] | None, namespace: str | None, labels: LabelSelector,
+             fields: FieldSelector) -> bool:
+    if obj is None:
+        return False
+    if namespace is not None and obj["metadata"].get("namespace") != namespace:
+        return False
+    return _matches(obj, labels, fields)
+
+
+def _filtered_event(change: Change, namespace: str | None, labels: LabelSelector,
+                    fields: FieldSelector) -> str | None:
+    now_in = change.type != DELETED and _in_view(change.entry.obj, namespace, labels, fields)
+    was_in = change.previous is not None and _in_view(change.previous.obj, namespace, labels, fields)
+    if change.type == DELETED:
+        return DELETED if was_in else None
+    if now_in:
+        return MODIFIED if was_in else ADDED
+    return DELETED if was_in else None
+

@@ -1,0 +1,355 @@
+"""Object lifecycle rules of the embedded API server: create, update, patch, delete, the status,
+binding and eviction subresources, garbage collection of dependents. HTTP-free: every method
+takes and returns dicts and raises ApiError, so the rules read (and test) without a socket."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any
+
+from lahar.api import admission, kinds
+from lahar.api.errors import ValidationError
+from lahar.api.kinds import Kind
+from lahar.apiserver import errors
+from lahar.apiserver.disruption import eviction_refusal
+from lahar.apiserver.errors import ApiError
+from lahar.apiserver.patch import PatchError, UnsupportedPatchError, apply_patch
+from lahar.apiserver.store import Entry, Store
+
+# Kinds whose server-side strategy keeps the status given at create (as kube-apiserver does for them).
+KEEPS_STATUS_ON_CREATE = {kinds.NODE}
+PROTECTED_NAMESPACES = {"default", "kube-system", "kube-public"}
+DEFAULT_GRACE_SECONDS = 30
+# Kinds that strategic merge patch serves (built-in kinds); custom resources answer 415, as in k8s.
+STRATEGIC_KINDS = {k for k in kinds.ALL_KINDS if k.group in ("", "policy", "scheduling.k8s.io")}
+
+
+def now_rfc3339(at: float | None = None) -> str:
+    moment = datetime.fromtimestamp(time.time() if at is None else at, tz=timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _copy(obj: dict[str, Any]) -> dict[str, Any]:
+    return json.loads(json.dumps(obj))
+
+
+def _without(obj: dict[str, Any], *fields: str) -> dict[str, Any]:
+    return {k: v for k, v in obj.items() if k not in fields}
+
+
+def _spec_part(obj: dict[str, Any]) -> dict[str, Any]:
+    """Everything a generation counts: all but metadata and status."""
+    return _without(obj, "metadata", "status", "apiVersion", "kind")
+
+
+class Registry:
+    def __init__(self, store: Store, schedule_removal: Callable[[Kind, str, str, float], None] | None = None) -> None:
+        self.store = store
+        # Called with (kind, namespace, name, deadline) for pods deleted with a grace period.
+        self.schedule_removal = schedule_removal or (lambda *_: None)
+
+    # -- bootstrap -------------------------------------------------------------------------------
+
+    def ensure_defaults(self) -> None:
+        """Objects that always exist: the standard namespaces and Volcano's default queue."""
+        for name in ("default", "kube-system", "kube-public"):
+            if self.store.get(kinds.NAMESPACE, "", name) is None:
+                self.create(kinds.NAMESPACE, None, {"metadata": {"name": name}})
+        if self.store.get(kinds.QUEUE, "", "default") is None:
+            self.create(kinds.QUEUE, None, {"metadata": {"name": "default"}, "spec": {"weight": 1, "reclaimable": True}})
+        for entry in self.store.entries(kinds.POD):
+            deadline = entry.obj["metadata"].get("deletionTimestamp")
+            if deadline:
+                meta = entry.obj["metadata"]
+                self.schedule_removal(kinds.POD, meta["namespace"], meta["name"], _parse_time(deadline))
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def require(self, kind: Kind, namespace: str, name: str) -> Entry:
+        entry = self.store.get(kind, namespace if kind.namespaced else "", name)
+        if entry is None:
+            raise errors.not_found(kind, name)
+        return entry
+
+    def _require_namespace(self, kind: Kind, namespace: str) -> None:
+        if kind.namespaced and self.store.get(kinds.NAMESPACE, "", namespace) is None:
+            raise errors.not_found(kinds.NAMESPACE, namespace)
+        if kind.namespaced:
+            ns = self.store.get(kinds.NAMESPACE, "", namespace)
+            if ns is not None and ns.obj["metadata"].get("deletionTimestamp"):
+                raise errors.forbidden(f'unable to create new content in namespace {namespace} because it is being '
+                                       "terminated")
+
+    def _admit(self, kind: Kind, obj: dict[str, Any], old: dict[str, Any] | None) -> dict[str, Any]:
+        obj = admission.apply_defaults(kind, obj)
+        try:
+            admission.validate(kind, obj, old)
+        except ValidationError as exc:
+            raise errors.invalid(kind, obj.get("metadata", {}).get("name", ""),
+                                 [(e.field, e.message, e.reason) for e in exc.errors]) from exc
+        return obj
+
+    def _stamp(self, obj: dict[str, Any]) -> dict[str, Any]:
+        obj["metadata"]["resourceVersion"] = str(self.store.next_revision())
+        return obj
+
+    def _check_identity(self, kind: Kind, obj: Any, namespace: str | None) -> dict[str, Any]:
+        if not isinstance(obj, dict):
+            raise errors.bad_request("the request body must be a JSON object")
+        api_version, kind_name = obj.get("apiVersion"), obj.get("kind")
+        if api_version is not None and api_version != kind.api_version:
+            raise errors.bad_request(f'the API version in the data ({api_version}) does not match the expected '
+                                     f"API version ({kind.api_version})")
+        if kind_name is not None and kind_name != kind.kind:
+            raise errors.bad_request(f'the kind in the data ({kind_name}) does not match the expected kind ({kind.kind})')
+        meta = obj.get("metadata")
+        if meta is None:
+            meta = obj["metadata"] = {}
+        if not isinstance(meta, dict):
+            raise errors.bad_request("metadata must be an object")
+        if kind.namespaced:
+            given = meta.get("namespace")
+            if given and namespace and given != namespace:
+                raise errors.bad_request("the namespace of the provided object does not match the namespace sent "
+                                         "on the request")
+            meta["namespace"] = given or namespace or "default"
+        else:
+            meta.pop("namespace", None)
+        obj["apiVersion"], obj["kind"] = kind.api_version, kind.kind
+        return obj
+
+    # -- create ----------------------------------------------------------------------------------
+
+    def create(self, kind: Kind, namespace: str | None, body: Any, dry_run: bool = False) -> dict[str, Any]:
+        obj = self._check_identity(kind, _copy(body) if isinstance(body, dict) else body, namespace)
+        meta = obj["metadata"]
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+        if not meta.get("name"):
+            raise errors.invalid(kind, "", [("metadata.name", "name or generateName is required", "FieldValueRequired")])
+        ns = meta.get("namespace", "")
+        self._require_namespace(kind, ns)
+        if self.store.get(kind, ns, meta["name"]) is not None:
+            raise errors.already_exists(kind, meta["name"])
+        for server_field in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
+            meta.pop(server_field, None)
+        if kind.has_status and kind not in KEEPS_STATUS_ON_CREATE:
+            obj.pop("status", None)
+        if kind is kinds.NAMESPACE:
+            obj["status"] = {"phase": "Active"}
+        obj = self._admit(kind, obj, None)
+        meta = obj["metadata"]
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = now_rfc3339()
+        meta["generation"] = 1
+        if dry_run:
+            meta["resourceVersion"] = ""
+            return obj
+        return self.store.put(kind, self._stamp(obj)).obj
+
+    # -- update ----------------------------------------------------------------------------------
+
+    def update(self, kind: Kind, namespace: str | None, name: str, body: Any, subresource: str = "",
+               dry_run: bool = False) -> dict[str, Any]:
+        obj = self._check_identity(kind, _copy(body) if isinstance(body, dict) else body, namespace)
+        current = self.require(kind, namespace or "", name)
+        return self._replace(kind, current, obj, subresource, dry_run)
+
+    def _replace(self, kind: Kind, current: Entry, obj: dict[str, Any], subresource: str,
+                 dry_run: bool) -> dict[str, Any]:
+        old = current.obj
+        old_meta, meta = old["metadata"], obj["metadata"]
+        name = old_meta["name"]
+        if meta.get("name", name) != name:
+            raise errors.bad_request(f'the name of the object ({meta.get("name")}) does not match the name on the URL '
+                                     f"({name})")
+        given_rv = meta.get("resourceVersion")
+        if given_rv and given_rv != old_meta["resourceVersion"]:
+            raise errors.stale(kind, name)
+        if meta.get("uid") and meta["uid"] != old_meta["uid"]:
+            raise errors.conflict(kind, name, f'Precondition failed: UID in precondition: {meta["uid"]}, UID in object '
+                                              f'meta: {old_meta["uid"]}')
+        if subresource == "status":
+            # The status endpoint changes status alone.
+            new = {**old, "metadata": dict(old_meta), "status": obj.get("status") or {}}
+        else:
+            new = obj
+            if kind.has_status:  # and the main endpoint everything but status
+                new.pop("status", None)
+                if "status" in old:
+                    new["status"] = old["status"]
+            if kind is kinds.POD:
+                self._check_pod_update(old, new)
+        new_meta = new["metadata"] = dict(new["metadata"])
+        for server_field in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "namespace"):
+            if server_field in old_meta:
+                new_meta[server_field] = old_meta[server_field]
+            else:
+                new_meta.pop(server_field, None)
+        new_meta["generation"] = old_meta.get("generation", 1) + (1 if _spec_part(new) != _spec_part(old) else 0)
+        new = self._admit(kind, new, old)
+        if dry_run:
+            return new
+        return self.store.put(kind, self._stamp(new)).obj
+
+    @staticmethod
+    def _check_pod_update(old: dict[str, Any], new: dict[str, Any]) -> None:
+        old_node = (old.get("spec") or {}).get("nodeName")
+        new_node = (new.get("spec") or {}).get("nodeName")
+        if old_node != new_node:
+            raise errors.invalid(kinds.POD, old["metadata"]["name"], [(
+                "spec.nodeName", "pod updates may not change spec.nodeName; bind a pod through the binding subresource",
+                "FieldValueForbidden")])
+
+    # -- patch -----------------------------------------------------------------------------------
+
+    def patch(self, kind: Kind, namespace: str | None, name: str, body: bytes, content_type: str,
+              subresource: str = "", dry_run: bool = False) -> dict[str, Any]:
+        current = self.require(kind, namespace or "", name)
+        try:
+            patched = apply_patch(current.obj, body, content_type, kind.kind, kind in STRATEGIC_KINDS)
+        except UnsupportedPatchError as exc:
+            raise ApiError(415, "UnsupportedMediaType", str(exc)) from exc
+        except PatchError as exc:
+            raise ApiError(422 if "json-patch" not in content_type else 400,
+                           "Invalid" if "json-patch" not in content_type else "BadRequest", str(exc)) from exc
+        patched = self._check_identity(kind, patched, namespace)
+        return self._replace(kind, current, patched, subresource, dry_run)
+
+    # -- delete ----------------------------------------------------------------------------------
+
+    def delete(self, kind: Kind, namespace: str | None, name: str, options: dict[str, Any] | None = None,
+               dry_run: bool = False) -> dict[str, Any]:
+        options = options or {}
+        current = self.require(kind, namespace or "", name)
+        meta = current.obj["metadata"]
+        preconditions = options.get("preconditions") or {}
+        if preconditions.get("uid") and preconditions["uid"] != meta["uid"]:
+            raise errors.conflict(kind, name, f'Precondition failed: UID in precondition: {preconditions["uid"]}, '
+                                              f'UID in object meta: {meta["uid"]}')
+        if preconditions.get("resourceVersion") and preconditions["resourceVersion"] != meta["resourceVersion"]:
+            raise errors.conflict(kind, name, "Precondition failed: the resourceVersion in the precondition does not "
+                                              "match the object")
+        if kind is kinds.NAMESPACE and name in PROTECTED_NAMESPACES:
+            raise errors.forbidden(f'namespaces "{name}" is forbidden: this namespace may not be deleted')
+        if kind is kinds.QUEUE and name == "default":
+            raise errors.forbidden('queues.scheduling.volcano.sh "default" is forbidden: the default queue may not '
+                                   "be deleted")
+        if dry_run:
+            return current.obj
+        if kind is kinds.POD:
+            grace = self._pod_grace(current.obj, options)
+            if grace > 0:
+                return self._mark_terminating(current, grace)
+        return self._remove(kind, current, options.get("propagationPolicy") != "Orphan")
+
+    @staticmethod
+    def _pod_grace(pod: dict[str, Any], options: dict[str, Any]) -> int:
+        """Pods on a node get their grace period; unbound or finished pods go at once, as kubelet would."""
+        spec, status = pod.get("spec") or {}, pod.get("status") or {}
+        if not spec.get("nodeName") or status.get("phase") in ("Succeeded", "Failed"):
+            return 0
+        grace = options.get("gracePeriodSeconds")
+        if grace is None:
+            grace = spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS)
+        existing = pod["metadata"].get("deletionGracePeriodSeconds")
+        if existing is not None:
+            grace = min(int(grace), int(existing))
+        return max(int(grace), 0)
+
+    def _mark_terminating(self, current: Entry, grace: int) -> dict[str, Any]:
+        obj = _copy(current.obj)
+        meta = obj["metadata"]
+        deadline = time.time() + grace
+        meta["deletionTimestamp"] = now_rfc3339(deadline)
+        meta["deletionGracePeriodSeconds"] = grace
+        entry = self.store.put(kinds.POD, self._stamp(obj))
+        self.schedule_removal(kinds.POD, meta["namespace"], meta["name"], deadline)
+        return entry.obj
+
+    def _remove(self, kind: Kind, current: Entry, cascade: bool) -> dict[str, Any]:
+        meta = current.obj["metadata"]
+        removed = self.store.remove(kind, meta.get("namespace", ""), meta["name"])
+        if kind is kinds.NAMESPACE:
+            self._empty_namespace(meta["name"])
+        if cascade:
+            self._collect_dependents(meta["uid"], meta.get("namespace"))
+        return removed.obj
+
+    def remove_now(self, kind: Kind, namespace: str, name: str) -> None:
+        """The end of a pod's grace period (what kubelet's final delete does on a real node)."""
+        entry = self.store.get(kind, namespace, name)
+        if entry is not None:
+            self._remove(kind, entry, cascade=True)
+
+    def _empty_namespace(self, namespace: str) -> None:
+        for kind in kinds.ALL_KINDS:
+            if kind.namespaced:
+                for entry in list(self.store.entries(kind, namespace)):
+                    self._remove(kind, entry, cascade=True)
+
+    def _collect_dependents(self, owner_uid: str, namespace: str | None) -> None:
+        """Background garbage collection: delete objects whose ownerReferences name the deleted owner."""
+        for kind in kinds.ALL_KINDS:
+            if not kind.namespaced:
+                continue
+            for entry in list(self.store.entries(kind, namespace)):
+                refs = entry.obj["metadata"].get("ownerReferences") or []
+                if any(ref.get("uid") == owner_uid for ref in refs):
+                    if self.store.get(kind, entry.obj["metadata"]["namespace"], entry.obj["metadata"]["name"]):
+                        self.delete(kind, entry.obj["metadata"]["namespace"], entry.obj["metadata"]["name"])
+
+    # -- pod subresources ------------------------------------------------------------------------
+
+    def bind(self, namespace: str, name: str, binding: Any) -> None:
+        if not isinstance(binding, dict):
+            raise errors.bad_request("the request body must be a Binding object")
+        target = binding.get("target") or {}
+        node = target.get("name") if isinstance(target, dict) else None
+        if not node:
+            raise errors.invalid(kinds.POD, name, [("target.name", "Required value", "FieldValueRequired")])
+        current = self.require(kinds.POD, namespace, name)
+        pod = current.obj
+        binding_uid = (binding.get("metadata") or {}).get("uid")
+        if binding_uid and binding_uid != pod["metadata"]["uid"]:
+            raise errors.conflict(kinds.POD, name, "the UID in the binding does not match the pod")
+        if pod["metadata"].get("deletionTimestamp"):
+            raise errors.conflict(kinds.POD, name, "pod is being deleted, cannot be assigned to a host")
+        assigned = (pod.get("spec") or {}).get("nodeName")
+        if assigned:
+            raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is '
+                                            f"already assigned to node \"{assigned}\"",
+                           {"name": name, "kind": "pods/binding"})
+        obj = _copy(pod)
+        obj.setdefault("spec", {})["nodeName"] = node
+        conditions = [c for c in obj.setdefault("status", {}).get("conditions") or [] if c.get("type") != "PodScheduled"]
+        conditions.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": now_rfc3339()})
+        obj["status"]["conditions"] = conditions
+        self.store.put(kinds.POD, self._stamp(obj))
+
+    def evict(self, namespace: str, name: str, eviction: Any) -> None:
+        if not isinstance(eviction, dict):
+            raise errors.bad_request("the request body must be an Eviction object")
+        current = self.require(kinds.POD, namespace, name)
+        options = eviction.get("deleteOptions") or {}
+        uid = (options.get("preconditions") or {}).get("uid")
+        if uid and uid != current.obj["metadata"]["uid"]:
+            raise errors.conflict(kinds.POD, name, f"Precondition failed: UID in precondition: {uid}, UID in object "
+                                                   f'meta: {current.obj["metadata"]["uid"]}')
+        pdbs = [e.obj for e in self.store.entries(kinds.PDB, namespace)]
+        if pdbs and not current.obj["metadata"].get("deletionTimestamp"):
+            pods = [e.obj for e in self.store.entries(kinds.POD, namespace)]
+            refusal = eviction_refusal(current.obj, pdbs, pods)
+            if refusal is not None:
+                code, message = refusal
+                raise ApiError(code, "TooManyRequests" if code == 429 else "InternalError", message,
+                               {"causes": [{"reason": "DisruptionBudget", "message": message}]})
+        self.delete(kinds.POD, namespace, name, options)
+
+
+def _parse_time(text: str) -> float:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()

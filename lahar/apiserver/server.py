@@ -1,0 +1,99 @@
+"""Running the embedded API server: data directory, listening address, token, signals."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+
+from aiohttp import web
+
+from lahar.apiserver.app import ApiServer
+from lahar.apiserver.store import Store
+
+log = logging.getLogger("lahar.apiserver")
+
+DEFAULT_PORT = 6443
+DEFAULT_HOST = "127.0.0.1"
+DB_FILE = "lahar.db"
+
+
+class ConfigError(ValueError):
+    """A refused server setting; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    data_dir: Path
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    token_file: Path | None = None
+    fsync: str = "normal"  # "full": survive power loss too, one fsync per write
+    watch_history: int = 200_000  # changes kept for watches that resume from a resourceVersion
+
+    def token(self) -> str | None:
+        """The bearer token; required on any address but loopback."""
+        if self.token_file is None:
+            if not is_loopback(self.host):
+                raise ConfigError(f"listening on {self.host} (not loopback) requires --token-file")
+            return None
+        try:
+            token = self.token_file.read_text().strip()
+        except OSError as exc:
+            raise ConfigError(f"cannot read --token-file {self.token_file}: {exc.strerror}") from exc
+        if not token:
+            raise ConfigError(f"--token-file {self.token_file} is empty")
+        return token
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def validate(config: ServerConfig) -> str | None:
+    if not 0 <= config.port <= 65535:
+        raise ConfigError(f"--port {config.port} is not a TCP port (0-65535)")
+    if config.fsync not in ("normal", "full"):
+        raise ConfigError(f'--fsync must be "normal" or "full", not "{config.fsync}"')
+    if config.watch_history < 1:
+        raise ConfigError(f"--watch-history must be at least 1, not {config.watch_history}")
+    return config.token()
+
+
+async def serve(config: ServerConfig, ready: asyncio.Event | None = None,
+                stop: asyncio.Event | None = None) -> None:
+    """Serve until `stop` is set (or SIGINT/SIGTERM when run as the main program)."""
+    token = validate(config)
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    store = Store(config.data_dir / DB_FILE, history_size=config.watch_history, fsync=config.fsync)
+    server = ApiServer(store, token=token)
+    runner = web.AppRunner(server.make_app(), access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, config.host, config.port, backlog=1024)
+    await site.start()
+    port = runner.addresses[0][1] if runner.addresses else config.port
+    print(f"lahar apiserver listening on http://{config.host}:{port} (data: {config.data_dir / DB_FILE}, "
+          f"revision {store.revision})", flush=True)
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass  # not the main thread: the caller stops us through `stop`
+    if ready is not None:
+        ready.set()
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+        store.close()
+        print("lahar apiserver stopped", flush=True)

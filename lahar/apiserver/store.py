@@ -1,0 +1,176 @@
+"""The embedded API server's object store: SQLite on disk, every object also in memory.
+
+Each write is one SQLite transaction (WAL journal) committed before the server answers, so an
+answered 2xx survives a crash of the process. `--fsync full` also survives losing the machine's
+power, at the cost of an fsync per write. Reads never touch SQLite: the current objects live in
+memory with their encoded JSON, and a bounded history of changes serves watches from a
+resourceVersion (older versions answer 410 Gone, like an etcd compaction).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lahar.api.kinds import Kind
+
+ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+
+Key = tuple[str, str]  # (namespace, name); namespace is "" for cluster-scoped kinds
+
+
+def resource_key(kind: Kind) -> str:
+    return f"{kind.group}/{kind.plural}"
+
+
+def encode(obj: dict[str, Any]) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A stored object and its JSON; both are shared and must never be mutated."""
+
+    obj: dict[str, Any]
+    raw: bytes
+    rv: int
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    rv: int
+    resource: str
+    type: str
+    entry: Entry
+    previous: Entry | None  # the object before the change (selector transitions need it)
+
+
+class TooOldError(Exception):
+    """The requested resourceVersion is older than the history kept."""
+
+
+Listener = Callable[[Change], None]
+
+
+class Store:
+    def __init__(self, path: Path, history_size: int = 200_000, fsync: str = "normal") -> None:
+        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(f"PRAGMA synchronous={'FULL' if fsync == 'full' else 'NORMAL'}")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS objects (resource TEXT NOT NULL, namespace TEXT NOT NULL, "
+            "name TEXT NOT NULL, rv INTEGER NOT NULL, body BLOB NOT NULL, "
+            "PRIMARY KEY (resource, namespace, name)) WITHOUT ROWID")
+        self._db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)")
+        self._objects: dict[str, dict[Key, Entry]] = {}
+        self._history: deque[Change] = deque(maxlen=history_size)
+        self._listeners: dict[str, set[Listener]] = {}
+        self.revision = 0
+        self._load()
+        # Watches may resume from any version at or after this one.
+        self._oldest_resumable = self.revision
+
+    def _load(self) -> None:
+        row = self._db.execute("SELECT value FROM meta WHERE key='revision'").fetchone()
+        self.revision = row[0] if row else 0
+        for resource, namespace, name, rv, body in self._db.execute(
+                "SELECT resource, namespace, name, rv, body FROM objects"):
+            raw = bytes(body)
+            self._objects.setdefault(resource, {})[(namespace, name)] = Entry(json.loads(raw), raw, rv)
+
+    def close(self) -> None:
+        self._db.close()
+
+    # -- reads -----------------------------------------------------------------------------------
+
+    def get(self, kind: Kind, namespace: str, name: str) -> Entry | None:
+        return self._objects.get(resource_key(kind), {}).get((namespace, name))
+
+    def entries(self, kind: Kind, namespace: str | None = None) -> Iterator[Entry]:
+        """Objects of a kind, in (namespace, name) order, optionally in one namespace."""
+        table = self._objects.get(resource_key(kind), {})
+        for key in sorted(table):
+            if namespace is None or key[0] == namespace:
+                yield table[key]
+
+    def count(self, kind: Kind) -> int:
+        return len(self._objects.get(resource_key(kind), {}))
+
+    # -- writes ----------------------------------------------------------------------------------
+
+    def next_revision(self) -> int:
+        return self.revision + 1
+
+    def put(self, kind: Kind, obj: dict[str, Any]) -> Entry:
+        """Create or replace an object. Its metadata.resourceVersion must already be next_revision()."""
+        rv = self.next_revision()
+        meta = obj["metadata"]
+        assert meta["resourceVersion"] == str(rv), "caller must stamp the next revision"
+        key = (meta.get("namespace", "") if kind.namespaced else "", meta["name"])
+        resource = resource_key(kind)
+        entry = Entry(obj, encode(obj), rv)
+        self._write("INSERT OR REPLACE INTO objects VALUES (?,?,?,?,?)", (resource, key[0], key[1], rv, entry.raw), rv)
+        table = self._objects.setdefault(resource, {})
+        previous = table.get(key)
+        table[key] = entry
+        self._publish(Change(rv, resource, MODIFIED if previous else ADDED, entry, previous))
+        return entry
+
+    def remove(self, kind: Kind, namespace: str, name: str) -> Entry:
+        """Delete an object; the DELETED event carries it with a new resourceVersion, as in k8s."""
+        resource = resource_key(kind)
+        key = (namespace if kind.namespaced else "", name)
+        previous = self._objects[resource][key]
+        rv = self.next_revision()
+        obj = dict(previous.obj)
+        obj["metadata"] = {**previous.obj["metadata"], "resourceVersion": str(rv)}
+        self._write("DELETE FROM objects WHERE resource=? AND namespace=? AND name=?", (resource, *key), rv)
+        del self._objects[resource][key]
+        entry = Entry(obj, encode(obj), rv)
+        self._publish(Change(rv, resource, DELETED, entry, previous))
+        return entry
+
+    def _write(self, sql: str, args: tuple[Any, ...], rv: int) -> None:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._db.execute(sql, args)
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES ('revision', ?)", (rv,))
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self.revision = rv
+
+    # -- watch -----------------------------------------------------------------------------------
+
+    def _publish(self, change: Change) -> None:
+        if len(self._history) == self._history.maxlen:
+            self._oldest_resumable = self._history[0].rv
+        self._history.append(change)
+        for listener in list(self._listeners.get(change.resource, ())):
+            listener(change)
+
+    def subscribe(self, kind: Kind, listener: Listener) -> Callable[[], None]:
+        """Call listener for every later change of this kind; returns the unsubscribe function."""
+        listeners = self._listeners.setdefault(resource_key(kind), set())
+        listeners.add(listener)
+        return lambda: listeners.discard(listener)
+
+    def changes_since(self, kind: Kind, rv: int) -> list[Change]:
+        """Changes of a kind after resourceVersion rv; TooOldError when history no longer covers it."""
+        if rv < self._oldest_resumable:
+            raise TooOldError(f"too old resource version: {rv} ({self._oldest_resumable})")
+        resource = resource_key(kind)
+        found: list[Change] = []
+        for change in reversed(self._history):
+            if change.rv <= rv:
+                break
+            if change.resource == resource:
+                found.append(change)
+        found.reverse()
+        return found

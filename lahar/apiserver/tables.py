@@ -1,0 +1,151 @@
+"""Server-side printing (`meta.k8s.io/v1 Table`), which `kubectl get` asks for: one row per object,
+columns per kind, priority-1 columns shown by `-o wide`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from datetime import datetime, timezone
+from typing import Any
+
+from lahar.api import kinds
+from lahar.api.kinds import Kind
+
+Cell = Callable[[dict[str, Any]], Any]
+
+
+def human_age(created: str | None, now: float | None = None) -> str:
+    """kubectl's short age format: 45s, 5m30s, 3h, 2d4h, 200d."""
+    if not created:
+        return "<unknown>"
+    then = datetime.strptime(created, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+    seconds = max(int((time.time() if now is None else now) - then), 0)
+    minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
+    if seconds < 120:
+        return f"{seconds}s"
+    if minutes < 10:
+        return f"{minutes}m{seconds % 60}s" if seconds % 60 else f"{minutes}m"
+    if hours < 3:
+        return f"{minutes}m"
+    if hours < 8:
+        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    if days < 8:
+        return f"{days}d{hours % 24}h" if hours % 24 else f"{days}d"
+    return f"{days}d" if days < 730 else f"{days // 365}y"
+
+
+def _get(obj: dict[str, Any], path: str, default: Any = "") -> Any:
+    value: Any = obj
+    for part in path.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return default
+        value = value[part]
+    return value
+
+
+def _pod_ready(pod: dict[str, Any]) -> str:
+    containers = _get(pod, "spec.containers", []) or []
+    statuses = _get(pod, "status.containerStatuses", []) or []
+    return f"{sum(1 for s in statuses if s.get('ready'))}/{len(containers)}"
+
+
+def _pod_status(pod: dict[str, Any]) -> str:
+    if _get(pod, "metadata.deletionTimestamp"):
+        return "Terminating"
+    return _get(pod, "status.reason") or _get(pod, "status.phase") or "Pending"
+
+
+def _pod_restarts(pod: dict[str, Any]) -> int:
+    return sum(int(s.get("restartCount", 0)) for s in _get(pod, "status.containerStatuses", []) or [])
+
+
+def _node_status(node: dict[str, Any]) -> str:
+    ready = next((c for c in _get(node, "status.conditions", []) or [] if c.get("type") == "Ready"), None)
+    state = "Ready" if ready and ready.get("status") == "True" else ("NotReady" if ready else "Unknown")
+    return state + (",SchedulingDisabled" if _get(node, "spec.unschedulable", False) else "")
+
+
+def _node_roles(node: dict[str, Any]) -> str:
+    prefix = "node-role.kubernetes.io/"
+    roles = [key[len(prefix):] for key in (_get(node, "metadata.labels", {}) or {}) if key.startswith(prefix)]
+    return ",".join(sorted(roles)) or "<none>"
+
+
+def _path(path: str, default: Any = "") -> Cell:
+    return lambda obj: _get(obj, path, default)
+
+
+# (name, type, priority, cell) per kind; Name first and Age last are added for every kind.
+COLUMNS: dict[Kind, list[tuple[str, str, int, Cell]]] = {
+    kinds.POD: [
+        ("Ready", "string", 0, _pod_ready),
+        ("Status", "string", 0, _pod_status),
+        ("Restarts", "integer", 0, _pod_restarts),
+        ("IP", "string", 1, _path("status.podIP", "<none>")),
+        ("Node", "string", 1, _path("spec.nodeName", "<none>")),
+    ],
+    kinds.NODE: [
+        ("Status", "string", 0, _node_status),
+        ("Roles", "string", 0, _node_roles),
+        ("Version", "string", 0, _path("status.nodeInfo.kubeletVersion")),
+    ],
+    kinds.NAMESPACE: [("Status", "string", 0, _path("status.phase"))],
+    kinds.JOB: [
+        ("Status", "string", 0, _path("status.state.phase", "Pending")),
+        ("MinAvailable", "integer", 0, _path("spec.minAvailable", 0)),
+        ("Running", "integer", 0, _path("status.running", 0)),
+        ("Queue", "string", 1, _path("spec.queue")),
+    ],
+    kinds.PODGROUP: [
+        ("Status", "string", 0, _path("status.phase", "Pending")),
+        ("MinMember", "integer", 0, _path("spec.minMember", 0)),
+        ("Running", "integer", 0, _path("status.running", 0)),
+        ("Queue", "string", 1, _path("spec.queue")),
+    ],
+    kinds.QUEUE: [
+        ("Weight", "integer", 0, _path("spec.weight", 1)),
+        ("State", "string", 0, _path("status.state", "Open")),
+        ("Parent", "string", 1, _path("spec.parent", "root")),
+    ],
+    kinds.SERVICE: [
+        ("Type", "string", 0, _path("spec.type", "ClusterIP")),
+        ("Cluster-IP", "string", 0, _path("spec.clusterIP", "None")),
+    ],
+    kinds.EVENT: [
+        ("Type", "string", 0, _path("type")),
+        ("Reason", "string", 0, _path("reason")),
+        ("Object", "string", 0, lambda e: f'{_get(e, "involvedObject.kind").lower()}/{_get(e, "involvedObject.name")}'),
+        ("Message", "string", 0, _path("message")),
+    ],
+}
+
+
+def table(kind: Kind, objects: Iterable[dict[str, Any]], resource_version: str, include_object: bool,
+          continue_token: str = "") -> dict[str, Any]:
+    columns = [("Name", "string", 0, _path("metadata.name")), *COLUMNS.get(kind, []),
+               ("Age", "string", 0, lambda o: human_age(_get(o, "metadata.creationTimestamp")))]
+    rows = []
+    for obj in objects:
+        row: dict[str, Any] = {"cells": [cell(obj) for *_, cell in columns]}
+        if include_object:
+            row["object"] = obj
+        else:
+            row["object"] = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                             "metadata": obj.get("metadata", {})}
+        rows.append(row)
+    metadata: dict[str, Any] = {"resourceVersion": resource_version}
+    if continue_token:
+        metadata["continue"] = continue_token
+    return {
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": metadata,
+        "columnDefinitions": [
+            {"name": name, "type": type_, "format": "name" if name == "Name" else "", "description": name,
+             "priority": priority}
+            for name, type_, priority, _ in columns
+        ],
+        "rows": rows,
+    }

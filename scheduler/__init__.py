@@ -1,0 +1,1 @@
+"""Lahar scheduler (see DESIGN.md). Built by its own issue."""

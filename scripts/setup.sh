@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Set up a development environment from scratch: a virtual environment in .venv with Lahar and its
+# dependencies (and the dev extra), plus Debian's kubectl when running as root and it is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+    echo "Lahar needs Python >= 3.11 (found $("$PYTHON" --version 2>&1))" >&2
+    exit 1
+fi
+
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    missing=()
+    "$PYTHON" -m venv --help >/dev/null 2>&1 || missing+=(python3-venv)
+    command -v kubectl >/dev/null || missing+=(kubernetes-client)
+    command -v gcc >/dev/null || missing+=(gcc)
+    if [ ${#missing[@]} -gt 0 ]; then
+        echo "installing Debian packages: ${missing[*]}"
+        apt-get update -q >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null
+    fi
+fi
+
+if [ ! -x .venv/bin/python ]; then
+    echo "creating .venv"
+    "$PYTHON" -m venv .venv
+fi
+stamp=.venv/.lahar-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ]; then
+    echo "installing Lahar and its dependencies into .venv"
+    .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
+    .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+    touch "$stamp"
+fi

@@ -1,0 +1,98 @@
+"""Shared fixtures: a real embedded API server process on loopback."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class ServerProcess:
+    """`lahar apiserver` as a child process; restartable on the same data directory."""
+
+    def __init__(self, data_dir: Path, port: int | None = None, extra_args: tuple[str, ...] = ()) -> None:
+        self.data_dir = data_dir
+        self.port = port or free_port()
+        self.extra_args = extra_args
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = data_dir.parent / f"{data_dir.name}-apiserver.log"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 20.0) -> None:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "lahar", "apiserver", "--data-dir", str(self.data_dir),
+                 "--port", str(self.port), *self.extra_args],
+                stdout=log, stderr=subprocess.STDOUT, env=env)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"apiserver exited with {self.proc.returncode}:\n{self.log.read_text()}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/healthz", timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"apiserver did not answer within {timeout}s:\n{self.log.read_text()}")
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def kubeconfig(self, path: Path) -> Path:
+        path.write_text(
+            "apiVersion: v1\nkind: Config\n"
+            f"clusters:\n- name: lahar\n  cluster:\n    server: {self.url}\n"
+            "users:\n- name: lahar\n  user: {}\n"
+            "contexts:\n- name: lahar\n  context:\n    cluster: lahar\n    user: lahar\n"
+            "current-context: lahar\n")
+        return path
+
+
+@pytest.fixture
+def apiserver(tmp_path: Path) -> Iterator[ServerProcess]:
+    server = ServerProcess(tmp_path / "data")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def k8s(apiserver: ServerProcess):  # type: ignore[no-untyped-def]
+    """The official kubernetes client's ApiClient pointed at the embedded server."""
+    from kubernetes import client
+
+    configuration = client.Configuration()
+    configuration.host = apiserver.url
+    with client.ApiClient(configuration) as api_client:
+        yield api_client
