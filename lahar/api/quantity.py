@@ -59,7 +59,9 @@ _BINARY_SUFFIX_BY_POWER = {power // 10: suffix for suffix, power in BINARY_SUFFI
 _BINARY_SUFFIX_BY_POWER[0] = ""
 _MAX_BINARY_POWER = max(_BINARY_SUFFIX_BY_POWER)
 # Lower-cased spelling -> real suffix, to suggest "Gi" for "gi" or "Ki" for "KI".
-_SUFFIX_HINTS = {suffix.lower(): suffix for suffix in (*BINARY_SUFFIXES, *DECIMAL_SUFFIXES) if suffix}
+_SUFFIX_HINTS = {
+    suffix.lower(): suffix for suffix in (*BINARY_SUFFIXES, *DECIMAL_SUFFIXES) if suffix
+}
 
 _NUMBER = re.compile(r"([+-]?)([0-9]*)(?:\.([0-9]*))?")
 _EXPONENT = re.compile(r"[eE]([+-]?[0-9]+)")
