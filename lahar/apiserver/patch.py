@@ -131,7 +131,9 @@ def _expect_object(value: Any, what: str) -> dict[str, Any]:
 
 def _expect_object_result(value: Any, what: str) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise PatchError(f"the {what} turns the object into {_json_type(value)}; the result must be an object")
+        raise PatchError(
+            f"the {what} turns the object into {_json_type(value)}; the result must be an object"
+        )
     return value
 
 
@@ -187,25 +189,35 @@ def json_patch(target: dict[str, Any], operations: list[Any]) -> dict[str, Any]:
     return _expect_object_result(document, "JSON patch")
 
 
+def _pointer_text(pointer: Any) -> str:
+    return '""' if pointer == "" else str(pointer)  # "" is the whole document
+
+
 def _apply_json_patch_operation(document: Any, index: int, operation: Any) -> Any:
     if not isinstance(operation, dict):
         raise PatchError(f"JSON patch operation {index} must be an object, got {_json_type(operation)}")
-    where = f"JSON patch operation {index} ({operation.get('op')} {operation.get('path')})"
+    source = f"{_pointer_text(operation['from'])} -> " if "from" in operation else ""
+    target_path = _pointer_text(operation.get("path"))
+    where = f"JSON patch operation {index} ({operation.get('op')} {source}{target_path})"
     try:
         return jsonpatch.JsonPatch([operation]).apply(document, in_place=True)
     except jsonpatch.JsonPatchTestFailed as error:
-        raise PatchError(f"{where}: test failed: {error}") from error
+        expected = json.dumps(operation.get("value"))
+        message = f"{where}: test failed: the value at {operation.get('path')} is not {expected}"
+        raise PatchError(message) from error
     except jsonpatch.JsonPatchPathNotFound as error:
-        missing = operation.get("from", operation.get("path"))
-        raise PatchError(f"{where}: path {missing} does not exist") from error
+        raise PatchError(f"{where}: path does not exist ({error})") from error
     except jsonpatch.InvalidJsonPatch as error:
         raise PatchError(f"{where}: invalid operation: {error}") from error
     except jsonpatch.JsonPatchException as error:
         raise PatchError(f"{where}: {error}") from error
     except jsonpointer.JsonPointerException as error:
         # jsonpointer appends the whole document to "not found" messages; keep only the reason.
-        reason = str(error).split(" not found in ", 1)[0]
-        reason = f"{reason} not found" if reason != str(error) else reason
+        reason, not_found, _document = str(error).partition(" not found in ")
+        if not_found:
+            raise PatchError(f"{where}: path does not exist ({reason} not found)") from error
+        if "does not support indexing" in reason or "non-container type" in reason:
+            reason = "path goes through a value that is neither an object nor an array"
         raise PatchError(f"{where}: {reason}") from error
     except (TypeError, KeyError, IndexError) as error:
         raise PatchError(f"{where}: cannot be applied: {error}") from error
@@ -313,7 +325,10 @@ KIND_SCHEMAS: Mapping[str, Schema] = {
     "StatefulSet": WORKLOAD,
     "DaemonSet": WORKLOAD,
     "Job": WORKLOAD,
-    "CronJob": {"metadata": OBJECT_META, "spec": {"jobTemplate": {"metadata": OBJECT_META, "spec": {"template": POD_TEMPLATE_SPEC}}}},
+    "CronJob": {
+        "metadata": OBJECT_META,
+        "spec": {"jobTemplate": {"metadata": OBJECT_META, "spec": {"template": POD_TEMPLATE_SPEC}}},
+    },
 }
 
 # Consulted wherever the schema names no field: in built-in kinds every ``metadata`` is an
@@ -364,10 +379,12 @@ def strategic_merge_patch(target: dict[str, Any], patch: dict[str, Any], kind: s
         raise PatchError(f"a strategic merge patch must be a JSON object, got {_json_type(patch)}")
     schema = KIND_SCHEMAS.get(kind, JUST_METADATA)
     merged = _merge_map(copy.deepcopy(target), patch, schema, path="")
-    return {} if merged is _DELETED else merged
+    return {} if isinstance(merged, _Deleted) else merged
 
 
-def _merge_map(original: dict[str, Any], patch: dict[str, Any], schema: Schema, path: str) -> dict[str, Any] | _Deleted:
+def _merge_map(
+    original: dict[str, Any], patch: dict[str, Any], schema: Schema, path: str
+) -> dict[str, Any] | _Deleted:
     # ``original`` is a private copy (see strategic_merge_patch), so untouched subtrees are reused.
     _reject_unknown_directives(patch, path)
     directive = patch.get(PATCH_DIRECTIVE)
@@ -378,17 +395,22 @@ def _merge_map(original: dict[str, Any], patch: dict[str, Any], schema: Schema, 
     if RETAIN_KEYS in patch:
         result = _retain_keys(result, patch[RETAIN_KEYS], fields, path)
     for name, values in _prefixed_directives(patch, DELETE_FROM_PRIMITIVE_LIST):
+        remaining = _delete_from_primitive_list(result.get(name), values, _join(path, name))
         if name in result:
-            result[name] = _delete_from_primitive_list(result[name], values, _join(path, name))
+            result[name] = remaining
     for key, value in fields.items():
-        merged = None if value is None else _merge_value(result.get(key), value, _field_schema(schema, key), _join(path, key))
-        if merged is None or merged is _DELETED:
+        if value is None:
+            result.pop(key, None)
+            continue
+        merged = _merge_value(result.get(key), value, _field_schema(schema, key), _join(path, key))
+        if isinstance(merged, _Deleted):
             result.pop(key, None)
         else:
             result[key] = merged
     for name, order in _prefixed_directives(patch, SET_ELEMENT_ORDER):
+        ordered = _apply_element_order(result.get(name), order, _field_schema(schema, name), _join(path, name))
         if name in result:
-            result[name] = _apply_element_order(result[name], order, _field_schema(schema, name), _join(path, name))
+            result[name] = ordered
     return result
 
 
@@ -474,14 +496,18 @@ def _merge_primitive_list(original: list[Any], patch: list[Any], path: str) -> l
     return result
 
 
-def _merge_keyed_list(original: list[Any], patch: list[Any], spec: MergeList, key: str, path: str) -> list[Any]:
+def _merge_keyed_list(
+    original: list[Any], patch: list[Any], spec: MergeList, key: str, path: str
+) -> list[Any]:
     """Merge element-wise by ``key``: deletions first, then merges in place, then appends."""
     items = list(original)
     updates: list[dict[str, Any]] = []
     replace = False
     for element in patch:
         if not isinstance(element, dict):
-            raise PatchError(f"{path}: elements must be objects identified by {key!r}, got {_json_type(element)}")
+            raise PatchError(
+                f"{path}: elements must be objects identified by {key!r}, got {_json_type(element)}"
+            )
         directive = element.get(PATCH_DIRECTIVE)
         if directive == "delete":
             identity = _require_merge_key(element, key, path)
@@ -493,7 +519,8 @@ def _merge_keyed_list(original: list[Any], patch: list[Any], spec: MergeList, ke
                 updates.append(element)
         else:
             raise PatchError(
-                f"unknown $patch value {directive!r} in list {path}; expected one of {', '.join(_PATCH_DIRECTIVE_VALUES)}"
+                f"unknown $patch value {directive!r} in list {path}; "
+                f"expected one of {', '.join(_PATCH_DIRECTIVE_VALUES)}"
             )
     if replace:
         items = []
@@ -501,6 +528,7 @@ def _merge_keyed_list(original: list[Any], patch: list[Any], spec: MergeList, ke
         identity = _require_merge_key(element, key, path)
         element_path = f"{path}[{key}={identity}]"
         index = next((i for i, item in enumerate(items) if _has_identity(item, key, identity)), None)
+        # "$patch: delete" elements were handled above, so these merges always yield a map.
         if index is None:
             items.append(_merge_map({}, element, spec.item, element_path))
         else:
