@@ -1,5 +1,7 @@
-"""Server-side printing (`meta.k8s.io/v1 Table`), which `kubectl get` asks for: one row per object,
-columns per kind, priority-1 columns shown by `-o wide`."""
+"""How objects print as rows: columns per kind (priority-1 columns only with `-o wide`).
+
+One definition serves the embedded server's `meta.k8s.io/v1 Table` answers (what `kubectl get`
+asks for) and `lahar get`, so both show the same columns."""
 
 from __future__ import annotations
 
@@ -122,13 +124,32 @@ COLUMNS: dict[Kind, list[tuple[str, str, int, Cell]]] = {
 }
 
 
+def columns(kind: Kind) -> list[tuple[str, str, int, Cell]]:
+    return [("Name", "string", 0, _path("metadata.name")), *COLUMNS.get(kind, []),
+            ("Age", "string", 0, lambda o: human_age(_get(o, "metadata.creationTimestamp")))]
+
+
+def text_table(kind: Kind, objects: Iterable[dict[str, Any]], wide: bool = False,
+               with_namespace: bool = False) -> str:
+    """kubectl-style aligned text: upper-case headers, two spaces between columns."""
+    shown = [c for c in columns(kind) if wide or c[2] == 0]
+    header = ["NAMESPACE"] * with_namespace + [name.upper() for name, *_ in shown]
+    lines = [header]
+    for obj in objects:
+        cells = [str(cell(obj)) for *_, cell in shown]
+        lines.append([_get(obj, "metadata.namespace")] * with_namespace + cells)
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    return "\n".join("   ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip()
+                     for line in lines) + "\n"
+
+
 def table(kind: Kind, objects: Iterable[dict[str, Any]], resource_version: str, include_object: bool,
           continue_token: str = "") -> dict[str, Any]:
-    columns = [("Name", "string", 0, _path("metadata.name")), *COLUMNS.get(kind, []),
-               ("Age", "string", 0, lambda o: human_age(_get(o, "metadata.creationTimestamp")))]
+    """A `meta.k8s.io/v1 Table`."""
+    all_columns = columns(kind)
     rows = []
     for obj in objects:
-        row: dict[str, Any] = {"cells": [cell(obj) for *_, cell in columns]}
+        row: dict[str, Any] = {"cells": [cell(obj) for *_, cell in all_columns]}
         if include_object:
             row["object"] = obj
         else:
@@ -145,7 +166,7 @@ def table(kind: Kind, objects: Iterable[dict[str, Any]], resource_version: str, 
         "columnDefinitions": [
             {"name": name, "type": type_, "format": "name" if name == "Name" else "", "description": name,
              "priority": priority}
-            for name, type_, priority, _ in columns
+            for name, type_, priority, _ in all_columns
         ],
         "rows": rows,
     }

@@ -119,8 +119,9 @@ class Registry:
             meta["namespace"] = given or namespace or "default"
         else:
             meta.pop("namespace", None)
-        obj["apiVersion"], obj["kind"] = kind.api_version, kind.kind
-        return obj
+        # apiVersion and kind lead, as kube-apiserver writes them.
+        return {"apiVersion": kind.api_version, "kind": kind.kind,
+                **{k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}}
 
     # -- create ----------------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ import asyncio
 import ipaddress
 import logging
 import signal
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,9 +69,9 @@ def validate(config: ServerConfig) -> str | None:
     return config.token()
 
 
-async def serve(config: ServerConfig, ready: asyncio.Event | None = None,
+async def serve(config: ServerConfig, on_ready: Callable[[str], Awaitable[None]] | None = None,
                 stop: asyncio.Event | None = None) -> None:
-    """Serve until `stop` is set (or SIGINT/SIGTERM when run as the main program)."""
+    """Serve until `stop` is set (or SIGINT/SIGTERM); `on_ready(url)` runs once the port listens."""
     token = validate(config)
     config.data_dir.mkdir(parents=True, exist_ok=True)
     store = Store(config.data_dir / DB_FILE, history_size=config.watch_history, fsync=config.fsync)
@@ -80,7 +81,8 @@ async def serve(config: ServerConfig, ready: asyncio.Event | None = None,
     site = web.TCPSite(runner, config.host, config.port, backlog=1024)
     await site.start()
     port = runner.addresses[0][1] if runner.addresses else config.port
-    print(f"lahar apiserver listening on http://{config.host}:{port} (data: {config.data_dir / DB_FILE}, "
+    url = f"http://{config.host}:{port}"
+    print(f"lahar apiserver listening on {url} (data: {config.data_dir / DB_FILE}, "
           f"revision {store.revision})", flush=True)
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -89,11 +91,12 @@ async def serve(config: ServerConfig, ready: asyncio.Event | None = None,
             loop.add_signal_handler(sig, stop.set)
         except (NotImplementedError, RuntimeError, ValueError):
             pass  # not the main thread: the caller stops us through `stop`
-    if ready is not None:
-        ready.set()
+    greeting = asyncio.create_task(on_ready(url)) if on_ready is not None else None
     try:
         await stop.wait()
     finally:
+        if greeting is not None:
+            greeting.cancel()
         await runner.cleanup()
         store.close()
         print("lahar apiserver stopped", flush=True)

@@ -10,10 +10,6 @@ from collections.abc import Sequence
 from lahar.cli import object_commands, server_commands
 
 
-class CliError(Exception):
-    """A user error: printed as `error: ...` with exit status 1, no traceback."""
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lahar", description="Lahar: batch scheduling and co-location QoS for "
                                                                  "Kubernetes.")
@@ -33,6 +29,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.run(args) or 0)
     except KeyboardInterrupt:
         return 130
-    except (CliError, ValueError, OSError) as exc:
+    except (ValueError, OSError) as exc:  # refused input or settings: a message, not a traceback
         print(f"error: {exc}", file=sys.stderr)
         return 1

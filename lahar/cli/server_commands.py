@@ -11,6 +11,7 @@ from lahar.apiserver import server
 from lahar.client.kubeconfig import embedded_kubeconfig
 
 DEFAULT_DATA_DIR = Path.home() / ".lahar"
+EXAMPLES = Path(lahar.__file__).resolve().parent.parent / "examples"
 
 
 def add_server_flags(parser: argparse.ArgumentParser) -> None:
@@ -34,7 +35,8 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
 
     up = commands.add_parser("up", help="run Lahar on this machine (for now: the embedded API server)")
     add_server_flags(up)
-    up.set_defaults(run=run_apiserver)
+    up.add_argument("--demo", action="store_true", help="apply the examples/ manifests once the API is up")
+    up.set_defaults(run=run_up)
 
     kubeconfig = commands.add_parser("kubeconfig", help="print a kubeconfig for the embedded API server")
     kubeconfig.add_argument("--server", default=f"http://{server.DEFAULT_HOST}:{server.DEFAULT_PORT}",
@@ -55,6 +57,40 @@ def server_config(args: argparse.Namespace) -> server.ServerConfig:
 def run_apiserver(args: argparse.Namespace) -> int:
     asyncio.run(server.serve(server_config(args)))
     return 0
+
+
+def run_up(args: argparse.Namespace) -> int:
+    config = server_config(args)
+
+    async def welcome(url: str) -> None:
+        await asyncio.to_thread(print_welcome, config, url, args.demo)
+
+    asyncio.run(server.serve(config, on_ready=welcome))
+    return 0
+
+
+def print_welcome(config: server.ServerConfig, url: str, demo: bool) -> None:
+    kubeconfig = config.data_dir / "kubeconfig"
+    kubeconfig.touch(mode=0o600)  # it may hold the token
+    kubeconfig.write_text(embedded_kubeconfig(url.replace("://0.0.0.0:", "://127.0.0.1:"), config.token()))
+    print(f"\nLahar is up. Point kubectl or lahar at it:\n  export KUBECONFIG={kubeconfig}\n"
+          f"  kubectl get queues   |   lahar get jobs\nCtrl-C stops it; the data stays in {config.data_dir}.\n",
+          flush=True)
+    if demo:
+        run_demo(kubeconfig)
+
+
+def run_demo(kubeconfig: Path) -> None:
+    """Apply the example manifests and show what the API now holds."""
+    from lahar.cli.main import main as lahar_main
+
+    if not EXAMPLES.is_dir():
+        print(f"demo: no examples at {EXAMPLES}", flush=True)
+        return
+    for argv in (["apply", "-f", str(EXAMPLES)], ["get", "queues"], ["get", "jobs", "-o", "wide"]):
+        print(f"$ lahar {' '.join(argv)}", flush=True)
+        lahar_main([*argv, "--kubeconfig", str(kubeconfig)])
+        print(flush=True)
 
 
 def run_kubeconfig(args: argparse.Namespace) -> int:
