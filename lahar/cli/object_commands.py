@@ -122,8 +122,10 @@ def checked_manifest(obj: Any, namespace: str | None, where: str) -> tuple[Kind,
         raise CommandError(f"{where}: metadata.name is required")
     if kind.namespaced:
         meta.setdefault("namespace", namespace or "default")
+    # Defaulted as the embedded server would store it, so re-applying an unchanged file changes nothing.
+    obj = admission.apply_defaults(kind, obj)
     try:
-        admission.validate(kind, admission.apply_defaults(kind, obj))
+        admission.validate(kind, obj)
     except ValidationError as exc:
         raise CommandError(f'{where}: {kind.kind} "{meta["name"]}" is invalid: {exc}') from exc
     return kind, obj
@@ -186,7 +188,7 @@ def run_get(args: argparse.Namespace) -> int:
         if args.names:
             objects = [api.get(kind, name, namespace) for name in args.names]
         else:
-            objects = api.list_all(kind, namespace, label_selector=args.selector)
+            objects = api.list_all(kind, namespace, label_selector=args.selector)["items"]
     except KubeError as exc:
         raise CommandError(exc.message) from exc
     if args.output == "json":
@@ -214,7 +216,7 @@ def run_describe(args: argparse.Namespace) -> int:
     try:
         obj = api.get(kind, args.name, namespace)
         events = api.list_all(kinds.EVENT, namespace or "default",
-                              field_selector=f"involvedObject.name={args.name},involvedObject.kind={kind.kind}")
+                              field_selector=f"involvedObject.name={args.name},involvedObject.kind={kind.kind}")["items"]
     except KubeError as exc:
         raise CommandError(exc.message) from exc
     meta = obj["metadata"]
