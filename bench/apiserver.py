@@ -61,6 +61,12 @@ def pod_body(index: int) -> dict[str, Any]:
     }
 
 
+def drain(response: Any) -> None:
+    """Read a raw response to its end and hand its connection back to the pool for reuse."""
+    response.data
+    response.release_conn()
+
+
 def timed(count: int, threads: int, work: Callable[[int], None]) -> float:
     start = time.perf_counter()
     with ThreadPoolExecutor(threads) as pool:
@@ -80,12 +86,12 @@ def run(pods: int, threads: int, fsync: str) -> dict[str, Any]:
             api = client.CoreV1Api(client.ApiClient(configuration))
 
             def create(i: int) -> None:
-                api.create_namespaced_pod("default", pod_body(i), _preload_content=False)
+                drain(api.create_namespaced_pod("default", pod_body(i), _preload_content=False))
 
             def bind(i: int) -> None:
                 body = client.V1Binding(metadata=client.V1ObjectMeta(name=f"bench-{i}"),
                                         target=client.V1ObjectReference(kind="Node", name=f"node-{i % NODES}"))
-                api.create_namespaced_pod_binding(f"bench-{i}", "default", body, _preload_content=False)
+                drain(api.create_namespaced_pod_binding(f"bench-{i}", "default", body, _preload_content=False))
 
             create_seconds = timed(pods, threads, create)
             bind_seconds = timed(pods, threads, bind)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +29,7 @@ class FieldError:
     reason: str = INVALID
 
     def __str__(self) -> str:
-        return f"{self.field}: {self.message}"
+        return f"{self.field}: {self.message}" if self.field else self.message
 
 
 class ValidationError(ValueError):
@@ -65,9 +65,9 @@ def describe(value: Any) -> str:
     name = json_type_name(value)
     if isinstance(value, (dict, list)):
         return name
+    if isinstance(value, str) and len(value) > 40:
+        value = value[:37] + "..."
     text = json.dumps(value) if isinstance(value, (str, int, float, bool)) else repr(value)
-    if len(text) > 40:
-        text = text[:37] + '..."'
     return f"{name} {text}"
 
 
@@ -128,6 +128,31 @@ class Field:
         self.report(f"unsupported {what} {json.dumps(value)} (supported: {quoted(allowed)})",
                     NOT_SUPPORTED)
 
+    def as_choice(self, allowed: Collection[str], what: str = "value") -> str | None:
+        """One of `allowed`; an empty string counts as unset, as in Kubernetes enums."""
+        value = self.as_str()
+        if not value:
+            return None
+        if value not in allowed:
+            self.not_supported(value, allowed, what)
+            return None
+        return value
+
+    def require_nonempty_list(self, message: str) -> list[Any] | None:
+        """A list that must hold something: absent or empty is reported as required."""
+        items = self.as_list()
+        if not items and (items is not None or not self.present):
+            self.required(message)
+        return items or None
+
+    def require_str(self, message: str = "is required") -> str | None:
+        """A non-empty string: absent or "" is reported as required, another type as a type error."""
+        value = self.as_str()
+        if value == "" or not self.present:
+            self.required(message)
+            return None
+        return value
+
     def require_present(self, message: str = "is required") -> bool:
         if not self.present:
             self.required(message)
@@ -173,30 +198,20 @@ class Field:
         strings = [element.as_str() for element in self.elements()]
         return None if None in strings else strings  # type: ignore[return-value]
 
-    def as_str_map(self) -> dict[str, str] | None:
-        """A map of strings to strings (labels, annotations, node selectors)."""
-        if self.as_mapping() is None:
-            return None
-        result: dict[str, str] = {}
-        for key, entry in self.entries():
-            value = entry.as_str()
-            if value is not None:
-                result[key] = value
-        return result
-
     def as_quantity(self) -> Quantity | None:
         """A resource quantity; JSON numbers are accepted as Kubernetes accepts them."""
         value = self._typed((str, int, float), "a quantity string")
         if value is None:
             return None
         try:
-            return parse_quantity(str(value))
+            return parse_quantity(value)
         except QuantityError as error:
             self.report(str(error))
             return None
 
     def as_quantities(self) -> dict[str, Quantity] | None:
-        """A resource list (`{cpu: 500m, memory: 1Gi}`); each bad entry is reported at its key."""
+        """A resource list (`{cpu: 500m, memory: 1Gi}`); each bad entry is reported at its key.
+        Amounts of resources are never negative (Kubernetes' ValidateNonnegativeQuantity)."""
         if self.as_mapping() is None:
             return None
         result: dict[str, Quantity] = {}
@@ -205,10 +220,37 @@ class Field:
                 entry.report("resource name must not be empty")
                 continue
             quantity = entry.as_quantity()
-            if quantity is not None:
+            if quantity is not None and quantity < 0:
+                entry.report(f'invalid quantity "{entry.value}": must be greater than or equal to 0')
+            elif quantity is not None:
                 result[name] = quantity
         return result
 
 
 def _tuple(types: type | tuple[type, ...]) -> tuple[type, ...]:
     return types if isinstance(types, tuple) else (types,)
+
+
+# --- tolerant access, for defaulting (which runs before validation, on input of any shape) -----
+
+
+def dict_elements(value: Any) -> Iterator[dict[str, Any]]:
+    """The dict elements of `value` when it is a list; nothing otherwise."""
+    if isinstance(value, list):
+        yield from (element for element in value if isinstance(element, dict))
+
+
+def child_dict(parent: Any, key: str, create: bool = False) -> dict[str, Any] | None:
+    """`parent[key]` when both are dicts (created empty when absent and `create`), else None."""
+    if not isinstance(parent, dict):
+        return None
+    if create and parent.get(key) is None:
+        parent[key] = {}
+    child = parent.get(key)
+    return child if isinstance(child, dict) else None
+
+
+def set_default(obj: dict[str, Any], key: str, value: Any) -> None:
+    """`obj[key] = value` when absent or null (JSON null means "not set", as in Kubernetes)."""
+    if obj.get(key) is None:
+        obj[key] = value

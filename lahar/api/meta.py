@@ -91,10 +91,11 @@ def label_value_problems(value: str) -> list[str]:
     return problems
 
 
-def check_name(field: Field, check: NameCheck) -> str | None:
-    """Read a string at `field` and report each problem `check` finds; the string when valid."""
+def check_name(field: Field, check: NameCheck, allow_empty: bool = False) -> str | None:
+    """Read a string at `field` and report each problem `check` finds; the string when valid.
+    `allow_empty` is for optional references, where "" means "none"."""
     value = field.as_str()
-    if value is None:
+    if value is None or (allow_empty and value == ""):
         return None
     problems = check(value)
     for problem in problems:
@@ -127,9 +128,7 @@ def validate_owner_references(references: Field) -> None:
     controllers = 0
     for reference in references.elements():
         for name in ("apiVersion", "kind", "name", "uid"):
-            part = reference.child(name)
-            if part.require_present() and not part.as_str():
-                part.required()
+            reference.child(name).require_str()
         if reference.child("controller").as_bool():
             controllers += 1
         reference.child("blockOwnerDeletion").as_bool()
@@ -160,11 +159,8 @@ def validate_object_meta(metadata: Field, namespaced: bool,
 
     namespace = metadata.child("namespace")
     if namespaced:
-        if namespace.require_present() and namespace.as_str() is not None:
-            if not namespace.value:
-                namespace.required()
-            else:
-                check_name(namespace, dns1123_label_problems)
+        if namespace.require_str():
+            check_name(namespace, dns1123_label_problems)
     elif namespace.as_str():
         namespace.report("not allowed on this type", FORBIDDEN)
 

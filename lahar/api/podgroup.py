@@ -1,0 +1,151 @@
+"""PodGroup (`scheduling.volcano.sh/v1beta1`): a gang, the unit the scheduler admits and places
+all-or-nothing. Spark, Kubeflow and Ray create these for Volcano; Lahar's controller creates one
+per Job. Pods join a group by annotation."""
+
+from __future__ import annotations
+
+import copy
+import enum
+from collections.abc import Mapping
+from typing import Any
+
+from lahar.api.errors import Field, FieldError, child_dict, set_default
+from lahar.api.meta import ObjectMeta, check_name, dns1123_subdomain_problems
+from lahar.api.node import validate_conditions
+from lahar.api.queue import DEFAULT_QUEUE
+from lahar.api.resources import ResourceList
+
+# The annotation a pod names its PodGroup with (Volcano's KubeGroupNameAnnotationKey).
+GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
+DEFAULT_MIN_MEMBER = 1
+
+
+class PodGroupPhase(enum.StrEnum):
+    PENDING = "Pending"
+    INQUEUE = "Inqueue"
+    RUNNING = "Running"
+    UNKNOWN = "Unknown"
+    COMPLETED = "Completed"
+
+
+class PodGroupConditionType(enum.StrEnum):
+    UNSCHEDULABLE = "Unschedulable"
+    SCHEDULED = "Scheduled"
+
+
+STATUS_COUNTERS = ("running", "succeeded", "failed")
+
+_EMPTY: Mapping[str, Any] = {}
+
+
+class PodGroup:
+    """A read-only view over a PodGroup dict."""
+
+    __slots__ = ("raw", "meta", "spec", "status", "_min_resources")
+
+    def __init__(self, obj: Mapping[str, Any]) -> None:
+        self.raw = obj
+        self.meta = ObjectMeta.of(obj)
+        self.spec: Mapping[str, Any] = obj.get("spec") or _EMPTY
+        self.status: Mapping[str, Any] = obj.get("status") or _EMPTY
+        self._min_resources: ResourceList | None = None
+
+    @property
+    def name(self) -> str:
+        return self.meta.name
+
+    @property
+    def namespace(self) -> str:
+        return self.meta.namespace
+
+    @property
+    def key(self) -> str:
+        return self.meta.key
+
+    @property
+    def uid(self) -> str:
+        return self.meta.uid
+
+    @property
+    def min_member(self) -> int:
+        min_member = self.spec.get("minMember")
+        return DEFAULT_MIN_MEMBER if min_member is None else min_member
+
+    @property
+    def min_task_member(self) -> Mapping[str, int]:
+        return self.spec.get("minTaskMember") or _EMPTY
+
+    @property
+    def min_resources(self) -> ResourceList:
+        if self._min_resources is None:
+            self._min_resources = ResourceList.from_k8s(self.spec.get("minResources"), "spec.minResources")
+        return self._min_resources
+
+    @property
+    def queue(self) -> str:
+        return self.spec.get("queue") or DEFAULT_QUEUE
+
+    @property
+    def priority_class_name(self) -> str:
+        return self.spec.get("priorityClassName") or ""
+
+    @property
+    def phase(self) -> PodGroupPhase:
+        raw_phase = self.status.get("phase") or PodGroupPhase.PENDING
+        return (PodGroupPhase(raw_phase) if raw_phase in PodGroupPhase._value2member_map_
+                else PodGroupPhase.UNKNOWN)
+
+    @property
+    def conditions(self) -> tuple[Mapping[str, Any], ...]:
+        return tuple(self.status.get("conditions") or ())
+
+    def condition(self, condition_type: str) -> Mapping[str, Any] | None:
+        return next((c for c in self.conditions if c.get("type") == condition_type), None)
+
+    @property
+    def running(self) -> int:
+        return self.status.get("running") or 0
+
+    @property
+    def succeeded(self) -> int:
+        return self.status.get("succeeded") or 0
+
+    @property
+    def failed(self) -> int:
+        return self.status.get("failed") or 0
+
+    def __repr__(self) -> str:
+        return f"PodGroup({self.key!r})"
+
+
+def defaults(obj: dict[str, Any]) -> dict[str, Any]:
+    """A defaulted copy: minMember 1, queue "default", status.phase Pending."""
+    result = copy.deepcopy(obj)
+    spec = child_dict(result, "spec", create=True)
+    if spec is not None:
+        set_default(spec, "minMember", DEFAULT_MIN_MEMBER)
+        if not spec.get("queue"):
+            spec["queue"] = DEFAULT_QUEUE
+    status = child_dict(result, "status", create=True)
+    if status is not None and not status.get("phase"):
+        status["phase"] = PodGroupPhase.PENDING.value
+    return result
+
+
+def validate(obj: dict[str, Any], old: dict[str, Any] | None = None) -> list[FieldError]:
+    root = Field(obj)
+    spec = root.child("spec")
+    spec.child("minMember").as_int(minimum=0)
+    for task, count in spec.child("minTaskMember").entries():
+        if not task:
+            count.report("task name must not be empty")
+        count.as_int(minimum=0)
+    spec.child("minResources").as_quantities()
+    for key in ("queue", "priorityClassName"):
+        check_name(spec.child(key), dns1123_subdomain_problems, allow_empty=True)
+    status = root.child("status")
+    status.child("phase").as_choice(list(PodGroupPhase), "phase")
+    validate_conditions(status.child("conditions"))
+    for counter in STATUS_COUNTERS:
+        status.child(counter).as_int(minimum=0)
+    return root.errors
