@@ -69,9 +69,9 @@ class ApiServer:
         self.token = token
         self.bookmark_interval = bookmark_interval
         self.max_watch_seconds = max_watch_seconds
-        self.registry = Registry(store, self._schedule_removal)
+        self.registry = Registry(store, self._call_at)
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._pending_removals: list[tuple[Kind, str, str, float]] = []
+        self._pending_calls: list[tuple[float, Callable[[], None]]] = []
 
     # -- wiring ----------------------------------------------------------------------------------
 
@@ -85,23 +85,16 @@ class ApiServer:
     async def _on_startup(self, _app: web.Application) -> None:
         self._loop = asyncio.get_running_loop()
         self.registry.ensure_defaults()
-        for pending in self._pending_removals:
-            self._schedule_removal(*pending)
-        self._pending_removals.clear()
+        for pending in self._pending_calls:
+            self._call_at(*pending)
+        self._pending_calls.clear()
 
-    def _schedule_removal(self, kind: Kind, namespace: str, name: str, deadline: float) -> None:
-        """Remove a terminating pod when its grace period ends (no kubelet confirms it here)."""
+    def _call_at(self, deadline: float, function: Callable[[], None]) -> None:
+        """Run function on the event loop at a wall-clock time (kept until the loop runs)."""
         if self._loop is None:
-            self._pending_removals.append((kind, namespace, name, deadline))
-            return
-        delay = max(deadline - time.time(), 0.0)
-
-        def remove() -> None:
-            entry = self.store.get(kind, namespace, name)
-            if entry is not None and entry.obj["metadata"].get("deletionTimestamp"):
-                self.registry.remove_now(kind, namespace, name)
-
-        self._loop.call_later(delay, remove)
+            self._pending_calls.append((deadline, function))
+        else:
+            self._loop.call_later(max(deadline - time.time(), 0.0), function)
 
     @web.middleware
     async def _errors_middleware(self, request: web.Request,

@@ -33,6 +33,10 @@ class PatchError(ValueError):
     """A patch that cannot be applied; the server answers 422 (or 400 for a malformed body)."""
 
 
+class MalformedPatchError(PatchError):
+    """A patch body that does not parse; the server answers 400."""
+
+
 class UnsupportedPatchError(PatchError):
     """A patch Content-Type the target does not accept; the server answers 415."""
 
@@ -86,7 +90,7 @@ def _body_text(body: bytes | str) -> str:
     try:
         return body.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise PatchError(f"patch body is not valid UTF-8: {error}") from error
+        raise MalformedPatchError(f"patch body is not valid UTF-8: {error}") from error
 
 
 def _reject_constant(name: str) -> Any:
@@ -96,11 +100,11 @@ def _reject_constant(name: str) -> Any:
 def _decode_json(body: bytes | str, what: str) -> Any:
     text = _body_text(body)
     if not text.strip():
-        raise PatchError(f"{what} body is empty")
+        raise MalformedPatchError(f"{what} body is empty")
     try:
         return json.loads(text, parse_constant=_reject_constant)
     except ValueError as error:
-        raise PatchError(f"{what} body is not valid JSON: {error}") from error
+        raise MalformedPatchError(f"{what} body is not valid JSON: {error}") from error
 
 
 class _JsonCompatibleLoader(yaml.SafeLoader):
@@ -116,11 +120,11 @@ _JsonCompatibleLoader.yaml_implicit_resolvers = {
 def _decode_yaml(body: bytes | str) -> Any:
     text = _body_text(body)
     if not text.strip():
-        raise PatchError("apply patch body is empty")
+        raise MalformedPatchError("apply patch body is empty")
     try:
         return yaml.load(text, Loader=_JsonCompatibleLoader)  # noqa: S506 - a safe loader
     except yaml.YAMLError as error:
-        raise PatchError(f"apply patch body is not valid YAML or JSON: {error}") from error
+        raise MalformedPatchError(f"apply patch body is not valid YAML or JSON: {error}") from error
 
 
 def _expect_object(value: Any, what: str) -> dict[str, Any]:

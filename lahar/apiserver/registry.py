@@ -17,7 +17,7 @@ from lahar.api.kinds import Kind
 from lahar.apiserver import errors
 from lahar.apiserver.disruption import eviction_refusal
 from lahar.apiserver.errors import ApiError
-from lahar.apiserver.patch import PatchError, UnsupportedPatchError, apply_patch
+from lahar.apiserver.patch import MalformedPatchError, PatchError, UnsupportedPatchError, apply_patch
 from lahar.apiserver.store import Entry, Store
 
 # Kinds whose server-side strategy keeps the status given at create (as kube-apiserver does for them).
@@ -47,10 +47,10 @@ def _spec_part(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 class Registry:
-    def __init__(self, store: Store, schedule_removal: Callable[[Kind, str, str, float], None] | None = None) -> None:
+    def __init__(self, store: Store, call_at: Callable[[float, Callable[[], None]], None] | None = None) -> None:
         self.store = store
-        # Called with (kind, namespace, name, deadline) for pods deleted with a grace period.
-        self.schedule_removal = schedule_removal or (lambda *_: None)
+        # Runs a function at a wall-clock time: the end of a pod's grace period.
+        self.call_at = call_at or (lambda *_: None)
 
     # -- bootstrap -------------------------------------------------------------------------------
 
@@ -64,8 +64,7 @@ class Registry:
         for entry in self.store.entries(kinds.POD):
             deadline = entry.obj["metadata"].get("deletionTimestamp")
             if deadline:
-                meta = entry.obj["metadata"]
-                self.schedule_removal(kinds.POD, meta["namespace"], meta["name"], _parse_time(deadline))
+                self._remove_at(entry.obj["metadata"], _parse_time(deadline))
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -215,9 +214,10 @@ class Registry:
             patched = apply_patch(current.obj, body, content_type, kind.kind, kind in STRATEGIC_KINDS)
         except UnsupportedPatchError as exc:
             raise ApiError(415, "UnsupportedMediaType", str(exc)) from exc
+        except MalformedPatchError as exc:
+            raise errors.bad_request(str(exc)) from exc
         except PatchError as exc:
-            raise ApiError(422 if "json-patch" not in content_type else 400,
-                           "Invalid" if "json-patch" not in content_type else "BadRequest", str(exc)) from exc
+            raise ApiError(422, "Invalid", str(exc)) from exc
         patched = self._check_identity(kind, patched, namespace)
         return self._replace(kind, current, patched, subresource, dry_run)
 
@@ -269,8 +269,20 @@ class Registry:
         meta["deletionTimestamp"] = now_rfc3339(deadline)
         meta["deletionGracePeriodSeconds"] = grace
         entry = self.store.put(kinds.POD, self._stamp(obj))
-        self.schedule_removal(kinds.POD, meta["namespace"], meta["name"], deadline)
+        self._remove_at(meta, deadline)
         return entry.obj
+
+    def _remove_at(self, meta: dict[str, Any], deadline: float) -> None:
+        """The end of a pod's grace period: what kubelet's final delete does on a real node."""
+        namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
+
+        def remove() -> None:
+            entry = self.store.get(kinds.POD, namespace, name)
+            # Not a pod recreated under the same name since, nor one already gone.
+            if entry is not None and entry.obj["metadata"]["uid"] == uid:
+                self._remove(kinds.POD, entry, cascade=True)
+
+        self.call_at(deadline, remove)
 
     def _remove(self, kind: Kind, current: Entry, cascade: bool) -> dict[str, Any]:
         meta = current.obj["metadata"]
@@ -280,12 +292,6 @@ class Registry:
         if cascade:
             self._collect_dependents(meta["uid"], meta.get("namespace"))
         return removed.obj
-
-    def remove_now(self, kind: Kind, namespace: str, name: str) -> None:
-        """The end of a pod's grace period (what kubelet's final delete does on a real node)."""
-        entry = self.store.get(kind, namespace, name)
-        if entry is not None:
-            self._remove(kind, entry, cascade=True)
 
     def _empty_namespace(self, namespace: str) -> None:
         for kind in kinds.ALL_KINDS:
