@@ -6,6 +6,7 @@ import asyncio
 import ipaddress
 import logging
 import signal
+import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,7 @@ from aiohttp import web
 
 from lahar.apiserver.app import ApiServer
 from lahar.apiserver.store import Store
+from lahar.apiserver.tls import TlsFiles, ensure_self_signed
 
 log = logging.getLogger("lahar.apiserver")
 
@@ -34,6 +36,8 @@ class ServerConfig:
     token_file: Path | None = None
     fsync: str = "normal"  # "full": survive power loss too, one fsync per write
     watch_history: int = 200_000  # changes kept for watches that resume from a resourceVersion
+    tls_cert_file: Path | None = None
+    tls_key_file: Path | None = None
 
     def token(self) -> str | None:
         """The bearer token; required on any address but loopback."""
@@ -48,6 +52,27 @@ class ServerConfig:
         if not token:
             raise ConfigError(f"--token-file {self.token_file} is empty")
         return token
+
+
+def tls_files(config: ServerConfig, token: str | None) -> TlsFiles | None:
+    """HTTPS with the given certificate, or with a self-made one when a token guards the server
+    (client-go sends tokens only over TLS); plain HTTP on loopback without a token."""
+    if config.tls_cert_file is not None or config.tls_key_file is not None:
+        if config.tls_cert_file is None or config.tls_key_file is None:
+            raise ConfigError("--tls-cert-file and --tls-private-key-file go together")
+        return TlsFiles(config.tls_cert_file, config.tls_key_file, None)
+    if token is None:
+        return None
+    return ensure_self_signed(config.data_dir / "tls", [config.host])
+
+
+def ssl_context(files: TlsFiles) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(files.cert, files.key)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"cannot load the TLS certificate {files.cert} and key {files.key}: {exc}") from exc
+    return context
 
 
 def is_loopback(host: str) -> bool:
@@ -74,14 +99,16 @@ async def serve(config: ServerConfig, on_ready: Callable[[str], Awaitable[None]]
     """Serve until `stop` is set (or SIGINT/SIGTERM); `on_ready(url)` runs once the port listens."""
     token = validate(config)
     config.data_dir.mkdir(parents=True, exist_ok=True)
+    tls = tls_files(config, token)
+    context = ssl_context(tls) if tls is not None else None
     store = Store(config.data_dir / DB_FILE, history_size=config.watch_history, fsync=config.fsync)
     server = ApiServer(store, token=token)
     runner = web.AppRunner(server.make_app(), access_log=None, handle_signals=False)
     await runner.setup()
-    site = web.TCPSite(runner, config.host, config.port, backlog=1024)
+    site = web.TCPSite(runner, config.host, config.port, backlog=1024, ssl_context=context)
     await site.start()
     port = runner.addresses[0][1] if runner.addresses else config.port
-    url = f"http://{config.host}:{port}"
+    url = f"{'https' if context else 'http'}://{config.host}:{port}"
     print(f"lahar apiserver listening on {url} (data: {config.data_dir / DB_FILE}, "
           f"revision {store.revision})", flush=True)
     stop = stop or asyncio.Event()

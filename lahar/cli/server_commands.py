@@ -24,6 +24,8 @@ def add_server_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--token-file", type=Path, help="file holding the bearer token clients must send")
     parser.add_argument("--fsync", choices=("normal", "full"), default="normal",
                         help="normal: survive a process crash; full: survive power loss too (slower writes)")
+    parser.add_argument("--tls-cert-file", type=Path, help="serve HTTPS with this certificate (PEM)")
+    parser.add_argument("--tls-private-key-file", type=Path, help="the certificate's private key (PEM)")
     parser.add_argument("--watch-history", type=int, default=200_000,
                         help="changes kept for watches resuming from a resourceVersion (older ones get 410 Gone)")
 
@@ -42,6 +44,8 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
     kubeconfig.add_argument("--server", default=f"http://{server.DEFAULT_HOST}:{server.DEFAULT_PORT}",
                             help="the embedded server's URL")
     kubeconfig.add_argument("--token-file", type=Path, help="include this bearer token")
+    kubeconfig.add_argument("--ca-file", type=Path,
+                            help="the CA of an HTTPS server (a token-guarded server's is <data-dir>/tls/ca.crt)")
     kubeconfig.set_defaults(run=run_kubeconfig)
 
     version = commands.add_parser("version", help="print Lahar's version")
@@ -51,7 +55,8 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
 def server_config(args: argparse.Namespace) -> server.ServerConfig:
     return server.ServerConfig(data_dir=args.data_dir, host=args.address, port=args.port,
                                token_file=args.token_file, fsync=args.fsync,
-                               watch_history=args.watch_history)
+                               watch_history=args.watch_history, tls_cert_file=args.tls_cert_file,
+                               tls_key_file=args.tls_private_key_file)
 
 
 def run_apiserver(args: argparse.Namespace) -> int:
@@ -72,7 +77,9 @@ def run_up(args: argparse.Namespace) -> int:
 def print_welcome(config: server.ServerConfig, url: str, demo: bool) -> None:
     kubeconfig = config.data_dir / "kubeconfig"
     kubeconfig.touch(mode=0o600)  # it may hold the token
-    kubeconfig.write_text(embedded_kubeconfig(url.replace("://0.0.0.0:", "://127.0.0.1:"), config.token()))
+    ca = config.data_dir / "tls" / "ca.crt"
+    kubeconfig.write_text(embedded_kubeconfig(url.replace("://0.0.0.0:", "://127.0.0.1:"), config.token(),
+                                              ca.read_bytes() if url.startswith("https") and ca.exists() else None))
     print(f"\nLahar is up. Point kubectl or lahar at it:\n  export KUBECONFIG={kubeconfig}\n"
           f"  kubectl get queues   |   lahar get jobs\nCtrl-C stops it; the data stays in {config.data_dir}.\n",
           flush=True)
@@ -95,5 +102,6 @@ def run_demo(kubeconfig: Path) -> None:
 
 def run_kubeconfig(args: argparse.Namespace) -> int:
     token = args.token_file.read_text().strip() if args.token_file else None
-    print(embedded_kubeconfig(args.server, token), end="")
+    ca = args.ca_file.read_bytes() if args.ca_file else None
+    print(embedded_kubeconfig(args.server, token, ca), end="")
     return 0
