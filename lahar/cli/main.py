@@ -25,6 +25,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not args.verbose:  # its retry warnings repeat what our error message says
+        logging.getLogger("urllib3").setLevel(logging.ERROR)
     try:
         return int(args.run(args) or 0)
     except KeyboardInterrupt:
