@@ -51,6 +51,7 @@ class ServerProcess:
                     return
             except OSError:
                 time.sleep(0.05)
+        self.stop(signal.SIGKILL)
         raise RuntimeError(f"apiserver did not answer within {timeout}s:\n{self.log.read_text()}")
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
@@ -96,3 +97,33 @@ def k8s(apiserver: ServerProcess):  # type: ignore[no-untyped-def]
     configuration.host = apiserver.url
     with client.ApiClient(configuration) as api_client:
         yield api_client
+
+
+@pytest.fixture(scope="module")
+def module_apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """One server for all the tests of a module (they keep to their own names and namespaces):
+    starting a server per test would make the API suite slow."""
+    server = ServerProcess(tmp_path_factory.mktemp("apiserver") / "data")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def module_k8s(module_apiserver: ServerProcess):  # type: ignore[no-untyped-def]
+    """The official kubernetes client's ApiClient pointed at the module's server."""
+    from kubernetes import client
+
+    configuration = client.Configuration()
+    configuration.host = module_apiserver.url
+    with client.ApiClient(configuration) as api_client:
+        yield api_client
+
+
+@pytest.fixture(scope="session")
+def server_process() -> type[ServerProcess]:
+    """The ServerProcess class, for tests that start servers with their own flags or data
+    directories (test modules cannot import conftest under --import-mode=importlib)."""
+    return ServerProcess

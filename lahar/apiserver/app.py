@@ -11,6 +11,7 @@ import binascii
 import hmac
 import json
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -30,6 +31,8 @@ from lahar.apiserver.store import ADDED, DELETED, MODIFIED, Change, Entry, Store
 log = logging.getLogger("lahar.apiserver")
 
 JSON = "application/json"
+# A missing Content-Type and aiohttp's default for it are read as JSON, as kube-apiserver does.
+JSON_BODY_TYPES = {JSON, "", "application/octet-stream"}
 MAX_BODY_BYTES = 3 * 1024 * 1024  # kube-apiserver's request size limit
 KINDS_BY_PATH: dict[tuple[str, str], Kind] = {(k.api_version, k.plural): k for k in ALL_KINDS}
 HEALTH_PATHS = {"/healthz", "/readyz", "/livez", "/version"}
@@ -72,6 +75,7 @@ class ApiServer:
         self.registry = Registry(store, self._call_at)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending_calls: list[tuple[float, Callable[[], None]]] = []
+        self._watches: set[asyncio.Queue[Change | None]] = set()
 
     # -- wiring ----------------------------------------------------------------------------------
 
@@ -80,6 +84,7 @@ class ApiServer:
                               client_max_size=MAX_BODY_BYTES)
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
         app.on_startup.append(self._on_startup)
+        app.on_shutdown.append(self._on_shutdown)
         return app
 
     async def _on_startup(self, _app: web.Application) -> None:
@@ -219,6 +224,10 @@ class ApiServer:
 
     @staticmethod
     async def _json_body(request: web.Request) -> Any:
+        if request.can_read_body and request.content_type not in JSON_BODY_TYPES:
+            raise ApiError(415, "UnsupportedMediaType",
+                           f'the body of the request was in an unknown format ("{request.content_type}"); '
+                           f"accepted media types include: {', '.join(sorted(JSON_BODY_TYPES - {''}))}")
         raw = await request.read()
         try:
             return json.loads(raw) if raw else {}
@@ -318,11 +327,12 @@ class ApiServer:
         except ValueError as exc:
             raise errors.bad_request("resourceVersion and timeoutSeconds must be numbers") from exc
         bookmarks = _query_bool(request.query, "allowWatchBookmarks")
-        queue: asyncio.Queue[Change] = asyncio.Queue()
+        queue: asyncio.Queue[Change | None] = asyncio.Queue()
         # Subscribing and reading the backlog happen with no await between them: nothing is missed.
         unsubscribe = self.store.subscribe(target.kind, queue.put_nowait)
+        self._watches.add(queue)
         try:
-            lines: list[bytes] = []
+            expired = False
             if since == 0:  # "any version": start with the current objects, as k8s does
                 lines = [_event_line(ADDED, e.raw) for e in self.store.entries(target.kind, target.namespace)
                          if _matches(e.obj, labels, fields)]
@@ -330,45 +340,56 @@ class ApiServer:
                 try:
                     lines = self._watch_lines(self.store.changes_since(target.kind, since), target, labels, fields)
                 except TooOldError as exc:
-                    lines = [_event_line("ERROR", encode(errors.gone(str(exc)).status()))]
-                    timeout = 0
+                    lines, expired = [_event_line("ERROR", encode(errors.gone(str(exc)).status()))], True
             response = web.StreamResponse(headers={"Content-Type": JSON})
             response.enable_chunked_encoding()
             await response.prepare(request)
-            await self._stream(response, queue, lines, target, labels, fields, timeout, bookmarks)
+            try:
+                await response.write(b"".join(lines))
+                if not expired:
+                    await self._stream(response, queue, target, labels, fields, min(timeout, self.max_watch_seconds),
+                                       bookmarks)
+                await response.write_eof()
+            except (ConnectionResetError, RuntimeError):
+                pass  # the client went away
             return response
         finally:
+            self._watches.discard(queue)
             unsubscribe()
 
-    async def _stream(self, response: web.StreamResponse, queue: asyncio.Queue[Change], lines: list[bytes],
-                      target: Target, labels: LabelSelector, fields: FieldSelector, timeout: float,
-                      bookmarks: bool) -> None:
+    async def _stream(self, response: web.StreamResponse, queue: asyncio.Queue[Change | None], target: Target,
+                      labels: LabelSelector, fields: FieldSelector, timeout: float, bookmarks: bool) -> None:
+        """Write changes as they come until the timeout (or shutdown); with bookmarks, one every
+        bookmark interval whatever else happens, and a last one when the watch ends."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + min(timeout, self.max_watch_seconds)
-        try:
-            while True:
-                if lines:
-                    await response.write(b"".join(lines))
-                    lines = []
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    break
-                wait = min(remaining, self.bookmark_interval) if bookmarks else remaining
-                try:
-                    first = await asyncio.wait_for(queue.get(), wait)
-                except asyncio.TimeoutError:
-                    if bookmarks:
-                        lines.append(self._bookmark(target.kind))
-                    continue
-                changes = [first]
-                while not queue.empty():
-                    changes.append(queue.get_nowait())
-                lines = self._watch_lines(changes, target, labels, fields)
-            if bookmarks:
+        deadline = loop.time() + timeout
+        next_bookmark = loop.time() + self.bookmark_interval if bookmarks else math.inf
+        while True:
+            now = loop.time()
+            if now >= deadline:
+                break
+            if now >= next_bookmark:
                 await response.write(self._bookmark(target.kind))
-            await response.write_eof()
-        except (ConnectionResetError, RuntimeError):
-            return  # the client went away
+                next_bookmark = now + self.bookmark_interval
+            try:
+                first = await asyncio.wait_for(queue.get(), min(deadline, next_bookmark) - now)
+            except asyncio.TimeoutError:
+                continue
+            changes = [first]
+            while not queue.empty():
+                changes.append(queue.get_nowait())
+            if None in changes:  # the server is shutting down
+                return
+            lines = self._watch_lines([c for c in changes if c is not None], target, labels, fields)
+            if lines:
+                await response.write(b"".join(lines))
+        if bookmarks:
+            await response.write(self._bookmark(target.kind))
+
+    async def _on_shutdown(self, _app: web.Application) -> None:
+        """End open watches so shutdown does not wait for their timeouts."""
+        for queue in list(self._watches):
+            queue.put_nowait(None)
 
     def _bookmark(self, kind: Kind) -> bytes:
         return _event_line("BOOKMARK", encode({"kind": kind.kind, "apiVersion": kind.api_version,

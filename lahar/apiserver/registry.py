@@ -190,10 +190,13 @@ class Registry:
                 new_meta[server_field] = old_meta[server_field]
             else:
                 new_meta.pop(server_field, None)
-        new_meta["generation"] = old_meta.get("generation", 1) + (1 if _spec_part(new) != _spec_part(old) else 0)
+        new_meta.pop("generation", None)
         new = self._admit(kind, new, old)
-        if dry_run:
-            return new
+        # generation counts changes of the (defaulted) spec; a write that changes nothing is no write.
+        new["metadata"]["generation"] = old_meta.get("generation", 1) + (_spec_part(new) != _spec_part(old))
+        new["metadata"]["resourceVersion"] = old_meta["resourceVersion"]
+        if dry_run or new == old:
+            return old if new == old else new
         return self.store.put(kind, self._stamp(new)).obj
 
     @staticmethod

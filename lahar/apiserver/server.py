@@ -103,7 +103,7 @@ async def serve(config: ServerConfig, on_ready: Callable[[str], Awaitable[None]]
     context = ssl_context(tls) if tls is not None else None
     store = Store(config.data_dir / DB_FILE, history_size=config.watch_history, fsync=config.fsync)
     server = ApiServer(store, token=token)
-    runner = web.AppRunner(server.make_app(), access_log=None, handle_signals=False)
+    runner = web.AppRunner(server.make_app(), access_log=None, handle_signals=False, shutdown_timeout=5)
     await runner.setup()
     site = web.TCPSite(runner, config.host, config.port, backlog=1024, ssl_context=context)
     await site.start()
