@@ -28,7 +28,7 @@ from typing import Any
 from lahar.api.errors import (
     DUPLICATE, FORBIDDEN, TOO_LONG, Field, FieldError, child_dict, dict_elements, set_default,
 )
-from lahar.api.meta import ObjectMeta, check_name, dns1123_label_problems, dns1123_subdomain_problems
+from lahar.api.meta import MetaAccessors, ObjectMeta, check_name, dns1123_label_problems, dns1123_subdomain_problems
 from lahar.api.pod import validate_pod_template
 from lahar.api.queue import DEFAULT_QUEUE
 
@@ -201,7 +201,7 @@ class TaskSpec:
 
 
 @dataclass(frozen=True, slots=True)
-class Job:
+class Job(MetaAccessors):
     """A typed, read-only snapshot of a (valid) Job dict."""
 
     meta: ObjectMeta = field(compare=False)
@@ -238,18 +238,6 @@ class Job:
             phase=job_phase(obj),
             raw=obj,
         )
-
-    @property
-    def name(self) -> str:
-        return self.meta.name
-
-    @property
-    def namespace(self) -> str:
-        return self.meta.namespace
-
-    @property
-    def uid(self) -> str:
-        return self.meta.uid
 
     @property
     def total_replicas(self) -> int:

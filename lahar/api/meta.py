@@ -279,3 +279,34 @@ class ObjectMeta:
 
     def __repr__(self) -> str:
         return f"ObjectMeta({self.key!r})"
+
+
+class MetaAccessors:
+    """Identity accessors shared by the typed views, each of which holds `meta: ObjectMeta`."""
+
+    __slots__ = ()
+    meta: ObjectMeta
+
+    @property
+    def name(self) -> str:
+        return self.meta.name
+
+    @property
+    def namespace(self) -> str:
+        return self.meta.namespace
+
+    @property
+    def key(self) -> str:
+        return self.meta.key
+
+    @property
+    def uid(self) -> str:
+        return self.meta.uid
+
+    @property
+    def labels(self) -> Mapping[str, str]:
+        return self.meta.labels
+
+    @property
+    def annotations(self) -> Mapping[str, str]:
+        return self.meta.annotations

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lahar.api.errors import DUPLICATE, Field, FieldError, child_dict, set_default
-from lahar.api.meta import ObjectMeta, check_name, label_value_problems, qualified_name_problems
+from lahar.api.meta import MetaAccessors, ObjectMeta, check_name, label_value_problems, qualified_name_problems
 from lahar.api.resources import ResourceList
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -40,7 +40,7 @@ class Taint:
         return result
 
 
-class Node:
+class Node(MetaAccessors):
     """A read-only view over a Node dict; resource lists and taints are parsed on first use."""
 
     __slots__ = ("raw", "meta", "_spec", "_status", "_capacity", "_allocatable", "_taints")
@@ -53,22 +53,6 @@ class Node:
         self._capacity: ResourceList | None = None
         self._allocatable: ResourceList | None = None
         self._taints: tuple[Taint, ...] | None = None
-
-    @property
-    def name(self) -> str:
-        return self.meta.name
-
-    @property
-    def uid(self) -> str:
-        return self.meta.uid
-
-    @property
-    def labels(self) -> Mapping[str, str]:
-        return self.meta.labels
-
-    @property
-    def annotations(self) -> Mapping[str, str]:
-        return self.meta.annotations
 
     @property
     def unschedulable(self) -> bool:

@@ -11,7 +11,7 @@ from typing import Any
 
 from lahar.api.errors import DUPLICATE, Field, FieldError, child_dict, dict_elements, set_default
 from lahar.api.meta import (
-    ObjectMeta, OwnerReference, check_name, dns1123_label_problems, dns1123_subdomain_problems,
+    MetaAccessors, ObjectMeta, OwnerReference, check_name, dns1123_label_problems, dns1123_subdomain_problems,
     label_value_problems, qualified_name_problems, validate_annotations, validate_labels,
 )
 from lahar.api.node import TAINT_EFFECTS, Taint, validate_conditions
@@ -59,7 +59,7 @@ class Toleration:
         return self.operator == "Exists" or self.value == taint.value
 
 
-class Pod:
+class Pod(MetaAccessors):
     """A read-only view over a Pod dict, no copy. Construction costs a few dict lookups;
     requests, tolerations and the QoS class are computed on first use and cached."""
 
@@ -75,30 +75,6 @@ class Pod:
         self._qos_class: QoSClass | None = None
 
     # --- identity -----------------------------------------------------------------------------
-
-    @property
-    def name(self) -> str:
-        return self.meta.name
-
-    @property
-    def namespace(self) -> str:
-        return self.meta.namespace
-
-    @property
-    def key(self) -> str:
-        return self.meta.key
-
-    @property
-    def uid(self) -> str:
-        return self.meta.uid
-
-    @property
-    def labels(self) -> Mapping[str, str]:
-        return self.meta.labels
-
-    @property
-    def annotations(self) -> Mapping[str, str]:
-        return self.meta.annotations
 
     @property
     def owner_references(self) -> tuple[OwnerReference, ...]:

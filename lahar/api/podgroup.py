@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from lahar.api.errors import Field, FieldError, child_dict, set_default
-from lahar.api.meta import ObjectMeta, check_name, dns1123_subdomain_problems
+from lahar.api.meta import MetaAccessors, ObjectMeta, check_name, dns1123_subdomain_problems
 from lahar.api.node import validate_conditions
 from lahar.api.queue import DEFAULT_QUEUE
 from lahar.api.resources import ResourceList
@@ -38,7 +38,7 @@ STATUS_COUNTERS = ("running", "succeeded", "failed")
 _EMPTY: Mapping[str, Any] = {}
 
 
-class PodGroup:
+class PodGroup(MetaAccessors):
     """A read-only view over a PodGroup dict."""
 
     __slots__ = ("raw", "meta", "spec", "status", "_min_resources")
@@ -49,22 +49,6 @@ class PodGroup:
         self.spec: Mapping[str, Any] = obj.get("spec") or _EMPTY
         self.status: Mapping[str, Any] = obj.get("status") or _EMPTY
         self._min_resources: ResourceList | None = None
-
-    @property
-    def name(self) -> str:
-        return self.meta.name
-
-    @property
-    def namespace(self) -> str:
-        return self.meta.namespace
-
-    @property
-    def key(self) -> str:
-        return self.meta.key
-
-    @property
-    def uid(self) -> str:
-        return self.meta.uid
 
     @property
     def min_member(self) -> int:

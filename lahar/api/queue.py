@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from lahar.api.errors import Field, FieldError, child_dict, set_default
-from lahar.api.meta import ObjectMeta, check_name, dns1123_subdomain_problems
+from lahar.api.meta import MetaAccessors, ObjectMeta, check_name, dns1123_subdomain_problems
 from lahar.api.quantity import Quantity
 from lahar.api.resources import ResourceList
 
@@ -29,7 +29,7 @@ class QueueState(enum.StrEnum):
 _EMPTY: Mapping[str, Any] = {}
 
 
-class Queue:
+class Queue(MetaAccessors):
     """A read-only view over a Queue dict."""
 
     __slots__ = ("raw", "meta", "spec", "status")
@@ -39,10 +39,6 @@ class Queue:
         self.meta = ObjectMeta.of(obj)
         self.spec: Mapping[str, Any] = obj.get("spec") or _EMPTY
         self.status: Mapping[str, Any] = obj.get("status") or _EMPTY
-
-    @property
-    def name(self) -> str:
-        return self.meta.name
 
     @property
     def weight(self) -> int:

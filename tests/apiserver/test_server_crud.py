@@ -40,24 +40,6 @@ def k8s(module_k8s: client.ApiClient) -> client.ApiClient:
     return module_k8s
 
 
-@pytest.fixture
-def core(k8s: client.ApiClient) -> client.CoreV1Api:
-    return client.CoreV1Api(k8s)
-
-
-@pytest.fixture
-def custom(k8s: client.ApiClient) -> client.CustomObjectsApi:
-    return client.CustomObjectsApi(k8s)
-
-
-@pytest.fixture
-def ns(core: client.CoreV1Api) -> str:
-    """A namespace of the test's own on the shared server."""
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    core.create_namespace({"metadata": {"name": name}})
-    return name
-
-
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 

@@ -33,11 +33,6 @@ def k8s(module_k8s: client.ApiClient) -> client.ApiClient:
     return module_k8s
 
 
-@pytest.fixture
-def core(k8s: client.ApiClient) -> client.CoreV1Api:
-    return client.CoreV1Api(k8s)
-
-
 def new_namespace(core: client.CoreV1Api) -> str:
     name = f"t-{uuid.uuid4().hex[:8]}"
     core.create_namespace({"metadata": {"name": name}})

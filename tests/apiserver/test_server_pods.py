@@ -31,23 +31,6 @@ def k8s(module_k8s: client.ApiClient) -> client.ApiClient:
     return module_k8s
 
 
-@pytest.fixture
-def core(k8s: client.ApiClient) -> client.CoreV1Api:
-    return client.CoreV1Api(k8s)
-
-
-@pytest.fixture
-def policy(k8s: client.ApiClient) -> client.PolicyV1Api:
-    return client.PolicyV1Api(k8s)
-
-
-@pytest.fixture
-def ns(core: client.CoreV1Api) -> str:
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    core.create_namespace({"metadata": {"name": name}})
-    return name
-
-
 def pod(name: str, labels: dict[str, str] | None = None, grace: int | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {"containers": [{"name": "main", "image": "busybox:1"}]}
     if grace is not None:

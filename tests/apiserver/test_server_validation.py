@@ -38,13 +38,6 @@ def core(module_k8s: client.ApiClient) -> client.CoreV1Api:
     return client.CoreV1Api(module_k8s)
 
 
-@pytest.fixture
-def ns(core: client.CoreV1Api) -> str:
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    core.create_namespace({"metadata": {"name": name}})
-    return name
-
-
 def task(name: str, replicas: int = 1, cpu: Any = "500m") -> dict[str, Any]:
     return {"name": name, "replicas": replicas, "template": {"spec": {"restartPolicy": "Never", "containers": [
         {"name": "main", "image": "busybox:1", "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}]}}}
