@@ -157,6 +157,9 @@ class WatchStream(Iterator[tuple[str, Obj]]):
 
     def __init__(self, response: urllib3.BaseHTTPResponse) -> None:
         self._response = response
+        # Kept apart: urllib3 hands the connection back to its pool when a chunked body ends, even
+        # one cut short by close(); such a connection must be closed, not reused.
+        self._connection = getattr(response, "connection", None)
         self._lock = threading.Lock()
         self._closed = False
         self._reading = False  # a thread is blocked in a socket read right now
@@ -212,6 +215,8 @@ class WatchStream(Iterator[tuple[str, Obj]]):
                 self._response.release_conn()  # fully read: the connection goes back to the pool
             else:
                 self._response.close()
+                if self._connection is not None:
+                    self._connection.close()
 
     def _next_chunk(self, chunks: Iterator[bytes]) -> bytes | None:
         """The next piece of the body; None at its end or once closed."""

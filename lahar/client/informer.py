@@ -164,6 +164,7 @@ class Informer:
     # -- cache -----------------------------------------------------------------------------------
 
     def get(self, name: str, namespace: str | None = None) -> Obj | None:
+        """The cached object (namespace None for cluster-scoped kinds), or None."""
         with self._lock:
             return self._cache.get((namespace or "", name))
 
