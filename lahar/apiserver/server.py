@@ -14,13 +14,14 @@ from pathlib import Path
 from aiohttp import web
 
 from lahar.apiserver.app import ApiServer
+from lahar.endpoints import EMBEDDED_HOST, EMBEDDED_PORT
 from lahar.apiserver.store import Store
 from lahar.apiserver.tls import TlsFiles, ensure_self_signed
 
 log = logging.getLogger("lahar.apiserver")
 
-DEFAULT_PORT = 6443
-DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = EMBEDDED_PORT
+DEFAULT_HOST = EMBEDDED_HOST
 DB_FILE = "lahar.db"
 
 

@@ -165,6 +165,9 @@ class Store:
         """Changes of a kind after resourceVersion rv; TooOldError when history no longer covers it."""
         if rv < self._oldest_resumable:
             raise TooOldError(f"too old resource version: {rv} ({self._oldest_resumable})")
+        if rv > self.revision:
+            # A version this store never issued (its data was replaced): the watcher must re-list.
+            raise TooOldError(f"too large resource version: {rv}, current: {self.revision}")
         resource = resource_key(kind)
         found: list[Change] = []
         for change in reversed(self._history):

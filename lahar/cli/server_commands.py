@@ -9,6 +9,7 @@ from pathlib import Path
 import lahar
 from lahar.apiserver import server
 from lahar.client.kubeconfig import embedded_kubeconfig
+from lahar.endpoints import EMBEDDED_URL
 
 DEFAULT_DATA_DIR = Path.home() / ".lahar"
 EXAMPLES = Path(lahar.__file__).resolve().parent.parent / "examples"
@@ -41,7 +42,7 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
     up.set_defaults(run=run_up)
 
     kubeconfig = commands.add_parser("kubeconfig", help="print a kubeconfig for the embedded API server")
-    kubeconfig.add_argument("--server", default=f"http://{server.DEFAULT_HOST}:{server.DEFAULT_PORT}",
+    kubeconfig.add_argument("--server", default=EMBEDDED_URL,
                             help="the embedded server's URL")
     kubeconfig.add_argument("--token-file", type=Path, help="include this bearer token")
     kubeconfig.add_argument("--ca-file", type=Path,

@@ -23,6 +23,7 @@ from kubernetes.config.incluster_config import SERVICE_HOST_ENV_NAME, SERVICE_PO
 from kubernetes.config.kube_config import ENV_KUBECONFIG_PATH_SEPARATOR, load_kube_config
 
 import lahar
+from lahar.endpoints import EMBEDDED_URL
 
 KUBECONFIG_ENV = "KUBECONFIG"
 # Tests point this at a temporary directory; pods get it mounted by Kubernetes.
@@ -58,10 +59,7 @@ class ConfigSource:
 
 
 def embedded_server_url() -> str:
-    # Imported here: the server's module pulls in aiohttp, which clients (the agent) do not need.
-    from lahar.apiserver.server import DEFAULT_HOST, DEFAULT_PORT
-
-    return f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
+    return EMBEDDED_URL
 
 
 def resolve_source(kubeconfig: str | os.PathLike[str] | None = None,

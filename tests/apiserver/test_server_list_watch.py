@@ -422,6 +422,17 @@ def test_watch_from_too_old_version_is_410(tmp_path: Path, server_process: type[
         server.stop()
 
 
+def test_watch_from_a_version_never_issued_is_410(apiserver: Server) -> None:
+    """A version above the server's revision (its data was replaced): re-list, as for a too-old one."""
+    current = int(requests.get(f"{apiserver.url}/api/v1/namespaces", timeout=5).json()["metadata"]["resourceVersion"])
+    with requests.get(f"{apiserver.url}/api/v1/namespaces", stream=True, timeout=5,
+                      params={"watch": "1", "resourceVersion": str(current + 1000), "timeoutSeconds": "5"}) as response:
+        lines = [json.loads(line) for line in response.iter_lines() if line]
+    assert [line["type"] for line in lines] == ["ERROR"]
+    assert lines[0]["object"]["code"] == 410
+    assert "too large resource version" in lines[0]["object"]["message"]
+
+
 @pytest.fixture
 def quick_bookmarks(tmp_path: Path) -> Iterator[client.Configuration]:
     """An in-process server with a 0.2 s bookmark interval (the interval is no command-line flag)."""
