@@ -18,10 +18,11 @@ from lahar.apiserver import errors
 from lahar.apiserver.disruption import eviction_refusal
 from lahar.apiserver.errors import ApiError
 from lahar.apiserver.patch import MalformedPatchError, PatchError, UnsupportedPatchError, apply_patch
-from lahar.apiserver.store import Entry, Store
+from lahar.apiserver.store import Entry, Store, resource_key
 
 # Kinds whose server-side strategy keeps the status given at create (as kube-apiserver does for them).
 KEEPS_STATUS_ON_CREATE = {kinds.NODE}
+KINDS_BY_RESOURCE = {resource_key(k): k for k in kinds.ALL_KINDS}
 PROTECTED_NAMESPACES = {"default", "kube-system", "kube-public"}
 DEFAULT_GRACE_SECONDS = 30
 # Kinds that strategic merge patch serves (built-in kinds); custom resources answer 415, as in k8s.
@@ -293,7 +294,7 @@ class Registry:
         if kind is kinds.NAMESPACE:
             self._empty_namespace(meta["name"])
         if cascade:
-            self._collect_dependents(meta["uid"], meta.get("namespace"))
+            self._collect_dependents(meta["uid"])
         return removed.obj
 
     def _empty_namespace(self, namespace: str) -> None:
@@ -302,16 +303,12 @@ class Registry:
                 for entry in list(self.store.entries(kind, namespace)):
                     self._remove(kind, entry, cascade=True)
 
-    def _collect_dependents(self, owner_uid: str, namespace: str | None) -> None:
+    def _collect_dependents(self, owner_uid: str) -> None:
         """Background garbage collection: delete objects whose ownerReferences name the deleted owner."""
-        for kind in kinds.ALL_KINDS:
-            if not kind.namespaced:
-                continue
-            for entry in list(self.store.entries(kind, namespace)):
-                refs = entry.obj["metadata"].get("ownerReferences") or []
-                if any(ref.get("uid") == owner_uid for ref in refs):
-                    if self.store.get(kind, entry.obj["metadata"]["namespace"], entry.obj["metadata"]["name"]):
-                        self.delete(kind, entry.obj["metadata"]["namespace"], entry.obj["metadata"]["name"])
+        for resource, namespace, name in self.store.dependents(owner_uid):
+            kind = KINDS_BY_RESOURCE[resource]
+            if self.store.get(kind, namespace, name) is not None:  # an earlier cascade may have taken it
+                self.delete(kind, namespace, name)
 
     # -- pod subresources ------------------------------------------------------------------------
 

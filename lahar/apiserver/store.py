@@ -70,6 +70,8 @@ class Store:
         self._objects: dict[str, dict[Key, Entry]] = {}
         self._history: deque[Change] = deque(maxlen=history_size)
         self._listeners: dict[str, set[Listener]] = {}
+        # owner uid -> the objects whose ownerReferences name it (garbage collection's index)
+        self._dependents: dict[str, set[tuple[str, str, str]]] = {}
         self.revision = 0
         self._load()
         # Watches may resume from any version at or after this one.
@@ -81,7 +83,9 @@ class Store:
         for resource, namespace, name, rv, body in self._db.execute(
                 "SELECT resource, namespace, name, rv, body FROM objects"):
             raw = bytes(body)
-            self._objects.setdefault(resource, {})[(namespace, name)] = Entry(json.loads(raw), raw, rv)
+            entry = Entry(json.loads(raw), raw, rv)
+            self._objects.setdefault(resource, {})[(namespace, name)] = entry
+            self._index_owners(resource, (namespace, name), None, entry)
 
     def close(self) -> None:
         self._db.close()
@@ -118,6 +122,7 @@ class Store:
         table = self._objects.setdefault(resource, {})
         previous = table.get(key)
         table[key] = entry
+        self._index_owners(resource, key, previous, entry)
         self._publish(Change(rv, resource, MODIFIED if previous else ADDED, entry, previous))
         return entry
 
@@ -131,6 +136,7 @@ class Store:
         obj["metadata"] = {**previous.obj["metadata"], "resourceVersion": str(rv)}
         self._write("DELETE FROM objects WHERE resource=? AND namespace=? AND name=?", (resource, *key), rv)
         del self._objects[resource][key]
+        self._index_owners(resource, key, previous, None)
         entry = Entry(obj, encode(obj), rv)
         self._publish(Change(rv, resource, DELETED, entry, previous))
         return entry
@@ -145,6 +151,24 @@ class Store:
             self._db.execute("ROLLBACK")
             raise
         self.revision = rv
+
+    def dependents(self, owner_uid: str) -> list[tuple[str, str, str]]:
+        """(resource, namespace, name) of the objects whose ownerReferences name owner_uid."""
+        return sorted(self._dependents.get(owner_uid, ()))
+
+    def _index_owners(self, resource: str, key: Key, old: Entry | None, new: Entry | None) -> None:
+        for entry, add in ((old, False), (new, True)):
+            for ref in (entry.obj["metadata"].get("ownerReferences") or []) if entry else []:
+                uid = ref.get("uid") if isinstance(ref, dict) else None
+                if not uid:
+                    continue
+                dependents = self._dependents.setdefault(uid, set())
+                if add:
+                    dependents.add((resource, *key))
+                else:
+                    dependents.discard((resource, *key))
+                    if not dependents:
+                        del self._dependents[uid]
 
     # -- watch -----------------------------------------------------------------------------------
 
