@@ -23,6 +23,7 @@ from lahar.apiserver.store import Entry, Store, resource_key
 # Kinds whose server-side strategy keeps the status given at create (as kube-apiserver does for them).
 KEEPS_STATUS_ON_CREATE = {kinds.NODE}
 KINDS_BY_RESOURCE = {resource_key(k): k for k in kinds.ALL_KINDS}
+SYSTEM_PRIORITY_CLASSES = {"system-node-critical": 2_000_001_000, "system-cluster-critical": 2_000_000_000}
 PROTECTED_NAMESPACES = {"default", "kube-system", "kube-public"}
 DEFAULT_GRACE_SECONDS = 30
 # Kinds that strategic merge patch serves (built-in kinds); custom resources answer 415, as in k8s.
@@ -60,6 +61,10 @@ class Registry:
         for name in ("default", "kube-system", "kube-public"):
             if self.store.get(kinds.NAMESPACE, "", name) is None:
                 self.create(kinds.NAMESPACE, None, {"metadata": {"name": name}})
+        for name, value in SYSTEM_PRIORITY_CLASSES.items():
+            if self.store.get(kinds.PRIORITY_CLASS, "", name) is None:
+                self.create(kinds.PRIORITY_CLASS, None, {"metadata": {"name": name}, "value": value,
+                                                          "description": "built in, as in Kubernetes"})
         if self.store.get(kinds.QUEUE, "", "default") is None:
             self.create(kinds.QUEUE, None, {"metadata": {"name": "default"}, "spec": {"weight": 1, "reclaimable": True}})
         for entry in self.store.entries(kinds.POD):
@@ -142,6 +147,8 @@ class Registry:
             obj.pop("status", None)
         if kind is kinds.NAMESPACE:
             obj["status"] = {"phase": "Active"}
+        if kind is kinds.POD:
+            self._resolve_priority(obj)
         obj = self._admit(kind, obj, None)
         meta = obj["metadata"]
         meta["uid"] = str(uuid.uuid4())
@@ -151,6 +158,32 @@ class Registry:
             meta["resourceVersion"] = ""
             return obj
         return self.store.put(kind, self._stamp(obj)).obj
+
+    def _resolve_priority(self, pod: dict[str, Any]) -> None:
+        """The Priority admission plugin: a pod's priority comes from its PriorityClass (or the
+        global default class), never from the pod itself."""
+        spec = pod.get("spec")
+        if not isinstance(spec, dict):
+            return  # validation reports it
+        name = pod["metadata"]["name"]
+        class_name = spec.get("priorityClassName")
+        if class_name:
+            entry = self.store.get(kinds.PRIORITY_CLASS, "", str(class_name))
+            if entry is None:
+                raise errors.forbidden(f'pods "{name}" is forbidden: no PriorityClass with name {class_name} was found')
+            priority_class = entry.obj
+        else:
+            priority_class = next((e.obj for e in self.store.entries(kinds.PRIORITY_CLASS) if e.obj.get("globalDefault")),
+                                  None)
+        value = int(priority_class.get("value", 0)) if priority_class else 0
+        if spec.get("priority") is not None and spec["priority"] != value:
+            raise errors.forbidden(f'pods "{name}" is forbidden: the integer value of priority ({spec["priority"]}) '
+                                   f"must not be provided in pod spec; priority admission controller computed "
+                                   f"{value} from the given PriorityClass name")
+        spec["priority"] = value
+        if priority_class:
+            spec["priorityClassName"] = priority_class["metadata"]["name"]
+            spec.setdefault("preemptionPolicy", priority_class.get("preemptionPolicy", "PreemptLowerPriority"))
 
     # -- update ----------------------------------------------------------------------------------
 

@@ -338,3 +338,24 @@ def test_a_recreated_pod_keeps_its_own_grace_period(core: client.CoreV1Api, ns: 
     time.sleep(1.5)  # past the old pod's deadline
     survivor = core.read_namespaced_pod("reborn", ns)
     assert survivor.metadata.deletion_grace_period_seconds == 30, "the new pod was removed by the old pod's timer"
+
+
+def test_pod_priority_comes_from_its_priority_class(core: client.CoreV1Api, k8s: client.ApiClient, ns: str) -> None:
+    scheduling = client.SchedulingV1Api(k8s)
+    name = f"pc-{uuid.uuid4().hex[:6]}"
+    scheduling.create_priority_class({"metadata": {"name": name}, "value": 1000})
+    spec = {"containers": [{"name": "c", "image": "busybox"}]}
+    high = core.create_namespaced_pod(ns, {"metadata": {"name": "high"}, "spec": {**spec, "priorityClassName": name}})
+    assert high.spec.priority == 1000 and high.spec.preemption_policy == "PreemptLowerPriority"
+    plain = core.create_namespaced_pod(ns, {"metadata": {"name": "plain"}, "spec": spec})
+    assert plain.spec.priority == 0
+    critical = core.create_namespaced_pod(ns, {"metadata": {"name": "crit"},
+                                               "spec": {**spec, "priorityClassName": "system-node-critical"}})
+    assert critical.spec.priority == 2_000_001_000
+    with pytest.raises(ApiException) as missing:
+        core.create_namespaced_pod(ns, {"metadata": {"name": "ghost"}, "spec": {**spec, "priorityClassName": "nope"}})
+    assert missing.value.status == 403 and "no PriorityClass with name nope" in missing.value.body
+    with pytest.raises(ApiException) as forged:
+        core.create_namespaced_pod(ns, {"metadata": {"name": "forged"}, "spec": {**spec, "priority": 5}})
+    assert forged.value.status == 403 and "must not be provided" in forged.value.body
+    assert [p.metadata.name for p in core.list_namespaced_pod(ns).items] == ["crit", "high", "plain"]
