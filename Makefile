@@ -2,6 +2,7 @@
 .PHONY: setup up test bench clean
 
 ARGS ?=
+BENCH ?= apiserver
 
 setup:
 	@scripts/setup.sh
@@ -13,7 +14,7 @@ test: setup
 	.venv/bin/python -m pytest -q $(ARGS)
 
 bench: setup
-	.venv/bin/python -m bench.apiserver $(ARGS)
+	.venv/bin/lahar bench $(BENCH) $(ARGS)
 
 clean:
 	rm -rf .venv build *.egg-info .pytest_cache

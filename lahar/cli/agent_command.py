@@ -1,0 +1,138 @@
+"""`lahar agent`: the node agent (a DaemonSet in a cluster, standalone on any Linux box)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+log = logging.getLogger("lahar.agent")
+
+
+def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from lahar.agent.exporter import DEFAULT_METRICS_PORT
+
+    agent = commands.add_parser("agent", help="run the node agent: metrics, /metrics, reports to the scheduler")
+    agent.add_argument("--node", default=os.environ.get("NODE_NAME") or socket.gethostname(),
+                       help="this node's name (default: $NODE_NAME, else the host name)")
+    agent.add_argument("--standalone", action="store_true",
+                       help="no API server and no scheduler: collectors and /metrics only")
+    agent.add_argument("--once", action="store_true", help="print one full report and exit")
+    agent.add_argument("-o", "--output", choices=("json", "yaml"), default="json", help="--once output format")
+    agent.add_argument("--interval", type=float, default=1.0, help="seconds between collections (default 1)")
+    agent.add_argument("--metrics-port", type=int, default=DEFAULT_METRICS_PORT,
+                       help=f"Prometheus /metrics and /healthz port (default {DEFAULT_METRICS_PORT}; 0 picks one)")
+    agent.add_argument("--metrics-address", default="0.0.0.0", help="address /metrics listens on")
+    agent.add_argument("--root", type=Path, default=Path("/"), help="host root holding proc/ and sys/ (default /)")
+    agent.add_argument("--cgroup-root", type=Path, help="cgroup mount (default <root>/sys/fs/cgroup)")
+    agent.add_argument("--kubepods", default="kubepods", help="the kubelet's pod cgroup parent (default kubepods)")
+    agent.add_argument("--kubeconfig", help="kubeconfig (default: $KUBECONFIG, in-cluster, then the embedded server)")
+    agent.add_argument("--scheduler-address", help="the scheduler's report endpoint HOST:PORT (none: no reports)")
+    agent.add_argument("--token-file", type=Path, help="bearer token for the scheduler's report endpoint")
+    agent.add_argument("--ca-file", type=Path, help="CA of the scheduler's TLS certificate")
+    agent.add_argument("--nvml-library", help="path of libnvidia-ml.so.1 (default: the loader's search)")
+    agent.add_argument("--dcmi-library", default="libdcmi.so", help="path or name of Ascend's libdcmi.so")
+    agent.set_defaults(run=run_agent)
+
+
+def settings_of(args: argparse.Namespace) -> Any:
+    from lahar.agent.agent import AgentSettings
+
+    if args.interval <= 0:
+        raise ValueError(f"--interval must be positive, not {args.interval}")
+    if not (args.root / "proc").is_dir():
+        raise ValueError(f"--root {args.root}: no proc/ directory there")
+    return AgentSettings(node=args.node, interval=args.interval, root=args.root, cgroup_root=args.cgroup_root,
+                         kubepods=args.kubepods, nvml_library=args.nvml_library, dcmi_library=args.dcmi_library)
+
+
+def run_agent(args: argparse.Namespace) -> int:
+    from lahar.agent.agent import Agent
+
+    settings = settings_of(args)
+    if args.once:
+        agent = Agent(settings)
+        time.sleep(min(settings.interval, 1.0))  # CPU usage is a rate: measure over one interval
+        report = agent.collect().to_dict()
+        agent.close()
+        print(json.dumps(report, indent=2) if args.output == "json" else yaml.safe_dump(report, sort_keys=False),
+              end="\n" if args.output == "json" else "")
+        return 0
+    return serve(args, settings)
+
+
+def serve(args: argparse.Namespace, settings: Any) -> int:
+    from prometheus_client import CollectorRegistry
+
+    from lahar.agent.agent import Agent
+    from lahar.agent.exporter import MetricsServer, ReportCollector, health_of
+
+    informer = None if args.standalone else pod_informer(args)
+    agent = Agent(settings, pods=informer.list if informer else list)
+    streamer = None if args.standalone or not args.scheduler_address else report_streamer(args)
+    if streamer is not None:
+        agent.listeners.append(streamer.offer)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ReportCollector(lambda: agent.latest, lambda: stream_counters(streamer)))
+    metrics = MetricsServer(registry, health_of(lambda: agent.latest.timestamp if agent.latest else None,
+                                                settings.interval),
+                            args.metrics_address, args.metrics_port)
+    metrics.start()
+    mode = "standalone" if args.standalone else "with the API" + (" and the scheduler" if streamer else "")
+    print(f"lahar agent for node {settings.node} ({mode}): metrics on http://{args.metrics_address}:{metrics.port}"
+          f"/metrics, every {settings.interval:g}s", flush=True)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: agent.stop())
+    worker = threading.Thread(target=agent.run, name="collect", daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.5)
+    finally:
+        agent.close()
+        metrics.stop()
+        if streamer is not None:
+            streamer.stop()
+        if informer is not None:
+            informer.stop()
+        print("lahar agent stopped", flush=True)
+    return 0
+
+
+def pod_informer(args: argparse.Namespace) -> Any:
+    """Pods bound to this node, watched; an unreachable API is retried in the background."""
+    from lahar.api.kinds import POD
+    from lahar.client.api import KubeApi
+    from lahar.client.connect import new_api_client
+    from lahar.client.informer import Informer
+
+    informer = Informer(POD, KubeApi(new_api_client(args.kubeconfig)), field_selector=f"spec.nodeName={args.node}")
+    informer.start()
+    if not informer.wait_for_sync(5.0):
+        log.warning("the pod list is not synced yet (API unreachable?); collecting without pod names meanwhile")
+    return informer
+
+
+def report_streamer(args: argparse.Namespace) -> Any:
+    from lahar.agent.report_stream import ReportStreamer
+
+    token = args.token_file.read_text().strip() if args.token_file else None
+    return ReportStreamer(args.scheduler_address, args.node, token,
+                          ca_file=str(args.ca_file) if args.ca_file else None)
+
+
+def stream_counters(streamer: Any) -> dict[str, float]:
+    if streamer is None:
+        return {}
+    stats = streamer.stats() if callable(getattr(streamer, "stats", None)) else streamer.stats
+    return {"reports_sent": getattr(stats, "sent", 0), "stream_reconnects": getattr(stats, "reconnects", 0),
+            "stream_connected": float(bool(getattr(stats, "connected", False)))}
