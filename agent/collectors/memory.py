@@ -1,0 +1,69 @@
+"""Node memory from `/proc/meminfo`.
+
+- used = MemTotal - MemAvailable: what the kernel itself estimates cannot be freed without
+  swapping, the same figure koordlet and the kubelet's eviction signal use.
+- page_cache = Cached: file pages in the page cache (tmpfs/shmem included, SwapCached excluded).
+  Buffers (block-device metadata) and SReclaimable (slab) are left out, so this is smaller than
+  free(1)'s "buff/cache", which adds both.
+- Kernels before 3.14 have no MemAvailable: it is estimated as MemFree + Cached + Buffers (the
+  classic "free + reclaimable cache" figure; it overstates a little since not all cache is
+  reclaimable), capped at MemTotal.
+"""
+
+from __future__ import annotations
+
+from lahar.agent.collectors.host import Host
+from lahar.agent.report import MemoryUsage
+
+_UNIT_BYTES = {"kB": 1024}  # every sized field says kB; counts (HugePages_Total) have no unit
+
+
+def parse_meminfo(text: str) -> dict[str, int]:
+    """Field -> bytes (counts stay counts) of `/proc/meminfo`, or of a NUMA node's `meminfo`
+    whose lines carry a `Node N ` prefix. Malformed lines are skipped."""
+    fields: dict[str, int] = {}
+    for line in text.splitlines():
+        if line.startswith("Node "):
+            line = line.split(maxsplit=2)[-1]
+        key, colon, rest = line.partition(":")
+        value = rest.split()
+        if not colon or not value:
+            continue
+        try:
+            number = int(value[0])
+        except ValueError:
+            continue
+        unit = value[1] if len(value) > 1 else ""
+        fields[key.strip()] = number * _UNIT_BYTES.get(unit, 1)
+    return fields
+
+
+def available_bytes(fields: dict[str, int]) -> int:
+    """MemAvailable, or the pre-3.14 estimate MemFree + Cached + Buffers capped at MemTotal."""
+    if "MemAvailable" in fields:
+        return fields["MemAvailable"]
+    estimate = fields.get("MemFree", 0) + fields.get("Cached", 0) + fields.get("Buffers", 0)
+    return min(estimate, fields["MemTotal"])
+
+
+def memory_usage(fields: dict[str, int]) -> MemoryUsage:
+    if "MemTotal" not in fields:
+        raise ValueError("meminfo has no MemTotal")
+    total = fields["MemTotal"]
+    available = available_bytes(fields)
+    return MemoryUsage(
+        total_bytes=total,
+        used_bytes=max(total - available, 0),
+        available_bytes=available,
+        page_cache_bytes=fields.get("Cached", 0),
+    )
+
+
+class MemoryCollector:
+    name = "memory"
+
+    def __init__(self, host: Host) -> None:
+        self._meminfo = host.proc / "meminfo"
+
+    def collect(self) -> MemoryUsage:
+        return memory_usage(parse_meminfo(self._meminfo.read_text()))
