@@ -1,0 +1,172 @@
+"""Real-kernel test on this machine's cgroup v1: a busy process in a kubelet-style pod cgroup,
+measured by PodCollector. Everything lives under a unique `kubepods-test-<random>` root, passed as
+the collector's kubepods root, and is removed afterwards even when the test fails."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from lahar.agent.cgroups.layout import CgroupVersion, detect_version, v1_controller_dirs
+from lahar.agent.collectors.host import Host
+from lahar.agent.collectors.pods import OpenFiles, PodCollector
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+CONTROLLERS = ("cpu", "cpuacct", "memory")
+ALLOCATED_BYTES = 32 << 20
+# Runs busy on one core after it was moved into the container cgroup (the first line of stdin) and
+# touched memory there, so the memory is charged to the container.
+BUSY_CHILD = f"""
+import sys
+sys.stdin.readline()
+block = bytes(range(256)) * ({ALLOCATED_BYTES} // 256)
+print("ready", flush=True)
+while True:
+    pass
+"""
+
+
+def _skip_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "creating cgroups needs root"
+    if detect_version(CGROUP_ROOT) is not CgroupVersion.V1:
+        return f"{CGROUP_ROOT} is not a cgroup v1 root (v2 is tested on fake trees)"
+    controllers = v1_controller_dirs(CGROUP_ROOT)
+    for name in CONTROLLERS:
+        if name not in controllers or not os.access(controllers[name], os.W_OK):
+            return f"cgroup v1 controller {name} is not mounted writable under {CGROUP_ROOT}"
+    return None
+
+
+SKIP_REASON = _skip_reason()
+pytestmark = pytest.mark.skipif(SKIP_REASON is not None, reason=SKIP_REASON or "")
+
+
+@dataclass(frozen=True)
+class KernelPod:
+    kubepods: str
+    uid: str
+    container_id: str
+    container_dirs: tuple[Path, ...]  # the container cgroup under each controller mount
+
+
+def _mounts() -> list[Path]:
+    """The controller mounts, once each (cpu and cpuacct may be one co-mounted hierarchy)."""
+    controllers = v1_controller_dirs(CGROUP_ROOT)
+    unique: dict[Path, Path] = {}
+    for name in CONTROLLERS:
+        unique.setdefault(controllers[name].resolve(), controllers[name])
+    return list(unique.values())
+
+
+def _rmdir(path: Path, timeout: float = 5.0) -> None:
+    """rmdir a cgroup; the kernel may report it busy for a moment after its last task exits."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            path.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+@pytest.fixture
+def kernel_pod() -> Iterator[KernelPod]:
+    kubepods = f"kubepods-test-{secrets.token_hex(4)}"
+    uid = str(uuid.uuid4())
+    container_id = secrets.token_hex(32)
+    levels = [kubepods, f"{kubepods}/burstable", f"{kubepods}/burstable/pod{uid}",
+              f"{kubepods}/burstable/pod{uid}/{container_id}"]
+    created: list[Path] = []
+    try:
+        for mount in _mounts():
+            for level in levels:
+                (mount / level).mkdir()
+                created.append(mount / level)
+        # Others may load this 2-core machine meanwhile: a top weight keeps our loop on its core.
+        (v1_controller_dirs(CGROUP_ROOT)["cpu"] / kubepods / "cpu.shares").write_text("262144")
+        yield KernelPod(kubepods, uid, container_id, tuple(mount / levels[-1] for mount in _mounts()))
+    finally:
+        errors = []
+        for path in reversed(created):  # bottom-up: a cgroup with children cannot go
+            try:
+                _rmdir(path)
+            except OSError as exc:
+                errors.append(f"{path}: {exc}")
+        assert not errors, f"cgroups left behind: {errors}"
+
+
+@pytest.fixture
+def busy_child(kernel_pod: KernelPod) -> Iterator[subprocess.Popen[str]]:
+    """A busy loop inside the pod's container cgroup; killed before the cgroups are removed."""
+    child = subprocess.Popen([sys.executable, "-c", BUSY_CHILD], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        for container_dir in kernel_pod.container_dirs:
+            (container_dir / "cgroup.procs").write_text(str(child.pid))
+        assert child.stdin is not None and child.stdout is not None
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        assert child.stdout.readline().strip() == "ready"
+        yield child
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_busy_process_measures_one_core(kernel_pod: KernelPod, busy_child: subprocess.Popen[str]) -> None:
+    collector = PodCollector(Host(cgroup_root=CGROUP_ROOT), kubepods=kernel_pod.kubepods)
+    pod = {"metadata": {"uid": kernel_pod.uid, "name": "busy-0", "namespace": "test"},
+           "spec": {"containers": [{"name": "busy", "resources": {"requests": {"cpu": "100m"}}}]},
+           "status": {"qosClass": "Burstable",
+                      "containerStatuses": [{"name": "busy",
+                                             "containerID": f"containerd://{kernel_pod.container_id}"}]}}
+
+    try:
+        collector.collect([pod], now=time.monotonic())
+        time.sleep(1.0)
+        [usage] = collector.collect([pod], now=time.monotonic())
+    finally:
+        collector.close()  # kept-open files would pin the cgroups after their removal
+
+    assert (usage.uid, usage.name, usage.kube_qos_class, usage.qos_class) == (kernel_pod.uid, "busy-0",
+                                                                              "Burstable", "LS")
+    assert usage.cgroup == f"{kernel_pod.kubepods}/burstable/pod{kernel_pod.uid}"
+    assert usage.cpu_usage_cores == pytest.approx(1.0, rel=0.1)
+    [container] = usage.containers
+    assert container.name == "busy"
+    assert container.cpu_usage_cores == pytest.approx(1.0, rel=0.1)
+    # Anonymous memory touched inside the cgroup: no page cache to subtract.
+    assert usage.memory_working_set_bytes >= ALLOCATED_BYTES
+    assert container.memory_working_set_bytes >= ALLOCATED_BYTES
+    assert (usage.io_read_bytes_total, usage.io_write_bytes_total) == (0, 0)  # no blkio cgroup made
+
+
+def test_kept_open_file_of_a_removed_cgroup_fails_and_is_closed() -> None:
+    """The kernel answers ENODEV on a descriptor of a removed cgroup: OpenFiles must drop it
+    (it would pin the dead cgroup) and report the file gone."""
+    cgroup = v1_controller_dirs(CGROUP_ROOT)["cpuacct"] / f"kubepods-test-{secrets.token_hex(4)}"
+    cgroup.mkdir()
+    files = OpenFiles(max_open=10)
+    try:
+        assert int(files.read(str(cgroup / "cpuacct.usage"))) == 0
+        _rmdir(cgroup)
+        with pytest.raises(OSError):
+            files.read(str(cgroup / "cpuacct.usage"))
+        assert len(files) == 0
+    finally:
+        files.close()
+        _rmdir(cgroup)
