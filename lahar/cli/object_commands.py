@@ -8,7 +8,7 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -16,8 +16,10 @@ from lahar.api import admission, kinds
 from lahar.api.errors import ValidationError
 from lahar.api.kinds import Kind, UnknownKindError
 from lahar.api.printing import text_table
-from lahar.client.api import KubeApi, KubeError, NotFound
-from lahar.client.connect import new_api_client
+from lahar.client.errors import KubeError, NotFound
+
+if TYPE_CHECKING:
+    from lahar.client.api import KubeApi
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -139,6 +141,10 @@ def display_name(kind: Kind, name: str) -> str:
 
 
 def connect(args: argparse.Namespace) -> KubeApi:
+    # Imported here: the kubernetes package is heavy, and most lahar commands never need it.
+    from lahar.client.api import KubeApi
+    from lahar.client.connect import new_api_client
+
     return KubeApi(new_api_client(args.kubeconfig))
 
 

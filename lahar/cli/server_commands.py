@@ -6,10 +6,14 @@ import argparse
 import asyncio
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 import lahar
-from lahar.apiserver import server
 from lahar.client.kubeconfig import embedded_kubeconfig
-from lahar.endpoints import EMBEDDED_URL
+from lahar.endpoints import EMBEDDED_HOST, EMBEDDED_PORT, EMBEDDED_URL
+
+if TYPE_CHECKING:  # the server (aiohttp, cryptography) is imported only by the commands that run it
+    from lahar.apiserver import server
 
 DEFAULT_DATA_DIR = Path.home() / ".lahar"
 EXAMPLES = Path(lahar.__file__).resolve().parent.parent / "examples"
@@ -18,9 +22,9 @@ EXAMPLES = Path(lahar.__file__).resolve().parent.parent / "examples"
 def add_server_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
                         help=f"where the embedded API keeps its SQLite file (default {DEFAULT_DATA_DIR})")
-    parser.add_argument("--port", type=int, default=server.DEFAULT_PORT,
-                        help=f"embedded API port (default {server.DEFAULT_PORT}; 0 picks a free one)")
-    parser.add_argument("--address", default=server.DEFAULT_HOST,
+    parser.add_argument("--port", type=int, default=EMBEDDED_PORT,
+                        help=f"embedded API port (default {EMBEDDED_PORT}; 0 picks a free one)")
+    parser.add_argument("--address", default=EMBEDDED_HOST,
                         help="listening address (default 127.0.0.1; any other needs --token-file)")
     parser.add_argument("--token-file", type=Path, help="file holding the bearer token clients must send")
     parser.add_argument("--fsync", choices=("normal", "full"), default="normal",
@@ -54,6 +58,8 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
 
 
 def server_config(args: argparse.Namespace) -> server.ServerConfig:
+    from lahar.apiserver import server
+
     return server.ServerConfig(data_dir=args.data_dir, host=args.address, port=args.port,
                                token_file=args.token_file, fsync=args.fsync,
                                watch_history=args.watch_history, tls_cert_file=args.tls_cert_file,
@@ -61,11 +67,15 @@ def server_config(args: argparse.Namespace) -> server.ServerConfig:
 
 
 def run_apiserver(args: argparse.Namespace) -> int:
+    from lahar.apiserver import server
+
     asyncio.run(server.serve(server_config(args)))
     return 0
 
 
 def run_up(args: argparse.Namespace) -> int:
+    from lahar.apiserver import server
+
     config = server_config(args)
 
     async def welcome(url: str) -> None:
