@@ -61,7 +61,8 @@ def run_agent(args: argparse.Namespace) -> int:
     settings = settings_of(args)
     if args.once:
         agent = Agent(settings)
-        time.sleep(min(settings.interval, 1.0))  # CPU usage is a rate: measure over one interval
+        agent.collect()  # usage is a rate: a first sample, then the report over one interval
+        time.sleep(min(settings.interval, 1.0))
         report = agent.collect().to_dict()
         agent.close()
         print(json.dumps(report, indent=2) if args.output == "json" else yaml.safe_dump(report, sort_keys=False),

@@ -4,6 +4,7 @@ the collector's kubepods root, and is removed afterwards even when the test fail
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import subprocess
@@ -170,3 +171,23 @@ def test_kept_open_file_of_a_removed_cgroup_fails_and_is_closed() -> None:
     finally:
         files.close()
         _rmdir(cgroup)
+
+
+def test_agent_once_json_agrees_with_the_kernel(kernel_pod: KernelPod, busy_child: subprocess.Popen[str]) -> None:
+    """`lahar agent --once -o json` (what an SRE runs) against this machine: CPUs, memory, NUMA nodes
+    and a busy pod's CPU, each compared with what the kernel says."""
+    result = subprocess.run([sys.executable, "-m", "lahar", "agent", "--once", "-o", "json", "--node", "here",
+                             "--kubepods", kernel_pod.kubepods], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["node"] == "here" and report["health"]["errors"] == {}
+    assert report["cpu"]["cores"] == os.cpu_count()
+    mem_total_kib = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
+                         if line.startswith("MemTotal:"))
+    assert report["memory"]["total_bytes"] == mem_total_kib * 1024
+    node_dirs = list(Path("/sys/devices/system/node").glob("node[0-9]*"))
+    assert len(report["numa"]) == max(len(node_dirs), 1)
+    [pod] = [p for p in report["pods"] if p["uid"] == kernel_pod.uid]
+    assert pod["cpu_usage_cores"] == pytest.approx(1.0, rel=0.1)
+    assert report["cpu"]["usage_cores"] >= 0.9  # the node saw the busy core too
+    assert report["gpu"]["available"] is False and report["gpu"]["reason"]
