@@ -77,9 +77,9 @@ def serve(args: argparse.Namespace, settings: Any) -> int:
     from lahar.agent.agent import Agent
     from lahar.agent.exporter import MetricsServer, ReportCollector, health_of
 
+    streamer = None if args.standalone or not args.scheduler_address else report_streamer(args)
     informer = None if args.standalone else pod_informer(args)
     agent = Agent(settings, pods=informer.list if informer else list)
-    streamer = None if args.standalone or not args.scheduler_address else report_streamer(args)
     if streamer is not None:
         agent.listeners.append(streamer.offer)
     registry = CollectorRegistry(auto_describe=False)
@@ -126,14 +126,19 @@ def pod_informer(args: argparse.Namespace) -> Any:
 def report_streamer(args: argparse.Namespace) -> Any:
     from lahar.agent.report_stream import ReportStreamer
 
-    token = args.token_file.read_text().strip() if args.token_file else None
-    return ReportStreamer(args.scheduler_address, args.node, token,
-                          ca_file=str(args.ca_file) if args.ca_file else None)
+    if args.token_file is None:
+        raise ValueError("--scheduler-address needs --token-file: the scheduler accepts only authenticated agents")
+    token = args.token_file.read_text().strip()
+    if not token:
+        raise ValueError(f"--token-file {args.token_file} is empty")
+    streamer = ReportStreamer(args.scheduler_address, args.node, token, ca_file=args.ca_file)
+    streamer.start()
+    return streamer
 
 
 def stream_counters(streamer: Any) -> dict[str, float]:
     if streamer is None:
         return {}
-    stats = streamer.stats() if callable(getattr(streamer, "stats", None)) else streamer.stats
-    return {"reports_sent": getattr(stats, "sent", 0), "stream_reconnects": getattr(stats, "reconnects", 0),
-            "stream_connected": float(bool(getattr(stats, "connected", False)))}
+    stats = streamer.stats()
+    return {"reports_sent": stats.sent, "stream_reconnects": stats.reconnects,
+            "stream_connected": float(stats.connected)}
