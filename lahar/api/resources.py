@@ -22,11 +22,12 @@ from __future__ import annotations
 import enum
 import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, NamedTuple
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from lahar.api.quantity import Quantity, QuantityError, QuantityFormat, parse_quantity
+
+if TYPE_CHECKING:  # numpy is imported by the vector methods alone: the agent never needs it
+    import numpy as np
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -291,6 +292,8 @@ class ResourceList(Mapping[str, int]):
             )
             if unlisted:
                 raise ValueError(f"resources not in the vector's names: {', '.join(unlisted)}")
+        import numpy as np
+
         values = [self._amounts.get(name, 0) for name in names]
         try:
             return np.array(values, dtype=np.int64)
@@ -305,6 +308,8 @@ class ResourceList(Mapping[str, int]):
     @classmethod
     def from_vector(cls, names: Sequence[str], vector: np.ndarray | Sequence[int]) -> ResourceList:
         """The inverse of :meth:`to_vector`: one entry per name, zeros included."""
+        import numpy as np
+
         array = np.asarray(vector)
         if array.ndim != 1 or len(array) != len(names):
             raise ValueError(
