@@ -1,17 +1,20 @@
 """The agent's report dataclasses <-> the `lahar.rpc.v1` wire messages, and what the scheduler
 refuses to store.
 
-The messages mirror `lahar.agent.report` field for field, so conversion both ways and validation
-are derived once per dataclass from its type hints instead of being written out by hand: adding a
-field to the report and to agent.proto is all it takes.
+The messages mirror `lahar.agent.report` field for field, so conversion both ways is derived once
+per dataclass from its type hints, and validation from the message descriptors, instead of being
+written out by hand: adding a field to the report and to agent.proto is all it takes.
 
-The scheduler decodes every report it receives (5000 nodes at 1 Hz is 5000 reports a second, each
-with dozens of pods), so decoding works a column at a time: one attrgetter call reads all the
-fields of a message, all the pods of a report are converted together, and the Python-level work
-per report grows with the number of message types rather than with the number of pods. Reading a
-field of a protobuf message costs far more than reading a dataclass attribute, so validation runs
-on the decoded dataclasses; only a report that fails is walked again, item by item, to name each
-problem."""
+The scheduler validates every report it receives: 5000 nodes at 1 Hz is 5000 reports a second,
+each with hundreds of numbers (dozens of pods). Reading those numbers field by field from the
+messages would cost more than everything else the server does, so validation lets the protobuf
+parser gather them (see `_numbers_message`): the bytes of a batch of reports, concatenated, are
+parsed once more with a "numbers" schema in which every number is a repeated field and every
+nested message a single one, and protobuf's merge rules then hand over each field of all the
+pods, containers, ... of all the reports as one column, checked with a couple of C calls. Only
+when a batch fails are its reports walked one by one to name each problem.
+
+Decoding into dataclasses likewise works a column at a time (all the pods of a report together)."""
 
 from __future__ import annotations
 
@@ -23,21 +26,31 @@ import typing
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import cache
 from itertools import chain, islice, starmap
-from operator import attrgetter, methodcaller
+from operator import attrgetter, itemgetter
 from typing import Any
 
-from google.protobuf.message import Message
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.message import DecodeError, Message
 
 from lahar.agent.report import NodeReport
 from lahar.rpc.v1 import agent_pb2 as pb
 
 MAX_PODS = 10_000
 MAX_DEVICES = 64  # GPUs or NPUs on one node
-MAX_ITEMS = 16_384  # any other list: CPUs, NUMA nodes, containers, processes, errors
 MAX_NODE_NAME = 253  # a DNS subdomain, like a Kubernetes Node's name
 MAX_CLOCK_SKEW_SECONDS = 300.0  # how far ahead of the scheduler's clock a report may be stamped
-ITEM_LIMITS = {"pods": MAX_PODS, "gpus": MAX_DEVICES, "npus": MAX_DEVICES}
 MAY_BE_NEGATIVE = frozenset({"temperature_celsius"})  # every other number is a size, a count or a share
+# Any other list is bounded by the server's message size limit.
+
+_NUMERIC_TYPES = frozenset({
+    FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT, FieldDescriptor.TYPE_INT32,
+    FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_UINT32, FieldDescriptor.TYPE_UINT64,
+    FieldDescriptor.TYPE_SINT32, FieldDescriptor.TYPE_SINT64, FieldDescriptor.TYPE_FIXED32,
+    FieldDescriptor.TYPE_FIXED64, FieldDescriptor.TYPE_SFIXED32, FieldDescriptor.TYPE_SFIXED64,
+})
+_NUMBERS_PACKAGE = "lahar.rpc.v1.numbers"
+_whole = itemgetter(slice(None))  # a repeated field as a list: far faster than iterating it
 
 
 def report_to_proto(report: NodeReport) -> pb.NodeReport:
@@ -52,41 +65,9 @@ def report_from_proto(message: pb.NodeReport) -> NodeReport:
     return report
 
 
-def validate_report(message: pb.NodeReport, now: float | None = None) -> list[str]:
-    """What is wrong with a received report; empty when it may be stored. `now` is unix seconds."""
-    return validate_reports([message], now)[0]
-
-
-def validate_reports(messages: Sequence[pb.NodeReport], now: float | None = None) -> list[list[str]]:
-    """validate_report for many reports at once, which is cheaper per report: the server checks
-    the reports that arrived together in one go."""
-    now = time.time() if now is None else now
-    problems = [_header_problems(message, now) for message in messages]
-    if not _all_fine(NodeReport)(messages):
-        for message, found in zip(messages, problems):
-            if not _all_fine(NodeReport)([message]):
-                _describe(NodeReport)(message, "", found)
-    return problems
-
-
-def _header_problems(message: pb.NodeReport, now: float) -> list[str]:
-    problems = [f"{part} is missing" for part in ("cpu", "memory") if not message.HasField(part)]
-    if not message.node:
-        problems.append("node is empty")
-    elif len(message.node) > MAX_NODE_NAME:
-        problems.append(f"node name is {len(message.node)} characters, more than {MAX_NODE_NAME}")
-    if math.isfinite(message.timestamp):  # a NaN or infinite one is named with the other numbers
-        if message.timestamp <= 0:
-            problems.append("timestamp is missing")
-        elif message.timestamp > now + MAX_CLOCK_SKEW_SECONDS:
-            problems.append(f"timestamp {message.timestamp:.0f} is {message.timestamp - now:.0f} s in the future "
-                            f"(more than {MAX_CLOCK_SKEW_SECONDS:.0f} s)")
-    return problems
-
-
 # --- the fields of a report dataclass -----------------------------------------------------------
 
-class Kind(enum.Enum):
+class _Kind(enum.Enum):
     SCALAR = "scalar"  # int, float, str, bool
     SCALAR_LIST = "scalar list"
     MAP = "map"
@@ -97,9 +78,8 @@ class Kind(enum.Enum):
 @dataclasses.dataclass(frozen=True)
 class _Field:
     name: str
-    kind: Kind
+    kind: _Kind
     item: type | None = None  # the nested dataclass of a MESSAGE or MESSAGE_LIST
-    numeric: bool = False  # a number, or a list or map of numbers (bool is not one)
 
 
 @cache
@@ -112,15 +92,15 @@ def _fields(cls: type) -> tuple[_Field, ...]:
 def _field(cls: type, name: str, hint: Any) -> _Field:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is list and dataclasses.is_dataclass(args[0]):
-        return _Field(name, Kind.MESSAGE_LIST, item=args[0])
+        return _Field(name, _Kind.MESSAGE_LIST, item=args[0])
     if origin is list:
-        return _Field(name, Kind.SCALAR_LIST, numeric=args[0] in (int, float))
+        return _Field(name, _Kind.SCALAR_LIST)
     if origin is dict:
-        return _Field(name, Kind.MAP, numeric=args[1] in (int, float))
+        return _Field(name, _Kind.MAP)
     if dataclasses.is_dataclass(hint):
-        return _Field(name, Kind.MESSAGE, item=typing.cast(type, hint))
+        return _Field(name, _Kind.MESSAGE, item=typing.cast(type, hint))
     if hint in (int, float, str, bool):
-        return _Field(name, Kind.SCALAR, numeric=hint in (int, float))
+        return _Field(name, _Kind.SCALAR)
     raise TypeError(f"{cls.__name__}.{name}: no wire form for {hint}")
 
 
@@ -148,9 +128,9 @@ def _to_proto(cls: type) -> Callable[[Any], Message]:
         kwargs: dict[str, Any] = {}
         for field in fields:
             value = getattr(item, field.name)
-            if field.kind is Kind.MESSAGE:
+            if field.kind is _Kind.MESSAGE:
                 value = _to_proto(typing.cast(type, field.item))(value)
-            elif field.kind is Kind.MESSAGE_LIST:
+            elif field.kind is _Kind.MESSAGE_LIST:
                 value = [_to_proto(typing.cast(type, field.item))(element) for element in value]
             kwargs[field.name] = value  # the constructor copies lists and dicts into the message
         return message_class(**kwargs)
@@ -167,7 +147,7 @@ def _from_protos(cls: type) -> Callable[[Sequence[Any]], list[Any]]:
     are built from the columns."""
     fields = _fields(cls)
     get_row = _getter(tuple(field.name for field in fields))
-    nested = [(index, _column_converter(field)) for index, field in enumerate(fields) if field.kind is not Kind.SCALAR]
+    nested = [(index, _column_converter(field)) for index, field in enumerate(fields) if field.kind is not _Kind.SCALAR]
     if not nested:
         return lambda messages: list(starmap(cls, map(get_row, messages)))
 
@@ -183,12 +163,12 @@ def _from_protos(cls: type) -> Callable[[Sequence[Any]], list[Any]]:
 
 
 def _column_converter(field: _Field) -> Callable[[Sequence[Any]], Iterable[Any]]:
-    if field.kind is Kind.SCALAR_LIST:
+    if field.kind is _Kind.SCALAR_LIST:
         return lambda column: map(list, column)
-    if field.kind is Kind.MAP:
+    if field.kind is _Kind.MAP:
         return lambda column: map(dict, column)
     convert_items = _from_protos(typing.cast(type, field.item))
-    if field.kind is Kind.MESSAGE:
+    if field.kind is _Kind.MESSAGE:
         return convert_items
     # MESSAGE_LIST: the items of every message converted together, then handed back in groups
     return lambda column: _regroup(convert_items(list(chain.from_iterable(column))), map(len, column))
@@ -200,102 +180,146 @@ def _regroup(items: list[Any], sizes: Iterable[int]) -> Iterator[list[Any]]:
 
 
 # --- validation ---------------------------------------------------------------------------------
-# The checks read fields by name, so they work on the wire messages and on the dataclasses alike.
 
-@dataclasses.dataclass(frozen=True)
-class _ListCheck:
-    name: str
-    kind: Kind  # SCALAR_LIST, MAP or MESSAGE_LIST
-    limit: int
-    numeric: bool
-    item: type | None  # the dataclass of a MESSAGE_LIST's items
+def validate_report(message: pb.NodeReport, now: float | None = None) -> list[str]:
+    """What is wrong with a received report; empty when it may be stored. `now` is unix seconds."""
+    return validate_reports([message], now)[0]
 
 
-@dataclasses.dataclass(frozen=True)
-class _Checks:
-    """What to check in one message type."""
-
-    numbers: tuple[str, ...]
-    non_negative: tuple[str, ...]  # the numbers that are sizes, counts or shares
-    lists: tuple[_ListCheck, ...]  # repeated fields and maps
-    messages: tuple[tuple[str, type], ...]  # nested messages, with their dataclass
-
-
-@cache
-def _checks(cls: type) -> _Checks:
-    fields = _fields(cls)
-    numbers = tuple(field.name for field in fields if field.kind is Kind.SCALAR and field.numeric)
-    lists = tuple(_ListCheck(field.name, field.kind, ITEM_LIMITS.get(field.name, MAX_ITEMS), field.numeric, field.item)
-                  for field in fields if field.kind in (Kind.SCALAR_LIST, Kind.MAP, Kind.MESSAGE_LIST))
-    messages = tuple((field.name, typing.cast(type, field.item)) for field in fields if field.kind is Kind.MESSAGE)
-    return _Checks(numbers, tuple(name for name in numbers if name not in MAY_BE_NEGATIVE), lists, messages)
+def validate_reports(messages: Sequence[pb.NodeReport], now: float | None = None,
+                     wire: Sequence[bytes] | None = None) -> list[list[str]]:
+    """validate_report for many reports at once, much cheaper per report. `wire`: the bytes each
+    message was parsed from, when at hand (the server has them), to save serializing again."""
+    now = time.time() if now is None else now
+    wire = [message.SerializeToString() for message in messages] if wire is None else wire
+    problems = [_shape_problems(message, now) for message in messages]
+    if not _numbers_fine(b"".join(wire)):
+        for message, data, found in zip(messages, wire, problems):
+            if not _numbers_fine(data):
+                _name_bad_numbers(message, "", found)
+    return problems
 
 
-def _fine_numbers(numbers: list[Any], non_negative: list[Any]) -> bool:
-    """Every number finite (one NaN or infinity makes the sum one) and every size non-negative."""
-    return min(non_negative, default=0) >= 0 and math.isfinite(sum(numbers))
+def _shape_problems(message: pb.NodeReport, now: float) -> list[str]:
+    """Everything but the numbers' values: names, presence, sizes, the clock."""
+    problems = [f"{part} is missing" for part in ("cpu", "memory") if not message.HasField(part)]
+    if not message.node:
+        problems.append("node is empty")
+    elif len(message.node) > MAX_NODE_NAME:
+        problems.append(f"node name is {len(message.node)} characters, more than {MAX_NODE_NAME}")
+    if math.isfinite(message.timestamp):  # a NaN or infinite one is named with the other numbers
+        if message.timestamp <= 0:
+            problems.append("timestamp is missing")
+        elif message.timestamp > now + MAX_CLOCK_SKEW_SECONDS:
+            problems.append(f"timestamp {message.timestamp:.0f} is {message.timestamp - now:.0f} s in the future "
+                            f"(more than {MAX_CLOCK_SKEW_SECONDS:.0f} s)")
+    for name, items, limit in (("pods", message.pods, MAX_PODS), ("gpu.gpus", message.gpu.gpus, MAX_DEVICES),
+                               ("npu.npus", message.npu.npus, MAX_DEVICES)):
+        if len(items) > limit:
+            problems.append(f"{name} has {len(items)} items, more than {limit}")
+    return problems
 
 
-@cache
-def _all_fine(cls: type) -> Callable[[Sequence[Any]], bool]:
-    """The fast path, a filter: True when a column of messages of one type (all the pods of the
-    reports at hand, ...) and everything inside them certainly passes. False sends the reports
-    to the slow path, which has the last word."""
-    checks = _checks(cls)
-    get_numbers, get_non_negative = _getter(checks.numbers), _getter(checks.non_negative)
-    same = checks.numbers == checks.non_negative
-
-    def fine(items: Sequence[Any]) -> bool:
-        if not items:  # the GPUs of nodes without any, ...
-            return True
-        numbers = list(chain.from_iterable(map(get_numbers, items)))
-        if not _fine_numbers(numbers, numbers if same else list(chain.from_iterable(map(get_non_negative, items)))):
-            return False
-        for check in checks.lists:
-            groups = list(map(attrgetter(check.name), items))
-            if max(map(len, groups)) > check.limit:
-                return False
-            if check.kind is Kind.MESSAGE_LIST:
-                if not _all_fine(typing.cast(type, check.item))(list(chain.from_iterable(groups))):
-                    return False
-            elif check.numeric:
-                values = list(chain.from_iterable(map(methodcaller("values"), groups) if check.kind is Kind.MAP
-                                                  else groups))
-                if not _fine_numbers(values, values):
-                    return False
-        return all(_all_fine(nested)(list(map(attrgetter(name), items))) for name, nested in checks.messages)
-
-    return fine
+def _numbers_fine(data: bytes) -> bool:
+    """Whether every number in these serialized reports is finite and every size non-negative; a
+    filter (a sum may overflow to infinity): False sends the reports to _name_bad_numbers."""
+    try:
+        columns = _numbers_message().FromString(data)
+    except DecodeError:  # cannot be, the reports parsed; if it were, the slow path decides
+        return False
+    sizes: list[float] = []
+    others: list[float] = []
+    for get_message, get_sizes, get_others in _column_getters():
+        message = get_message(columns)
+        sizes += chain.from_iterable(map(_whole, get_sizes(message)))
+        others += chain.from_iterable(map(_whole, get_others(message)))
+    # One NaN or infinity makes the sum one.
+    return min(sizes, default=0) >= 0 and math.isfinite(sum(sizes)) and math.isfinite(sum(others))
 
 
-Describer = Callable[[Any, str, list[str]], None]
+Getter = Callable[[Any], Any]
 
 
 @cache
-def _describe(cls: type) -> Describer:
-    """The slow path: walks one message and everything inside it and names every problem with its path."""
-    checks = _checks(cls)
-    get_numbers = _getter(checks.numbers)
-
-    def describe(item: Any, path: str, problems: list[str]) -> None:
-        _name_bad_numbers(zip(checks.numbers, get_numbers(item)), path, problems)
-        for check in checks.lists:
-            values = getattr(item, check.name)
-            if len(values) > check.limit:
-                problems.append(f"{path}{check.name} has {len(values)} items, more than {check.limit}")
-            elif check.kind is Kind.MESSAGE_LIST:
-                for index, element in enumerate(values):
-                    _describe(typing.cast(type, check.item))(element, f"{path}{check.name}[{index}].", problems)
-            elif check.numeric:
-                named = values.items() if check.kind is Kind.MAP else enumerate(values)
-                _name_bad_numbers(((f"{check.name}[{key!r}]", value) for key, value in named), path, problems)
-        for name, nested in checks.messages:
-            _describe(nested)(getattr(item, name), f"{path}{name}.", problems)
-
-    return describe
+def _column_getters() -> list[tuple[Getter, Getter, Getter]]:
+    """For each message type in the numbers schema: the getter of its message (by dotted path from
+    the top) and of its columns, the sizes (non-negative) and the others (MAY_BE_NEGATIVE)."""
+    getters: list[tuple[Getter, Getter, Getter]] = []
+    waiting: list[tuple[str, Descriptor]] = [("", _numbers_message().DESCRIPTOR)]
+    while waiting:
+        path, descriptor = waiting.pop()
+        numbers = [field.name for field in descriptor.fields if field.type != FieldDescriptor.TYPE_MESSAGE]
+        get_message = attrgetter(path) if path else (lambda message: message)
+        getters.append((get_message, _getter(tuple(name for name in numbers if name not in MAY_BE_NEGATIVE)),
+                        _getter(tuple(name for name in numbers if name in MAY_BE_NEGATIVE))))
+        waiting += [(f"{path}.{field.name}" if path else field.name, field.message_type)
+                    for field in descriptor.fields if field.type == FieldDescriptor.TYPE_MESSAGE]
+    return getters
 
 
-def _name_bad_numbers(named_values: Iterable[tuple[str, float]], path: str, problems: list[str]) -> None:
+@cache
+def _numbers_message() -> type[Message]:
+    """NodeReport's "numbers" schema: the same field numbers, with every number field repeated
+    and every message field single (strings and bools left out). Protobuf merges repeated
+    occurrences of a single message field and concatenates repeated fields, so parsing a report
+    with it yields one message per type holding, for each number field, the values of all the
+    items of that type (all pods, ...) as one packed column; concatenated reports parse as their
+    merge, so a whole batch yields one column per field."""
+    file = descriptor_pb2.FileDescriptorProto(name="lahar/rpc/v1/agent_numbers.proto", package=_NUMBERS_PACKAGE,
+                                              syntax="proto3")
+    for descriptor in _message_types(pb.NodeReport.DESCRIPTOR):
+        numbers_type = file.message_type.add(name=_flat_name(descriptor))
+        for field in descriptor.fields:
+            if field.type == FieldDescriptor.TYPE_MESSAGE:  # map entries too: keys dropped, values kept
+                numbers_type.field.add(name=field.name, number=field.number, type=field.type,
+                                       label=FieldDescriptor.LABEL_OPTIONAL,
+                                       type_name=f".{_NUMBERS_PACKAGE}.{_flat_name(field.message_type)}")
+            elif field.type in _NUMERIC_TYPES:
+                numbers_type.field.add(name=field.name, number=field.number, type=field.type,
+                                       label=FieldDescriptor.LABEL_REPEATED)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName(
+        f"{_NUMBERS_PACKAGE}.{_flat_name(pb.NodeReport.DESCRIPTOR)}"))
+
+
+def _message_types(root: Descriptor) -> list[Descriptor]:
+    """`root` and every message type reachable from it (map entries included), each once."""
+    found: dict[str, Descriptor] = {}
+    waiting = [root]
+    while waiting:
+        descriptor = waiting.pop()
+        if descriptor.full_name not in found:
+            found[descriptor.full_name] = descriptor
+            waiting += [field.message_type for field in descriptor.fields if field.message_type is not None]
+    return list(found.values())
+
+
+def _flat_name(descriptor: Descriptor) -> str:
+    return descriptor.full_name.replace(".", "_")
+
+
+def _name_bad_numbers(message: Message, path: str, problems: list[str]) -> None:
+    """The slow path: walks one report and names each number that is not finite, or negative."""
+    for field in message.DESCRIPTOR.fields:
+        value = getattr(message, field.name)
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            named = ((f"{field.name}[{key!r}]", item) for key, item in value.items())
+            if field.message_type.fields_by_name["value"].type in _NUMERIC_TYPES:
+                _check_numbers(named, path, problems)
+        elif field.type == FieldDescriptor.TYPE_MESSAGE:
+            if field.is_repeated:
+                for index, element in enumerate(value):
+                    _name_bad_numbers(element, f"{path}{field.name}[{index}].", problems)
+            elif message.HasField(field.name):
+                _name_bad_numbers(value, f"{path}{field.name}.", problems)
+        elif field.type in _NUMERIC_TYPES:
+            named = (((f"{field.name}[{index}]", item) for index, item in enumerate(value)) if field.is_repeated
+                     else [(field.name, value)])
+            _check_numbers(named, path, problems)
+
+
+def _check_numbers(named_values: Iterable[tuple[str, float]], path: str, problems: list[str]) -> None:
     for name, value in named_values:
         if not math.isfinite(value):
             problems.append(f"{path}{name} is not a finite number ({value})")

@@ -1,0 +1,248 @@
+"""Report ingest: what N agents reporting once a second cost the scheduler's gRPC server.
+
+    python -m bench.ingest [--agents 5000] [--seconds 20] [--pods 20] [--read-interval 0] [--json]
+
+Starts the ReportServer (with a NodeReportStore) as a separate process on loopback, then
+simulates --agents agents in this process: each keeps its own Report stream open and sends one
+complete report a second (--pods pods with a container each, two NUMA nodes, pressure,
+reclaimable), the streams spread over a few channels (--streams-per-channel) and their phases
+spread over the second. After the streams are up and a warm-up, it measures for --seconds: the
+server process's CPU time (user + system, psutil) as a fraction of one core, the reports acked per
+second, and the ack latency (write to ack) percentiles. With --read-interval S, a thread in the
+server process also reads every node's latest report every S seconds, as the scheduler's cycle
+would, so the figure includes decoding the reports that get read.
+
+The simulated agents run on the same machine and compete with the server for its cores, so on a
+small machine the latencies include the client's own queueing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import json
+import math
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+import psutil
+
+from lahar.agent.report import (AgentHealth, ContainerUsage, CpuUsage, MemoryUsage, NodeReport, NumaNode, PodUsage,
+                                Pressure)
+from lahar.rpc.convert import report_to_proto
+from lahar.rpc.v1 import agent_pb2 as pb
+from lahar.rpc.v1 import agent_pb2_grpc
+
+TOKEN = "bench-token"
+GIB = 1 << 30
+MIB = 1 << 20
+
+
+def realistic_report(node: str, pods: int, rng: random.Random) -> NodeReport:
+    """A 32-CPU, 128 GiB node running `pods` pods of mixed QoS, as an agent would report it."""
+    cpus = 32
+    pod_usages = [
+        PodUsage(namespace=f"team-{index % 7}", name=f"job-{index:03d}-worker-{index % 4}",
+                 uid=f"{rng.getrandbits(128):032x}", qos_class=("LS", "BE", "LC")[index % 3],
+                 kube_qos_class=("Burstable", "BestEffort", "Guaranteed")[index % 3],
+                 cgroup=f"kubepods/burstable/pod{index:08x}", cpu_usage_cores=rng.uniform(0, 2),
+                 memory_working_set_bytes=rng.randrange(64 * MIB, 4 * GIB),
+                 cpu_throttled_periods_total=rng.randrange(10_000), cpu_throttled_seconds_total=rng.uniform(0, 100),
+                 io_read_bytes_total=rng.randrange(GIB), io_write_bytes_total=rng.randrange(GIB),
+                 containers=[ContainerUsage("main", rng.uniform(0, 2), rng.randrange(64 * MIB, 4 * GIB))])
+        for index in range(pods)]
+    per_core = [rng.random() for _ in range(cpus)]
+    return NodeReport(
+        node=node, sequence=0, timestamp=time.time(),
+        cpu=CpuUsage(cpus, sum(per_core), sum(per_core) / cpus, per_core),
+        memory=MemoryUsage(128 * GIB, 70 * GIB, 58 * GIB, 20 * GIB),
+        numa=[NumaNode(index, list(range(index * 16, index * 16 + 16)), 64 * GIB, 35 * GIB, 8.0) for index in (0, 1)],
+        pressure=[Pressure(resource, 1.5, 1.2, 1.0, 1234.5, 0.3, 0.2, 0.1, 99.0) for resource in ("cpu", "memory", "io")],
+        pods=pod_usages, reclaimable={"cpu": 9_000, "memory": 40 * GIB},
+        health=AgentHealth("bench", 0.02))
+
+
+# --- the server process ---------------------------------------------------------------------------
+
+def serve(read_interval: float) -> int:
+    """The server side: print the port, serve until SIGTERM, print the counts as JSON."""
+    from lahar.scheduler.node_reports import NodeReportStore
+    from lahar.scheduler.report_server import ReportServer
+
+    store = NodeReportStore()
+    server = ReportServer(store, {TOKEN: "*"})
+    print(server.start("127.0.0.1:0"), flush=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    if read_interval > 0:
+        threading.Thread(target=read_every, args=(store, read_interval, stop), daemon=True).start()
+    stop.wait()
+    server.stop(0)
+    print(json.dumps(store.counts()), flush=True)
+    return 0
+
+
+def read_every(store: Any, interval: float, stop: threading.Event) -> None:
+    """What a scheduler cycle does with the store: read every node's latest report."""
+    while not stop.wait(interval):
+        for node in store.nodes():
+            store.latest(node)
+
+
+@dataclass
+class ServerProcess:
+    process: subprocess.Popen[str]
+    port: int
+
+    @classmethod
+    def start(cls, read_interval: float) -> ServerProcess:
+        process = subprocess.Popen([sys.executable, "-m", "bench.ingest", "--serve", "--read-interval", str(read_interval)],
+                                   stdout=subprocess.PIPE, text=True)
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        if not line.strip().isdigit():
+            process.kill()
+            raise RuntimeError(f"the report server did not start (said {line!r})")
+        return cls(process, int(line))
+
+    def cpu_seconds(self) -> float:
+        times = psutil.Process(self.process.pid).cpu_times()
+        return times.user + times.system
+
+    def stop(self) -> dict[str, int]:
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            out, _ = self.process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            return {}
+        return json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
+
+
+# --- the simulated agents -------------------------------------------------------------------------
+
+@dataclass
+class Tally:
+    connected: int = 0
+    acked: int = 0
+    errors: collections.Counter[str] = field(default_factory=collections.Counter)
+    latencies: list[float] = field(default_factory=list)
+    measuring: bool = False
+
+
+async def agent(stub: agent_pb2_grpc.NodeReportsStub, message: pb.NodeReport, phase: float, tally: Tally,
+                stop: asyncio.Event) -> None:
+    """One agent's stream: a report every second at its phase, acks read as they come."""
+    call = stub.Report(metadata=(("authorization", f"Bearer {TOKEN}"),))
+    sent_at: collections.deque[float] = collections.deque()
+
+    async def read_acks() -> None:
+        async for ack in call:
+            latency = time.perf_counter() - sent_at.popleft()
+            if tally.measuring:
+                tally.acked += 1
+                tally.latencies.append(latency)
+            if ack.error:
+                tally.errors[ack.error[:80]] += 1
+
+    try:
+        await call.wait_for_connection()
+        tally.connected += 1
+        reader = asyncio.create_task(read_acks())
+        loop = asyncio.get_running_loop()
+        next_send = loop.time() + phase
+        while not stop.is_set():
+            await asyncio.sleep(max(0.0, next_send - loop.time()))
+            message.sequence += 1
+            message.timestamp = time.time()
+            sent_at.append(time.perf_counter())
+            await call.write(message)
+            next_send += 1.0
+        call.cancel()
+        await asyncio.gather(reader, return_exceptions=True)
+    except (grpc.aio.AioRpcError, asyncio.CancelledError) as exc:
+        if not stop.is_set():
+            tally.errors[f"stream: {exc}"[:120]] += 1
+
+
+async def simulate(port: int, agents: int, pods: int, seconds: float, streams_per_channel: int,
+                   server: ServerProcess) -> dict[str, Any]:
+    rng = random.Random(7)
+    channels = [grpc.aio.insecure_channel(f"127.0.0.1:{port}") for _ in range(math.ceil(agents / streams_per_channel))]
+    stubs = [agent_pb2_grpc.NodeReportsStub(channel) for channel in channels]
+    tally, stop = Tally(), asyncio.Event()
+    tasks = [asyncio.create_task(agent(stubs[index % len(stubs)], report_to_proto(realistic_report(f"node-{index:05d}", pods, rng)),
+                                       index / agents, tally, stop))
+             for index in range(agents)]
+    while tally.connected < agents and not any(task.done() for task in tasks):
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(3.0)  # warm-up: every agent has sent a few reports
+    cpu_before, client_before, wall_before = server.cpu_seconds(), time.process_time(), time.perf_counter()
+    tally.measuring = True
+    await asyncio.sleep(seconds)
+    tally.measuring = False
+    cpu_after, client_after, wall_after = server.cpu_seconds(), time.process_time(), time.perf_counter()
+    stop.set()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    for channel in channels:
+        await channel.close()
+    wall = wall_after - wall_before
+    latencies = sorted(tally.latencies) or [math.nan]
+    return {
+        "agents": agents, "pods_per_report": pods, "channels": len(channels), "seconds": round(wall, 2),
+        "report_bytes": len(report_to_proto(realistic_report("node-00000", pods, random.Random(7))).SerializeToString()),
+        "server_cpu_cores": round((cpu_after - cpu_before) / wall, 3),
+        "client_cpu_cores": round((client_after - client_before) / wall, 3),
+        "reports_per_second": round(tally.acked / wall, 1),
+        "ack_latency_p50_ms": round(latencies[len(latencies) // 2] * 1000, 2),
+        "ack_latency_p99_ms": round(latencies[int(len(latencies) * 0.99)] * 1000, 2),
+        "errors": dict(tally.errors),
+        "machine_cpus": os.cpu_count(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.ingest", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--agents", type=int, default=5000)
+    parser.add_argument("--seconds", type=float, default=20.0, help="length of the measured window")
+    parser.add_argument("--pods", type=int, default=20, help="pods in each report")
+    parser.add_argument("--streams-per-channel", type=int, default=500)
+    parser.add_argument("--read-interval", type=float, default=0.0,
+                        help="in the server process, read every node's latest report this often (0: never)")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve:
+        return serve(args.read_interval)
+    server = ServerProcess.start(args.read_interval)
+    try:
+        result = asyncio.run(simulate(server.port, args.agents, args.pods, args.seconds, args.streams_per_channel, server))
+    finally:
+        result_counts = server.stop()
+    result["server_counts"] = result_counts
+    result["read_interval"] = args.read_interval
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"{result['agents']} agents ({result['pods_per_report']} pods, {result['report_bytes']} B a report, "
+              f"{result['channels']} channels) over {result['seconds']} s:\n"
+              f"  server CPU        {result['server_cpu_cores']:.3f} of one core "
+              f"(client simulation {result['client_cpu_cores']:.3f}; {result['machine_cpus']} CPUs shared)\n"
+              f"  reports acked     {result['reports_per_second']:.0f}/s\n"
+              f"  ack latency       p50 {result['ack_latency_p50_ms']} ms, p99 {result['ack_latency_p99_ms']} ms\n"
+              f"  server counts     {result['server_counts']}  errors {result['errors'] or 'none'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

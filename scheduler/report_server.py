@@ -1,0 +1,285 @@
+"""The scheduler's end of the agent stream: a grpc.aio server for `lahar.rpc.v1.NodeReports`.
+
+Each agent keeps one `Report` stream open and sends a complete NodeReport every interval; every
+report gets a ReportAck. What the server checks, in order:
+
+- the stream's `authorization: Bearer <token>` metadata names a known token, else the stream is
+  aborted with UNAUTHENTICATED before any report is read;
+- each report is for the token's node ("*" tokens may report for any node), else the stream is
+  aborted with PERMISSION_DENIED: a node may only report for itself;
+- the bytes parse as a NodeReport and the report passes validate_report, else the report is
+  refused and counted, and its ack carries the reason in `error`. The stream stays open: a report
+  is complete and the next one supersedes it, so one bad reading (a NaN from a collector) costs
+  one report, not a reconnect, and the agent learns what was wrong from the ack;
+- messages over `max_message_bytes` never reach the handler: gRPC itself ends the stream with
+  RESOURCE_EXHAUSTED (those are not in the counts).
+
+Accepted reports go to the NodeReportStore; `counts` (the store's) is what the lead exports as
+`lahar_scheduler_reports_total{result}`. Without TLS the server listens on loopback only: a token
+sent in clear over a network is a token given away.
+
+The method is registered with raw bytes in, so that bytes that do not parse are counted here
+instead of failing inside gRPC's deserializer."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import threading
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import grpc
+from google.protobuf.message import DecodeError
+
+from lahar.apiserver.tls import TlsFiles
+from lahar.rpc import STREAM_ACCEPTED, is_loopback_address
+from lahar.rpc.convert import validate_reports
+from lahar.rpc.v1 import agent_pb2 as pb
+
+from .node_reports import NodeReportStore
+
+log = logging.getLogger("lahar.scheduler.report_server")
+
+SERVICE = pb.DESCRIPTOR.services_by_name["NodeReports"].full_name
+METHOD = "Report"
+METHOD_PATH = f"/{SERVICE}/{METHOD}"
+ANY_NODE = "*"
+DEFAULT_MAX_MESSAGE_BYTES = 1 << 20  # a report is kilobytes; 10,000 pods is still well under this
+MAX_PROBLEMS_IN_ACK = 5
+BATCH_WINDOW_SECONDS = 0.01
+BATCH_MAX_REPORTS = 256
+
+# Results counted besides "accepted" (see NodeReportStore.counts).
+MALFORMED = "malformed"
+INVALID = "invalid"
+UNAUTHENTICATED = "unauthenticated"
+FORBIDDEN = "forbidden"
+
+SERVER_OPTIONS: list[tuple[str, Any]] = [
+    # Find agents that vanished without closing their stream (node powered off).
+    ("grpc.keepalive_time_ms", 60_000),
+    ("grpc.keepalive_timeout_ms", 20_000),
+    # Agents ping every 30 s (agent/report_stream.py); allow that instead of answering GOAWAY.
+    ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+    ("grpc.http2.max_pings_without_data", 0),
+    # When the scheduler restarts, every agent opens its stream within a second or so; gRPC's
+    # default sheds new calls beyond 1000 not yet picked up (the agent sees CANCELLED and backs off).
+    ("grpc.server.max_pending_requests", 10_000),
+    ("grpc.server.max_pending_requests_hard_limit", 20_000),
+]
+
+
+class ReportServerError(ValueError):
+    """A refused server setting or token file; the message says which and why."""
+
+
+def load_tokens(path: Path) -> dict[str, str]:
+    """Tokens from a file of `TOKEN NODE` lines (NODE "*": any node); blank lines and # comments
+    are ignored. Returns token -> node."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ReportServerError(f"cannot read token file {path}: {exc.strerror}") from exc
+    tokens: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        words = line.split("#", 1)[0].split()
+        if not words:
+            continue
+        if len(words) != 2:
+            raise ReportServerError(f"{path}:{number}: expected `TOKEN NODE`, found {len(words)} words")
+        token, node = words
+        if token in tokens:
+            raise ReportServerError(f"{path}:{number}: token repeated (first given for node {tokens[token]})")
+        tokens[token] = node
+    return tokens
+
+
+def _digest(token: str) -> bytes:
+    # Tokens are looked up by digest, so the time a lookup takes says nothing about the token.
+    return hashlib.sha256(token.encode()).digest()
+
+
+def _bearer_token(metadata: Sequence[tuple[str, Any]] | None) -> str | None:
+    for key, value in metadata or ():
+        if key.lower() == "authorization":
+            text = value.decode() if isinstance(value, bytes) else str(value)
+            scheme, _, token = text.partition(" ")
+            return token.strip() if scheme.lower() == "bearer" else None
+    return None
+
+
+def _ack(sequence: int, error: str = "") -> bytes:
+    return pb.ReportAck(sequence=sequence, error=error).SerializeToString()
+
+
+def _summary(problems: list[str]) -> str:
+    shown = "; ".join(problems[:MAX_PROBLEMS_IN_ACK])
+    hidden = len(problems) - MAX_PROBLEMS_IN_ACK
+    return f"{shown} (and {hidden} more)" if hidden > 0 else shown
+
+
+class _BatchValidator:
+    """Validates reports in batches: checking many reports at once costs much less per report
+    (see lahar.rpc.convert), so a report waits up to BATCH_WINDOW_SECONDS for others to arrive
+    (at 5000 agents a second that gathers dozens). The wait only delays the ack; an agent sends
+    one report a second."""
+
+    def __init__(self) -> None:
+        self._waiting: list[tuple[pb.NodeReport, bytes, asyncio.Future[list[str]]]] = []
+        self._timer: asyncio.TimerHandle | None = None
+
+    async def problems(self, message: pb.NodeReport, wire: bytes) -> list[str]:
+        """What validate_report says of `message`, which was parsed from `wire`."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[list[str]] = loop.create_future()
+        self._waiting.append((message, wire, future))
+        if len(self._waiting) >= BATCH_MAX_REPORTS:
+            self._validate_waiting()
+        elif self._timer is None:
+            self._timer = loop.call_later(BATCH_WINDOW_SECONDS, self._validate_waiting)
+        return await future
+
+    def _validate_waiting(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        waiting, self._waiting = self._waiting, []
+        try:
+            results = validate_reports([message for message, _, _ in waiting], wire=[wire for _, wire, _ in waiting])
+        except Exception as exc:  # a bug in validation fails these reports, not the server
+            log.exception("validating %d reports failed", len(waiting))
+            results = [[f"internal error validating the report: {exc}"]] * len(waiting)
+        for (_, _, future), problems in zip(waiting, results):
+            if not future.done():
+                future.set_result(problems)
+
+
+class ReportServer:
+    """Serve `NodeReports` into `store`. Use start()/stop() from ordinary code (the server then
+    runs its own event loop in a thread), or start_async()/stop_async() inside a running loop."""
+
+    def __init__(self, store: NodeReportStore, tokens: dict[str, str], tls: TlsFiles | None = None,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+        self.store = store
+        self.tls = tls
+        self.max_message_bytes = max_message_bytes
+        self._nodes_by_digest = {_digest(token): node for token, node in tokens.items()}
+        self._server: grpc.aio.Server | None = None
+        self._validator: _BatchValidator | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Reports by result: accepted, malformed, invalid, unauthenticated, forbidden."""
+        return self.store.counts()
+
+    # --- lifecycle ---
+
+    async def start_async(self, address: str) -> int:
+        """Listen on `address` ("host:port", port 0 for any) in the running loop; returns the port."""
+        if self.tls is None and not is_loopback_address(address):
+            raise ReportServerError(f"listening on {address} (not loopback) requires TLS")
+        server = grpc.aio.server(options=[*SERVER_OPTIONS, ("grpc.max_receive_message_length", self.max_message_bytes)])
+        handler = grpc.stream_stream_rpc_method_handler(self._report)  # raw bytes in: parsed and counted here
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {METHOD: handler}),))
+        try:
+            port = server.add_secure_port(address, self._credentials()) if self.tls else server.add_insecure_port(address)
+        except RuntimeError as exc:
+            raise ReportServerError(f"cannot listen on {address}: {exc}") from exc
+        self._validator = _BatchValidator()
+        await server.start()
+        self._server = server
+        log.info("node report server listening on %s (port %d, %s)", address, port, "TLS" if self.tls else "insecure")
+        return port
+
+    async def stop_async(self, grace: float | None = None) -> None:
+        """Stop listening; open streams get `grace` seconds (None: none) before they are cancelled."""
+        if self._server is not None:
+            await self._server.stop(grace)
+            self._server = None
+
+    def start(self, address: str) -> int:
+        """start_async in an event loop of the server's own, on a daemon thread."""
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(target=loop.run_forever, name="lahar-report-server", daemon=True)
+        thread.start()
+        try:
+            port = asyncio.run_coroutine_threadsafe(self.start_async(address), loop).result()
+        except BaseException:
+            self._close_loop(loop, thread)
+            raise
+        self._loop, self._thread = loop, thread
+        return port
+
+    def stop(self, grace: float | None = None) -> None:
+        if self._loop is None or self._thread is None:
+            return
+        loop, thread = self._loop, self._thread
+        self._loop = self._thread = None
+        try:
+            asyncio.run_coroutine_threadsafe(self._stop_and_finish_tasks(grace), loop).result()
+        finally:
+            self._close_loop(loop, thread)
+
+    async def _stop_and_finish_tasks(self, grace: float | None) -> None:
+        await self.stop_async(grace)
+        # Stream handlers gRPC cancelled may still be unwinding: let them end before the loop closes.
+        tasks = asyncio.all_tasks() - {asyncio.current_task()}
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    @staticmethod
+    def _close_loop(loop: asyncio.AbstractEventLoop, thread: threading.Thread) -> None:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+        loop.close()
+
+    def _credentials(self) -> grpc.ServerCredentials:
+        assert self.tls is not None
+        try:
+            pair = (self.tls.key.read_bytes(), self.tls.cert.read_bytes())
+        except OSError as exc:
+            raise ReportServerError(f"cannot read the TLS certificate {self.tls.cert} or key {self.tls.key}: "
+                                    f"{exc.strerror}") from exc
+        return grpc.ssl_server_credentials([pair])
+
+    # --- the stream ---
+
+    async def _report(self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext[bytes, bytes]) -> None:
+        node = self._node_of_caller(context)
+        if node is None:
+            self.store.refuse(UNAUTHENTICATED)
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or unknown bearer token")
+        assert node is not None
+        await context.send_initial_metadata((STREAM_ACCEPTED,))
+        while (raw := await context.read()) is not grpc.aio.EOF:
+            await context.write(await self._answer(bytes(raw), node, context))
+
+    def _node_of_caller(self, context: grpc.aio.ServicerContext[bytes, bytes]) -> str | None:
+        token = _bearer_token(context.invocation_metadata())
+        return None if token is None else self._nodes_by_digest.get(_digest(token))
+
+    async def _answer(self, raw: bytes, node: str, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
+        try:
+            message = pb.NodeReport.FromString(raw)
+        except DecodeError as exc:
+            self.store.refuse(MALFORMED)
+            return _ack(0, f"malformed report: {exc}")
+        if node != ANY_NODE and message.node != node:
+            self.store.refuse(FORBIDDEN)
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                                f"a node may only report for itself: this token is for {node}, "
+                                f"the report is for {message.node or '(no node)'}")
+        assert self._validator is not None
+        problems = await self._validator.problems(message, raw)
+        if problems:
+            self.store.refuse(INVALID)
+            log.debug("refused report %d from %s: %s", message.sequence, message.node, problems)
+            return _ack(message.sequence, f"invalid report: {_summary(problems)}")
+        self.store.submit(message)
+        return _ack(message.sequence)
