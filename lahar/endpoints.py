@@ -1,6 +1,18 @@
-"""Where the embedded API server listens unless told otherwise: shared by the server and every
-client, in a module light enough for the agent to import."""
+"""Where the embedded API server listens unless told otherwise, and what counts as loopback:
+shared by the servers and every client, in a module light enough for the agent to import."""
+
+import ipaddress
 
 EMBEDDED_HOST = "127.0.0.1"
 EMBEDDED_PORT = 6443
 EMBEDDED_URL = f"http://{EMBEDDED_HOST}:{EMBEDDED_PORT}"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a host name or address stays on this machine (where no token or TLS is required)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

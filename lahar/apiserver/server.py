@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 import signal
 import ssl
@@ -14,7 +13,7 @@ from pathlib import Path
 from aiohttp import web
 
 from lahar.apiserver.app import ApiServer
-from lahar.endpoints import EMBEDDED_HOST, EMBEDDED_PORT
+from lahar.endpoints import EMBEDDED_HOST, EMBEDDED_PORT, is_loopback
 from lahar.apiserver.store import Store
 from lahar.apiserver.tls import TlsFiles, ensure_self_signed
 
@@ -74,15 +73,6 @@ def ssl_context(files: TlsFiles) -> ssl.SSLContext:
     except (OSError, ssl.SSLError) as exc:
         raise ConfigError(f"cannot load the TLS certificate {files.cert} and key {files.key}: {exc}") from exc
     return context
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def validate(config: ServerConfig) -> str | None:

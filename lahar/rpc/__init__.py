@@ -4,7 +4,7 @@ and what both ends of the stream share."""
 
 from __future__ import annotations
 
-from lahar.apiserver.server import is_loopback
+from lahar.endpoints import is_loopback
 
 # The initial metadata the scheduler sends once it has accepted a stream's token. A refused stream
 # gets a status instead; the marker tells the two apart at once (gRPC may hand the client empty
