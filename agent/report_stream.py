@@ -220,7 +220,13 @@ class ReportStreamer:
             self._wake.clear()
             report = self._take_pending()
             if report is not None:
-                await call.write(report_to_proto(report))
+                try:
+                    message = report_to_proto(report)
+                except (TypeError, ValueError) as exc:  # a collector's bug costs this report, not the stream
+                    self._stats.last_error = f"report {report.sequence} not sent: {exc}"
+                    log.error("report %d not sent: %s", report.sequence, exc)
+                    continue
+                await call.write(message)
                 self._stats.sent += 1
             elif reader.done():
                 await reader  # raises what ended the stream

@@ -38,6 +38,7 @@ import psutil
 
 from lahar.agent.report import (AgentHealth, ContainerUsage, CpuUsage, MemoryUsage, NodeReport, NumaNode, PodUsage,
                                 Pressure)
+from lahar.rpc import STREAM_ACCEPTED
 from lahar.rpc.convert import report_to_proto
 from lahar.rpc.v1 import agent_pb2 as pb
 from lahar.rpc.v1 import agent_pb2_grpc
@@ -66,20 +67,21 @@ def realistic_report(node: str, pods: int, rng: random.Random) -> NodeReport:
         cpu=CpuUsage(cpus, sum(per_core), sum(per_core) / cpus, per_core),
         memory=MemoryUsage(128 * GIB, 70 * GIB, 58 * GIB, 20 * GIB),
         numa=[NumaNode(index, list(range(index * 16, index * 16 + 16)), 64 * GIB, 35 * GIB, 8.0) for index in (0, 1)],
-        pressure=[Pressure(resource, 1.5, 1.2, 1.0, 1234.5, 0.3, 0.2, 0.1, 99.0) for resource in ("cpu", "memory", "io")],
+        pressure=[Pressure(resource, 1.5, 1.2, 1.0, 1234.5, 0.3, 0.2, 0.1, 99.0)
+                  for resource in ("cpu", "memory", "io")],
         pods=pod_usages, reclaimable={"cpu": 9_000, "memory": 40 * GIB},
         health=AgentHealth("bench", 0.02))
 
 
 # --- the server process ---------------------------------------------------------------------------
 
-def serve(read_interval: float) -> int:
+def serve(read_interval: float, baseline: bool) -> int:
     """The server side: print the port, serve until SIGTERM, print the counts as JSON."""
     from lahar.scheduler.node_reports import NodeReportStore
     from lahar.scheduler.report_server import ReportServer
 
     store = NodeReportStore()
-    server = ReportServer(store, {TOKEN: "*"})
+    server: Any = BareServer() if baseline else ReportServer(store, {TOKEN: "*"})
     print(server.start("127.0.0.1:0"), flush=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -89,6 +91,38 @@ def serve(read_interval: float) -> int:
     server.stop(0)
     print(json.dumps(store.counts()), flush=True)
     return 0
+
+
+class BareServer:
+    """--baseline: the same method and gRPC options, answering every message with the same ack
+    and doing nothing else (no token, no parsing, no validation, no store): what gRPC costs."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+
+    def start(self, address: str) -> int:
+        return asyncio.run_coroutine_threadsafe(self._start(address), self.loop).result()
+
+    async def _start(self, address: str) -> int:
+        from lahar.scheduler.report_server import METHOD, SERVER_OPTIONS, SERVICE
+
+        ack = pb.ReportAck(sequence=1).SerializeToString()
+
+        async def report(requests: Any, context: Any) -> Any:
+            await context.send_initial_metadata((STREAM_ACCEPTED,))
+            async for _ in requests:
+                yield ack
+
+        self.server = grpc.aio.server(options=SERVER_OPTIONS)
+        self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+            SERVICE, {METHOD: grpc.stream_stream_rpc_method_handler(report)}),))
+        port = self.server.add_insecure_port(address)
+        await self.server.start()
+        return port
+
+    def stop(self, grace: float | None) -> None:
+        asyncio.run_coroutine_threadsafe(self.server.stop(grace), self.loop).result()
 
 
 def read_every(store: Any, interval: float, stop: threading.Event) -> None:
@@ -104,9 +138,9 @@ class ServerProcess:
     port: int
 
     @classmethod
-    def start(cls, read_interval: float) -> ServerProcess:
-        process = subprocess.Popen([sys.executable, "-m", "bench.ingest", "--serve", "--read-interval", str(read_interval)],
-                                   stdout=subprocess.PIPE, text=True)
+    def start(cls, read_interval: float, baseline: bool) -> ServerProcess:
+        command = [sys.executable, "-m", "bench.ingest", "--serve", "--read-interval", str(read_interval)]
+        process = subprocess.Popen(command + (["--baseline"] if baseline else []), stdout=subprocess.PIPE, text=True)
         assert process.stdout is not None
         line = process.stdout.readline()
         if not line.strip().isdigit():
@@ -155,35 +189,35 @@ async def agent(stub: agent_pb2_grpc.NodeReportsStub, message: pb.NodeReport, ph
             if ack.error:
                 tally.errors[ack.error[:80]] += 1
 
+    reader = asyncio.create_task(read_acks())
     try:
-        await call.wait_for_connection()
+        await call.initial_metadata()
         tally.connected += 1
-        reader = asyncio.create_task(read_acks())
         loop = asyncio.get_running_loop()
         next_send = loop.time() + phase
-        while not stop.is_set():
+        while not stop.is_set() and not reader.done():
             await asyncio.sleep(max(0.0, next_send - loop.time()))
             message.sequence += 1
             message.timestamp = time.time()
             sent_at.append(time.perf_counter())
             await call.write(message)
             next_send += 1.0
+    except Exception as exc:  # counted and shown: a stream that died is a finding, not a crash
+        tally.errors[f"stream: {type(exc).__name__}: {exc}"[:120]] += 1
+    finally:
         call.cancel()
         await asyncio.gather(reader, return_exceptions=True)
-    except (grpc.aio.AioRpcError, asyncio.CancelledError) as exc:
-        if not stop.is_set():
-            tally.errors[f"stream: {exc}"[:120]] += 1
 
 
 async def simulate(port: int, agents: int, pods: int, seconds: float, streams_per_channel: int,
                    server: ServerProcess) -> dict[str, Any]:
     rng = random.Random(7)
+    messages = [report_to_proto(realistic_report(f"node-{index:05d}", pods, rng)) for index in range(agents)]
     channels = [grpc.aio.insecure_channel(f"127.0.0.1:{port}") for _ in range(math.ceil(agents / streams_per_channel))]
     stubs = [agent_pb2_grpc.NodeReportsStub(channel) for channel in channels]
     tally, stop = Tally(), asyncio.Event()
-    tasks = [asyncio.create_task(agent(stubs[index % len(stubs)], report_to_proto(realistic_report(f"node-{index:05d}", pods, rng)),
-                                       index / agents, tally, stop))
-             for index in range(agents)]
+    tasks = [asyncio.create_task(agent(stubs[index % len(stubs)], message, index / agents, tally, stop))
+             for index, message in enumerate(messages)]
     while tally.connected < agents and not any(task.done() for task in tasks):
         await asyncio.sleep(0.1)
     await asyncio.sleep(3.0)  # warm-up: every agent has sent a few reports
@@ -193,21 +227,20 @@ async def simulate(port: int, agents: int, pods: int, seconds: float, streams_pe
     tally.measuring = False
     cpu_after, client_after, wall_after = server.cpu_seconds(), time.process_time(), time.perf_counter()
     stop.set()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    await asyncio.gather(*tasks)
     for channel in channels:
         await channel.close()
     wall = wall_after - wall_before
     latencies = sorted(tally.latencies) or [math.nan]
     return {
-        "agents": agents, "pods_per_report": pods, "channels": len(channels), "seconds": round(wall, 2),
-        "report_bytes": len(report_to_proto(realistic_report("node-00000", pods, random.Random(7))).SerializeToString()),
+        "agents": agents, "connected": tally.connected, "pods_per_report": pods, "channels": len(channels),
+        "report_bytes": messages[0].ByteSize(), "seconds": round(wall, 2),
         "server_cpu_cores": round((cpu_after - cpu_before) / wall, 3),
         "client_cpu_cores": round((client_after - client_before) / wall, 3),
         "reports_per_second": round(tally.acked / wall, 1),
         "ack_latency_p50_ms": round(latencies[len(latencies) // 2] * 1000, 2),
         "ack_latency_p99_ms": round(latencies[int(len(latencies) * 0.99)] * 1000, 2),
-        "errors": dict(tally.errors),
-        "machine_cpus": os.cpu_count(),
+        "errors": dict(tally.errors), "machine_cpus": os.cpu_count(),
     }
 
 
@@ -219,29 +252,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--streams-per-channel", type=int, default=500)
     parser.add_argument("--read-interval", type=float, default=0.0,
                         help="in the server process, read every node's latest report this often (0: never)")
+    parser.add_argument("--baseline", action="store_true",
+                        help="a bare gRPC server that only acks, for what gRPC alone costs")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
-        return serve(args.read_interval)
-    server = ServerProcess.start(args.read_interval)
+        return serve(args.read_interval, args.baseline)
+    server = ServerProcess.start(args.read_interval, args.baseline)
     try:
-        result = asyncio.run(simulate(server.port, args.agents, args.pods, args.seconds, args.streams_per_channel, server))
+        result = asyncio.run(simulate(server.port, args.agents, args.pods, args.seconds, args.streams_per_channel,
+                                      server))
     finally:
-        result_counts = server.stop()
-    result["server_counts"] = result_counts
-    result["read_interval"] = args.read_interval
-    if args.json:
-        print(json.dumps(result))
-    else:
-        print(f"{result['agents']} agents ({result['pods_per_report']} pods, {result['report_bytes']} B a report, "
-              f"{result['channels']} channels) over {result['seconds']} s:\n"
-              f"  server CPU        {result['server_cpu_cores']:.3f} of one core "
-              f"(client simulation {result['client_cpu_cores']:.3f}; {result['machine_cpus']} CPUs shared)\n"
-              f"  reports acked     {result['reports_per_second']:.0f}/s\n"
-              f"  ack latency       p50 {result['ack_latency_p50_ms']} ms, p99 {result['ack_latency_p99_ms']} ms\n"
-              f"  server counts     {result['server_counts']}  errors {result['errors'] or 'none'}")
+        counts = server.stop()
+    result.update(server_counts=counts, read_interval=args.read_interval, baseline=args.baseline)
+    print(json.dumps(result) if args.json else summary(result))
     return 0
+
+
+def summary(result: dict[str, Any]) -> str:
+    server = "bare gRPC server (--baseline)" if result["baseline"] else "ReportServer"
+    return (f"{result['agents']} agents -> {server}: {result['pods_per_report']} pods, {result['report_bytes']} B "
+            f"a report, {result['channels']} channels, measured over {result['seconds']} s\n"
+            f"  server CPU        {result['server_cpu_cores']:.3f} of one core (the simulated agents: "
+            f"{result['client_cpu_cores']:.3f}, on the same {result['machine_cpus']} CPUs)\n"
+            f"  reports acked     {result['reports_per_second']:.0f}/s\n"
+            f"  ack latency       p50 {result['ack_latency_p50_ms']} ms, p99 {result['ack_latency_p99_ms']} ms\n"
+            f"  server counts     {result['server_counts'] or '-'}; errors {result['errors'] or 'none'}")
 
 
 if __name__ == "__main__":

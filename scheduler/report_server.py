@@ -4,22 +4,21 @@ Each agent keeps one `Report` stream open and sends a complete NodeReport every 
 report gets a ReportAck. What the server checks, in order:
 
 - the stream's `authorization: Bearer <token>` metadata names a known token, else the stream is
-  aborted with UNAUTHENTICATED before any report is read;
-- each report is for the token's node ("*" tokens may report for any node), else the stream is
+  aborted with UNAUTHENTICATED before any report is read; an accepted stream gets the
+  STREAM_ACCEPTED initial metadata at once;
+- each message parses as a NodeReport, else it is refused (the method takes raw bytes, so that
+  garbage is counted here rather than failing inside gRPC's deserializer);
+- the report is for the token's node ("*" tokens may report for any node), else the stream is
   aborted with PERMISSION_DENIED: a node may only report for itself;
-- the bytes parse as a NodeReport and the report passes validate_report, else the report is
-  refused and counted, and its ack carries the reason in `error`. The stream stays open: a report
-  is complete and the next one supersedes it, so one bad reading (a NaN from a collector) costs
-  one report, not a reconnect, and the agent learns what was wrong from the ack;
-- messages over `max_message_bytes` never reach the handler: gRPC itself ends the stream with
-  RESOURCE_EXHAUSTED (those are not in the counts).
+- the report passes validate_report, else it is refused.
 
-Accepted reports go to the NodeReportStore; `counts` (the store's) is what the lead exports as
+A refused report is counted and its ack carries the reason in `error`, and the stream stays open:
+a report is complete and the next one supersedes it, so one bad reading (a NaN from a collector)
+costs one report, not a reconnect, and the agent learns what was wrong. Messages over
+`max_message_bytes` never reach the handler: gRPC ends the stream with RESOURCE_EXHAUSTED (they
+are not in the counts). Accepted reports go to the NodeReportStore, whose counts by result are
 `lahar_scheduler_reports_total{result}`. Without TLS the server listens on loopback only: a token
-sent in clear over a network is a token given away.
-
-The method is registered with raw bytes in, so that bytes that do not parse are counted here
-instead of failing inside gRPC's deserializer."""
+sent in clear over a network is a token given away."""
 
 from __future__ import annotations
 
@@ -187,7 +186,8 @@ class ReportServer:
         handler = grpc.stream_stream_rpc_method_handler(self._report)  # raw bytes in: parsed and counted here
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {METHOD: handler}),))
         try:
-            port = server.add_secure_port(address, self._credentials()) if self.tls else server.add_insecure_port(address)
+            port = (server.add_secure_port(address, self._credentials()) if self.tls
+                    else server.add_insecure_port(address))
         except RuntimeError as exc:
             raise ReportServerError(f"cannot listen on {address}: {exc}") from exc
         self._validator = _BatchValidator()
@@ -204,6 +204,8 @@ class ReportServer:
 
     def start(self, address: str) -> int:
         """start_async in an event loop of the server's own, on a daemon thread."""
+        if self._server is not None or self._loop is not None:
+            raise ReportServerError("the report server is already started")
         loop = asyncio.new_event_loop()
         thread = threading.Thread(target=loop.run_forever, name="lahar-report-server", daemon=True)
         thread.start()
@@ -258,7 +260,7 @@ class ReportServer:
         assert node is not None
         await context.send_initial_metadata((STREAM_ACCEPTED,))
         while (raw := await context.read()) is not grpc.aio.EOF:
-            await context.write(await self._answer(bytes(raw), node, context))
+            await context.write(await self._answer(raw, node, context))
 
     def _node_of_caller(self, context: grpc.aio.ServicerContext[bytes, bytes]) -> str | None:
         token = _bearer_token(context.invocation_metadata())

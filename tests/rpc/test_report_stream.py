@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import random
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -114,9 +115,10 @@ def test_a_report_reaches_the_store_with_its_values(serve: Any, streamers: Any) 
     store = NodeReportStore()
     _, port = serve(store)
     streamer = streamers(port)
-    streamer.offer(report(sequence=41, pods=3))
+    sent = report(sequence=41, pods=3)
+    streamer.offer(sent)
     stored = wait_for(lambda: store.latest("node-a"), what="the report in the store")
-    assert stored == report(sequence=41, pods=3).__class__(**{**stored.__dict__})  # a NodeReport
+    assert stored == sent and stored is not sent
     assert (stored.node, stored.sequence, stored.cpu.usage_cores, stored.memory.used_bytes) == ("node-a", 41, 2.5,
                                                                                                 12 * GIB)
     assert [pod.name for pod in stored.pods] == ["pod-0", "pod-1", "pod-2"]
@@ -159,7 +161,7 @@ def test_the_streamer_reconnects_to_a_new_server_on_the_same_port(serve: Any, st
 
 
 def test_offer_never_blocks_or_raises_while_the_scheduler_is_away(streamers: Any) -> None:
-    with __import__("socket").socket() as sock:  # a port nobody listens on
+    with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     streamer = streamers(port)
@@ -174,6 +176,19 @@ def test_offer_never_blocks_or_raises_while_the_scheduler_is_away(streamers: Any
     started = time.monotonic()
     streamer.stop()
     assert time.monotonic() - started < 2.0
+
+
+def test_a_report_that_cannot_be_encoded_is_dropped_and_the_stream_goes_on(serve: Any, streamers: Any) -> None:
+    store = NodeReportStore()
+    _, port = serve(store)
+    streamer = streamers(port)
+    broken = report(sequence=1)
+    broken.memory.used_bytes = 1.5  # type: ignore[assignment]  # a float where the wire wants an integer
+    streamer.offer(broken)
+    wait_for(lambda: "report 1 not sent" in streamer.stats().last_error, what="the report to be dropped")
+    streamer.offer(report(sequence=2))
+    assert wait_for(lambda: store.latest("node-a")).sequence == 2
+    assert streamer.stats().sent == 1 and streamer.stats().reconnects == 0
 
 
 def test_backoff_doubles_from_half_a_second_to_ten_with_jitter() -> None:
