@@ -8,7 +8,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -37,7 +37,6 @@ class AgentSettings:
     nvml_library: str | None = None
     dcmi_library: str = "libdcmi.so"
     npu_smi: str = "npu-smi"
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Agent:

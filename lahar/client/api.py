@@ -26,10 +26,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from lahar.api.kinds import POD, Kind
-from lahar.client.errors import (  # noqa: F401 - callers import the errors from here too
-    AlreadyExists, ApiUnavailable, BadRequest, Conflict, Forbidden, Gone, Invalid, KubeError, NotFound,
-    TooManyRequests, Unauthorized, error_from_status,
-)
+from lahar.client.errors import ApiUnavailable, KubeError, error_from_status
 
 Obj = dict[str, Any]
 Query = builtins.list[tuple[str, str]]

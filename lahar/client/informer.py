@@ -29,7 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from lahar.api.kinds import Kind
-from lahar.client.api import ApiUnavailable, Gone, KubeApi, KubeError, Obj, WatchStream
+from lahar.client.api import KubeApi, Obj, WatchStream
+from lahar.client.errors import ApiUnavailable, Gone, KubeError
 
 log = logging.getLogger("lahar.client.informer")
 

@@ -13,17 +13,16 @@ from typing import Any
 import pytest
 
 from lahar.api.kinds import CONFIGMAP, NODE, POD, PODGROUP, QUEUE
-from lahar.client.api import (
+from lahar.client.api import KubeApi, Obj
+from lahar.client.errors import (
     AlreadyExists,
     ApiUnavailable,
     BadRequest,
     Conflict,
     Gone,
     Invalid,
-    KubeApi,
     KubeError,
     NotFound,
-    Obj,
     TooManyRequests,
     error_from_status,
 )
