@@ -73,7 +73,8 @@ class Agent:
 
         cpu = guarded("cpu", self.cpu.collect, CpuUsage(0, 0.0, 0.0))
         pods = guarded("pods-source", self.pods, [])
-        pods_by_uid = {p.get("metadata", {}).get("uid", ""): p for p in pods}
+        pods_by_uid = {meta.get("uid", ""): (meta.get("namespace", ""), meta.get("name", ""))
+                       for meta in (p.get("metadata") or {} for p in pods)}
         self.sequence += 1
         report = NodeReport(
             node=self.settings.node,

@@ -370,3 +370,56 @@ def test_npu_smi_inference_card_without_hbm_column() -> None:
         NpuDevice(id=6, chip=1, model="310P3", aicore_utilization_ratio=0.0, hbm_used_bytes=577 * MIB,
                   hbm_total_bytes=21525 * MIB, power_watts=0.0, temperature_celsius=50.0, health="Critical"),
     ]
+
+
+# ---- through the agent, onto /metrics ----
+
+def test_fake_gpus_and_npu_reach_the_report_and_metrics(accelerator_fakes: Any, host: Host,
+                                                        nvml_config: Callable[[str], None],
+                                                        dcmi_config: Callable[[str], None]) -> None:
+    """The whole path: the agent's loop runs the real NVML and DCMI code against the fakes, names
+    each GPU process's pod from the API's pod list, and /metrics serves the values over HTTP."""
+    import urllib.request
+
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from lahar.agent.agent import Agent, AgentSettings
+    from lahar.agent.exporter import MetricsServer, ReportCollector, health_of
+
+    nvml_config(NVML_CONFIG)
+    dcmi_config("card_id=2\nchip_name=910B3\naicore=64\nhbm_total_mb=65536\nhbm_used_mb=3404\n"
+                "power_tenths=1689\ntemp=45\nhealth=0\n")
+    api_pods = [{"metadata": {"uid": uid, "namespace": namespace, "name": name}}
+                for uid, (namespace, name) in PODS_BY_UID.items()]
+    agent = Agent(AgentSettings(node="gpu-node", root=host.root, nvml_library=str(accelerator_fakes.nvml_library),
+                                dcmi_library=str(accelerator_fakes.dcmi_library), npu_smi="absent-npu-smi"),
+                  pods=lambda: api_pods)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ReportCollector(lambda: agent.latest))
+    server = MetricsServer(registry, health_of(lambda: None, 1.0), "127.0.0.1", 0)
+    server.start()
+    try:
+        report = agent.collect()
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=5) as response:
+            text = response.read().decode()
+    finally:
+        server.stop()
+        agent.close()
+
+    assert [g.model for g in report.gpu.gpus] == ["NVIDIA A100-SXM4-80GB", "NVIDIA A100-PCIE-40GB"]
+    attributed = {(p.namespace, p.pod) for g in report.gpu.gpus for p in g.processes if p.pod}
+    assert attributed == {("ml", "train-0"), ("serving", "infer-7f9c")}
+    assert report.npu.available and report.npu.npus[0].model == "910B3"
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in text_string_to_metric_families(text) for s in family.samples}
+    first_gpu = (("gpu", "0"), ("model", "NVIDIA A100-SXM4-80GB"), ("node", "gpu-node"),
+                 ("uuid", "GPU-6f0d7a5e-1c2b-4d3e-8f9a-0b1c2d3e4f50"))
+    assert samples[("lahar_gpu_utilization_ratio", first_gpu)] == pytest.approx(0.37)
+    assert samples[("lahar_gpu_memory_total_bytes", first_gpu)] == 80 * GIB
+    pods_on_gpus = {(dict(labels)["namespace"], dict(labels)["pod"])
+                    for (name, labels) in samples if name == "lahar_gpu_process_memory_bytes"}
+    assert {("ml", "train-0"), ("serving", "infer-7f9c")} <= pods_on_gpus
+    npu = (("chip", "0"), ("model", "910B3"), ("node", "gpu-node"), ("npu", "2"))
+    assert samples[("lahar_npu_utilization_ratio", npu)] == pytest.approx(0.64)
+    assert samples[("lahar_npu_healthy", npu)] == 1.0
