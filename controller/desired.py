@@ -1,0 +1,114 @@
+"""What a Job's PodGroup and pods should look like: pure builders, no API calls.
+
+Plugins (env, svc, ssh) are applied by `PodMutator`s passed in by the caller, so this module
+stays free of plugin knowledge.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from lahar.controller.naming import (
+    job_owner_reference, pod_annotations, pod_labels, pod_name, podgroup_name,
+)
+from lahar.api.job import STATUS_VERSION, Job, TaskSpec
+from lahar.api.resources import ResourceList, pod_requests
+
+PODGROUP_API_VERSION = "scheduling.volcano.sh/v1beta1"
+PODGROUP_KIND = "PodGroup"
+
+# A plugin hook: edits a freshly built pod in place (pod, job, task, index).
+PodMutator = Callable[[dict[str, Any], Job, TaskSpec, int], None]
+
+
+def _template_pod(task: TaskSpec) -> dict[str, Any]:
+    """A pod with only the task template's spec (enough for its requests)."""
+    return {"spec": copy.deepcopy(dict(task.template.get("spec") or {}))}
+
+
+def _minimum_pod_tasks(job: Job) -> Iterator[TaskSpec]:
+    """The tasks of the first `job.minAvailable` pods, one entry per pod: every task's own
+    minAvailable first, then the remaining replicas, both passes in task order.
+
+    Volcano's calcPGMinResources walks tasks by priority-class value; Lahar has no
+    PriorityClass lookup in a pure function, so it uses the order the tasks are written in
+    (the same result when the tasks share a priority)."""
+    taken = 0
+    for task in job.tasks:
+        for _ in range(min(task.min_available, task.replicas)):
+            if taken >= job.min_available:
+                return
+            taken += 1
+            yield task
+    for task in job.tasks:
+        for _ in range(task.replicas - min(task.min_available, task.replicas)):
+            if taken >= job.min_available:
+                return
+            taken += 1
+            yield task
+
+
+def min_resources(job: Job) -> ResourceList:
+    """The requests of the smallest set of pods that lets the gang run (see _minimum_pod_tasks)."""
+    per_task = {task.name: pod_requests(_template_pod(task)) for task in job.tasks}
+    return sum((per_task[task.name] for task in _minimum_pod_tasks(job)), ResourceList())
+
+
+def desired_podgroup(job: Job) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "minMember": job.min_available,
+        "minTaskMember": {task.name: task.min_available for task in job.tasks},
+        "minResources": min_resources(job).without_zeros().to_k8s(),
+        "queue": job.queue,
+    }
+    if job.priority_class_name:
+        spec["priorityClassName"] = job.priority_class_name
+    return {
+        "apiVersion": PODGROUP_API_VERSION,
+        "kind": PODGROUP_KIND,
+        "metadata": {"name": podgroup_name(job), "namespace": job.namespace,
+                     "ownerReferences": [job_owner_reference(job)]},
+        "spec": spec,
+    }
+
+
+def job_version(job: Job) -> int:
+    return (job.raw.get("status") or {}).get(STATUS_VERSION) or 0
+
+
+def build_pod(job: Job, task: TaskSpec, index: int, retry_count: int,
+              mutators: Sequence[PodMutator] = ()) -> dict[str, Any]:
+    """One pod from the task's template, before and then through the plugin mutators."""
+    template = task.template
+    template_meta: Mapping[str, Any] = template.get("metadata") or {}
+    spec = copy.deepcopy(dict(template.get("spec") or {}))
+    # Lahar's gangs only work if Lahar's scheduler places the pods, so the job's scheduler
+    # wins over the template's (Volcano keeps a template's explicit schedulerName).
+    spec["schedulerName"] = job.scheduler_name
+    if not spec.get("priorityClassName") and job.priority_class_name:
+        spec["priorityClassName"] = job.priority_class_name
+    pod: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": pod_name(job.name, task.name, index),
+            "namespace": job.namespace,
+            "labels": {**(template_meta.get("labels") or {}), **pod_labels(job, task.name, index)},
+            "annotations": {**(template_meta.get("annotations") or {}),
+                            **pod_annotations(job, task.name, index, job_version(job), retry_count)},
+            "ownerReferences": [job_owner_reference(job)],
+        },
+        "spec": spec,
+    }
+    for mutate in mutators:
+        mutate(pod, job, task, index)
+    return pod
+
+
+def desired_pods(job: Job, retry_count: int,
+                 mutators: Sequence[PodMutator] = ()) -> dict[str, dict[str, Any]]:
+    """Every pod of every task, by name, in task order then index order."""
+    return {pod_name(job.name, task.name, index): build_pod(job, task, index, retry_count, mutators)
+            for task in job.tasks for index in range(task.replicas)}

@@ -1,0 +1,83 @@
+"""The PodGroup and pods a Job should have."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lahar.api.job import Job
+from lahar.controller.desired import desired_podgroup, desired_pods
+from lahar.controller.naming import (
+    GROUP_NAME_KEY, JOB_NAME_KEY, TASK_INDEX_KEY, TASK_SPEC_KEY, pod_index, pod_task_name,
+)
+
+
+def _task(name: str, replicas: int, cpu: str, memory: str, **extra: Any) -> dict[str, Any]:
+    container = {"name": "c", "image": "busybox",
+                 "resources": {"requests": {"cpu": cpu, "memory": memory}}}
+    return {"name": name, "replicas": replicas,
+            "template": {"metadata": {"labels": {"app": name}},
+                         "spec": {"containers": [container], "restartPolicy": "OnFailure"}},
+            **extra}
+
+
+def _job(**spec: Any) -> Job:
+    return Job.from_dict({"metadata": {"name": "train", "namespace": "ml", "uid": "u-1"},
+                          "spec": {"queue": "research", **spec}})
+
+
+def test_podgroup_min_resources_takes_task_minimums_then_fills_in_task_order() -> None:
+    job = _job(minAvailable=3, priorityClassName="high", tasks=[
+        _task("ps", 2, "1", "1Gi", minAvailable=1),
+        _task("worker", 4, "2", "2Gi", minAvailable=1)])
+    group = desired_podgroup(job)
+    # ps minimum (1 cpu) + worker minimum (2 cpu) + one more ps (1 cpu) = 4 cpu, 4Gi.
+    assert group["spec"]["minResources"] == {"cpu": "4", "memory": "4Gi"}
+    assert group["spec"]["minMember"] == 3
+    assert group["spec"]["minTaskMember"] == {"ps": 1, "worker": 1}
+    assert group["spec"]["queue"] == "research"
+    assert group["spec"]["priorityClassName"] == "high"
+    assert group["metadata"]["name"] == "train"
+    owner = group["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["uid"], owner["controller"], owner["blockOwnerDeletion"]) == ("Job", "u-1", True, True)
+
+
+def test_min_resources_of_default_min_available_is_all_replicas() -> None:
+    job = _job(tasks=[_task("a", 2, "500m", "1Gi"), _task("b", 1, "250m", "512Mi")])
+    assert desired_podgroup(job)["spec"]["minResources"] == {"cpu": "1250m", "memory": "2560Mi"}
+
+
+def test_desired_pods_are_named_labelled_and_annotated_like_volcano() -> None:
+    job = _job(schedulerName="lahar", priorityClassName="high",
+               tasks=[_task("ps", 1, "1", "1Gi"), _task("worker", 2, "1", "1Gi")])
+    pods = desired_pods(job, retry_count=2)
+    assert list(pods) == ["train-ps-0", "train-worker-0", "train-worker-1"]
+    pod = pods["train-worker-1"]
+    labels, annotations = pod["metadata"]["labels"], pod["metadata"]["annotations"]
+    assert labels[JOB_NAME_KEY] == "train" and labels[TASK_SPEC_KEY] == "worker"
+    assert labels["volcano.sh/job-namespace"] == "ml" and labels[TASK_INDEX_KEY] == "1"
+    assert labels["app"] == "worker"  # the template's labels are kept
+    assert annotations[GROUP_NAME_KEY] == "train"
+    assert annotations["volcano.sh/job-retry-count"] == "2"
+    assert pod["spec"]["schedulerName"] == "lahar"
+    assert pod["spec"]["priorityClassName"] == "high"
+    assert pod["spec"]["restartPolicy"] == "OnFailure"
+    assert pod["metadata"]["ownerReferences"][0]["name"] == "train"
+    assert (pod_task_name(pod), pod_index(pod)) == ("worker", 1)
+
+
+def test_template_priority_class_wins_and_mutators_run() -> None:
+    task = _task("w", 1, "1", "1Gi")
+    task["template"]["spec"]["priorityClassName"] = "low"
+    job = _job(priorityClassName="high", tasks=[task])
+    seen: list[tuple[str, int]] = []
+
+    def add_env(pod: dict[str, Any], job: Job, task: Any, index: int) -> None:
+        seen.append((task.name, index))
+        pod["spec"]["containers"][0]["env"] = [{"name": "VC_TASK_INDEX", "value": str(index)}]
+
+    pod = desired_pods(job, 0, [add_env])["train-w-0"]
+    assert pod["spec"]["priorityClassName"] == "low"
+    assert pod["spec"]["containers"][0]["env"] == [{"name": "VC_TASK_INDEX", "value": "0"}]
+    assert seen == [("w", 0)]
+    # The template itself is not touched by the mutator.
+    assert "env" not in task["template"]["spec"]["containers"][0]

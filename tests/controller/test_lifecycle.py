@@ -1,0 +1,214 @@
+"""The Job state machine (lahar.controller.lifecycle.next_state)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from lahar.api.job import JobPhase
+from lahar.controller.lifecycle import Decision, format_time, next_state
+
+NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
+INQUEUE = {"status": {"phase": "Inqueue"}}
+PENDING_GROUP = {"status": {"phase": "Pending"}}
+
+
+def _task(name: str, replicas: int, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "replicas": replicas,
+            "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}, **extra}
+
+
+def _job(tasks: list[dict[str, Any]], phase: str | None = None, retry: int = 0,
+         since: datetime = NOW, **spec: Any) -> dict[str, Any]:
+    job: dict[str, Any] = {"metadata": {"name": "j", "namespace": "ns", "uid": "u"},
+                           "spec": {"tasks": tasks, **spec}}
+    if phase:
+        job["status"] = {"state": {"phase": phase, "lastTransitionTime": format_time(since)},
+                         "retryCount": retry}
+    return job
+
+
+def _pod(task: str, index: int, phase: str = "Running", created: datetime = NOW,
+         exit_code: int | None = None, **status: Any) -> dict[str, Any]:
+    pod: dict[str, Any] = {
+        "metadata": {"name": f"j-{task}-{index}", "creationTimestamp": format_time(created),
+                     "labels": {"volcano.sh/task-spec": task, "volcano.sh/task-index": str(index)}},
+        "status": {"phase": phase, **status}}
+    if exit_code is not None:
+        pod["status"]["containerStatuses"] = [{"state": {"terminated": {"exitCode": exit_code}}}]
+    return pod
+
+
+def _step(job: dict[str, Any], pods: list[dict[str, Any]], group: Any = INQUEUE, **kw: Any) -> Decision:
+    return next_state(job, pods, group, kw.pop("now", NOW), **kw)
+
+
+def _deleted(decision: Decision) -> set[str]:
+    return {d.name for d in decision.pods_to_delete}
+
+
+def test_three_replica_job_goes_pending_running_completed() -> None:
+    job = _job([_task("w", 3)])
+    first = _step(job, [])
+    assert first.phase is JobPhase.PENDING
+    assert [p["metadata"]["name"] for p in first.pods_to_create] == ["j-w-0", "j-w-1", "j-w-2"]
+    job["status"] = first.status
+
+    two_running = _step(job, [_pod("w", 0), _pod("w", 1), _pod("w", 2, "Pending")])
+    assert two_running.phase is JobPhase.PENDING
+    assert two_running.counters["running"] == 2 and two_running.counters["pending"] == 1
+
+    running = _step(job, [_pod("w", i) for i in range(3)])
+    assert running.phase is JobPhase.RUNNING
+    assert running.new_conditions == [{"status": "Running", "lastTransitionTime": format_time(NOW)}]
+    job["status"] = running.status
+
+    partly = _step(job, [_pod("w", 0, "Succeeded"), _pod("w", 1), _pod("w", 2)])
+    assert partly.phase is JobPhase.RUNNING and partly.new_conditions == []
+    done = _step(job, [_pod("w", i, "Succeeded") for i in range(3)])
+    assert done.phase is JobPhase.COMPLETED
+    assert done.task_status_count == {"w": {"phase": {"Succeeded": 3}}}
+    assert [c["status"] for c in done.status["conditions"]] == ["Pending", "Running", "Completed"]
+
+
+def test_all_finished_below_min_available_fails() -> None:
+    job = _job([_task("w", 2)], phase="Running")
+    decision = _step(job, [_pod("w", 0, "Succeeded"), _pod("w", 1, "Failed", exit_code=1)])
+    assert decision.phase is JobPhase.FAILED
+
+
+def test_pods_are_created_only_once_the_podgroup_is_inqueue() -> None:
+    job = _job([_task("w", 2)])
+    assert _step(job, [], PENDING_GROUP).pods_to_create == []
+    assert _step(job, [], None).pods_to_create == []
+    assert len(_step(job, [], PENDING_GROUP, admission_required=False).pods_to_create) == 2
+    assert len(_step(job, [], INQUEUE).pods_to_create) == 2
+
+
+def test_pod_evicted_restarts_the_job() -> None:
+    job = _job([_task("w", 2)], phase="Running", retry=1,
+               policies=[{"event": "PodEvicted", "action": "RestartJob"}])
+    decision = _step(job, [_pod("w", 0, "Failed", reason="Evicted"), _pod("w", 1)])
+    assert decision.phase is JobPhase.RESTARTING
+    assert _deleted(decision) == {"j-w-0", "j-w-1"}
+    assert decision.retry_count == 2 and decision.retry_incremented
+    assert decision.pods_to_create == []
+
+    # Restarting goes back to Pending once the old pods are gone.
+    job["status"] = decision.status
+    terminating = _pod("w", 1)
+    terminating["metadata"]["deletionTimestamp"] = format_time(NOW)
+    assert _step(job, [terminating]).phase is JobPhase.RESTARTING
+    again = _step(job, [])
+    assert again.phase is JobPhase.PENDING and again.retry_count == 2 and not again.retry_incremented
+
+
+def test_a_pod_being_deleted_reads_as_evicted() -> None:
+    job = _job([_task("w", 1)], phase="Running",
+               policies=[{"event": "PodEvicted", "action": "RestartJob"}])
+    pod = _pod("w", 0)
+    pod["metadata"]["deletionTimestamp"] = format_time(NOW)
+    assert _step(job, [pod]).phase is JobPhase.RESTARTING
+
+
+def test_restart_after_max_retry_fails_the_job() -> None:
+    job = _job([_task("w", 2)], phase="Running", retry=3, maxRetry=3,
+               policies=[{"event": "PodFailed", "action": "RestartJob"}])
+    decision = _step(job, [_pod("w", 0, "Failed", exit_code=1), _pod("w", 1)])
+    assert decision.phase is JobPhase.FAILED
+    assert decision.retry_count == 3 and not decision.retry_incremented
+    assert _deleted(decision) == {"j-w-1"}  # the failed pod is kept for its logs
+
+
+def test_task_completed_completes_the_job() -> None:
+    job = _job([_task("master", 1, policies=[{"event": "TaskCompleted", "action": "CompleteJob"}]),
+                _task("worker", 2)], phase="Running")
+    decision = _step(job, [_pod("master", 0, "Succeeded"), _pod("worker", 0), _pod("worker", 1)])
+    assert decision.phase is JobPhase.COMPLETING
+    assert _deleted(decision) == {"j-worker-0", "j-worker-1"}
+    job["status"] = decision.status
+    assert _step(job, [_pod("master", 0, "Succeeded")]).phase is JobPhase.COMPLETED
+
+
+def test_min_success_completes_early() -> None:
+    job = _job([_task("w", 4)], phase="Running", minSuccess=2, minAvailable=2)
+    decision = _step(job, [_pod("w", 0, "Succeeded"), _pod("w", 1, "Succeeded"), _pod("w", 2), _pod("w", 3)])
+    assert decision.phase is JobPhase.COMPLETED
+    assert _deleted(decision) == set()
+    job["status"] = decision.status
+    assert _deleted(_step(job, [_pod("w", 2), _pod("w", 3, "Succeeded")])) == {"j-w-2"}
+
+
+def test_ttl_after_finished_deletes_the_job() -> None:
+    job = _job([_task("w", 1)], phase="Completed", since=NOW - timedelta(seconds=50),
+               ttlSecondsAfterFinished=60)
+    early = _step(job, [])
+    assert not early.delete_job and early.requeue_after == 10
+    assert _step(job, [], now=NOW + timedelta(seconds=10)).delete_job
+    no_ttl = _job([_task("w", 1)], phase="Completed", since=NOW - timedelta(days=9))
+    assert not _step(no_ttl, []).delete_job
+
+
+def test_pod_pending_timeout_restarts_the_pod() -> None:
+    policy = {"event": "PodPending", "timeout": "5m", "action": "RestartPod"}
+    job = _job([_task("w", 2, policies=[policy])], phase="Pending")
+    pods = [_pod("w", 0), _pod("w", 1, "Pending", created=NOW - timedelta(minutes=4))]
+    waiting = _step(job, pods)
+    assert waiting.phase is JobPhase.PENDING and _deleted(waiting) == set()
+    assert waiting.requeue_after == 60
+    late = _step(job, pods, now=NOW + timedelta(minutes=1))
+    assert late.phase is JobPhase.RESTARTING
+    assert _deleted(late) == {"j-w-1"} and late.retry_count == 1
+
+
+def test_exit_code_policy_picks_the_action() -> None:
+    job = _job([_task("w", 2, policies=[{"exitCode": 3, "action": "AbortJob"}])], phase="Running",
+               policies=[{"event": "PodFailed", "action": "RestartJob"}])
+    aborted = _step(job, [_pod("w", 0, "Failed", exit_code=3), _pod("w", 1)])
+    assert aborted.phase is JobPhase.ABORTING and _deleted(aborted) == {"j-w-1"}
+    restarted = _step(job, [_pod("w", 0, "Failed", exit_code=1), _pod("w", 1)])
+    assert restarted.phase is JobPhase.RESTARTING
+
+
+def test_depends_on_gates_pod_creation() -> None:
+    job = _job([_task("ps", 1), _task("worker", 2, dependsOn={"name": ["ps"]})], minAvailable=1)
+    first = _step(job, [])
+    assert [p["metadata"]["name"] for p in first.pods_to_create] == ["j-ps-0"]
+    assert _step(job, [_pod("ps", 0, "Pending")]).pods_to_create == []
+    later = _step(job, [_pod("ps", 0)])
+    assert [p["metadata"]["name"] for p in later.pods_to_create] == ["j-worker-0", "j-worker-1"]
+
+
+def test_depends_on_any() -> None:
+    job = _job([_task("a", 1), _task("b", 1),
+                _task("c", 1, dependsOn={"name": ["a", "b"], "iteration": "any"})])
+    assert [p["metadata"]["name"] for p in _step(job, [_pod("a", 0), _pod("b", 0, "Pending")]).pods_to_create] == ["j-c-0"]
+
+
+def test_suspend_and_resume_commands() -> None:
+    job = _job([_task("w", 2)], phase="Running")
+    abort = _step(job, [_pod("w", 0), _pod("w", 1, "Succeeded")], command="AbortJob")
+    assert abort.phase is JobPhase.ABORTING and abort.command_consumed
+    assert _deleted(abort) == {"j-w-0"}
+    job["status"] = abort.status
+    assert _step(job, [_pod("w", 1, "Succeeded")]).phase is JobPhase.ABORTED
+    aborted = _job([_task("w", 2)], phase="Aborted")
+    resumed = _step(aborted, [_pod("w", 1, "Succeeded")], command="ResumeJob")
+    assert resumed.phase is JobPhase.RESTARTING and _deleted(resumed) == {"j-w-1"}
+    assert not resumed.retry_incremented
+    assert _step(aborted, []).phase is JobPhase.ABORTED  # no command: stays
+
+
+def test_finished_phase_stays_and_kills_leftover_pods() -> None:
+    job = _job([_task("w", 2)], phase="Failed")
+    decision = _step(job, [_pod("w", 0), _pod("w", 1, "Failed")])
+    assert decision.phase is JobPhase.FAILED and decision.new_conditions == []
+    assert _deleted(decision) == {"j-w-0"} and decision.pods_to_create == []
+
+
+def test_restart_task_deletes_only_that_task() -> None:
+    job = _job([_task("ps", 1), _task("w", 2, policies=[{"event": "PodFailed", "action": "RestartTask"}])],
+               phase="Running")
+    decision = _step(job, [_pod("ps", 0), _pod("w", 0, "Failed", exit_code=2), _pod("w", 1)])
+    assert decision.phase is JobPhase.RESTARTING
+    assert _deleted(decision) == {"j-w-0", "j-w-1"}
