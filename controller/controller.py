@@ -1,0 +1,259 @@
+"""The job controller's loop: informers feed a work queue of job keys; each reconcile reads the
+caches, asks the pure lifecycle (controller/lifecycle.py) what should be, and performs the writes
+(PodGroup, plugin objects, pods, status) through the API. Restart-safe: everything is derived
+from the API's objects, pods have deterministic names, so a restarted controller neither
+duplicates nor loses pods."""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any
+
+from lahar.api import kinds
+from lahar.api.job import Job, TaskSpec
+from lahar.client.api import KubeApi
+from lahar.client.errors import AlreadyExists, Conflict, KubeError, NotFound
+from lahar.client.informer import Informer
+from lahar.controller.desired import desired_podgroup
+from lahar.controller.lifecycle import Decision, next_state
+from lahar.controller.naming import JOB_NAME_KEY
+from lahar.controller.plugins import apply_on_pod, job_objects
+
+log = logging.getLogger("lahar.controller")
+
+COMMAND_ANNOTATION = "lahar.dev/command"  # AbortJob / ResumeJob, written by `lahar job suspend|resume`
+Key = tuple[str, str]
+
+
+class WorkQueue:
+    """Job keys to reconcile: each key at most once in the queue, optionally after a delay."""
+
+    def __init__(self) -> None:
+        self._ready: list[Key] = []
+        self._queued: set[Key] = set()
+        self._delayed: list[tuple[float, Key]] = []
+        self._cond = threading.Condition()
+        self._closed = False
+
+    def add(self, key: Key, after: float = 0.0) -> None:
+        with self._cond:
+            if after > 0:
+                heapq.heappush(self._delayed, (time.monotonic() + after, key))
+            elif key not in self._queued:
+                self._queued.add(key)
+                self._ready.append(key)
+            self._cond.notify()
+
+    def get(self, timeout: float = 0.5) -> Key | None:
+        with self._cond:
+            self._promote()
+            if not self._ready and not self._closed:
+                wait = timeout if not self._delayed else min(timeout, max(self._delayed[0][0] - time.monotonic(), 0))
+                self._cond.wait(wait)
+                self._promote()
+            if not self._ready:
+                return None
+            key = self._ready.pop(0)
+            self._queued.discard(key)
+            return key
+
+    def _promote(self) -> None:
+        now = time.monotonic()
+        while self._delayed and self._delayed[0][0] <= now:
+            _, key = heapq.heappop(self._delayed)
+            if key not in self._queued:
+                self._queued.add(key)
+                self._ready.append(key)
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+
+def _key(obj: dict[str, Any]) -> Key:
+    meta = obj.get("metadata") or {}
+    return meta.get("namespace", ""), meta.get("name", "")
+
+
+def _plugin_mutator(pod: dict[str, Any], job: Job, task: TaskSpec, index: int) -> None:
+    apply_on_pod(pod, dict(job.raw), task.name, index)
+
+
+class JobController:
+    def __init__(self, api: KubeApi, admission_required: bool = True, resync_seconds: float = 30.0,
+                 clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> None:
+        self.api = api
+        self.admission_required = admission_required
+        self.resync_seconds = resync_seconds
+        self.clock = clock
+        self.queue = WorkQueue()
+        self.reconciles = 0
+        self.errors = 0
+        enqueue_job = lambda obj, *_: self.queue.add(_key(obj))  # noqa: E731
+        self.jobs = Informer(kinds.JOB, api, on_add=enqueue_job, on_update=lambda old, new: enqueue_job(new),
+                             on_delete=enqueue_job)
+        self.podgroups = Informer(kinds.PODGROUP, api, on_add=self._enqueue_owner,
+                                  on_update=lambda old, new: self._enqueue_owner(new), on_delete=self._enqueue_owner)
+        self.pods = Informer(kinds.POD, api, label_selector=JOB_NAME_KEY, on_add=self._enqueue_owner,
+                             on_update=lambda old, new: self._enqueue_owner(new), on_delete=self._enqueue_owner)
+        self._informers = (self.jobs, self.podgroups, self.pods)
+        self._stop = threading.Event()
+        self._worker: threading.Thread | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self, sync_timeout: float = 30.0) -> None:
+        for informer in self._informers:
+            informer.start()
+        for informer in self._informers:
+            if not informer.wait_for_sync(sync_timeout):
+                log.warning("%s informer not synced after %ss; reconciling as it fills", informer.name,
+                            sync_timeout)
+        self._worker = threading.Thread(target=self._run, name="job-controller", daemon=True)
+        self._worker.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.queue.close()
+        if self._worker is not None:
+            self._worker.join(10)
+        for informer in self._informers:
+            informer.stop()
+
+    def _run(self) -> None:
+        last_resync = time.monotonic()
+        while not self._stop.is_set():
+            if time.monotonic() - last_resync > self.resync_seconds:  # a safety net for missed events
+                for job in self.jobs.list():
+                    self.queue.add(_key(job))
+                last_resync = time.monotonic()
+            key = self.queue.get()
+            if key is None:
+                continue
+            try:
+                self.reconcile(key)
+            except KubeError as exc:
+                self.errors += 1
+                log.warning("reconcile %s/%s: %s; retrying", key[0], key[1], exc)
+                self.queue.add(key, after=1.0)
+            except Exception:  # a bug in one job must not stop the others
+                self.errors += 1
+                log.exception("reconcile %s/%s failed", *key)
+                self.queue.add(key, after=5.0)
+
+    def _enqueue_owner(self, obj: dict[str, Any], *_: Any) -> None:
+        meta = obj.get("metadata") or {}
+        job_name = (meta.get("labels") or {}).get(JOB_NAME_KEY)
+        if job_name is None:
+            owner = next((r for r in meta.get("ownerReferences") or [] if r.get("kind") == "Job"), None)
+            job_name = owner.get("name") if owner else None
+        if job_name:
+            self.queue.add((meta.get("namespace", ""), job_name))
+
+    # -- reconcile -------------------------------------------------------------------------------
+
+    def reconcile(self, key: Key) -> Decision | None:
+        namespace, name = key
+        self.reconciles += 1
+        job_obj = self.jobs.get(name, namespace)
+        if job_obj is None:
+            return None  # deleted: the API's garbage collector removes what it owned
+        job = Job.from_dict(job_obj)
+        podgroup = self._ensure_podgroup(job)
+        self._ensure_plugin_objects(job_obj, namespace)
+        pods = [p for p in self.pods.list()
+                if p["metadata"].get("namespace") == namespace
+                and (p["metadata"].get("labels") or {}).get(JOB_NAME_KEY) == name]
+        command = (job_obj["metadata"].get("annotations") or {}).get(COMMAND_ANNOTATION)
+        decision = next_state(job_obj, pods, podgroup, self.clock(), command=command,
+                              admission_required=self.admission_required, mutators=[_plugin_mutator])
+        self._apply(job_obj, decision)
+        if decision.requeue_after is not None:
+            self.queue.add(key, after=max(decision.requeue_after, 0.1))
+        return decision
+
+    def _ensure_podgroup(self, job: Job) -> dict[str, Any] | None:
+        existing = self.podgroups.get(job.name, job.namespace)
+        if existing is not None:
+            return existing
+        try:
+            created = self.api.create(kinds.PODGROUP, desired_podgroup(job), job.namespace)
+            log.info("job %s/%s: created its PodGroup", job.namespace, job.name)
+            return created
+        except AlreadyExists:
+            return self.api.get(kinds.PODGROUP, job.name, job.namespace)
+
+    def _ensure_plugin_objects(self, job_obj: dict[str, Any], namespace: str) -> None:
+        plugin_kinds = {"Service": kinds.SERVICE, "ConfigMap": kinds.CONFIGMAP, "Secret": kinds.SECRET}
+        if not (job_obj.get("spec") or {}).get("plugins"):
+            return
+        existing = []
+        for kind in plugin_kinds.values():
+            existing += [o for o in self.api.list(kind, namespace, label_selector=
+                                                   f"{JOB_NAME_KEY}={job_obj['metadata']['name']}")["items"]]
+        present = {(o.get("kind"), o["metadata"]["name"]) for o in existing}
+        for obj in job_objects(job_obj, existing):
+            kind_name = obj.get("kind", "")
+            if (kind_name, obj["metadata"]["name"]) in present or kind_name not in plugin_kinds:
+                continue
+            try:
+                self.api.create(plugin_kinds[kind_name], obj, namespace)
+            except AlreadyExists:
+                pass
+
+    def _apply(self, job_obj: dict[str, Any], decision: Decision) -> None:
+        meta = job_obj["metadata"]
+        namespace, name = meta.get("namespace", ""), meta["name"]
+        for pod in decision.pods_to_create:
+            try:
+                self.api.create(kinds.POD, pod, namespace)
+            except AlreadyExists:
+                pass  # made by a previous run of this controller: deterministic names
+        for deletion in decision.pods_to_delete:
+            try:
+                self.api.delete(kinds.POD, deletion.name, namespace)
+            except NotFound:
+                pass
+        if decision.delete_job:
+            log.info("job %s/%s: finished %ss ago, deleting (ttlSecondsAfterFinished)", namespace, name,
+                     (job_obj.get("spec") or {}).get("ttlSecondsAfterFinished"))
+            try:
+                self.api.delete(kinds.JOB, name, namespace)
+            except NotFound:
+                pass
+            return
+        if decision.command_consumed:
+            self.api.patch(kinds.JOB, name, {"metadata": {"annotations": {COMMAND_ANNOTATION: None}}}, namespace)
+        if decision.status != (job_obj.get("status") or {}):
+            old_phase = ((job_obj.get("status") or {}).get("state") or {}).get("phase")
+            try:
+                self.api.patch(kinds.JOB, name, {"status": decision.status}, namespace, subresource="status")
+            except Conflict:
+                self.queue.add((namespace, name), after=0.2)
+                return
+            if old_phase != decision.phase:
+                log.info("job %s/%s: %s -> %s (%s)", namespace, name, old_phase or "-", decision.phase,
+                         decision.reason or decision.message)
+                self._record_event(job_obj, str(decision.phase), decision.message or decision.reason)
+
+    def _record_event(self, job_obj: dict[str, Any], reason: str, message: str) -> None:
+        meta = job_obj["metadata"]
+        event = {
+            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta.get("namespace", "default")},
+            "involvedObject": {"apiVersion": kinds.JOB.api_version, "kind": "Job", "name": meta["name"],
+                               "namespace": meta.get("namespace", ""), "uid": meta.get("uid", "")},
+            "reason": reason, "message": message or reason, "type": "Normal",
+            "source": {"component": "lahar-controller"},
+            "firstTimestamp": self.clock().strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "lastTimestamp": self.clock().strftime("%Y-%m-%dT%H:%M:%SZ"), "count": 1,
+        }
+        try:
+            self.api.create(kinds.EVENT, event, meta.get("namespace", "default"))
+        except KubeError as exc:  # an event is informative; never fail a reconcile for it
+            log.debug("event for job %s not recorded: %s", meta["name"], exc)
