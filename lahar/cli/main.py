@@ -7,7 +7,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from lahar.cli import agent_command, bench_command, object_commands, server_commands
+from lahar.cli import agent_command, bench_command, controller_command, job_commands, object_commands, server_commands
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -17,7 +17,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     server_commands.register(commands)
     object_commands.register(commands)
+    job_commands.register(commands)
     agent_command.register(commands)
+    controller_command.register(commands)
     bench_command.register(commands)
     return parser
 
