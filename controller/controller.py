@@ -23,11 +23,12 @@ from lahar.controller.desired import desired_podgroup
 from lahar.controller.lifecycle import Decision, next_state
 from lahar.controller.naming import JOB_NAME_KEY
 from lahar.controller.plugins import apply_on_pod, job_objects
+from lahar.controller.queues import QUEUE_COMMAND_ANNOTATION, queue_command, queue_status
 
 log = logging.getLogger("lahar.controller")
 
 COMMAND_ANNOTATION = "lahar.dev/command"  # AbortJob / ResumeJob, written by `lahar job suspend|resume`
-Key = tuple[str, str]
+Key = tuple[str, str]  # (namespace, job name); ("", queue name) for a queue, which has no namespace
 
 
 class WorkQueue:
@@ -102,7 +103,9 @@ class JobController:
                                   on_update=lambda old, new: self._enqueue_owner(new), on_delete=self._enqueue_owner)
         self.pods = Informer(kinds.POD, api, label_selector=JOB_NAME_KEY, on_add=self._enqueue_owner,
                              on_update=lambda old, new: self._enqueue_owner(new), on_delete=self._enqueue_owner)
-        self._informers = (self.jobs, self.podgroups, self.pods)
+        enqueue_queue = lambda obj, *_: self.queue.add(("", obj["metadata"]["name"]))  # noqa: E731
+        self.queues = Informer(kinds.QUEUE, api, on_add=enqueue_queue, on_update=lambda old, new: enqueue_queue(new))
+        self._informers = (self.jobs, self.podgroups, self.pods, self.queues)
         self._stop = threading.Event()
         self._worker: threading.Thread | None = None
 
@@ -130,8 +133,8 @@ class JobController:
         last_resync = time.monotonic()
         while not self._stop.is_set():
             if time.monotonic() - last_resync > self.resync_seconds:  # a safety net for missed events
-                for job in self.jobs.list():
-                    self.queue.add(_key(job))
+                for obj in (*self.jobs.list(), *self.queues.list()):
+                    self.queue.add(_key(obj))
                 last_resync = time.monotonic()
             key = self.queue.get()
             if key is None:
@@ -149,6 +152,8 @@ class JobController:
 
     def _enqueue_owner(self, obj: dict[str, Any], *_: Any) -> None:
         meta = obj.get("metadata") or {}
+        if obj.get("kind") == kinds.PODGROUP.kind:  # its queue's counts change too
+            self.queue.add(("", (obj.get("spec") or {}).get("queue") or "default"))
         job_name = (meta.get("labels") or {}).get(JOB_NAME_KEY)
         if job_name is None:
             owner = next((r for r in meta.get("ownerReferences") or [] if r.get("kind") == "Job"), None)
@@ -161,6 +166,9 @@ class JobController:
     def reconcile(self, key: Key) -> Decision | None:
         namespace, name = key
         self.reconciles += 1
+        if not namespace:
+            self.reconcile_queue(name)
+            return None
         job_obj = self.jobs.get(name, namespace)
         if job_obj is None:
             return None  # deleted: the API's garbage collector removes what it owned
@@ -177,6 +185,20 @@ class JobController:
         if decision.requeue_after is not None:
             self.queue.add(key, after=max(decision.requeue_after, 0.1))
         return decision
+
+    def reconcile_queue(self, name: str) -> None:
+        """Queue state (Open / Closing / Closed on request) and Volcano's PodGroup counts."""
+        queue = self.queues.get(name)
+        if queue is None:
+            return
+        status = {**(queue.get("status") or {}), **queue_status(queue, self.podgroups.list())}
+        if status != (queue.get("status") or {}):
+            if status.get("state") != (queue.get("status") or {}).get("state"):
+                log.info("queue %s: %s -> %s", name, (queue.get("status") or {}).get("state", "Open"), status["state"])
+            self.api.patch(kinds.QUEUE, name, {"status": status}, subresource="status")
+        if queue_command(queue) is not None and status.get("state") != "Closing":
+            # Done (Open, or Closed): the request is consumed. Closing keeps it until the queue empties.
+            self.api.patch(kinds.QUEUE, name, {"metadata": {"annotations": {QUEUE_COMMAND_ANNOTATION: None}}})
 
     def _ensure_podgroup(self, job: Job) -> dict[str, Any] | None:
         existing = self.podgroups.get(job.name, job.namespace)

@@ -135,3 +135,18 @@ def test_controller_restart_neither_duplicates_nor_loses_pods(api: KubeApi, cont
         assert len(pods_of(api, "steady")) == 3
     finally:
         again.stop()
+
+
+def test_queue_closes_once_its_podgroups_are_gone(api: KubeApi, controller: JobController) -> None:
+    api.create(kinds.QUEUE, {"metadata": {"name": "team"}, "spec": {"weight": 2}})
+    api.create(kinds.JOB, job("member", replicas=1, queue="team"), "default")
+    wait_for(lambda: (api.get(kinds.QUEUE, "team").get("status") or {}).get("pending") == 1, 10,
+             "the queue to count the job's PodGroup")
+    api.patch(kinds.QUEUE, "team", {"metadata": {"annotations": {"lahar.dev/queue-command": "close"}}})
+    wait_for(lambda: api.get(kinds.QUEUE, "team")["status"]["state"] == "Closing", 10, "Closing")
+    api.delete(kinds.JOB, "member", "default")  # the API's garbage collector takes its PodGroup
+    wait_for(lambda: api.get(kinds.QUEUE, "team")["status"]["state"] == "Closed", 10, "Closed")
+    wait_for(lambda: "lahar.dev/queue-command" not in (api.get(kinds.QUEUE, "team")["metadata"].get("annotations")
+                                                      or {}), 10, "the request to be consumed")
+    api.patch(kinds.QUEUE, "team", {"metadata": {"annotations": {"lahar.dev/queue-command": "open"}}})
+    wait_for(lambda: api.get(kinds.QUEUE, "team")["status"]["state"] == "Open", 10, "Open again")
