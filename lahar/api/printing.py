@@ -6,7 +6,7 @@ asks for) and `lahar get`, so both show the same columns."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -129,18 +129,22 @@ def columns(kind: Kind) -> list[tuple[str, str, int, Cell]]:
             ("Age", "string", 0, lambda o: human_age(_get(o, "metadata.creationTimestamp")))]
 
 
-def text_table(kind: Kind, objects: Iterable[dict[str, Any]], wide: bool = False,
-               with_namespace: bool = False) -> str:
-    """kubectl-style aligned text: upper-case headers, two spaces between columns."""
-    shown = [c for c in columns(kind) if wide or c[2] == 0]
-    header = ["NAMESPACE"] * with_namespace + [name.upper() for name, *_ in shown]
-    lines = [header]
-    for obj in objects:
-        cells = [str(cell(obj)) for *_, cell in shown]
-        lines.append([_get(obj, "metadata.namespace")] * with_namespace + cells)
+def aligned(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """kubectl-style columns: each as wide as its widest cell, three spaces apart."""
+    lines = [[str(cell) for cell in line] for line in [header, *rows]]
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     return "\n".join("   ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip()
                      for line in lines) + "\n"
+
+
+def text_table(kind: Kind, objects: Iterable[dict[str, Any]], wide: bool = False,
+               with_namespace: bool = False) -> str:
+    """A kind's columns as kubectl prints them: upper-case headers, `-o wide` adds priority 1."""
+    shown = [c for c in columns(kind) if wide or c[2] == 0]
+    header = ["NAMESPACE"] * with_namespace + [name.upper() for name, *_ in shown]
+    rows = ([_get(obj, "metadata.namespace")] * with_namespace + [cell(obj) for *_, cell in shown]
+            for obj in objects)
+    return aligned(header, rows)
 
 
 def table(kind: Kind, objects: Iterable[dict[str, Any]], resource_version: str, include_object: bool,

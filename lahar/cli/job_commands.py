@@ -9,7 +9,6 @@ Suspend, resume and queue open/close only ask: they set an annotation (`lahar.de
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -18,7 +17,7 @@ from lahar.api import admission, kinds
 from lahar.api.errors import ValidationError
 from lahar.api.job import DEFAULT_SCHEDULER_NAME, POD_COUNTERS
 from lahar.api.kinds import Kind
-from lahar.api.printing import human_age, text_table
+from lahar.api.printing import aligned, human_age, text_table
 from lahar.api.queue import DEFAULT_QUEUE
 from lahar.cli.object_commands import CommandError, add_connection_flags, connect, display_name
 from lahar.client.errors import KubeError, NotFound
@@ -116,14 +115,6 @@ def _get(obj: dict[str, Any], path: str, default: Any = "") -> Any:
             return default
         value = value[part]
     return value
-
-
-def aligned(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """kubectl-style columns, as text_table prints them, for tables that are not a kind's."""
-    lines = [[str(cell) for cell in line] for line in [header, *rows]]
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    return "\n".join("   ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip()
-                     for line in lines) + "\n"
 
 
 def checked(kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
