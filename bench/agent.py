@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import statistics
 import subprocess
 import sys
@@ -29,6 +28,7 @@ from typing import Any
 
 import psutil
 
+from lahar.endpoints import free_loopback_port
 from lahar.agent.agent import Agent, AgentSettings
 from lahar.agent.cgroups.layout import CgroupDriver, CgroupVersion
 from lahar.agent.cgroups.synthetic import FakeCgroups, Usage
@@ -53,17 +53,12 @@ def synthetic_pods(tree: FakeCgroups, count: int) -> list[dict[str, Any]]:
     return pods
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
 
 def measure_process(cgroup_root: Path, seconds: float) -> tuple[float, float]:
     """(CPU share of one core, RSS in MiB) of a standalone `lahar agent` process, after warm-up."""
     proc = subprocess.Popen([sys.executable, "-m", "lahar", "agent", "--standalone", "--node", "bench",
                              "--cgroup-root", str(cgroup_root), "--metrics-address", "127.0.0.1",
-                             "--metrics-port", str(free_port())],
+                             "--metrics-port", str(free_loopback_port())],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         process = psutil.Process(proc.pid)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,13 +26,10 @@ from typing import Any
 
 from kubernetes import client
 
+from lahar.endpoints import free_loopback_port
+
 NODES = 100
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def start_server(data_dir: Path, port: int, fsync: str) -> subprocess.Popen[bytes]:
@@ -76,7 +72,7 @@ def timed(count: int, threads: int, work: Callable[[int], None]) -> float:
 
 
 def run(pods: int, threads: int, fsync: str) -> dict[str, Any]:
-    port = free_port()
+    port = free_loopback_port()
     with tempfile.TemporaryDirectory() as tmp:
         proc = start_server(Path(tmp), port, fsync)
         try:

@@ -108,6 +108,8 @@ class JobController:
         self._informers = (self.jobs, self.podgroups, self.pods, self.queues)
         self._stop = threading.Event()
         self._worker: threading.Thread | None = None
+        # Jobs (uid, generation) whose plugin objects exist: pod events must not re-list them each time.
+        self._plugin_objects_done: set[tuple[str, int]] = set()
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -213,7 +215,8 @@ class JobController:
 
     def _ensure_plugin_objects(self, job_obj: dict[str, Any], namespace: str) -> None:
         plugin_kinds = {"Service": kinds.SERVICE, "ConfigMap": kinds.CONFIGMAP, "Secret": kinds.SECRET}
-        if not (job_obj.get("spec") or {}).get("plugins"):
+        done = (job_obj["metadata"].get("uid", ""), job_obj["metadata"].get("generation", 0))
+        if not (job_obj.get("spec") or {}).get("plugins") or done in self._plugin_objects_done:
             return
         existing = []
         for kind in plugin_kinds.values():
@@ -228,6 +231,7 @@ class JobController:
                 self.api.create(plugin_kinds[kind_name], obj, namespace)
             except AlreadyExists:
                 pass
+        self._plugin_objects_done.add(done)
 
     def _apply(self, job_obj: dict[str, Any], decision: Decision) -> None:
         meta = job_obj["metadata"]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,11 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from lahar.endpoints import free_loopback_port
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class ServerProcess:
@@ -26,7 +22,7 @@ class ServerProcess:
 
     def __init__(self, data_dir: Path, port: int | None = None, extra_args: tuple[str, ...] = ()) -> None:
         self.data_dir = data_dir
-        self.port = port or free_port()
+        self.port = port or free_loopback_port()
         self.extra_args = extra_args
         self.proc: subprocess.Popen[bytes] | None = None
         self.log = data_dir.parent / f"{data_dir.name}-apiserver.log"

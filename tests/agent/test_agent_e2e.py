@@ -10,9 +10,8 @@ import re
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,18 +20,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from lahar.scheduler.node_reports import NodeReportStore
 from lahar.scheduler.report_server import ReportServer
+from tests.support import wait_for
 
 TOKENS = {"token-of-n1": "n1"}
 
 
-def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 class AgentProcess:

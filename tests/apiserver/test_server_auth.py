@@ -21,15 +21,12 @@ import requests
 from kubernetes import client, watch
 from kubernetes.client import ApiException
 
+from lahar.endpoints import free_loopback_port
+
 Server = Any  # conftest.ServerProcess (conftest is not importable under --import-mode=importlib)
 
 TOKEN = "s3cret-token-for-tests"
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def run_server(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -52,7 +49,7 @@ class SecuredServer:
     def __init__(self, home: Path, address: str) -> None:
         self.home = home
         self.address = address
-        self.port = free_port()
+        self.port = free_loopback_port()
         self.token_file = home / "token"
         self.token_file.write_text(TOKEN + "\n")
         self.ca = home / "data" / "tls" / "ca.crt"
@@ -113,7 +110,7 @@ def secured(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 
 
 def test_any_address_without_token_refuses_to_start(tmp_path: Path) -> None:
-    port = free_port()
+    port = free_loopback_port()
     result = run_server(tmp_path, "--address", "0.0.0.0", "--port", str(port))
     assert result.returncode != 0
     output = result.stdout + result.stderr
@@ -126,7 +123,7 @@ def test_any_address_without_token_refuses_to_start(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("address", ["::"])
 def test_other_non_loopback_addresses_need_a_token_too(tmp_path: Path, address: str) -> None:
-    result = run_server(tmp_path, "--address", address, "--port", str(free_port()))
+    result = run_server(tmp_path, "--address", address, "--port", str(free_loopback_port()))
     assert result.returncode != 0
     assert "--token-file" in result.stdout + result.stderr
 
@@ -135,7 +132,7 @@ def test_other_non_loopback_addresses_need_a_token_too(tmp_path: Path, address: 
 def test_empty_token_file_is_refused(tmp_path: Path, content: str) -> None:
     path = tmp_path / "token"
     path.write_text(content)
-    port = free_port()
+    port = free_loopback_port()
     result = run_server(tmp_path, "--address", "0.0.0.0", "--port", str(port), "--token-file", str(path))
     assert result.returncode != 0
     assert "empty" in result.stdout + result.stderr
@@ -143,7 +140,7 @@ def test_empty_token_file_is_refused(tmp_path: Path, content: str) -> None:
 
 
 def test_missing_token_file_is_refused(tmp_path: Path) -> None:
-    port = free_port()
+    port = free_loopback_port()
     result = run_server(tmp_path, "--port", str(port), "--token-file", str(tmp_path / "nowhere"))
     assert result.returncode != 0
     assert "nowhere" in result.stdout + result.stderr
@@ -262,7 +259,7 @@ def test_kubectl_with_the_token_kubeconfig(secured: SecuredServer, tmp_path: Pat
 def test_tls_certificate_without_key_is_refused(tmp_path: Path) -> None:
     cert = tmp_path / "server.crt"
     cert.write_text("not a certificate")
-    port = free_port()
+    port = free_loopback_port()
     result = run_server(tmp_path, "--port", str(port), "--tls-cert-file", str(cert))
     assert result.returncode != 0
     assert "--tls-private-key-file" in result.stdout + result.stderr

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from lahar.endpoints import free_loopback_port
+
 REPO = Path(__file__).resolve().parents[2]
 MPI_JOB = REPO / "examples" / "mpi-job.yaml"
 
@@ -135,11 +137,9 @@ def test_clear_errors(kubeconfig: Path, tmp_path: Path) -> None:
 
 
 def test_unreachable_api_is_a_clear_error(tmp_path: Path) -> None:
-    from tests.conftest import free_port  # type: ignore[import-not-found]
-
     config = tmp_path / "kc"
     config.write_text(f"apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: "
-                      f"'http://127.0.0.1:{free_port()}'}}}}]\nusers: [{{name: u, user: {{}}}}]\n"
+                      f"'http://127.0.0.1:{free_loopback_port()}'}}}}]\nusers: [{{name: u, user: {{}}}}]\n"
                       "contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n")
     result = lahar("get", "queues", kubeconfig=config)
     assert result.returncode == 1
@@ -159,9 +159,7 @@ def test_kubeconfig_command_prints_a_usable_config(apiserver, tmp_path: Path) ->
 
 
 def test_up_demo_applies_the_examples_and_keeps_data(tmp_path: Path) -> None:
-    from tests.conftest import free_port  # type: ignore[import-not-found]
-
-    port = free_port()
+    port = free_loopback_port()
     data = tmp_path / "data"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "lahar", "up", "--demo", "--data-dir", str(data), "--port",

@@ -4,7 +4,7 @@ binds pods, moves them through Running/Succeeded and evicts them."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -13,17 +13,9 @@ from lahar.api import kinds
 from lahar.client.api import KubeApi
 from lahar.client.connect import new_api_client
 from lahar.controller.controller import JobController
+from tests.support import wait_for
 
 
-def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = condition()
-        if last:
-            return last
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
 @pytest.fixture

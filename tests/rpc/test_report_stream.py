@@ -24,6 +24,7 @@ from lahar.rpc.convert import report_to_proto
 from lahar.rpc.v1 import agent_pb2 as pb
 from lahar.scheduler.node_reports import NodeReportStore
 from lahar.scheduler.report_server import METHOD_PATH, ReportServer, ReportServerError, load_tokens
+from tests.support import wait_for
 
 TOKENS = {"token-a": "node-a", "token-b": "node-b", "token-any": "*"}
 GIB = 1 << 30
@@ -40,14 +41,6 @@ def report(node: str = "node-a", sequence: int = 1, pods: int = 2) -> NodeReport
         reclaimable={"cpu": 3000, "memory": 8 * GIB})
 
 
-def wait_for(condition: Callable[[], Any], timeout: float = 10.0, what: str = "the condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def raw_stream(port: int, messages: list[bytes], token: str | None = "token-a",

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "fake_config.h"
 
 #define DCMI_OK 0
 #define DCMI_ERROR_CODE_BASE (-8000)
@@ -88,19 +89,7 @@ static void apply_key(const char *key, const char *value) {
 
 static void load_config(void) {
     set_defaults();
-    const char *path = getenv("FAKE_DCMI_CONFIG");
-    if (path == NULL) return;
-    FILE *file = fopen(path, "r");
-    if (file == NULL) return;
-    char line[256];
-    while (fgets(line, sizeof line, file)) {
-        line[strcspn(line, "\r\n")] = '\0';
-        char *equals = strchr(line, '=');
-        if (line[0] == '#' || equals == NULL) continue;
-        *equals = '\0';
-        apply_key(line, equals + 1);
-    }
-    fclose(file);
+    read_fake_config("FAKE_DCMI_CONFIG", apply_key);
 }
 
 static int unsupported(const char *call) {

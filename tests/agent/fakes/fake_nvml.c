@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "fake_config.h"
 
 #define NVML_SUCCESS 0
 #define NVML_ERROR_UNINITIALIZED 1
@@ -137,19 +138,7 @@ static void apply_key(const char *key, const char *value) {
 
 static void load_config(void) {
     set_defaults();
-    const char *path = getenv("FAKE_NVML_CONFIG");
-    if (path == NULL) return;
-    FILE *file = fopen(path, "r");
-    if (file == NULL) return;
-    char line[512];
-    while (fgets(line, sizeof line, file)) {
-        line[strcspn(line, "\r\n")] = '\0';
-        char *equals = strchr(line, '=');
-        if (line[0] == '#' || equals == NULL) continue;
-        *equals = '\0';
-        apply_key(line, equals + 1);
-    }
-    fclose(file);
+    read_fake_config("FAKE_NVML_CONFIG", apply_key);
 }
 
 static int unsupported(const fake_gpu *gpu, const char *field) {
