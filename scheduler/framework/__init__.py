@@ -1,0 +1,1 @@
+"""The scheduling framework: session, statement, plugin and action registries (Volcano's split)."""

@@ -1,0 +1,157 @@
+"""Plugins and actions: the two things a scheduler configuration names.
+
+A plugin is one file under `scheduler/plugins/` holding a `Plugin` subclass decorated with
+`@register_plugin`; on session open it registers callbacks on the session and keeps nothing else
+(state for one session lives on the plugin instance, which is made anew per session). An action
+is one file under `scheduler/actions/` holding an `Action` subclass decorated with
+`@register_action`; it drives the session. Both are looked up by the name the configuration uses.
+
+Arguments come from the configuration as a mapping; each plugin declares what it accepts in
+`ARGUMENTS` (name -> parser), so an unknown key or a bad value is refused when the configuration
+is loaded, before any session runs with it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+if TYPE_CHECKING:
+    from lahar.scheduler.framework.session import Session
+
+
+class ConfError(ValueError):
+    """A scheduler configuration that cannot be used; the message names the offending part."""
+
+
+ArgumentParser = Callable[[Any], Any]
+
+
+def number(minimum: float | None = None, maximum: float | None = None) -> ArgumentParser:
+    """An argument parser for a float in [minimum, maximum]."""
+    def parse(value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise ValueError(f"must be a number, not {value!r}")
+        try:
+            result = float(value)
+        except ValueError:
+            raise ValueError(f"must be a number, not {value!r}") from None
+        if minimum is not None and result < minimum:
+            raise ValueError(f"must be at least {minimum}, not {result:g}")
+        if maximum is not None and result > maximum:
+            raise ValueError(f"must be at most {maximum}, not {result:g}")
+        return result
+    return parse
+
+
+def boolean(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise ValueError(f"must be true or false, not {value!r}")
+
+
+def text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"must be a string, not {value!r}")
+    return value
+
+
+def parse_arguments(owner: str, declared: Mapping[str, ArgumentParser], given: Mapping[str, Any],
+                    prefixes: Mapping[str, ArgumentParser] | None = None) -> dict[str, Any]:
+    """Parse `given` against `declared` (exact names) and `prefixes` (e.g. `binpack.resources.`
+    for per-resource keys); raise ConfError naming `owner` and the key on anything else."""
+    parsed: dict[str, Any] = {}
+    for key, value in given.items():
+        parser = declared.get(key)
+        if parser is None:
+            parser = next((p for prefix, p in (prefixes or {}).items() if str(key).startswith(prefix)), None)
+        if parser is None:
+            known = ", ".join(sorted(list(declared) + [f"{p}*" for p in prefixes or {}])) or "none"
+            raise ConfError(f"{owner}: unknown argument {key!r} (accepted: {known})")
+        try:
+            parsed[key] = parser(value)
+        except ValueError as exc:
+            raise ConfError(f"{owner}: argument {key!r} {exc}") from None
+    return parsed
+
+
+class Plugin:
+    """Base of every scheduler plugin. Subclasses set `name` and `ARGUMENTS`, read their parsed
+    arguments from `self.arguments` and register callbacks in `on_session_open`."""
+
+    name: ClassVar[str] = ""
+    ARGUMENTS: ClassVar[Mapping[str, ArgumentParser]] = {}
+    ARGUMENT_PREFIXES: ClassVar[Mapping[str, ArgumentParser]] = {}
+
+    def __init__(self, arguments: Mapping[str, Any] | None = None) -> None:
+        self.arguments = parse_arguments(f"plugin {self.name}", self.ARGUMENTS, arguments or {},
+                                          self.ARGUMENT_PREFIXES)
+
+    def argument(self, key: str, default: Any) -> Any:
+        return self.arguments.get(key, default)
+
+    def on_session_open(self, session: Session) -> None:
+        """Register callbacks (session.add_*); must not do I/O."""
+
+    def on_session_close(self, session: Session) -> None:
+        """Leave results for the status writer on the session (conditions, shares)."""
+
+
+class Action:
+    """Base of every action: `execute` drives one session."""
+
+    name: ClassVar[str] = ""
+    ARGUMENTS: ClassVar[Mapping[str, ArgumentParser]] = {}
+
+    def __init__(self, arguments: Mapping[str, Any] | None = None) -> None:
+        self.arguments = parse_arguments(f"action {self.name}", self.ARGUMENTS, arguments or {})
+
+    def execute(self, session: Session) -> None:
+        raise NotImplementedError
+
+
+P = TypeVar("P", bound=type[Plugin])
+A = TypeVar("A", bound=type[Action])
+
+PLUGINS: dict[str, type[Plugin]] = {}
+ACTIONS: dict[str, type[Action]] = {}
+
+
+def register_plugin(cls: P) -> P:
+    if not cls.name or cls.name in PLUGINS:
+        raise RuntimeError(f"plugin {cls.__name__}: missing or duplicate name {cls.name!r}")
+    PLUGINS[cls.name] = cls
+    return cls
+
+
+def register_action(cls: A) -> A:
+    if not cls.name or cls.name in ACTIONS:
+        raise RuntimeError(f"action {cls.__name__}: missing or duplicate name {cls.name!r}")
+    ACTIONS[cls.name] = cls
+    return cls
+
+
+def load_builtins() -> None:
+    """Import every module under scheduler/plugins and scheduler/actions so they register."""
+    for package_name in ("lahar.scheduler.plugins", "lahar.scheduler.actions"):
+        package = importlib.import_module(package_name)
+        for module in pkgutil.iter_modules(package.__path__):
+            importlib.import_module(f"{package_name}.{module.name}")
+
+
+def plugin_class(name: str) -> type[Plugin]:
+    load_builtins()
+    if name not in PLUGINS:
+        raise ConfError(f"unknown plugin {name!r} (known: {', '.join(sorted(PLUGINS))})")
+    return PLUGINS[name]
+
+
+def action_class(name: str) -> type[Action]:
+    load_builtins()
+    if name not in ACTIONS:
+        raise ConfError(f"unknown action {name!r} (known: {', '.join(sorted(ACTIONS))})")
+    return ACTIONS[name]

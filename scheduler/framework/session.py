@@ -1,0 +1,471 @@
+"""The session: one scheduling cycle's shared state and the callbacks plugins registered on it.
+
+Actions drive, plugins decide, the session is the only shared state (Volcano's split). Plugins
+register callbacks by kind; the session combines them across tiers the way Volcano does:
+
+- order keys (`job_order`, `queue_order`, `task_order`): each callback returns a sort key; keys
+  compare in tier/plugin order, so the first plugin that tells two items apart decides, with
+  creation time and name as the last resort;
+- `predicate`: every callback must pass; `node_order`: scores add up;
+- `job_ready`, `job_pipelined`, `allocatable`, `preemptive`: every callback must agree;
+  `overused`: any callback suffices; `job_valid`: the first reason given wins;
+- `job_enqueueable`: a reject (< 0) anywhere rejects; otherwise the first tier with a permit
+  (> 0) admits; with only abstentions the job is admitted;
+- `preemptable` / `reclaimable`: within a tier the victims are the intersection of the
+  callbacks' answers; the first tier with an answer decides.
+
+Predicates and scores are vectorised: `fn(task, nodes, rows)` answers for the node rows `rows`
+(a slice or an index array) at once. They must depend only on the task's placement class (see
+`model.placement_class`) and on state that changes only through the session's node updates:
+that lets the session decide identical tasks as one class, re-evaluating only the nodes that
+changed since the class was last scored.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from lahar.scheduler.conf import PluginOption, SchedulerConf
+from lahar.scheduler.framework.plugin import Plugin, action_class, plugin_class
+from lahar.scheduler.model import JobInfo, NodeTable, QueueInfo, Rows, Snapshot, TaskInfo, TaskStatus
+
+log = logging.getLogger("lahar.scheduler.session")
+
+Predicate = Callable[[TaskInfo, NodeTable, Rows], np.ndarray]
+Score = Callable[[TaskInfo, NodeTable, Rows], np.ndarray]
+Explain = Callable[[TaskInfo, NodeTable], Counter[str]]
+VictimFilter = Callable[[TaskInfo, list[TaskInfo]], list[TaskInfo] | None]
+
+PERMIT, ABSTAIN, REJECT = 1, 0, -1
+NO_NODE = -1
+
+
+@dataclass
+class SessionEvent:
+    """An Event the status writer records on a Pod or PodGroup."""
+
+    kind: str  # "Pod" or "PodGroup"
+    namespace: str
+    name: str
+    type: str  # Normal or Warning
+    reason: str
+    message: str
+
+
+@dataclass
+class Eviction:
+    task: TaskInfo
+    reason: str  # "preempt" or "reclaim"
+    preemptor: TaskInfo | None = None
+
+
+@dataclass
+class BindBatch:
+    """Tasks committed together: a gang's binds succeed or fail as one."""
+
+    job: JobInfo
+    tasks: list[TaskInfo]
+
+
+@dataclass
+class _Registered:
+    plugin: str
+    fn: Any
+    extra: Any = None
+
+
+@dataclass
+class _ClassState:
+    masked: np.ndarray  # score where feasible, -inf elsewhere
+    synced: int  # position in the node change log it reflects
+
+
+@dataclass
+class Session:
+    snapshot: Snapshot
+    conf: SchedulerConf
+    reports: Any = None  # lahar.scheduler.node_reports.NodeReportStore, for usage-aware plugins
+    now: float = field(default_factory=time.time)
+    plugins: dict[str, Plugin] = field(default_factory=dict)
+    # Results for the I/O side.
+    binds: list[BindBatch] = field(default_factory=list)
+    evictions: list[Eviction] = field(default_factory=list)
+    pipelined: list[TaskInfo] = field(default_factory=list)
+    events: list[SessionEvent] = field(default_factory=list)
+    action_seconds: dict[str, float] = field(default_factory=dict)
+    # Plugins share derived figures here (e.g. proportion's queue shares) for metrics and status.
+    data: dict[str, Any] = field(default_factory=dict)
+    # BE capacity per node (N, R) when the oversubscription plugin lends reclaimable capacity.
+    be_capacity: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        self.resources = self.snapshot.resources
+        self.nodes = self.snapshot.nodes
+        self.jobs = self.snapshot.jobs
+        self.queues = self.snapshot.queues
+        self._callbacks: dict[str, list[list[_Registered]]] = {}
+        self._handlers: list[tuple[Callable[[TaskInfo], None] | None, Callable[[TaskInfo], None] | None]] = []
+        self._change_log: list[int] = []
+        self._classes: dict[str, _ClassState] = {}
+        self._current: PluginOption | None = None
+        self._tier = 0
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    @property
+    def total(self) -> np.ndarray:
+        """Allocatable summed over schedulable nodes."""
+        nodes = self.nodes
+        return nodes.allocatable[nodes.schedulable].sum(axis=0) if len(nodes) else np.zeros(len(self.resources),
+                                                                                             dtype=np.int64)
+
+    def open(self) -> Session:
+        for tier_number, tier in enumerate(self.conf.tiers):
+            for option in tier:
+                plugin = plugin_class(option.name)(option.arguments)
+                self.plugins[option.name] = plugin
+                self._current, self._tier = option, tier_number
+                plugin.on_session_open(self)
+        self._current = None
+        return self
+
+    def run_actions(self) -> None:
+        for name in self.conf.actions:
+            action = action_class(name)(self.conf.action_arguments.get(name, {}))
+            started = time.perf_counter()
+            action.execute(self)
+            self.action_seconds[name] = time.perf_counter() - started
+
+    def close(self) -> None:
+        for plugin in self.plugins.values():
+            plugin.on_session_close(self)
+
+    # -- registration ------------------------------------------------------------------------
+
+    def _add(self, kind: str, fn: Any, extra: Any = None) -> None:
+        option = self._current
+        if option is None:
+            raise RuntimeError("callbacks are registered from Plugin.on_session_open")
+        if not option.enabled(kind):
+            return
+        tiers = self._callbacks.setdefault(kind, [])
+        while len(tiers) <= self._tier:
+            tiers.append([])
+        tiers[self._tier].append(_Registered(option.name, fn, extra))
+
+    def add_job_order_fn(self, fn: Callable[[JobInfo], Any]) -> None:
+        self._add("job_order", fn)
+
+    def add_queue_order_fn(self, fn: Callable[[QueueInfo], Any]) -> None:
+        self._add("queue_order", fn)
+
+    def add_task_order_fn(self, fn: Callable[[TaskInfo], Any]) -> None:
+        self._add("task_order", fn)
+
+    def add_predicate_fn(self, fn: Predicate, explain: Explain | None = None) -> None:
+        self._add("predicate", fn, explain)
+
+    def add_node_order_fn(self, fn: Score) -> None:
+        self._add("node_order", fn)
+
+    def add_job_ready_fn(self, fn: Callable[[JobInfo], bool]) -> None:
+        self._add("job_ready", fn)
+
+    def add_job_pipelined_fn(self, fn: Callable[[JobInfo], bool]) -> None:
+        self._add("job_pipelined", fn)
+
+    def add_job_valid_fn(self, fn: Callable[[JobInfo], str | None]) -> None:
+        self._add("job_valid", fn)
+
+    def add_job_enqueueable_fn(self, fn: Callable[[JobInfo], int]) -> None:
+        self._add("job_enqueueable", fn)
+
+    def add_job_enqueued_fn(self, fn: Callable[[JobInfo], None]) -> None:
+        self._add("job_enqueued", fn)
+
+    def add_job_starving_fn(self, fn: Callable[[JobInfo], bool]) -> None:
+        self._add("job_starving", fn)
+
+    def add_preemptable_fn(self, fn: VictimFilter) -> None:
+        self._add("preemptable", fn)
+
+    def add_reclaimable_fn(self, fn: VictimFilter) -> None:
+        self._add("reclaimable", fn)
+
+    def add_preemptive_fn(self, fn: Callable[[QueueInfo, TaskInfo], bool]) -> None:
+        self._add("preemptive", fn)
+
+    def add_overused_fn(self, fn: Callable[[QueueInfo], bool]) -> None:
+        self._add("overused", fn)
+
+    def add_allocatable_fn(self, fn: Callable[[QueueInfo, TaskInfo], bool]) -> None:
+        self._add("allocatable", fn)
+
+    def add_event_handler(self, on_allocate: Callable[[TaskInfo], None] | None = None,
+                          on_deallocate: Callable[[TaskInfo], None] | None = None) -> None:
+        """Called when a task takes or gives back resources in this session (allocate, pipeline,
+        evict and their rollbacks): plugins keep shares and device state current with these."""
+        self._handlers.append((on_allocate, on_deallocate))
+
+    def _all(self, kind: str) -> Iterable[_Registered]:
+        for tier in self._callbacks.get(kind, ()):
+            yield from tier
+
+    def has(self, kind: str) -> bool:
+        return any(True for _ in self._all(kind))
+
+    # -- dispatch ----------------------------------------------------------------------------
+
+    def job_order_key(self, job: JobInfo) -> tuple[Any, ...]:
+        return tuple(r.fn(job) for r in self._all("job_order")) + (job.creation, job.key)
+
+    def queue_order_key(self, queue: QueueInfo) -> tuple[Any, ...]:
+        return tuple(r.fn(queue) for r in self._all("queue_order")) + (queue.name,)
+
+    def task_order_key(self, task: TaskInfo) -> tuple[Any, ...]:
+        return tuple(r.fn(task) for r in self._all("task_order")) + (task.creation, task.task_name, task.index,
+                                                                     task.name)
+
+    def job_ready(self, job: JobInfo) -> bool:
+        return all(r.fn(job) for r in self._all("job_ready"))
+
+    def job_pipelined(self, job: JobInfo) -> bool:
+        return all(r.fn(job) for r in self._all("job_pipelined"))
+
+    def job_valid(self, job: JobInfo) -> str | None:
+        """None when the job may be scheduled this session, else why not."""
+        for registered in self._all("job_valid"):
+            reason = registered.fn(job)
+            if reason:
+                return str(reason)
+        return None
+
+    def job_starving(self, job: JobInfo) -> bool:
+        registered = list(self._all("job_starving"))
+        return bool(registered) and all(r.fn(job) for r in registered)
+
+    def job_enqueueable(self, job: JobInfo) -> bool:
+        for tier in self._callbacks.get("job_enqueueable", ()):
+            votes = [r.fn(job) for r in tier]
+            if any(vote < 0 for vote in votes):
+                return False
+            if any(vote > 0 for vote in votes):
+                return True
+        return True
+
+    def job_enqueued(self, job: JobInfo) -> None:
+        for registered in self._all("job_enqueued"):
+            registered.fn(job)
+
+    def overused(self, queue: QueueInfo) -> bool:
+        return any(r.fn(queue) for r in self._all("overused"))
+
+    def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
+        return all(r.fn(queue, task) for r in self._all("allocatable"))
+
+    def preemptive(self, queue: QueueInfo, task: TaskInfo) -> bool:
+        return all(r.fn(queue, task) for r in self._all("preemptive"))
+
+    def _victims(self, kind: str, preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        for tier in self._callbacks.get(kind, ()):
+            chosen: set[str] | None = None
+            for registered in tier:
+                answer = registered.fn(preemptor, candidates)
+                if answer is None:
+                    continue
+                uids = {task.uid for task in answer}
+                chosen = uids if chosen is None else chosen & uids
+            if chosen is not None:
+                return [task for task in candidates if task.uid in chosen]
+        return []
+
+    def preemptable(self, preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        return self._victims("preemptable", preemptor, candidates)
+
+    def reclaimable(self, reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        return self._victims("reclaimable", reclaimer, candidates)
+
+    # -- nodes -------------------------------------------------------------------------------
+
+    def predicate(self, task: TaskInfo, rows: Rows = slice(None)) -> np.ndarray:
+        """Which of `rows` pass every predicate."""
+        nodes = self.nodes
+        mask = nodes.schedulable[rows].copy()
+        for registered in self._all("predicate"):
+            mask &= registered.fn(task, nodes, rows)
+        return mask
+
+    def score(self, task: TaskInfo, rows: Rows = slice(None)) -> np.ndarray:
+        nodes = self.nodes
+        total = np.zeros(len(nodes.schedulable[rows]), dtype=np.float64)
+        for registered in self._all("node_order"):
+            total += registered.fn(task, nodes, rows)
+        return total
+
+    def _evaluate(self, task: TaskInfo, rows: Rows) -> np.ndarray:
+        mask = self.predicate(task, rows)
+        scores = self.score(task, rows)
+        return np.where(mask, scores, -np.inf)
+
+    def node_changed(self, row: int) -> None:
+        """Record that a node's usage changed, so cached class scores re-evaluate it."""
+        self._change_log.append(row)
+
+    def candidate_scores(self, task: TaskInfo) -> np.ndarray:
+        """Every node's score for the task, -inf where a predicate fails; cached per placement
+        class and brought up to date with the nodes changed since. Do not modify the result."""
+        state = self._classes.get(task.placement)
+        log_length = len(self._change_log)
+        if state is None:
+            state = self._classes[task.placement] = _ClassState(self._evaluate(task, slice(None)), log_length)
+        elif state.synced < log_length:
+            changed = self._change_log[state.synced:]
+            if len(changed) * 4 > len(self.nodes):
+                state.masked = self._evaluate(task, slice(None))
+            else:
+                rows = np.unique(np.fromiter(changed, dtype=np.intp, count=len(changed)))
+                state.masked[rows] = self._evaluate(task, rows)
+            state.synced = log_length
+        return state.masked
+
+    def best_node(self, task: TaskInfo) -> int:
+        """The row of the best feasible node for the task, or NO_NODE."""
+        scores = self.candidate_scores(task)
+        if not len(scores):
+            return NO_NODE
+        row = int(np.argmax(scores))
+        return row if scores[row] > -np.inf else NO_NODE
+
+    def explain(self, task: TaskInfo) -> Counter[str]:
+        """Why the task fits no node: reason -> number of nodes (for Unschedulable messages)."""
+        nodes = self.nodes
+        reasons: Counter[str] = Counter()
+        unschedulable = int((~nodes.schedulable).sum())
+        if unschedulable:
+            reasons["node(s) not ready or unschedulable"] += unschedulable
+        for registered in self._all("predicate"):
+            if registered.extra is not None:
+                reasons.update(registered.extra(task, nodes))
+            else:
+                failed = int((~registered.fn(task, nodes, slice(None)) & nodes.schedulable).sum())
+                if failed:
+                    reasons[f"node(s) refused by {registered.plugin}"] += failed
+        return reasons
+
+    # -- state changes (through Statement) ---------------------------------------------------
+
+    def _place(self, task: TaskInfo, row: int, status: TaskStatus) -> None:
+        job = self.jobs[task.job]
+        job.set_status(task, status)
+        task.node = self.nodes.names[row]
+        self.nodes.add_task(row, task)
+        self.node_changed(row)
+        for on_allocate, _ in self._handlers:
+            if on_allocate is not None:
+                on_allocate(task)
+
+    def _unplace(self, task: TaskInfo) -> None:
+        row = self.nodes.index[task.node]
+        self.nodes.remove_task(row, task)
+        task.node = ""
+        self.jobs[task.job].set_status(task, TaskStatus.PENDING)
+        self.node_changed(row)
+        for _, on_deallocate in self._handlers:
+            if on_deallocate is not None:
+                on_deallocate(task)
+
+    def _release(self, task: TaskInfo) -> TaskStatus:
+        """Mark a placed task as being evicted; its resources become future-idle."""
+        row = self.nodes.index[task.node]
+        previous = task.status
+        self.nodes.remove_task(row, task)
+        self.jobs[task.job].set_status(task, TaskStatus.RELEASING)
+        self.nodes.add_task(row, task)
+        self.node_changed(row)
+        for _, on_deallocate in self._handlers:
+            if on_deallocate is not None:
+                on_deallocate(task)
+        return previous
+
+    def _unrelease(self, task: TaskInfo, previous: TaskStatus) -> None:
+        row = self.nodes.index[task.node]
+        self.nodes.remove_task(row, task)
+        self.jobs[task.job].set_status(task, previous)
+        self.nodes.add_task(row, task)
+        self.node_changed(row)
+        for on_allocate, _ in self._handlers:
+            if on_allocate is not None:
+                on_allocate(task)
+
+    def statement(self) -> Statement:
+        return Statement(self)
+
+    def record_event(self, kind: str, namespace: str, name: str, type_: str, reason: str, message: str) -> None:
+        self.events.append(SessionEvent(kind, namespace, name, type_, reason, message))
+
+
+class Statement:
+    """Staged operations that become real only on `commit()`; `discard()` undoes them in reverse.
+    Actions use one per gang so that a gang places all of its tasks or none."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self._ops: list[tuple[str, TaskInfo, Any]] = []
+
+    def allocate(self, task: TaskInfo, row: int) -> None:
+        self.session._place(task, row, TaskStatus.ALLOCATED)
+        self._ops.append(("allocate", task, None))
+
+    def pipeline(self, task: TaskInfo, row: int) -> None:
+        """Place a task on resources that victims are still releasing; it binds in a later cycle."""
+        self.session._place(task, row, TaskStatus.PIPELINED)
+        self._ops.append(("pipeline", task, None))
+
+    def evict(self, task: TaskInfo, reason: str, preemptor: TaskInfo | None = None) -> None:
+        previous = self.session._release(task)
+        self._ops.append(("evict", task, (previous, reason, preemptor)))
+
+    @property
+    def empty(self) -> bool:
+        return not self._ops
+
+    def discard(self) -> None:
+        for kind, task, extra in reversed(self._ops):
+            if kind == "evict":
+                self.session._unrelease(task, extra[0])
+            else:
+                self.session._unplace(task)
+        self._ops.clear()
+
+    def commit(self) -> None:
+        session = self.session
+        allocated: dict[str, list[TaskInfo]] = {}
+        for kind, task, extra in self._ops:
+            if kind == "allocate":
+                allocated.setdefault(task.job, []).append(task)
+            elif kind == "pipeline":
+                session.pipelined.append(task)
+            else:
+                session.evictions.append(Eviction(task, extra[1], extra[2]))
+        for job_key, tasks in allocated.items():
+            session.binds.append(BindBatch(session.jobs[job_key], tasks))
+        self._ops.clear()
+
+
+def open_session(snapshot: Snapshot, conf: SchedulerConf, reports: Any = None, now: float | None = None) -> Session:
+    return Session(snapshot, conf, reports, time.time() if now is None else now).open()
+
+
+def run_cycle(snapshot: Snapshot, conf: SchedulerConf, reports: Any = None, now: float | None = None) -> Session:
+    """One scheduling cycle on a snapshot the caller owns: open, run the actions, close."""
+    session = open_session(snapshot, conf, reports, now)
+    session.run_actions()
+    session.close()
+    return session

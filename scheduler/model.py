@@ -1,0 +1,417 @@
+"""What a scheduling session works on: tasks (pods), jobs (gangs), queues and the node table.
+
+The cache builds these from the API objects; a session works on a snapshot (`clone()`s) and its
+statements change them in place. Resource amounts are int64 vectors over the snapshot's resource
+axis (`Resources`), in the base units of `lahar.api.resources` (cpu in millicores, memory in
+bytes, everything else a count). Nodes are rows of arrays (`NodeTable`), so a predicate or a score
+over every node is a few numpy operations.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+import numpy as np
+
+from lahar.api.node import Node, Taint
+from lahar.api.pod import Pod, Toleration
+from lahar.api.podgroup import PodGroup, PodGroupPhase
+from lahar.api.qos import QoSClass
+from lahar.api.queue import DEFAULT_QUEUE, Queue, QueueState
+from lahar.api.resources import ResourceList
+
+# Volcano's task-name annotation (the controller sets it; Spark/Kubeflow pods may not have it).
+TASK_SPEC_ANNOTATION = "volcano.sh/task-spec"
+CPU, MEMORY, PODS = "cpu", "memory", "pods"
+BASE_RESOURCES = (CPU, MEMORY, PODS)
+LENT_COLUMNS = (CPU, MEMORY)  # what agents report as reclaimable; the first columns of every axis
+
+Rows = slice | np.ndarray  # which node rows a predicate or score is asked about
+
+
+class Resources:
+    """The resource axis of a snapshot: names in column order (cpu, memory, pods first)."""
+
+    __slots__ = ("names", "column")
+
+    def __init__(self, names: Iterable[str] = ()) -> None:
+        ordered = list(BASE_RESOURCES) + sorted(set(names) - set(BASE_RESOURCES))
+        self.names: tuple[str, ...] = tuple(ordered)
+        self.column: dict[str, int] = {name: i for i, name in enumerate(self.names)}
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def vector(self, resources: Mapping[str, int]) -> np.ndarray:
+        """A resource list as an int64 vector over this axis (an unknown resource raises)."""
+        vector = np.zeros(len(self.names), dtype=np.int64)
+        for name, amount in resources.items():
+            if amount:
+                vector[self.column[name]] = amount
+        return vector
+
+    def to_list(self, vector: np.ndarray) -> ResourceList:
+        return ResourceList.from_vector(self.names, vector).without_zeros()
+
+    def describe(self, vector: np.ndarray) -> str:
+        """`cpu=2, memory=4Gi` for messages."""
+        listed = self.to_list(vector)
+        return ", ".join(f"{name}={listed.quantity(name)}" for name in listed) or "nothing"
+
+
+class TaskStatus(enum.Enum):
+    """Volcano's task states; a session moves tasks between them, the cache maps pods to them."""
+
+    PENDING = "Pending"
+    ALLOCATED = "Allocated"  # placed in this session, not yet bound
+    PIPELINED = "Pipelined"  # placed on resources that victims are releasing
+    BINDING = "Binding"
+    BOUND = "Bound"
+    RUNNING = "Running"
+    RELEASING = "Releasing"  # being evicted or deleted
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    UNKNOWN = "Unknown"
+
+
+# Tasks that hold resources on their node.
+OCCUPYING = frozenset({TaskStatus.ALLOCATED, TaskStatus.PIPELINED, TaskStatus.BINDING, TaskStatus.BOUND,
+                       TaskStatus.RUNNING, TaskStatus.RELEASING})
+# Tasks that count towards a gang being ready (Volcano's ReadyTaskNum).
+READY = frozenset({TaskStatus.ALLOCATED, TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING,
+                   TaskStatus.SUCCEEDED})
+
+
+def status_of(pod: Pod) -> TaskStatus:
+    """A pod's task state as the cache sees it."""
+    phase = pod.phase
+    if phase == "Succeeded":
+        return TaskStatus.SUCCEEDED
+    if phase == "Failed":
+        return TaskStatus.FAILED
+    if pod.is_deleting:
+        return TaskStatus.RELEASING
+    if phase == "Running":
+        return TaskStatus.RUNNING
+    if pod.is_assigned:
+        return TaskStatus.BOUND
+    if phase == "Pending":
+        return TaskStatus.PENDING
+    return TaskStatus.UNKNOWN
+
+
+def placement_class(pod: Pod) -> str:
+    """Pods with equal keys pass the same predicates and get the same scores on every node, so
+    the session decides them as one class. Built from everything a predicate or score reads."""
+    spec = pod.spec
+    relevant = (
+        sorted(pod.requests.without_zeros().items()),
+        spec.get("nodeSelector") or {},
+        spec.get("affinity") or {},
+        spec.get("tolerations") or [],
+        str(pod.qos_class),
+        pod.meta.annotations.get("lahar.dev/numa-policy", ""),
+    )
+    return hashlib.blake2b(json.dumps(relevant, sort_keys=True, default=str).encode(), digest_size=12).hexdigest()
+
+
+@dataclass(slots=True, eq=False)
+class TaskInfo:
+    """One pod as the scheduler sees it. `request` is an int64 vector over the snapshot's axis."""
+
+    uid: str
+    namespace: str
+    name: str
+    job: str  # JobInfo.key
+    task_name: str  # the Volcano task ("worker"), "" when the pod does not say
+    priority: int
+    request: np.ndarray
+    status: TaskStatus
+    node: str  # "" when not placed
+    qos: QoSClass
+    pod: Pod
+    placement: str  # placement_class(pod)
+    creation: str = ""  # RFC 3339, for FIFO order
+    index: int = 0  # the pod's index within its task, from the pod name's suffix when it has one
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def best_effort(self) -> bool:
+        return self.qos is QoSClass.BE
+
+    def clone(self) -> TaskInfo:
+        # The request vector and the pod view are never mutated, so a snapshot shares them.
+        return TaskInfo(self.uid, self.namespace, self.name, self.job, self.task_name, self.priority,
+                        self.request, self.status, self.node, self.qos, self.pod, self.placement,
+                        self.creation, self.index)
+
+    def __repr__(self) -> str:
+        return f"TaskInfo({self.key}, {self.status.value}, node={self.node or '-'})"
+
+
+@dataclass(slots=True, eq=False)
+class JobInfo:
+    """A gang: a PodGroup and its pods, or a lone pod (a gang of one, `podgroup` None)."""
+
+    key: str  # "<namespace>/<podgroup name>", or "<namespace>/<pod name>" for a lone pod
+    namespace: str
+    name: str
+    queue: str
+    priority: int
+    min_member: int
+    min_task_member: dict[str, int]
+    min_resources: np.ndarray
+    podgroup: PodGroup | None
+    phase: PodGroupPhase
+    creation: str = ""
+    tasks: dict[str, TaskInfo] = field(default_factory=dict)
+    by_status: dict[TaskStatus, dict[str, TaskInfo]] = field(default_factory=dict)
+    # Set by the session for the status writer: why the gang did not fit this cycle.
+    unschedulable_message: str = ""
+
+    def add(self, task: TaskInfo) -> None:
+        self.tasks[task.uid] = task
+        self.by_status.setdefault(task.status, {})[task.uid] = task
+
+    def remove(self, uid: str) -> TaskInfo | None:
+        task = self.tasks.pop(uid, None)
+        if task is not None:
+            self.by_status.get(task.status, {}).pop(uid, None)
+        return task
+
+    def set_status(self, task: TaskInfo, status: TaskStatus) -> None:
+        """The one way to change a task's state: keeps `by_status` right."""
+        self.by_status.get(task.status, {}).pop(task.uid, None)
+        task.status = status
+        self.by_status.setdefault(status, {})[task.uid] = task
+
+    def with_status(self, *statuses: TaskStatus) -> Iterator[TaskInfo]:
+        for status in statuses:
+            yield from self.by_status.get(status, {}).values()
+
+    def count(self, statuses: Iterable[TaskStatus]) -> int:
+        return sum(len(self.by_status.get(status, ())) for status in statuses)
+
+    @property
+    def pending(self) -> list[TaskInfo]:
+        return list(self.by_status.get(TaskStatus.PENDING, {}).values())
+
+    @property
+    def ready_count(self) -> int:
+        return self.count(READY)
+
+    def ready_by_task(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for task in self.with_status(*READY):
+            counts[task.task_name] = counts.get(task.task_name, 0) + 1
+        return counts
+
+    @property
+    def allocated(self) -> np.ndarray:
+        """Resources this job's tasks hold (or were given this session)."""
+        total = np.zeros_like(self.min_resources)
+        for task in self.with_status(*OCCUPYING):
+            total += task.request
+        return total
+
+    def clone(self) -> JobInfo:
+        job = JobInfo(self.key, self.namespace, self.name, self.queue, self.priority, self.min_member,
+                      dict(self.min_task_member), self.min_resources, self.podgroup, self.phase, self.creation)
+        for task in self.tasks.values():
+            job.add(task.clone())
+        return job
+
+    def __repr__(self) -> str:
+        return f"JobInfo({self.key}, {len(self.tasks)} tasks, min={self.min_member}, {self.phase.value})"
+
+
+@dataclass(slots=True, eq=False)
+class QueueInfo:
+    """A queue's spec as vectors (capability: -1 where unbounded), and what the session computes."""
+
+    name: str
+    weight: int
+    capability: np.ndarray  # -1 = no bound on that resource
+    guarantee: np.ndarray
+    deserved_spec: np.ndarray  # spec.deserved (0 = not set)
+    reclaimable: bool
+    state: QueueState
+    priority: int
+    parent: str
+    queue: Queue | None  # None for the implicit default queue before the API has one
+    # Filled in by plugins (proportion) during a session:
+    allocated: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    request: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    deserved: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    @property
+    def is_open(self) -> bool:
+        return self.state is QueueState.OPEN
+
+    def clone(self) -> QueueInfo:
+        return QueueInfo(self.name, self.weight, self.capability, self.guarantee, self.deserved_spec,
+                         self.reclaimable, self.state, self.priority, self.parent, self.queue,
+                         self.allocated.copy(), self.request.copy(), self.deserved.copy())
+
+
+def queue_info(queue: Queue, resources: Resources) -> QueueInfo:
+    capability = np.full(len(resources), -1, dtype=np.int64)
+    for name, amount in queue.capability.items():
+        capability[resources.column[name]] = amount
+    zeros = np.zeros(len(resources), dtype=np.int64)
+    return QueueInfo(queue.name, queue.weight, capability, resources.vector(queue.guarantee),
+                     resources.vector(queue.deserved), queue.reclaimable, queue.state, queue.priority,
+                     queue.parent, queue, zeros.copy(), zeros.copy(), zeros.copy())
+
+
+def default_queue_info(resources: Resources) -> QueueInfo:
+    zeros = np.zeros(len(resources), dtype=np.int64)
+    return QueueInfo(DEFAULT_QUEUE, 1, np.full(len(resources), -1, dtype=np.int64), zeros.copy(), zeros.copy(),
+                     True, QueueState.OPEN, 0, "", None, zeros.copy(), zeros.copy(), zeros.copy())
+
+
+class NodeTable:
+    """Every node as one row of arrays. `used` holds the requests of non-BE tasks on the node,
+    `be_used` those of BE tasks (they may borrow against the agents' reclaimable capacity when
+    the oversubscription plugin is on; otherwise predicates count both against allocatable)."""
+
+    def __init__(self, resources: Resources, nodes: Sequence[Node]) -> None:
+        n, r = len(nodes), len(resources)
+        self.resources = resources
+        self.nodes = list(nodes)
+        self.names = [node.name for node in nodes]
+        self.index = {name: i for i, name in enumerate(self.names)}
+        self.allocatable = np.zeros((n, r), dtype=np.int64)
+        self.used = np.zeros((n, r), dtype=np.int64)
+        self.be_used = np.zeros((n, r), dtype=np.int64)
+        # The part of used / be_used that tasks being evicted are freeing.
+        self.releasing = np.zeros((n, r), dtype=np.int64)
+        self.be_releasing = np.zeros((n, r), dtype=np.int64)
+        self.schedulable = np.zeros(n, dtype=bool)
+        self.labels: list[Mapping[str, str]] = []
+        self.taints: list[tuple[Taint, ...]] = []
+        self.tasks: list[dict[str, TaskInfo]] = [{} for _ in range(n)]
+        for i, node in enumerate(nodes):
+            self.allocatable[i] = resources.vector(node.allocatable)
+            self.schedulable[i] = node.ready and not node.unschedulable
+            self.labels.append(node.labels)
+            self.taints.append(node.taints)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def add_task(self, row: int, task: TaskInfo) -> None:
+        (self.be_used if task.best_effort else self.used)[row] += task.request
+        if task.status is TaskStatus.RELEASING:
+            (self.be_releasing if task.best_effort else self.releasing)[row] += task.request
+        self.tasks[row][task.uid] = task
+
+    def remove_task(self, row: int, task: TaskInfo) -> None:
+        (self.be_used if task.best_effort else self.used)[row] -= task.request
+        if task.status is TaskStatus.RELEASING:
+            (self.be_releasing if task.best_effort else self.releasing)[row] -= task.request
+        self.tasks[row].pop(task.uid, None)
+
+    @property
+    def idle(self) -> np.ndarray:
+        """allocatable − everything requested, per node (may be negative when over-committed)."""
+        return self.allocatable - self.used - self.be_used
+
+    @property
+    def future_idle(self) -> np.ndarray:
+        """idle once the tasks being evicted are gone (where preemptors are pipelined)."""
+        return self.idle + self.releasing + self.be_releasing
+
+    def fits(self, task: TaskInfo, rows: Rows = slice(None), be_capacity: np.ndarray | None = None,
+             future: bool = False) -> np.ndarray:
+        """Whether the task's request fits on each of `rows` (the one resource-fit rule).
+
+        Without `be_capacity` every task counts against allocatable. With it (the
+        oversubscription plugin lends the agents' reclaimable cpu and memory, shape (nodes, 2)),
+        BE tasks are placed against `be_capacity − be_used` for cpu and memory and online tasks
+        against `allocatable − used`: BE borrows what online tasks reserved and the agent takes
+        it back. Every other resource (pod slots, GPUs) counts every task against allocatable.
+        `future` counts what tasks being evicted will free (for pipelining)."""
+        request = task.request
+        used, be_used = self.used[rows], self.be_used[rows]
+        if future:
+            used, be_used = used - self.releasing[rows], be_used - self.be_releasing[rows]
+        allocatable = self.allocatable[rows]
+        if be_capacity is None:
+            return ((used + be_used + request) <= allocatable).all(axis=1)
+        lent = LENT_COLUMNS
+        others = ((used[:, len(lent):] + be_used[:, len(lent):] + request[len(lent):])
+                  <= allocatable[:, len(lent):]).all(axis=1)
+        if task.best_effort:
+            return others & ((be_used[:, :len(lent)] + request[:len(lent)]) <= be_capacity[rows]).all(axis=1)
+        return others & ((used[:, :len(lent)] + request[:len(lent)]) <= allocatable[:, :len(lent)]).all(axis=1)
+
+    def clone(self) -> NodeTable:
+        table = NodeTable.__new__(NodeTable)
+        table.resources = self.resources
+        table.nodes, table.names, table.index = self.nodes, self.names, self.index
+        table.allocatable = self.allocatable  # allocatable never changes within a session
+        table.used, table.be_used = self.used.copy(), self.be_used.copy()
+        table.releasing, table.be_releasing = self.releasing.copy(), self.be_releasing.copy()
+        table.schedulable = self.schedulable
+        table.labels, table.taints = self.labels, self.taints
+        table.tasks = [dict(tasks) for tasks in self.tasks]  # re-pointed at cloned tasks by Snapshot
+        return table
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """One consistent view of the cluster for one session."""
+
+    resources: Resources
+    nodes: NodeTable
+    jobs: dict[str, JobInfo]
+    queues: dict[str, QueueInfo]
+    priority_classes: dict[str, int] = field(default_factory=dict)
+
+    def clone(self) -> Snapshot:
+        """Deep enough that a session may change task states and node usage freely."""
+        jobs = {key: job.clone() for key, job in self.jobs.items()}
+        nodes = self.nodes.clone()
+        for row, tasks in enumerate(nodes.tasks):
+            nodes.tasks[row] = {uid: jobs[task.job].tasks[uid] for uid, task in tasks.items()
+                                if task.job in jobs and uid in jobs[task.job].tasks}
+        return Snapshot(self.resources, nodes, jobs, {name: q.clone() for name, q in self.queues.items()},
+                        dict(self.priority_classes))
+
+
+def task_info(pod: Pod, job_key: str, resources: Resources) -> TaskInfo:
+    """A pod as a task; `resources` must already hold every resource the pod requests."""
+    annotations = pod.meta.annotations
+    task_name = annotations.get(TASK_SPEC_ANNOTATION) or pod.meta.labels.get(TASK_SPEC_ANNOTATION, "")
+    request = resources.vector(pod.requests)
+    request[resources.column[PODS]] = 1  # every pod takes one of the node's pod slots
+    name = pod.name
+    suffix = name.rsplit("-", 1)[-1]
+    return TaskInfo(pod.uid, pod.namespace, name, job_key, task_name, pod.priority, request, status_of(pod),
+                    pod.node_name, pod.qos_class, pod, placement_class(pod),
+                    pod.meta.creation_timestamp or "", int(suffix) if suffix.isdigit() else 0)
+
+
+def job_info(key: str, namespace: str, name: str, podgroup: PodGroup | None, priority: int,
+             resources: Resources, creation: str = "") -> JobInfo:
+    """A job for a PodGroup (or, with `podgroup` None, for a lone pod: a gang of one)."""
+    if podgroup is None:
+        return JobInfo(key, namespace, name, DEFAULT_QUEUE, priority, 1, {},
+                       np.zeros(len(resources), dtype=np.int64), None, PodGroupPhase.INQUEUE, creation)
+    return JobInfo(key, namespace, name, podgroup.queue or DEFAULT_QUEUE, priority, podgroup.min_member,
+                   dict(podgroup.min_task_member), resources.vector(podgroup.min_resources), podgroup,
+                   podgroup.phase, podgroup.meta.creation_timestamp or creation)
+
+
+__all__ = [
+    "BASE_RESOURCES", "CPU", "MEMORY", "PODS", "OCCUPYING", "READY", "JobInfo", "NodeTable", "QueueInfo",
+    "Resources", "Rows", "Snapshot", "TaskInfo", "TaskStatus", "Toleration", "default_queue_info", "job_info",
+    "placement_class", "queue_info", "status_of", "task_info",
+]
