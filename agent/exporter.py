@@ -1,23 +1,46 @@
 """The agent's Prometheus endpoint: one custom collector, on its own registry, that turns the latest
-NodeReport into `lahar_*` samples (base units; labels that join with kube-state-metrics), plus
-`/healthz`."""
+NodeReport into `lahar_*` samples (base units; labels that join with kube-state-metrics), and
+the health rule `/healthz` reports (the HTTP server itself is lahar.metrics_server's)."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from lahar.agent.report import NodeReport
+from lahar.metrics_server import Health, MetricsServer
+
+if TYPE_CHECKING:
+    from lahar.agent.qos.engine import QosSnapshot
+
+# MetricsServer lives in lahar.metrics_server (the controller serves its registry with it too);
+# it is re-exported here for the agent's callers.
+__all__ = ["DEFAULT_METRICS_PORT", "MetricsServer", "ReportCollector", "health_of"]
 
 DEFAULT_METRICS_PORT = 9316
 PRESSURE_WINDOWS = (("10s", "avg10"), ("60s", "avg60"), ("300s", "avg300"))
+# The QoS strategies' figures, exported as lahar_qos_<name> gauges.
+QOS_FIGURES = {
+    "be_cpu_idle": "1 when best-effort groups run with cpu.idle=1, 0 when on the minimal CPU weight.",
+    "be_cpu_quota_cores": "CPU all best-effort pods together may use now (the suppress cap), in cores.",
+    "be_cpu_budget_cores": "The best-effort CPU budget of the last tick, before the grow step, in cores.",
+    "online_cpu_usage_cores": "CPU used by LC, LS and SYSTEM pods, as CPU suppress counts it, in cores.",
+    "system_cpu_usage_cores": "CPU used outside every pod (kubelet, runtime, kernel), in cores.",
+    "lc_exclusive_cpus": "CPUs latency-critical pods hold alone, kept free of best-effort pods.",
+    "be_cpuset_cpus": "CPUs best-effort pods may run on.",
+    "burst_cgroups": "Online pod and container cgroups given a CFS burst.",
+    "be_memory_cap_bytes": "Memory cap on best-effort groups while node memory is past its threshold "
+                           "(+Inf: uncapped).",
+    "be_memory_capped_groups": "Best-effort groups under a memory cap.",
+    "online_memory_protected_bytes": "Memory of online pods protected from reclaim (memory.low/min, v2).",
+    "be_io_limited_cgroups": "Best-effort cgroups under per-device IO limits.",
+}
+IO_UNITS = {"read_bps": ("bytes_per_second", "read"), "write_bps": ("bytes_per_second", "write"),
+            "read_iops": ("iops", "read"), "write_iops": ("iops", "write")}
 
 
 class _Family:
@@ -35,9 +58,12 @@ class ReportCollector(Collector):
     """Samples of the latest report; nothing before the first collection."""
 
     def __init__(self, latest: Callable[[], NodeReport | None],
-                 agent_counters: Callable[[], dict[str, float]] | None = None) -> None:
+                 agent_counters: Callable[[], dict[str, float]] | None = None,
+                 qos: Callable[[], QosSnapshot] | None = None) -> None:
+        """`qos`: the QoS engine's snapshot, when the agent runs one."""
         self.latest = latest
         self.agent_counters = agent_counters or dict
+        self.qos = qos
 
     def describe(self) -> list[Metric]:
         return []  # samples depend on the report; describing them would run a collection at registration
@@ -62,6 +88,8 @@ class ReportCollector(Collector):
         self._pods(report, gauge, counter)
         self._accelerators(report, gauge)
         self._agent(report, gauge, counter)
+        if self.qos is not None:
+            self._qos(self.qos(), gauge, counter)
         for family in families:
             yield family.metric
 
@@ -187,56 +215,59 @@ class ReportCollector(Collector):
             gauge("lahar_agent_stream_connected", "1 while the report stream to the scheduler is up.").add(
                 counters["stream_connected"])
 
+    @staticmethod
+    def _qos(qos: QosSnapshot, gauge: Any, counter: Any) -> None:
+        gauge("lahar_qos_available", "1 when the QoS engine can write cgroups, 0 when it cannot (no rights).").add(
+            float(qos.available))
+        gauge("lahar_qos_dry_run", "1 when QoS only logs the writes and evictions it would make.").add(
+            float(qos.dry_run))
+        gauge("lahar_qos_config_valid", "0 while the QoS config file on disk is refused (the last good one "
+                                        "stays), else 1.").add(float(qos.config_error is None))
+        reloads = counter("lahar_qos_config_reloads", "QoS config file reloads, by result (ok, refused).", "result")
+        for result, count in sorted(qos.config_reloads.items()):
+            reloads.add(count, result)
+        enabled = gauge("lahar_qos_strategy_enabled", "1 when a QoS strategy is on for this node.", "strategy")
+        for strategy, on in sorted(qos.enabled.items()):
+            enabled.add(float(on), strategy)
+        for name, value in sorted(qos.figures.items()):
+            gauge(f"lahar_qos_{name}", QOS_FIGURES.get(name, f"QoS figure {name}.")).add(value)
+        limits = {unit: gauge(f"lahar_qos_be_io_limit_{unit}", f"Per-device IO limit of each best-effort pod, "
+                                                               f"in {unit.replace('_', ' ')} (0: none).",
+                              "device", "direction")
+                  for unit in ("bytes_per_second", "iops")}
+        for device, kind, limit in qos.io_limits:
+            unit, direction = IO_UNITS[kind]
+            limits[unit].add(limit, device, direction)
+        counter("lahar_qos_be_cpu_throttled_periods", "CFS periods in which best-effort groups were throttled.").add(
+            qos.be_throttled_periods)
+        counter("lahar_qos_be_cpu_throttled_seconds", "Time best-effort groups were throttled.").add(
+            qos.be_throttled_seconds)
+        writes = counter("lahar_qos_cgroup_writes", "Cgroup file writes by the QoS engine (in dry-run: the "
+                                                    "writes it would have made), by logical knob.", "knob")
+        for knob, count in sorted(qos.writes.items()):
+            writes.add(count, knob)
+        errors = counter("lahar_qos_cgroup_write_errors", "Cgroup reads or writes the kernel refused, by knob.",
+                         "knob")
+        for knob, count in sorted(qos.write_errors.items()):
+            errors.add(count, knob)
+        counter("lahar_qos_cgroup_writes_refused", "Writes refused because the path was outside the pod "
+                                                   "hierarchy.").add(qos.refused)
+        actions = counter("lahar_qos_actions", "QoS decisions taken, by strategy and action (shrink, grow, "
+                                               "fast_shrink, cap, release, reclaim, update).", "strategy", "action")
+        for (strategy, action), count in sorted(qos.actions.items()):
+            actions.add(count, strategy, action)
+        evictions = counter("lahar_evictions", "Best-effort pods evicted by the agent, by reason.", "reason")
+        for reason, count in sorted(qos.evictions.items()):
+            evictions.add(count, reason)
+        refusals = counter("lahar_eviction_refusals", "Evictions a PodDisruptionBudget refused, by reason.", "reason")
+        for reason, count in sorted(qos.eviction_refusals.items()):
+            refusals.add(count, reason)
 
-class MetricsServer:
-    """`/metrics` and `/healthz` on a port of their own, served from a daemon thread."""
 
-    def __init__(self, registry: CollectorRegistry, healthy: Callable[[], tuple[bool, str]],
-                 address: str = "0.0.0.0", port: int = DEFAULT_METRICS_PORT) -> None:
-        self.registry = registry
-        self.healthy = healthy
-        handler = self._handler()
-        self.httpd = ThreadingHTTPServer((address, port), handler)
-        self.httpd.daemon_threads = True
-        self.port = self.httpd.server_address[1]
-        self._thread = threading.Thread(target=self.httpd.serve_forever, name="metrics", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-                path = self.path.split("?", 1)[0]
-                if path == "/metrics":
-                    self._send(200, generate_latest(server.registry), CONTENT_TYPE_LATEST)
-                elif path in ("/healthz", "/readyz", "/livez"):
-                    ok, reason = server.healthy()
-                    self._send(200 if ok else 503, (reason + "\n").encode(), "text/plain; charset=utf-8")
-                else:
-                    self._send(404, b"not found: try /metrics or /healthz\n", "text/plain; charset=utf-8")
-
-            def _send(self, code: int, body: bytes, content_type: str) -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - scrapes are not news
-                return
-
-        return Handler
-
-
-def health_of(last_report_at: Callable[[], float | None], interval: float) -> Callable[[], tuple[bool, str]]:
-    """Healthy while collections keep coming: the last one at most three intervals old."""
+def health_of(last_report_at: Callable[[], float | None], interval: float,
+              qos: Callable[[], QosSnapshot] | None = None) -> Health:
+    """Healthy while collections keep coming: the last one at most three intervals old. QoS being
+    unable to act does not make the agent unhealthy (restarting would not help); it is said."""
 
     def healthy() -> tuple[bool, str]:
         last = last_report_at()
@@ -245,6 +276,9 @@ def health_of(last_report_at: Callable[[], float | None], interval: float) -> Ca
         age = time.time() - last
         if age > max(3 * interval, 5.0):
             return False, f"last collection {age:.1f}s ago"
+        if qos is not None:
+            snapshot = qos()
+            return True, f"ok; qos {snapshot.status}" + (f": {snapshot.reason}" if snapshot.reason else "")
         return True, "ok"
 
     return healthy

@@ -15,15 +15,16 @@ from datetime import datetime, timezone
 from typing import Any
 
 from lahar.api import kinds
-from lahar.api.job import Job, TaskSpec
+from lahar.api.job import Job, JobPhase, TaskSpec, job_phase
 from lahar.client.api import KubeApi
 from lahar.client.errors import AlreadyExists, Conflict, KubeError, NotFound
 from lahar.client.informer import Informer
 from lahar.controller.desired import desired_podgroup
-from lahar.controller.lifecycle import Decision, next_state
+from lahar.controller.lifecycle import QUEUE_HOLD_REASONS, Decision, next_state, queue_hold
+from lahar.controller.metrics import JOB_KIND, QUEUE_KIND, ControllerMetrics
 from lahar.controller.naming import JOB_NAME_KEY
 from lahar.controller.plugins import apply_on_pod, job_objects
-from lahar.controller.queues import QUEUE_COMMAND_ANNOTATION, queue_command, queue_status
+from lahar.controller.queues import QUEUE_COMMAND_ANNOTATION, current_state, queue_command, queue_status
 
 log = logging.getLogger("lahar.controller")
 
@@ -86,6 +87,22 @@ def _plugin_mutator(pod: dict[str, Any], job: Job, task: TaskSpec, index: int) -
     apply_on_pod(pod, dict(job.raw), task.name, index)
 
 
+def status_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any] | None:
+    """The merge patch that makes status `old` into `new` (None: nothing to write). Keys `new`
+    drops are sent as null, since a merge patch otherwise keeps them (restartingPods)."""
+    if new == old:
+        return None
+    return {**new, **{key: None for key in old if key not in new}}
+
+
+class WritesFailed(KubeError):
+    """Some pod creations or deletions of one reconcile failed; the others went through. The
+    reconcile is retried, and the lifecycle asks for what is still missing."""
+
+    def __init__(self, failures: list[str]) -> None:
+        super().__init__(0, "WritesFailed", "; ".join(failures))
+
+
 class JobController:
     def __init__(self, api: KubeApi, admission_required: bool = True, resync_seconds: float = 30.0,
                  clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> None:
@@ -94,8 +111,6 @@ class JobController:
         self.resync_seconds = resync_seconds
         self.clock = clock
         self.queue = WorkQueue()
-        self.reconciles = 0
-        self.errors = 0
         enqueue_job = lambda obj, *_: self.queue.add(_key(obj))  # noqa: E731
         self.jobs = Informer(kinds.JOB, api, on_add=enqueue_job, on_update=lambda old, new: enqueue_job(new),
                              on_delete=enqueue_job)
@@ -103,9 +118,10 @@ class JobController:
                                   on_update=lambda old, new: self._enqueue_owner(new), on_delete=self._enqueue_owner)
         self.pods = Informer(kinds.POD, api, label_selector=JOB_NAME_KEY, on_add=self._enqueue_owner,
                              on_update=lambda old, new: self._enqueue_owner(new), on_delete=self._enqueue_owner)
-        enqueue_queue = lambda obj, *_: self.queue.add(("", obj["metadata"]["name"]))  # noqa: E731
-        self.queues = Informer(kinds.QUEUE, api, on_add=enqueue_queue, on_update=lambda old, new: enqueue_queue(new))
+        self.queues = Informer(kinds.QUEUE, api, on_add=self._queue_changed, on_update=self._queue_changed,
+                               on_delete=self._queue_changed)
         self._informers = (self.jobs, self.podgroups, self.pods, self.queues)
+        self.metrics = ControllerMetrics(self.jobs.list)
         self._stop = threading.Event()
         self._worker: threading.Thread | None = None
         # Jobs (uid, generation) whose plugin objects exist: pod events must not re-list them each time.
@@ -131,6 +147,15 @@ class JobController:
         for informer in self._informers:
             informer.stop()
 
+    def healthy(self) -> tuple[bool, str]:
+        """For /healthz: the worker runs and every informer has listed once."""
+        if self._worker is None or not self._worker.is_alive():
+            return False, "the reconcile loop is not running"
+        unsynced = [informer.name for informer in self._informers if not informer.has_synced]
+        if unsynced:
+            return False, f"not synced yet: {', '.join(unsynced)}"
+        return True, "ok"
+
     def _run(self) -> None:
         last_resync = time.monotonic()
         while not self._stop.is_set():
@@ -142,13 +167,12 @@ class JobController:
             if key is None:
                 continue
             try:
-                self.reconcile(key)
+                with self.metrics.reconciling(JOB_KIND if key[0] else QUEUE_KIND):
+                    self.reconcile(key)
             except KubeError as exc:
-                self.errors += 1
                 log.warning("reconcile %s/%s: %s; retrying", key[0], key[1], exc)
                 self.queue.add(key, after=1.0)
             except Exception:  # a bug in one job must not stop the others
-                self.errors += 1
                 log.exception("reconcile %s/%s failed", *key)
                 self.queue.add(key, after=5.0)
 
@@ -163,11 +187,23 @@ class JobController:
         if job_name:
             self.queue.add((meta.get("namespace", ""), job_name))
 
+    def _queue_changed(self, *objs: dict[str, Any]) -> None:
+        """A queue was added, updated or deleted: reconcile it, and the Pending jobs that wait for
+        it (or that must now wait) when its existence or state changed. Count updates alone do
+        not touch the jobs: they come with every PodGroup phase change."""
+        new = objs[-1]
+        name = new["metadata"]["name"]
+        self.queue.add(("", name))
+        if len(objs) == 2 and current_state(objs[0]) == current_state(new):
+            return
+        for job in self.jobs.list():
+            if (job.get("spec") or {}).get("queue") == name and job_phase(job) == JobPhase.PENDING:
+                self.queue.add(_key(job))
+
     # -- reconcile -------------------------------------------------------------------------------
 
     def reconcile(self, key: Key) -> Decision | None:
         namespace, name = key
-        self.reconciles += 1
         if not namespace:
             self.reconcile_queue(name)
             return None
@@ -175,14 +211,20 @@ class JobController:
         if job_obj is None:
             return None  # deleted: the API's garbage collector removes what it owned
         job = Job.from_dict(job_obj)
-        podgroup = self._ensure_podgroup(job)
+        queue = self.queues.get(job.queue)
+        queue_state = current_state(queue) if queue is not None else None
+        # A job held for its queue gets no PodGroup yet: the scheduler has nothing to admit, and
+        # a Closing queue is not kept open by work that never started.
+        held = job.phase == JobPhase.PENDING and queue_hold(job.queue, queue_state) is not None
+        podgroup = self.podgroups.get(job.name, job.namespace) if held else self._ensure_podgroup(job)
         self._ensure_plugin_objects(job_obj, namespace)
         pods = [p for p in self.pods.list()
                 if p["metadata"].get("namespace") == namespace
                 and (p["metadata"].get("labels") or {}).get(JOB_NAME_KEY) == name]
         command = (job_obj["metadata"].get("annotations") or {}).get(COMMAND_ANNOTATION)
         decision = next_state(job_obj, pods, podgroup, self.clock(), command=command,
-                              admission_required=self.admission_required, mutators=[_plugin_mutator])
+                              admission_required=self.admission_required, mutators=[_plugin_mutator],
+                              queue_state=queue_state)
         self._apply(job_obj, decision)
         if decision.requeue_after is not None:
             self.queue.add(key, after=max(decision.requeue_after, 0.1))
@@ -234,18 +276,13 @@ class JobController:
         self._plugin_objects_done.add(done)
 
     def _apply(self, job_obj: dict[str, Any], decision: Decision) -> None:
+        """Status first, then pods: a restart that is recorded (Restarting, retryCount, the pods
+        to delete) before its deletions can be finished by the next reconcile if one fails,
+        and is never read, or counted, twice. The status write carries the resourceVersion the
+        decision was made on (as Volcano's UpdateStatus), so a decision taken on a cache that
+        lags behind our own last write is refused (Conflict) instead of applied twice."""
         meta = job_obj["metadata"]
         namespace, name = meta.get("namespace", ""), meta["name"]
-        for pod in decision.pods_to_create:
-            try:
-                self.api.create(kinds.POD, pod, namespace)
-            except AlreadyExists:
-                pass  # made by a previous run of this controller: deterministic names
-        for deletion in decision.pods_to_delete:
-            try:
-                self.api.delete(kinds.POD, deletion.name, namespace)
-            except NotFound:
-                pass
         if decision.delete_job:
             log.info("job %s/%s: finished %ss ago, deleting (ttlSecondsAfterFinished)", namespace, name,
                      (job_obj.get("spec") or {}).get("ttlSecondsAfterFinished"))
@@ -254,27 +291,64 @@ class JobController:
             except NotFound:
                 pass
             return
-        if decision.command_consumed:
-            self.api.patch(kinds.JOB, name, {"metadata": {"annotations": {COMMAND_ANNOTATION: None}}}, namespace)
-        if decision.status != (job_obj.get("status") or {}):
-            old_phase = ((job_obj.get("status") or {}).get("state") or {}).get("phase")
+        old_status = job_obj.get("status") or {}
+        patch = status_patch(old_status, decision.status)
+        if patch is not None:
             try:
-                self.api.patch(kinds.JOB, name, {"status": decision.status}, namespace, subresource="status")
-            except Conflict:
+                self.api.patch(kinds.JOB, name, {"metadata": {"resourceVersion": meta.get("resourceVersion")},
+                                                 "status": patch}, namespace, subresource="status")
+            except Conflict:  # our view is stale: decide again on the fresh one, write nothing now
                 self.queue.add((namespace, name), after=0.2)
                 return
-            if old_phase != decision.phase:
-                log.info("job %s/%s: %s -> %s (%s)", namespace, name, old_phase or "-", decision.phase,
-                         decision.reason or decision.message)
-                self._record_event(job_obj, str(decision.phase), decision.message or decision.reason)
+            if decision.action:
+                self.metrics.action_taken(decision.action)
+            self._announce(job_obj, old_status.get("state") or {}, decision)
+        if decision.command_consumed:  # after the status: this write changes the resourceVersion
+            self.api.patch(kinds.JOB, name, {"metadata": {"annotations": {COMMAND_ANNOTATION: None}}}, namespace)
+        failures = [f"delete pod {d.name}: {exc}" for d, exc in
+                    self._each(decision.pods_to_delete, lambda d: self.api.delete(kinds.POD, d.name, namespace))]
+        # Deterministic names: a pod a previous run of this controller made is already there.
+        failures += [f"create pod {p['metadata']['name']}: {exc}" for p, exc in
+                     self._each(decision.pods_to_create, lambda p: self.api.create(kinds.POD, p, namespace))]
+        if failures:
+            self._record_event(job_obj, "FailedPodWrites", "; ".join(failures), "Warning")
+            raise WritesFailed(failures)
 
-    def _record_event(self, job_obj: dict[str, Any], reason: str, message: str) -> None:
+    @staticmethod
+    def _each(items: list[Any], write: Callable[[Any], Any]) -> list[tuple[Any, KubeError]]:
+        """Apply `write` to every item, carrying on past failures; the failures, with their errors.
+        NotFound (already deleted) and AlreadyExists (already created) are what was wanted."""
+        failed: list[tuple[Any, KubeError]] = []
+        for item in items:
+            try:
+                write(item)
+            except (NotFound, AlreadyExists):
+                pass
+            except KubeError as exc:
+                failed.append((item, exc))
+        return failed
+
+    def _announce(self, job_obj: dict[str, Any], old_state: dict[str, Any], decision: Decision) -> None:
+        """Log and record an Event for a new phase, or a new reason in the same phase."""
+        meta = job_obj["metadata"]
+        old_phase = old_state.get("phase")
+        if old_phase == decision.phase and old_state.get("reason", "") == decision.reason:
+            return
+        log.info("job %s/%s: %s -> %s (%s)", meta.get("namespace", ""), meta["name"], old_phase or "-",
+                 decision.phase, decision.message or decision.reason)
+        held = decision.reason in QUEUE_HOLD_REASONS
+        # The Event's reason is the new phase, or what changed within it (e.g. QueueNotOpen).
+        reason = decision.reason if held or old_phase == decision.phase else str(decision.phase)
+        warning = held or decision.phase == JobPhase.FAILED
+        self._record_event(job_obj, reason, decision.message or decision.reason, "Warning" if warning else "Normal")
+
+    def _record_event(self, job_obj: dict[str, Any], reason: str, message: str, event_type: str = "Normal") -> None:
         meta = job_obj["metadata"]
         event = {
             "metadata": {"generateName": f"{meta['name']}.", "namespace": meta.get("namespace", "default")},
             "involvedObject": {"apiVersion": kinds.JOB.api_version, "kind": "Job", "name": meta["name"],
                                "namespace": meta.get("namespace", ""), "uid": meta.get("uid", "")},
-            "reason": reason, "message": message or reason, "type": "Normal",
+            "reason": reason, "message": message or reason, "type": event_type,
             "source": {"component": "lahar-controller"},
             "firstTimestamp": self.clock().strftime("%Y-%m-%dT%H:%M:%SZ"),
             "lastTimestamp": self.clock().strftime("%Y-%m-%dT%H:%M:%SZ"), "count": 1,

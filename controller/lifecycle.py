@@ -5,7 +5,13 @@ to create and delete, whether to delete the Job). The reconcile loop performs th
 Events are read off the pods' current state rather than off watch deltas, so every call is
 idempotent: a pod that is being deleted while the Job is Pending or Running was not deleted by
 the controller (Restarting waits until no pod is terminating before going back to Pending), so
-it reads as evicted.
+it reads as evicted. For the same reason a restart records the pods it must delete in
+`status.restartingPods`: if a deletion fails, the next call in Restarting issues it again
+instead of reading the pod's failure a second time (and counting a second retry).
+
+A Job whose queue is missing or not Open is held in Pending, creating no pods, with
+`state.reason` QueueNotFound / QueueNotOpen saying why; it proceeds once the queue is Open (as
+Volcano, whose scheduler admits nothing into a queue that is not Open).
 
 Where Lahar differs from Volcano (on purpose):
 - `maxRetry` counts restarts: a restart asked for when `retryCount >= maxRetry` fails the job
@@ -14,7 +20,10 @@ Where Lahar differs from Volcano (on purpose):
 - Restarting goes back to Pending once no pod is terminating (Volcano: once
   `replicas - terminating >= minAvailable`), which keeps event detection stateless;
 - a policy `timeout` is honoured for PodPending only (Volcano also delays other actions by it);
-- a task's own `maxRetry` is not enforced, only the job's.
+- a task's `maxRetry` is Volcano's: TaskFailed once the container restarts (kubelet's, in place)
+  of the task's Pending and Running pods add up to it; but an explicit `maxRetry: 0` means no
+  restart is tolerated (Volcano reads 0 as its default, 3); Lahar's admission refuses Volcano's
+  -1 ("no limit").
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ from lahar.api.job import (
     STATUS_VERSION, Job, JobPhase, LifecyclePolicy, TaskSpec, job_state,
 )
 from lahar.api.podgroup import PodGroupPhase
+from lahar.api.queue import QueueState
 from lahar.controller.desired import PodMutator, desired_pods
 from lahar.controller.naming import TASK_SPEC_KEY, pod_index, pod_task_name
 
@@ -61,6 +71,14 @@ WINDING_DOWN = {JobPhase.COMPLETING: JobPhase.COMPLETED, JobPhase.TERMINATING: J
 STOPPING_ACTIONS = {ABORT_JOB: JobPhase.ABORTING, TERMINATE_JOB: JobPhase.TERMINATING,
                     COMPLETE_JOB: JobPhase.COMPLETING}
 EVICTED_REASON = "Evicted"
+
+# Why a Pending job creates no pods: its queue (state.reason values).
+QUEUE_NOT_FOUND = "QueueNotFound"
+QUEUE_NOT_OPEN = "QueueNotOpen"
+QUEUE_HOLD_REASONS = frozenset({QUEUE_NOT_FOUND, QUEUE_NOT_OPEN})
+QUEUE_OPENED = "QueueOpen"
+# Lahar's addition to Volcano's status: the pods a restart still has to see deleted.
+STATUS_RESTARTING_PODS = "restartingPods"
 
 POD_PENDING_PHASE, POD_RUNNING_PHASE = "Pending", "Running"
 POD_SUCCEEDED_PHASE, POD_FAILED_PHASE, POD_UNKNOWN_PHASE = "Succeeded", "Failed", "Unknown"
@@ -108,6 +126,8 @@ class Decision:
     # Seconds until the decision may change with no pod change (a pending timeout, the TTL).
     requeue_after: float | None = None
     retry_incremented: bool = False
+    # The action a policy or command made the job take in this step (for metrics), if any.
+    action: str | None = None
     # The whole status to write (previous conditions plus new_conditions).
     status: dict[str, Any] = field(default_factory=dict)
 
@@ -125,6 +145,7 @@ class PodFacts:
     evicted: bool
     exit_code: int | None
     created: datetime | None
+    restarts: int = 0  # kubelet's in-place container restarts (init containers included)
 
     @classmethod
     def of(cls, pod: Mapping[str, Any]) -> PodFacts:
@@ -133,8 +154,10 @@ class PodFacts:
         phase = status.get("phase") or POD_PENDING_PHASE
         deleting = meta.get("deletionTimestamp") is not None
         evicted = status.get("reason") == EVICTED_REASON or (deleting and phase not in POD_FINISHED_PHASES)
+        restarts = sum(container.get("restartCount") or 0 for container in
+                       (*(status.get("initContainerStatuses") or ()), *(status.get("containerStatuses") or ())))
         return cls(meta.get("name") or "", pod_task_name(pod), pod_index(pod), phase, deleting,
-                   evicted, _exit_code(status), parse_time(meta.get("creationTimestamp")))
+                   evicted, _exit_code(status), parse_time(meta.get("creationTimestamp")), restarts)
 
     @property
     def running_or_done(self) -> bool:
@@ -228,11 +251,16 @@ def pod_events(pod: PodFacts, now: datetime) -> list[Event]:
 
 def task_events(task: TaskSpec, pods: Sequence[PodFacts]) -> list[Event]:
     """TaskCompleted when every replica succeeded; TaskFailed once so many pods failed that the
-    task can no longer reach its minAvailable."""
-    phases = Counter(p.phase for p in pods if p.task == task.name and not p.deleting)
+    task can no longer reach its minAvailable, or once its live pods' container restarts reach
+    the task's maxRetry (Volcano's TaskFailed)."""
+    mine = [p for p in pods if p.task == task.name and not p.deleting]
+    phases = Counter(p.phase for p in mine)
     if task.replicas and phases[POD_SUCCEEDED_PHASE] >= task.replicas:
         return [Event(TASK_COMPLETED, task.name)]
     if phases[POD_FAILED_PHASE] and phases[POD_FAILED_PHASE] > task.replicas - task.min_available:
+        return [Event(TASK_FAILED, task.name)]
+    restarts = sum(p.restarts for p in mine if p.phase in (POD_PENDING_PHASE, POD_RUNNING_PHASE))
+    if restarts and restarts >= task.max_retry:
         return [Event(TASK_FAILED, task.name)]
     return []
 
@@ -277,6 +305,9 @@ class _Plan:
     deletions: dict[str, str] = field(default_factory=dict)
     may_create: bool = False
     command_consumed: bool = False
+    action: str | None = None
+    # While Restarting: the pods the restart deletes (status.restartingPods).
+    restart_targets: tuple[str, ...] = ()
 
     def move(self, phase: JobPhase, reason: str, message: str = "") -> None:
         self.phase, self.reason, self.message = phase, reason, message
@@ -285,6 +316,12 @@ class _Plan:
         for pod in pods:
             if not pod.deleting:
                 self.deletions.setdefault(pod.name, reason)
+
+    def restart(self, reason: str, message: str, pods: Sequence[PodFacts]) -> None:
+        """Enter Restarting, deleting `pods` now and, until they are gone, on every later step."""
+        self.move(JobPhase.RESTARTING, reason, message)
+        self.restart_targets = tuple(pod.name for pod in pods)
+        self.delete(pods, reason)
 
 
 def _unfinished(pods: Iterable[PodFacts]) -> list[PodFacts]:
@@ -304,6 +341,7 @@ def _apply_action(plan: _Plan, job: Job, action: str, event: Event | None,
     """An action in Pending or Running (Volcano's pendingState/runningState Execute)."""
     why = event.describe() if event else "command"
     if action in RESTART_ACTIONS:
+        plan.action = action
         if plan.retry_count >= job.max_retry:
             plan.move(JobPhase.FAILED, "MaxRetryExceeded",
                       f"{why}: {action} refused after {plan.retry_count} of {job.max_retry} retries")
@@ -312,10 +350,9 @@ def _apply_action(plan: _Plan, job: Job, action: str, event: Event | None,
         plan.retry_count += 1
         if action == RESTART_JOB:
             plan.version += 1
-        plan.move(JobPhase.RESTARTING, action, why)
-        targets = _restart_targets(action, event, pods) if event else list(pods)
-        plan.delete(targets, action)
+        plan.restart(action, why, _restart_targets(action, event, pods) if event else list(pods))
     elif action in STOPPING_ACTIONS:
+        plan.action = action
         plan.move(STOPPING_ACTIONS[action], action, why)
         plan.delete(_unfinished(pods), action)
 
@@ -375,16 +412,20 @@ def _finish_time(job: Job) -> datetime | None:
 def next_state(job_obj: Mapping[str, Any], pods: Iterable[Mapping[str, Any]],
                podgroup: Mapping[str, Any] | None, now: datetime, *,
                command: str | None = None, admission_required: bool = True,
-               mutators: Sequence[PodMutator] = ()) -> Decision:
+               mutators: Sequence[PodMutator] = (), queue_state: str | None = QueueState.OPEN.value) -> Decision:
     """One step of the Job state machine. `command` is a user request (AbortJob, ResumeJob,
     ...; e.g. from `lahar job suspend|resume`); `admission_required=False` creates pods without
-    waiting for the PodGroup to be Inqueue."""
+    waiting for the PodGroup to be Inqueue; `queue_state` is the state of the job's queue, None
+    when the queue does not exist."""
     job = Job.from_dict(job_obj)
     status = job.raw.get("status") or {}
     facts = sorted((PodFacts.of(p) for p in pods), key=_pod_order(job))
     plan = _Plan(job.phase, (status.get(STATUS_STATE) or {}).get("reason", ""),
                  (status.get(STATUS_STATE) or {}).get("message", ""),
                  status.get(STATUS_RETRY_COUNT) or 0, status.get(STATUS_VERSION) or 0)
+    # A command is used once, acted on or not where its phase has no use for it (Volcano deletes
+    # its Command object either way): a leftover ResumeJob must not resume a later abort.
+    plan.command_consumed = command is not None
     counts = count_pods(facts)
     task_counts = count_tasks(facts)
     requeue: float | None = None
@@ -395,21 +436,18 @@ def next_state(job_obj: Mapping[str, Any], pods: Iterable[Mapping[str, Any]],
         delete_job, requeue = _ttl(job, now)
     elif job.phase in WINDING_DOWN:
         if command == RESUME_JOB and job.phase == JobPhase.ABORTING:
-            plan.command_consumed = True
-            plan.move(JobPhase.RESTARTING, RESUME_JOB, "command")
-            plan.delete(facts, RESUME_JOB)
+            _resume(plan, facts)
         else:
             plan.delete(_unfinished(facts), plan.reason or job.phase.value)
             if not _unfinished(facts) and counts["terminating"] == 0:
                 plan.move(WINDING_DOWN[job.phase], plan.reason)
     elif job.phase == JobPhase.ABORTED:
         if command == RESUME_JOB:
-            plan.command_consumed = True
-            plan.move(JobPhase.RESTARTING, RESUME_JOB, "command")
-            plan.delete(facts, RESUME_JOB)
+            _resume(plan, facts)
     elif job.phase == JobPhase.RESTARTING:
-        if plan.reason in (RESTART_JOB, RESUME_JOB):
-            plan.delete(facts, plan.reason)  # a whole-job restart leaves no pod behind
+        # Deletions that failed last time are issued again; gone or terminating pods are skipped.
+        plan.restart_targets = tuple(status.get(STATUS_RESTARTING_PODS) or ())
+        plan.delete((p for p in facts if p.name in plan.restart_targets), plan.reason)
         if not plan.deletions and counts["terminating"] == 0:
             plan.move(JobPhase.PENDING, "Restarted", plan.message)
     else:  # Pending or Running
@@ -419,17 +457,42 @@ def next_state(job_obj: Mapping[str, Any], pods: Iterable[Mapping[str, Any]],
             plan.delete((p for p in facts if _beyond_replicas(job, p)), "ScaledDown")
             admitted = podgroup is not None and _podgroup_phase(podgroup) in ADMITTED_PODGROUP_PHASES
             plan.may_create = admitted or not admission_required
+        if plan.phase == JobPhase.PENDING:
+            _hold_for_queue(plan, job.queue, queue_state)
 
     pods_to_create = (_pods_to_create(job, facts, plan.retry_count, mutators)
                       if plan.may_create else [])
     return _decision(job, plan, counts, task_counts, pods_to_create, delete_job, requeue, now)
 
 
+def _resume(plan: _Plan, facts: Sequence[PodFacts]) -> None:
+    """ResumeJob on an Aborting or Aborted job: start over from no pods (not a retry)."""
+    plan.action = RESUME_JOB
+    plan.restart(RESUME_JOB, "command", facts)
+
+
+def queue_hold(queue: str, queue_state: str | None) -> tuple[str, str] | None:
+    """(reason, message) when a Pending job of `queue` must not start, else None."""
+    if queue_state is None:
+        return QUEUE_NOT_FOUND, f'queue "{queue}" does not exist; the job waits until it is created'
+    if queue_state != QueueState.OPEN.value:
+        return QUEUE_NOT_OPEN, f'queue "{queue}" is {queue_state}; the job waits until it is opened'
+    return None
+
+
+def _hold_for_queue(plan: _Plan, queue: str, queue_state: str | None) -> None:
+    hold = queue_hold(queue, queue_state)
+    if hold is not None:
+        plan.move(JobPhase.PENDING, *hold)
+        plan.may_create = False
+    elif plan.reason in QUEUE_HOLD_REASONS:  # released: say so, rather than keep the stale reason
+        plan.move(JobPhase.PENDING, QUEUE_OPENED, f'queue "{queue}" is Open')
+
+
 def _step_active(plan: _Plan, job: Job, facts: Sequence[PodFacts], counts: Mapping[str, int],
                  task_counts: Mapping[str, Mapping[str, Mapping[str, int]]], now: datetime,
                  command: str | None) -> None:
     if command:
-        plan.command_consumed = True
         if command != RESUME_JOB:  # nothing to resume in Pending/Running
             _apply_action(plan, job, command, None, facts)
             return
@@ -474,12 +537,13 @@ def _decision(job: Job, plan: _Plan, counts: dict[str, int],
               task_counts: dict[str, dict[str, dict[str, int]]], pods_to_create: list[dict[str, Any]],
               delete_job: bool, requeue: float | None, now: datetime) -> Decision:
     previous = job.raw.get("status") or {}
-    changed = plan.phase != job.phase or not previous.get(STATUS_STATE)
-    stamp = format_time(now)
     old_state = previous.get(STATUS_STATE) or {}
-    state = (job_state(plan.phase, plan.reason, plan.message, stamp) if changed
-             else dict(old_state) or job_state(plan.phase))
-    conditions = [{"status": plan.phase.value, "lastTransitionTime": stamp}] if changed else []
+    # A new phase, or the same phase for a new reason (a queue hold starting or ending).
+    changed = (not old_state or plan.phase != job.phase
+               or (plan.reason, plan.message) != (old_state.get("reason", ""), old_state.get("message", "")))
+    stamp = format_time(now)
+    state = job_state(plan.phase, plan.reason, plan.message, stamp) if changed else dict(old_state)
+    conditions = [_condition(plan, stamp)] if changed else []
     status: dict[str, Any] = {
         STATUS_STATE: state,
         STATUS_MIN_AVAILABLE: job.min_available,
@@ -489,12 +553,25 @@ def _decision(job: Job, plan: _Plan, counts: dict[str, int],
         STATUS_TASK_STATUS_COUNT: task_counts,
         STATUS_CONDITIONS: [*(previous.get(STATUS_CONDITIONS) or ()), *conditions],
     }
+    if plan.phase == JobPhase.RESTARTING:
+        status[STATUS_RESTARTING_PODS] = list(plan.restart_targets)
     return Decision(
         phase=plan.phase, reason=plan.reason, message=plan.message, counters=counts,
         task_status_count=task_counts, retry_count=plan.retry_count, version=plan.version,
         pods_to_create=pods_to_create,
         pods_to_delete=[PodDeletion(name, why) for name, why in plan.deletions.items()],
         new_conditions=conditions, delete_job=delete_job, command_consumed=plan.command_consumed,
-        requeue_after=requeue,
+        requeue_after=requeue, action=plan.action,
         retry_incremented=plan.retry_count > (previous.get(STATUS_RETRY_COUNT) or 0), status=status,
     )
+
+
+def _condition(plan: _Plan, stamp: str) -> dict[str, str]:
+    """Volcano's JobCondition (status = the phase, lastTransitionTime), with the reason and
+    message when there are some, so the history says why as well as when."""
+    condition = {"status": plan.phase.value, "lastTransitionTime": stamp}
+    if plan.reason:
+        condition["reason"] = plan.reason
+    if plan.message:
+        condition["message"] = plan.message
+    return condition

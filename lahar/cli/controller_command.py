@@ -1,10 +1,12 @@
-"""`lahar controller`: the Volcano-compatible job controller."""
+"""`lahar controller`: the Volcano-compatible job controller, with its /metrics and /healthz."""
 
 from __future__ import annotations
 
 import argparse
 import signal
 import threading
+
+DEFAULT_METRICS_PORT = 9318  # the agent serves on 9316
 
 
 def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -15,6 +17,9 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
                             help="create a job's pods at once instead of waiting for its PodGroup to be Inqueue "
                                  "(when no gang scheduler admits jobs)")
     controller.add_argument("--resync", type=float, default=30.0, help="seconds between full re-checks (default 30)")
+    controller.add_argument("--metrics-port", type=int, default=DEFAULT_METRICS_PORT,
+                            help=f"Prometheus /metrics and /healthz port (default {DEFAULT_METRICS_PORT}; 0 picks one)")
+    controller.add_argument("--metrics-address", default="0.0.0.0", help="address /metrics listens on (default all)")
     controller.set_defaults(run=run_controller)
 
 
@@ -22,19 +27,26 @@ def run_controller(args: argparse.Namespace) -> int:
     from lahar.client.api import KubeApi
     from lahar.client.connect import describe_source, new_api_client
     from lahar.controller.controller import JobController
+    from lahar.metrics_server import MetricsServer
 
     if args.resync <= 0:
         raise ValueError(f"--resync must be positive, not {args.resync}")
+    if not 0 <= args.metrics_port <= 65535:
+        raise ValueError(f"--metrics-port must be between 0 and 65535, not {args.metrics_port}")
     controller = JobController(KubeApi(new_api_client(args.kubeconfig)), admission_required=not args.no_admission,
                                resync_seconds=args.resync)
+    metrics = MetricsServer(controller.metrics.registry, controller.healthy, args.metrics_address, args.metrics_port)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    print(f"lahar controller using {describe_source(args.kubeconfig)}", flush=True)
-    controller.start()
+    metrics.start()  # before the informers sync, so /healthz can say that they have not yet
+    print(f"lahar controller using {describe_source(args.kubeconfig)}: metrics on "
+          f"http://{args.metrics_address}:{metrics.port}/metrics", flush=True)
     try:
+        controller.start()
         stop.wait()
     finally:
         controller.stop()
+        metrics.stop()
         print("lahar controller stopped", flush=True)
     return 0

@@ -234,8 +234,9 @@ def run_job_view(args: argparse.Namespace) -> int:
     conditions = _get(job, "status.conditions", [])
     print("Conditions:" + ("" if conditions else " <none>"))
     if conditions:
-        print(aligned(("STATUS", "LAST TRANSITION"),
-                      [[c.get("status", ""), c.get("lastTransitionTime", "")] for c in conditions]), end="")
+        print(aligned(("STATUS", "REASON", "LAST TRANSITION", "MESSAGE"),
+                      [[c.get("status", ""), c.get("reason", ""), c.get("lastTransitionTime", ""), c.get("message", "")]
+                       for c in conditions]), end="")
     print("Pods:" + ("" if pods else " <none>"))
     if pods:
         print(text_table(kinds.POD, pods, wide=True), end="")

@@ -3,60 +3,16 @@ binds pods, moves them through Running/Succeeded and evicts them."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
-from collections.abc import Iterator
-from typing import Any
-
-import pytest
+from pathlib import Path
 
 from lahar.api import kinds
 from lahar.client.api import KubeApi
-from lahar.client.connect import new_api_client
 from lahar.controller.controller import JobController
+from tests.controller.fake_kubelet import events_of, job, kubelet_finishes_deletions, kubelet_runs, phase_of, pods_of
 from tests.support import wait_for
-
-
-
-
-@pytest.fixture
-def api(apiserver: Any, tmp_path: Any) -> KubeApi:
-    return KubeApi(new_api_client(str(apiserver.kubeconfig(tmp_path / "kc"))))
-
-
-@pytest.fixture
-def controller(api: KubeApi) -> Iterator[JobController]:
-    running = JobController(api, admission_required=False, resync_seconds=2.0)
-    running.start()
-    yield running
-    running.stop()
-
-
-def job(name: str, replicas: int = 3, policies: list[dict[str, Any]] | None = None, **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": name},
-            "spec": {"minAvailable": replicas, "schedulerName": "lahar", "policies": policies or [],
-                     "tasks": [{"name": "worker", "replicas": replicas, "template": {"spec": {
-                         "restartPolicy": "Never",
-                         "containers": [{"name": "main", "image": "busybox", "command": ["true"]}]}}}],
-                     **spec}}
-
-
-def pods_of(api: KubeApi, name: str) -> list[dict[str, Any]]:
-    return api.list(kinds.POD, "default", label_selector=f"volcano.sh/job-name={name}")["items"]
-
-
-def phase_of(api: KubeApi, name: str) -> str:
-    return ((api.get(kinds.JOB, name, "default").get("status") or {}).get("state") or {}).get("phase", "")
-
-
-def kubelet_runs(api: KubeApi, pod: dict[str, Any], phase: str) -> None:
-    """What a kubelet does: bind (scheduler's part, here), then report the pod's phase."""
-    name = pod["metadata"]["name"]
-    if not pod["spec"].get("nodeName"):
-        api.bind("default", name, "node-1")
-    state = {"terminated": {"exitCode": 0}} if phase == "Succeeded" else {"running": {}}
-    api.patch(kinds.POD, name, {"status": {"phase": phase, "containerStatuses": [
-        {"name": "main", "ready": phase == "Running", "restartCount": 0, "image": "busybox", "imageID": "",
-         "state": state}]}}, "default", subresource="status")
 
 
 def test_job_runs_to_completion(api: KubeApi, controller: JobController) -> None:
@@ -80,8 +36,7 @@ def test_job_runs_to_completion(api: KubeApi, controller: JobController) -> None
         kubelet_runs(api, pod, "Succeeded")
     wait_for(lambda: phase_of(api, "train") == "Completed", 10, "the job to complete")
     assert api.get(kinds.JOB, "train", "default")["status"]["succeeded"] == 3
-    events = api.list(kinds.EVENT, "default", field_selector="involvedObject.name=train")["items"]
-    assert {"Running", "Completed"} <= {e["reason"] for e in events}
+    assert {"Running", "Completed"} <= {e["reason"] for e in events_of(api, "train")}
 
 
 def test_evicted_pod_restarts_the_job_until_max_retry(api: KubeApi, controller: JobController) -> None:
@@ -96,9 +51,9 @@ def test_evicted_pod_restarts_the_job_until_max_retry(api: KubeApi, controller: 
     wait_for(lambda: (api.get(kinds.JOB, "flaky", "default").get("status") or {}).get("retryCount") == 1, 10,
              "the restart to be counted")
     # The restart deletes every pod; the kubelet's grace periods end; new pods come.
-    for pod in pods_of(api, "flaky"):
-        if pod["metadata"].get("deletionTimestamp"):
-            api.delete(kinds.POD, pod["metadata"]["name"], "default", grace_period_seconds=0)
+    wait_for(lambda: all(p["metadata"].get("deletionTimestamp") for p in pods_of(api, "flaky")), 10,
+             "every pod to be deleted")
+    kubelet_finishes_deletions(api, "flaky")
     fresh = wait_for(lambda: (lambda pods: len(pods) == 2 and not {p["metadata"]["uid"] for p in pods} & first_uids
                               and pods)(pods_of(api, "flaky")), 15, "recreated pods")
     for pod in fresh:
@@ -142,3 +97,49 @@ def test_queue_closes_once_its_podgroups_are_gone(api: KubeApi, controller: JobC
                                                       or {}), 10, "the request to be consumed")
     api.patch(kinds.QUEUE, "team", {"metadata": {"annotations": {"lahar.dev/queue-command": "open"}}})
     wait_for(lambda: api.get(kinds.QUEUE, "team")["status"]["state"] == "Open", 10, "Open again")
+
+
+def _state(api: KubeApi, name: str) -> dict[str, str]:
+    return (api.get(kinds.JOB, name, "default").get("status") or {}).get("state") or {}
+
+
+def test_a_job_is_held_until_its_queue_exists(api: KubeApi, controller: JobController, kubeconfig: Path) -> None:
+    api.create(kinds.JOB, job("early", replicas=2, queue="later"), "default")
+    wait_for(lambda: _state(api, "early").get("reason") == "QueueNotFound", 10, "the job to be held")
+    assert 'queue "later" does not exist' in _state(api, "early")["message"]
+    assert _state(api, "early")["phase"] == "Pending"
+    [event] = [e for e in events_of(api, "early") if e["reason"] == "QueueNotFound"]
+    assert event["type"] == "Warning"
+    time.sleep(0.5)  # a held job makes nothing: no pods, no PodGroup for the scheduler
+    assert pods_of(api, "early") == []
+    assert api.list(kinds.PODGROUP, "default")["items"] == []
+
+    api.create(kinds.QUEUE, {"metadata": {"name": "later"}, "spec": {"weight": 1}})
+    wait_for(lambda: len(pods_of(api, "early")) == 2, 10, "the job's pods once its queue exists")
+    assert _state(api, "early")["reason"] == "QueueOpen"
+    assert api.get(kinds.PODGROUP, "early", "default")["spec"]["queue"] == "later"
+    conditions = api.get(kinds.JOB, "early", "default")["status"]["conditions"]
+    assert [c.get("reason") for c in conditions] == ["QueueNotFound", "QueueOpen"]
+    view = subprocess.run([sys.executable, "-m", "lahar", "job", "view", "early", "--kubeconfig", str(kubeconfig)],
+                          capture_output=True, text=True, timeout=60)
+    assert view.returncode == 0, view.stderr
+    held = next(line for line in view.stdout.splitlines() if "QueueNotFound" in line)
+    assert held.split()[:2] == ["Pending", "QueueNotFound"] and 'queue "later" does not exist' in held
+
+
+def test_a_job_is_held_while_its_queue_is_closed(api: KubeApi, controller: JobController) -> None:
+    api.create(kinds.QUEUE, {"metadata": {"name": "shut"}, "spec": {"weight": 1}})
+    api.patch(kinds.QUEUE, "shut", {"metadata": {"annotations": {"lahar.dev/queue-command": "close"}}})
+    wait_for(lambda: (api.get(kinds.QUEUE, "shut").get("status") or {}).get("state") == "Closed", 10, "Closed")
+
+    api.create(kinds.JOB, job("blocked", replicas=1, queue="shut"), "default")
+    wait_for(lambda: _state(api, "blocked").get("reason") == "QueueNotOpen", 10, "the job to be held")
+    assert _state(api, "blocked")["message"] == 'queue "shut" is Closed; the job waits until it is opened'
+    time.sleep(0.5)
+    assert pods_of(api, "blocked") == []
+    # Holding the job must not keep the queue from staying Closed.
+    assert api.get(kinds.QUEUE, "shut")["status"]["state"] == "Closed"
+
+    api.patch(kinds.QUEUE, "shut", {"metadata": {"annotations": {"lahar.dev/queue-command": "open"}}})
+    wait_for(lambda: len(pods_of(api, "blocked")) == 1, 10, "the job's pod once its queue opens")
+    assert _state(api, "blocked")["reason"] == "QueueOpen"

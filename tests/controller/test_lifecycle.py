@@ -60,7 +60,8 @@ def test_three_replica_job_goes_pending_running_completed() -> None:
 
     running = _step(job, [_pod("w", i) for i in range(3)])
     assert running.phase is JobPhase.RUNNING
-    assert running.new_conditions == [{"status": "Running", "lastTransitionTime": format_time(NOW)}]
+    assert running.new_conditions == [{"status": "Running", "lastTransitionTime": format_time(NOW),
+                                       "reason": "MinAvailable", "message": "3 of minAvailable 3 pods started"}]
     job["status"] = running.status
 
     partly = _step(job, [_pod("w", 0, "Succeeded"), _pod("w", 1), _pod("w", 2)])
@@ -199,6 +200,15 @@ def test_suspend_and_resume_commands() -> None:
     assert _step(aborted, []).phase is JobPhase.ABORTED  # no command: stays
 
 
+def test_a_command_the_phase_cannot_use_is_dropped() -> None:
+    # Once: a ResumeJob left on a finished job must not resume it after some later abort.
+    done = _job([_task("w", 1)], phase="Completed")
+    dropped = _step(done, [_pod("w", 0, "Succeeded")], command="ResumeJob")
+    assert dropped.command_consumed and dropped.phase is JobPhase.COMPLETED and dropped.action is None
+    restarting = _job([_task("w", 1)], phase="Restarting")
+    assert _step(restarting, [], command="AbortJob").command_consumed
+
+
 def test_finished_phase_stays_and_kills_leftover_pods() -> None:
     job = _job([_task("w", 2)], phase="Failed")
     decision = _step(job, [_pod("w", 0), _pod("w", 1, "Failed")])
@@ -212,3 +222,83 @@ def test_restart_task_deletes_only_that_task() -> None:
     decision = _step(job, [_pod("ps", 0), _pod("w", 0, "Failed", exit_code=2), _pod("w", 1)])
     assert decision.phase is JobPhase.RESTARTING
     assert _deleted(decision) == {"j-w-0", "j-w-1"}
+
+
+def test_a_failed_pod_deletion_is_issued_again_while_restarting() -> None:
+    job = _job([_task("w", 2, policies=[{"event": "PodFailed", "action": "RestartPod"}])], phase="Running")
+    failed = _pod("w", 0, "Failed", exit_code=1)
+    restart = _step(job, [failed, _pod("w", 1)])
+    assert restart.phase is JobPhase.RESTARTING and restart.action == "RestartPod"
+    assert _deleted(restart) == {"j-w-0"} and restart.status["restartingPods"] == ["j-w-0"]
+
+    # The delete call failed: the pod is still there, unchanged. The restart is not counted again.
+    job["status"] = restart.status
+    again = _step(job, [failed, _pod("w", 1)])
+    assert again.phase is JobPhase.RESTARTING and _deleted(again) == {"j-w-0"}
+    assert again.retry_count == 1 and not again.retry_incremented and again.action is None
+    assert again.status == restart.status  # nothing new to write
+
+    done = _step(job, [_pod("w", 1)])
+    assert done.phase is JobPhase.PENDING and _deleted(done) == set()
+    assert "restartingPods" not in done.status
+
+
+def test_restart_task_remembers_its_pods_only() -> None:
+    job = _job([_task("ps", 1), _task("w", 2, policies=[{"event": "PodFailed", "action": "RestartTask"}])],
+               phase="Running")
+    restart = _step(job, [_pod("ps", 0), _pod("w", 0, "Failed", exit_code=2), _pod("w", 1)])
+    assert restart.status["restartingPods"] == ["j-w-0", "j-w-1"]
+    job["status"] = restart.status
+    terminating = _pod("w", 0)
+    terminating["metadata"]["deletionTimestamp"] = format_time(NOW)
+    # j-w-0 is going; j-w-1's delete failed and is issued again; ps is never touched.
+    again = _step(job, [_pod("ps", 0), terminating, _pod("w", 1)])
+    assert _deleted(again) == {"j-w-1"} and again.phase is JobPhase.RESTARTING
+
+
+def _restarted(pod: dict[str, Any], restarts: int) -> dict[str, Any]:
+    pod["status"]["containerStatuses"] = [{"name": "c", "restartCount": restarts, "state": {"running": {}}}]
+    return pod
+
+
+def test_task_max_retry_counts_container_restarts_as_task_failed() -> None:
+    policy = {"event": "TaskFailed", "action": "AbortJob"}
+    job = _job([_task("w", 2, maxRetry=3, policies=[policy])], phase="Running")
+    assert _step(job, [_restarted(_pod("w", 0), 1), _restarted(_pod("w", 1), 1)]).phase is JobPhase.RUNNING
+    aborted = _step(job, [_restarted(_pod("w", 0), 2), _restarted(_pod("w", 1), 1)])
+    assert aborted.phase is JobPhase.ABORTING and aborted.message == "TaskFailed on task w"
+    # Restarts of pods that finished are history, not retries of the live task.
+    finished = _restarted(_pod("w", 0, "Succeeded"), 5)
+    assert _step(job, [finished, _pod("w", 1)]).phase is JobPhase.RUNNING
+
+
+def test_task_max_retry_zero_tolerates_no_restart() -> None:
+    job = _job([_task("w", 1, maxRetry=0, policies=[{"event": "TaskFailed", "action": "TerminateJob"}])],
+               phase="Running")
+    assert _step(job, [_pod("w", 0)]).phase is JobPhase.RUNNING  # no restart yet: not failed
+    assert _step(job, [_restarted(_pod("w", 0), 1)]).phase is JobPhase.TERMINATING
+
+
+def test_a_job_waits_for_its_queue_to_exist_and_open() -> None:
+    job = _job([_task("w", 2)], queue="team")
+    missing = _step(job, [], queue_state=None)
+    assert missing.phase is JobPhase.PENDING and missing.pods_to_create == []
+    assert missing.reason == "QueueNotFound" and 'queue "team" does not exist' in missing.message
+    assert missing.new_conditions[0]["reason"] == "QueueNotFound"
+    job["status"] = missing.status
+    assert _step(job, [], queue_state=None).new_conditions == []  # still held: nothing new
+
+    closed = _step(job, [], queue_state="Closed", admission_required=False)
+    assert closed.reason == "QueueNotOpen" and closed.message.startswith('queue "team" is Closed')
+    assert closed.pods_to_create == []
+    job["status"] = closed.status
+
+    opened = _step(job, [], queue_state="Open")
+    assert opened.phase is JobPhase.PENDING and opened.reason == "QueueOpen"
+    assert len(opened.pods_to_create) == 2
+
+
+def test_a_running_job_is_not_stopped_by_its_queue_closing() -> None:
+    job = _job([_task("w", 2)], phase="Running", queue="team")
+    decision = _step(job, [_pod("w", 0), _pod("w", 1)], queue_state="Closing")
+    assert decision.phase is JobPhase.RUNNING and decision.new_conditions == []
