@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import lahar
 from lahar.agent.collectors.cpu import CpuCollector
@@ -23,8 +23,15 @@ from lahar.agent.collectors.pods import PodCollector
 from lahar.agent.collectors.pressure import PressureCollector
 from lahar.agent.report import Accelerators, AgentHealth, CpuUsage, MemoryUsage, NodeReport
 
+if TYPE_CHECKING:
+    from lahar.agent.qos.config import QosConfig
+    from lahar.agent.qos.engine import QosEngine
+    from lahar.client.api import KubeApi
+
 log = logging.getLogger("lahar.agent")
 T = TypeVar("T")
+QOS_HEALTH_KEY = "qos"  # health.errors entry while QoS cannot act (no cgroup rights, a failed tick)
+QOS_CONFIG_HEALTH_KEY = "qos-config"  # while the config file on disk is refused
 
 
 @dataclass(frozen=True)
@@ -37,14 +44,24 @@ class AgentSettings:
     nvml_library: str | None = None
     dcmi_library: str = "libdcmi.so"
     npu_smi: str = "npu-smi"
+    qos: QosConfig | None = None  # the QoS engine's settings; None (and no qos_config_path): QoS off
+    qos_config_path: Path | None = None  # a YAML file, reloaded when it changes; wins over `qos`
+    dry_run: bool = False  # QoS logs the cgroup writes and evictions it would make, and makes none
+
+    @property
+    def qos_enabled(self) -> bool:
+        return self.qos is not None or self.qos_config_path is not None
 
 
 class Agent:
-    def __init__(self, settings: AgentSettings, pods: Callable[[], list[dict[str, Any]]] = list) -> None:
-        """`pods` returns the Pod objects bound to this node (an informer's cache; none standalone)."""
+    def __init__(self, settings: AgentSettings, pods: Callable[[], list[dict[str, Any]]] = list,
+                 api: KubeApi | None = None) -> None:
+        """`pods` returns the Pod objects bound to this node (an informer's cache; none standalone);
+        `api`, when there is one, lets QoS evict pods and read this node's labels."""
         self.settings = settings
         self.pods = pods
         host = Host(settings.root, settings.cgroup_root)
+        self.qos = qos_engine(settings, host, api) if settings.qos_enabled else None
         self.cpu = CpuCollector(host)
         self.memory = MemoryCollector(host)
         self.numa = NumaCollector(host)
@@ -88,6 +105,8 @@ class Agent:
             gpu=guarded("gpu", lambda: self.gpu.collect(pods_by_uid), Accelerators(False, "collector failed")),
             npu=guarded("npu", self.npu.collect, Accelerators(False, "collector failed")),
         )
+        if self.qos is not None:
+            self._enforce(self.qos, report, pods, errors)
         report.health = AgentHealth(lahar.__version__, time.perf_counter() - started, errors)
         self.latest = report
         for listener in self.listeners:
@@ -96,6 +115,21 @@ class Agent:
             except Exception:  # a consumer's bug must not stop collection
                 log.exception("report listener failed")
         return report
+
+    @staticmethod
+    def _enforce(qos: QosEngine, report: NodeReport, pods: list[dict[str, Any]], errors: dict[str, str]) -> None:
+        """QoS on the fresh report (it fills `report.reclaimable`); a failure or missing cgroup
+        rights are named in the report's health, and collection goes on."""
+        try:
+            qos.step(report, pods, time.monotonic())
+        except Exception as exc:  # a QoS bug must not stop the reports
+            log.exception("QoS tick failed")
+            errors[QOS_HEALTH_KEY] = f"{type(exc).__name__}: {exc}"
+        snapshot = qos.snapshot()
+        if not snapshot.available:
+            errors[QOS_HEALTH_KEY] = f"unavailable: {snapshot.reason}"
+        if snapshot.config_error:
+            errors[QOS_CONFIG_HEALTH_KEY] = f"refused, the last good config stays: {snapshot.config_error}"
 
     def run(self) -> None:
         """Collect every interval until stop(); a slow cycle is followed at once by the next."""
@@ -113,5 +147,29 @@ class Agent:
         self._stop.set()
 
     def close(self) -> None:
+        """Stop, and leave the node safe: QoS relaxes every BE limit it set."""
         self.stop()
+        if self.qos is not None:
+            try:
+                self.qos.close()
+            except Exception:  # still close the rest
+                log.exception("relaxing QoS on shutdown failed")
         self.gpu.close()
+
+
+def qos_engine(settings: AgentSettings, host: Host, api: KubeApi | None) -> QosEngine:
+    """The QoS engine for these settings: the config file (or the given config), this node's
+    labels for its overrides, and an evictor when there is an API to evict through."""
+    from lahar.agent.qos.config import NodeLabels, QosConfig, QosConfigFile
+    from lahar.agent.qos.engine import QosEngine
+    from lahar.agent.qos.eviction import Evictor
+
+    config: QosConfig | QosConfigFile
+    if settings.qos_config_path is not None:
+        config = QosConfigFile(settings.qos_config_path)  # a bad file stops the start: no last good one
+    else:
+        config = settings.qos or QosConfig()
+    labels: Callable[[], Any] = NodeLabels(api, settings.node) if api is not None else dict
+    evictor = Evictor(api, settings.node) if api is not None else None
+    return QosEngine(host, settings.kubepods, config, node_labels=labels, dry_run=settings.dry_run,
+                     evictor=evictor)

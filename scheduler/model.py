@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 import numpy as np
@@ -35,12 +36,16 @@ Rows = slice | np.ndarray  # which node rows a predicate or score is asked about
 class Resources:
     """The resource axis of a snapshot: names in column order (cpu, memory, pods first)."""
 
-    __slots__ = ("names", "column")
+    __slots__ = ("names", "column", "quota_columns")
 
     def __init__(self, names: Iterable[str] = ()) -> None:
         ordered = list(BASE_RESOURCES) + sorted(set(names) - set(BASE_RESOURCES))
         self.names: tuple[str, ...] = tuple(ordered)
         self.column: dict[str, int] = {name: i for i, name in enumerate(self.names)}
+        # The columns queue quotas and fair shares count: every resource but pod slots (Volcano's
+        # Resource keeps the pod count apart too), so a queue's share is never its pod count.
+        self.quota_columns: np.ndarray = np.array([i for i, name in enumerate(self.names) if name != PODS],
+                                                  dtype=np.intp)
 
     def __len__(self) -> int:
         return len(self.names)
@@ -76,6 +81,10 @@ class TaskStatus(enum.Enum):
     FAILED = "Failed"
     UNKNOWN = "Unknown"
 
+    # Members are singletons, so identity hashes them; Enum's own hashes the name in Python,
+    # and the by-status dicts are looked up per task on the hot path.
+    __hash__ = object.__hash__
+
 
 # Tasks that hold resources on their node.
 OCCUPYING = frozenset({TaskStatus.ALLOCATED, TaskStatus.PIPELINED, TaskStatus.BINDING, TaskStatus.BOUND,
@@ -83,6 +92,10 @@ OCCUPYING = frozenset({TaskStatus.ALLOCATED, TaskStatus.PIPELINED, TaskStatus.BI
 # Tasks that count towards a gang being ready (Volcano's ReadyTaskNum).
 READY = frozenset({TaskStatus.ALLOCATED, TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING,
                    TaskStatus.SUCCEEDED})
+# Tasks charged to their job's and queue's share: occupying and not being given back. The
+# session's allocate/deallocate handlers move a task in and out of exactly this set.
+CHARGED = OCCUPYING - {TaskStatus.RELEASING}
+PODS_COLUMN = BASE_RESOURCES.index(PODS)
 
 
 def status_of(pod: Pod) -> TaskStatus:
@@ -113,6 +126,7 @@ def placement_class(pod: Pod) -> str:
         spec.get("affinity") or {},
         spec.get("tolerations") or [],
         str(pod.qos_class),
+        pod.k8s_qos_class,  # numa-aware pins only Guaranteed pods: same requests, different limits
         pod.meta.annotations.get("lahar.dev/numa-policy", ""),
     )
     return hashlib.blake2b(json.dumps(relevant, sort_keys=True, default=str).encode(), digest_size=12).hexdigest()
@@ -144,6 +158,13 @@ class TaskInfo:
     @property
     def best_effort(self) -> bool:
         return self.qos is QoSClass.BE
+
+    @property
+    def no_request(self) -> bool:
+        """Volcano's "BestEffort" task: it asks for nothing but a pod slot, so allocate leaves it
+        to backfill and a gang counts it as ready while pending."""
+        request = self.request
+        return bool(np.count_nonzero(request) == (request[PODS_COLUMN] != 0))
 
     def clone(self) -> TaskInfo:
         # The request vector and the pod view are never mutated, so a snapshot shares them.
@@ -212,13 +233,34 @@ class JobInfo:
             counts[task.task_name] = counts.get(task.task_name, 0) + 1
         return counts
 
+    def set_unschedulable(self, unready: int, why: str) -> None:
+        """Volcano's gang condition message: how many more tasks the gang needs, and why."""
+        self.unschedulable_message = f"{unready}/{len(self.tasks)} tasks in gang unschedulable: {why}"
+
+    @property
+    def inqueue_request(self) -> np.ndarray:
+        """What this admitted job holds back from admitting others (Volcano's inqueue resource):
+        an Inqueue PodGroup's minResources; a Running one's minResources not yet allocated, once
+        its allocated tasks reach minMember; nothing otherwise."""
+        if self.phase is PodGroupPhase.INQUEUE:
+            return self.min_resources
+        if self.phase is PodGroupPhase.RUNNING and self.count(CHARGED) >= self.min_member:
+            return np.maximum(self.min_resources - self.allocated, 0)
+        return np.zeros_like(self.min_resources)
+
+    def requested(self, statuses: Iterable[TaskStatus]) -> np.ndarray:
+        """The summed requests of this job's tasks in `statuses`."""
+        total = np.zeros_like(self.min_resources)
+        by_status = self.by_status
+        for status in statuses:
+            for task in by_status.get(status, {}).values():
+                total += task.request
+        return total
+
     @property
     def allocated(self) -> np.ndarray:
         """Resources this job's tasks hold (or were given this session)."""
-        total = np.zeros_like(self.min_resources)
-        for task in self.with_status(*OCCUPYING):
-            total += task.request
-        return total
+        return self.requested(OCCUPYING)
 
     def clone(self) -> JobInfo:
         job = JobInfo(self.key, self.namespace, self.name, self.queue, self.priority, self.min_member,
@@ -294,6 +336,13 @@ class NodeTable:
         self.releasing = np.zeros((n, r), dtype=np.int64)
         self.be_releasing = np.zeros((n, r), dtype=np.int64)
         self.schedulable = np.zeros(n, dtype=bool)
+        # None on a session's table; on a what-if view (`what_if`), the rows whose usage was lowered
+        # beyond what releasing tasks free.
+        self.assumed_free: np.ndarray | None = None
+        # A what-if view's source table and the extra amounts it assumes freed (see `refresh`).
+        self._base: NodeTable | None = None
+        self._freed: np.ndarray | None = None
+        self._be_freed: np.ndarray | None = None
         self.labels: list[Mapping[str, str]] = []
         self.taints: list[tuple[Taint, ...]] = []
         self.tasks: list[dict[str, TaskInfo]] = [{} for _ in range(n)]
@@ -328,9 +377,11 @@ class NodeTable:
         """idle once the tasks being evicted are gone (where preemptors are pipelined)."""
         return self.idle + self.releasing + self.be_releasing
 
-    def fits(self, task: TaskInfo, rows: Rows = slice(None), be_capacity: np.ndarray | None = None,
+    def free(self, task: TaskInfo, rows: Rows = slice(None), be_capacity: np.ndarray | None = None,
              future: bool = False) -> np.ndarray:
-        """Whether the task's request fits on each of `rows` (the one resource-fit rule).
+        """What the task may still take on each of `rows`, per resource: the one resource-fit
+        rule (`fits` is `request <= free` in every column), also used to count how many copies
+        of a task a node holds and which resources fall short.
 
         Without `be_capacity` every task counts against allocatable. With it (the
         oversubscription plugin lends the agents' reclaimable cpu and memory, shape (nodes, 2)),
@@ -338,31 +389,89 @@ class NodeTable:
         against `allocatable − used`: BE borrows what online tasks reserved and the agent takes
         it back. Every other resource (pod slots, GPUs) counts every task against allocatable.
         `future` counts what tasks being evicted will free (for pipelining)."""
-        request = task.request
         used, be_used = self.used[rows], self.be_used[rows]
         if future:
             used, be_used = used - self.releasing[rows], be_used - self.be_releasing[rows]
         allocatable = self.allocatable[rows]
-        if be_capacity is None:
-            return ((used + be_used + request) <= allocatable).all(axis=1)
-        lent = LENT_COLUMNS
-        others = ((used[:, len(lent):] + be_used[:, len(lent):] + request[len(lent):])
-                  <= allocatable[:, len(lent):]).all(axis=1)
-        if task.best_effort:
-            return others & ((be_used[:, :len(lent)] + request[:len(lent)]) <= be_capacity[rows]).all(axis=1)
-        return others & ((used[:, :len(lent)] + request[:len(lent)]) <= allocatable[:, :len(lent)]).all(axis=1)
+        free = allocatable - used - be_used
+        if be_capacity is not None:
+            lent = len(LENT_COLUMNS)
+            if task.best_effort:
+                free[:, :lent] = be_capacity[rows] - be_used[:, :lent]
+            else:
+                free[:, :lent] = allocatable[:, :lent] - used[:, :lent]
+        return free
 
-    def clone(self) -> NodeTable:
+    def fits(self, task: TaskInfo, rows: Rows = slice(None), be_capacity: np.ndarray | None = None,
+             future: bool = False) -> np.ndarray:
+        """Whether the task's request fits on each of `rows` (the rule is `free`'s)."""
+        return (task.request <= self.free(task, rows, be_capacity, future)).all(axis=1)
+
+    def copies(self, task: TaskInfo, rows: Rows = slice(None), be_capacity: np.ndarray | None = None) -> np.ndarray:
+        """How many more copies of the task each of `rows` holds (0 where none fits)."""
+        free = self.free(task, rows, be_capacity)
+        asked = task.request > 0  # every task asks for a pod slot, so never empty
+        return np.maximum(free[:, asked] // task.request[asked], 0).min(axis=1)
+
+    def shortfall(self, task: TaskInfo, free: np.ndarray) -> Counter[str]:
+        """Kube-scheduler's reasons for the rows of `free` (from `free()`) that cannot take the
+        task: one "Insufficient <resource>" ("Too many pods" for pod slots) per short resource."""
+        short = (task.request > free).sum(axis=0)
+        return Counter({("Too many pods" if name == PODS else f"Insufficient {name}"): int(count)
+                        for name, count in zip(self.resources.names, short) if count})
+
+    def _shell(self) -> NodeTable:
+        """A table sharing what never changes within a session; the caller sets the usage."""
         table = NodeTable.__new__(NodeTable)
         table.resources = self.resources
         table.nodes, table.names, table.index = self.nodes, self.names, self.index
         table.allocatable = self.allocatable  # allocatable never changes within a session
+        table.schedulable = self.schedulable
+        table.assumed_free = None
+        table._base = table._freed = table._be_freed = None
+        table.labels, table.taints = self.labels, self.taints
+        table.tasks = self.tasks
+        return table
+
+    def clone(self) -> NodeTable:
+        table = self._shell()
         table.used, table.be_used = self.used.copy(), self.be_used.copy()
         table.releasing, table.be_releasing = self.releasing.copy(), self.be_releasing.copy()
-        table.schedulable = self.schedulable
-        table.labels, table.taints = self.labels, self.taints
         table.tasks = [dict(tasks) for tasks in self.tasks]  # re-pointed at cloned tasks by Snapshot
         return table
+
+    def what_if(self, freed: np.ndarray | None = None, be_freed: np.ndarray | None = None,
+                empty: bool = False) -> NodeTable:
+        """A read-only view of this table as it would be once the tasks being evicted are gone
+        and, beyond them, `freed` / `be_freed` (per-row requests of non-BE / BE tasks that a
+        preemption could evict) too; with `empty`, as if no task held anything. Preempt and
+        reclaim ask the predicates about such a view (`Session.predicate(..., nodes=view)`), so
+        a predicate that reads usage from the table it is given answers "would the task fit
+        then" through the one fit rule. Plugins that keep their own per-node state (devices,
+        NUMA) treat a view as the future (releasing tasks gone) and answer optimistically on
+        the rows `assumed_free` marks: they cannot know what unnamed victims would free."""
+        table = self._shell()
+        table.releasing, table.be_releasing = np.zeros_like(self.releasing), np.zeros_like(self.be_releasing)
+        table.used, table.be_used = np.zeros_like(self.used), np.zeros_like(self.be_used)
+        table.assumed_free = np.ones(len(self), dtype=bool)
+        if not empty:
+            table._base, table._freed, table._be_freed = self, freed, be_freed
+            table.refresh(slice(None))
+        return table
+
+    def refresh(self, rows: Rows) -> None:
+        """Bring `rows` of a what-if view up to date with the table it was made from and its
+        `freed` arrays (a caller that keeps a view across changes refreshes the changed rows)."""
+        base = self._base
+        if base is None:
+            return  # the session's own table, or an empty view: nothing to follow
+        self.used[rows] = base.used[rows] - base.releasing[rows]
+        self.be_used[rows] = base.be_used[rows] - base.be_releasing[rows]
+        self.assumed_free[rows] = False
+        for lowered, extra in ((self.used, self._freed), (self.be_used, self._be_freed)):
+            if extra is not None:
+                lowered[rows] -= extra[rows]
+                self.assumed_free[rows] |= (extra[rows] > 0).any(axis=1)
 
 
 @dataclass(slots=True)
@@ -411,7 +520,7 @@ def job_info(key: str, namespace: str, name: str, podgroup: PodGroup | None, pri
 
 
 __all__ = [
-    "BASE_RESOURCES", "CPU", "MEMORY", "PODS", "OCCUPYING", "READY", "JobInfo", "NodeTable", "QueueInfo",
+    "BASE_RESOURCES", "CHARGED", "CPU", "MEMORY", "PODS", "PODS_COLUMN", "OCCUPYING", "READY", "JobInfo", "NodeTable", "QueueInfo",
     "Resources", "Rows", "Snapshot", "TaskInfo", "TaskStatus", "Toleration", "default_queue_info", "job_info",
     "placement_class", "queue_info", "status_of", "task_info",
 ]

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up a development environment from scratch: a virtual environment in .venv with Lahar and its
-# dependencies (and the dev extra), plus Debian's kubectl when running as root and it is missing.
+# dependencies (and the dev extra), plus Debian's kubectl and prometheus when running as root and
+# they are missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +16,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     "$PYTHON" -m venv --help >/dev/null 2>&1 || missing+=(python3-venv)
     command -v kubectl >/dev/null || missing+=(kubernetes-client)
     command -v gcc >/dev/null || missing+=(gcc)
+    command -v prometheus >/dev/null || missing+=(prometheus)  # tests/observability: a real scrape
     if [ ${#missing[@]} -gt 0 ]; then
         echo "installing Debian packages: ${missing[*]}"
         apt-get update -q >/dev/null

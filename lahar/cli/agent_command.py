@@ -41,18 +41,30 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
     agent.add_argument("--ca-file", type=Path, help="CA of the scheduler's TLS certificate")
     agent.add_argument("--nvml-library", help="path of libnvidia-ml.so.1 (default: the loader's search)")
     agent.add_argument("--dcmi-library", default="libdcmi.so", help="path or name of Ascend's libdcmi.so")
+    qos = agent.add_mutually_exclusive_group()
+    qos.add_argument("--qos-config", type=Path, metavar="FILE",
+                     help="QoS settings (YAML, reloaded when it changes; default: built-in defaults)")
+    qos.add_argument("--no-qos", action="store_true",
+                     help="no co-location QoS: no cgroup writes, no evictions, no reclaimable capacity")
+    agent.add_argument("--dry-run", action="store_true",
+                       help="QoS logs the cgroup writes and evictions it would make, and makes none")
     agent.set_defaults(run=run_agent)
 
 
 def settings_of(args: argparse.Namespace) -> Any:
     from lahar.agent.agent import AgentSettings
+    from lahar.agent.qos.config import QosConfig, load_config
 
     if args.interval <= 0:
         raise ValueError(f"--interval must be positive, not {args.interval}")
     if not (args.root / "proc").is_dir():
         raise ValueError(f"--root {args.root}: no proc/ directory there")
+    # --once only looks: QoS writes nothing there. A config file is checked up front either way.
+    qos = None if args.no_qos or args.once else (load_config(args.qos_config) if args.qos_config else QosConfig())
     return AgentSettings(node=args.node, interval=args.interval, root=args.root, cgroup_root=args.cgroup_root,
-                         kubepods=args.kubepods, nvml_library=args.nvml_library, dcmi_library=args.dcmi_library)
+                         kubepods=args.kubepods, nvml_library=args.nvml_library, dcmi_library=args.dcmi_library,
+                         qos=qos, qos_config_path=args.qos_config if qos is not None else None,
+                         dry_run=args.dry_run)
 
 
 def run_agent(args: argparse.Namespace) -> int:
@@ -79,18 +91,20 @@ def serve(args: argparse.Namespace, settings: Any) -> int:
 
     streamer = None if args.standalone or not args.scheduler_address else report_streamer(args)
     informer = None if args.standalone else pod_informer(args)
-    agent = Agent(settings, pods=informer.list if informer else list)
+    agent = Agent(settings, pods=informer.list if informer else list, api=informer.api if informer else None)
     if streamer is not None:
         agent.listeners.append(streamer.offer)
+    qos = agent.qos.snapshot if agent.qos is not None else None
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ReportCollector(lambda: agent.latest, lambda: stream_counters(streamer)))
+    registry.register(ReportCollector(lambda: agent.latest, lambda: stream_counters(streamer), qos=qos))
     metrics = MetricsServer(registry, health_of(lambda: agent.latest.timestamp if agent.latest else None,
-                                                settings.interval),
+                                                settings.interval, qos=qos),
                             args.metrics_address, args.metrics_port)
     metrics.start()
     mode = "standalone" if args.standalone else "with the API" + (" and the scheduler" if streamer else "")
-    print(f"lahar agent for node {settings.node} ({mode}): metrics on http://{args.metrics_address}:{metrics.port}"
-          f"/metrics, every {settings.interval:g}s", flush=True)
+    qos_mode = "QoS off" if agent.qos is None else "QoS dry-run" if settings.dry_run else "QoS on"
+    print(f"lahar agent for node {settings.node} ({mode}, {qos_mode}): metrics on "
+          f"http://{args.metrics_address}:{metrics.port}/metrics, every {settings.interval:g}s", flush=True)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: agent.stop())
     worker = threading.Thread(target=agent.run, name="collect", daemon=True)

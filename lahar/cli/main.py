@@ -7,7 +7,9 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from lahar.cli import agent_command, bench_command, controller_command, job_commands, object_commands, server_commands
+from lahar.cli import (
+    agent_command, bench_command, controller_command, job_commands, object_commands, scheduler_command, server_commands,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     job_commands.register(commands)
     agent_command.register(commands)
     controller_command.register(commands)
+    scheduler_command.register(commands)
     bench_command.register(commands)
     return parser
 

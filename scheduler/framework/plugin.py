@@ -60,6 +60,15 @@ def text(value: Any) -> str:
     return value
 
 
+def choice(*allowed: str) -> ArgumentParser:
+    """An argument parser for one of `allowed` (case as written)."""
+    def parse(value: Any) -> str:
+        if value not in allowed:
+            raise ValueError(f"must be one of {', '.join(allowed)}, not {value!r}")
+        return str(value)
+    return parse
+
+
 def parse_arguments(owner: str, declared: Mapping[str, ArgumentParser], given: Mapping[str, Any],
                     prefixes: Mapping[str, ArgumentParser] | None = None) -> dict[str, Any]:
     """Parse `given` against `declared` (exact names) and `prefixes` (e.g. `binpack.resources.`

@@ -18,7 +18,9 @@ Predicates and scores are vectorised: `fn(task, nodes, rows)` answers for the no
 (a slice or an index array) at once. They must depend only on the task's placement class (see
 `model.placement_class`) and on state that changes only through the session's node updates:
 that lets the session decide identical tasks as one class, re-evaluating only the nodes that
-changed since the class was last scored.
+changed since the class was last scored. A predicate reads node usage from the `nodes` it is
+given, which may be a what-if view (`NodeTable.what_if`): that is how preempt and reclaim ask
+whether a task would fit once victims are gone.
 """
 
 from __future__ import annotations
@@ -26,15 +28,18 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from lahar.scheduler.conf import PluginOption, SchedulerConf
 from lahar.scheduler.framework.plugin import Plugin, action_class, plugin_class
 from lahar.scheduler.model import JobInfo, NodeTable, QueueInfo, Rows, Snapshot, TaskInfo, TaskStatus
+
+if TYPE_CHECKING:
+    from lahar.agent.report import NodeReport
 
 log = logging.getLogger("lahar.scheduler.session")
 
@@ -44,6 +49,8 @@ Explain = Callable[[TaskInfo, NodeTable], Counter[str]]
 VictimFilter = Callable[[TaskInfo, list[TaskInfo]], list[TaskInfo] | None]
 
 PERMIT, ABSTAIN, REJECT = 1, 0, -1
+# How old an agent report may be before report-based plugins ignore it (their `staleness` default).
+REPORT_STALENESS_SECONDS = 10.0
 NO_NODE = -1
 
 
@@ -111,9 +118,11 @@ class Session:
         self.jobs = self.snapshot.jobs
         self.queues = self.snapshot.queues
         self._callbacks: dict[str, list[list[_Registered]]] = {}
+        self._flat: dict[str, list[_Registered]] = {}
         self._handlers: list[tuple[Callable[[TaskInfo], None] | None, Callable[[TaskInfo], None] | None]] = []
         self._change_log: list[int] = []
-        self._classes: dict[str, _ClassState] = {}
+        self._classes: dict[Hashable, _ClassState] = {}
+        self._fresh: dict[float, list[NodeReport | None]] = {}
         self._current: PluginOption | None = None
         self._tier = 0
 
@@ -159,6 +168,7 @@ class Session:
         while len(tiers) <= self._tier:
             tiers.append([])
         tiers[self._tier].append(_Registered(option.name, fn, extra))
+        self._flat.pop(kind, None)
 
     def add_job_order_fn(self, fn: Callable[[JobInfo], Any]) -> None:
         self._add("job_order", fn)
@@ -214,9 +224,12 @@ class Session:
         evict and their rollbacks): plugins keep shares and device state current with these."""
         self._handlers.append((on_allocate, on_deallocate))
 
-    def _all(self, kind: str) -> Iterable[_Registered]:
-        for tier in self._callbacks.get(kind, ()):
-            yield from tier
+    def _all(self, kind: str) -> list[_Registered]:
+        # Dispatch runs per task on the hot path: flatten the tiers once per kind.
+        flat = self._flat.get(kind)
+        if flat is None:
+            flat = self._flat[kind] = [r for tier in self._callbacks.get(kind, ()) for r in tier]
+        return flat
 
     def has(self, kind: str) -> bool:
         return any(True for _ in self._all(kind))
@@ -292,11 +305,26 @@ class Session:
     def reclaimable(self, reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
         return self._victims("reclaimable", reclaimer, candidates)
 
+    def fresh_reports(self, staleness_seconds: float) -> list[NodeReport | None]:
+        """Each node's latest agent report, by row, where it arrived at most `staleness_seconds`
+        ago (on the report store's clock), else None. Read once per session and staleness: the
+        report-based plugins (usage, oversubscription, numa-aware, deviceshare) share it."""
+        reports = self._fresh.get(staleness_seconds)
+        if reports is None:
+            store = self.reports
+            names = self.nodes.names
+            reports = ([None] * len(names) if store is None
+                       else [store.fresh(name, staleness_seconds) for name in names])
+            self._fresh[staleness_seconds] = reports
+        return reports
+
     # -- nodes -------------------------------------------------------------------------------
 
-    def predicate(self, task: TaskInfo, rows: Rows = slice(None)) -> np.ndarray:
-        """Which of `rows` pass every predicate."""
-        nodes = self.nodes
+    def predicate(self, task: TaskInfo, rows: Rows = slice(None), nodes: NodeTable | None = None) -> np.ndarray:
+        """Which of `rows` pass every predicate; asked about `nodes`, a what-if view of the
+        session's table (NodeTable.what_if: preempt and reclaim ask whether a task would fit once
+        victims are gone), instead of the table itself when given."""
+        nodes = self.nodes if nodes is None else nodes
         mask = nodes.schedulable[rows].copy()
         for registered in self._all("predicate"):
             mask &= registered.fn(task, nodes, rows)
@@ -304,13 +332,14 @@ class Session:
 
     def score(self, task: TaskInfo, rows: Rows = slice(None)) -> np.ndarray:
         nodes = self.nodes
-        total = np.zeros(len(nodes.schedulable[rows]), dtype=np.float64)
+        total: np.ndarray | None = None
         for registered in self._all("node_order"):
-            total += registered.fn(task, nodes, rows)
-        return total
+            part = registered.fn(task, nodes, rows)
+            total = part if total is None else total + part  # never in place: a part may be a view
+        return np.zeros(len(nodes.schedulable[rows]), dtype=np.float64) if total is None else total
 
-    def _evaluate(self, task: TaskInfo, rows: Rows) -> np.ndarray:
-        mask = self.predicate(task, rows)
+    def _evaluate(self, task: TaskInfo, rows: Rows, view: NodeTable | None = None) -> np.ndarray:
+        mask = self.predicate(task, rows, view)
         scores = self.score(task, rows)
         return np.where(mask, scores, -np.inf)
 
@@ -318,20 +347,33 @@ class Session:
         """Record that a node's usage changed, so cached class scores re-evaluate it."""
         self._change_log.append(row)
 
-    def candidate_scores(self, task: TaskInfo) -> np.ndarray:
+    def changed_since(self, mark: int) -> tuple[np.ndarray, int]:
+        """The rows whose usage changed since `mark` (0, or the mark an earlier call returned),
+        and the mark to ask from next time: for actions that keep per-node figures of their own."""
+        changed = self._change_log[mark:]
+        return np.unique(np.fromiter(changed, dtype=np.intp, count=len(changed))), len(self._change_log)
+
+    def candidate_scores(self, task: TaskInfo, view: NodeTable | None = None, key: Hashable = None) -> np.ndarray:
         """Every node's score for the task, -inf where a predicate fails; cached per placement
-        class and brought up to date with the nodes changed since. Do not modify the result."""
-        state = self._classes.get(task.placement)
+        class and brought up to date with the nodes changed since. Do not modify the result.
+        With `view` the predicates are asked about that what-if table (scores stay about the
+        session's own), cached under `key`: the view must stay true as the session changes
+        (an `empty` one does), since only changed rows are asked again."""
+        key = task.placement if key is None else key
+        state = self._classes.get(key)
         log_length = len(self._change_log)
         if state is None:
-            state = self._classes[task.placement] = _ClassState(self._evaluate(task, slice(None)), log_length)
+            state = self._classes[key] = _ClassState(self._evaluate(task, slice(None), view), log_length)
         elif state.synced < log_length:
             changed = self._change_log[state.synced:]
             if len(changed) * 4 > len(self.nodes):
-                state.masked = self._evaluate(task, slice(None))
+                state.masked = self._evaluate(task, slice(None), view)
             else:
-                rows = np.unique(np.fromiter(changed, dtype=np.intp, count=len(changed)))
-                state.masked[rows] = self._evaluate(task, rows)
+                # One placement between two tasks of a class is the common case: a slice keeps
+                # the plugins' row reads views instead of copies.
+                rows = (slice(changed[0], changed[0] + 1) if len(changed) == 1
+                        else np.unique(np.fromiter(changed, dtype=np.intp, count=len(changed))))
+                state.masked[rows] = self._evaluate(task, rows, view)
             state.synced = log_length
         return state.masked
 

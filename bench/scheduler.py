@@ -1,0 +1,1086 @@
+"""Scheduler throughput, gangs, preemption, fair share and oversubscription, as figures.
+
+    lahar bench scheduler --scenario NAME [--nodes N] [--pods P] [--json]
+    python -m bench.scheduler --scenario all --nodes 50 --pods 200     (a quick run)
+
+Shapes follow kube-scheduler's scheduler_perf (nodes: 4 CPU, 32Gi, 110 pods, Ready; pods:
+100m / 500Mi) so the figures line up with its SchedulingBasic thresholds (DESIGN.md
+"Performance", shared/reference/perf-anchors.md). Every scenario runs with all default plugins
+on (scheduler.conf.DEFAULT_CONF) unless it says otherwise.
+
+In-process scenarios (all but `http`) feed the scheduler's cache core (scheduler.cache.Cache)
+with API-shaped dicts and run scheduling cycles on its snapshots, as the scheduler loop does;
+a commit is treated as bound through the cache's assume / confirm path, with no API: the
+batch is assumed, the PodGroup status the status writer would write is fed back, then each
+pod comes back with spec.nodeName set (as its watch event would) and victims are deleted.
+Their `seconds` are wall seconds of what the loop does per cycle: snapshot, session (every
+action) and assume, nothing else (generating and feeding the objects is not counted); the
+informer's share, the pod updates that confirm the binds, is `confirm_seconds`, apart.
+`http` runs the real scheduler loop against `lahar apiserver` over HTTP.
+
+Scenarios:
+  basic      5000 nodes, 1000 init pods (bound), 10,000 lone pods. Target >= 5000 pods/s.
+  basic-50k  5000 nodes, 5000 init pods, 50,000 lone pods.
+  gang       5000 nodes; 10 gangs x 5000 pods and 1 x 10,000 (PodGroups, minMember = size),
+             submitted one per cycle: each gang's decision seconds (target <= 0.5 s), gangs
+             placed partly (must be 0); then a gang one pod larger than the 1-CPU pods the
+             cluster still has room for, whose cost on later cycles is compared with idle ones.
+  preempt    5000 nodes full of 20,000 low-priority pods (900m, priority 0), 5000 pending
+             high-priority pods (3 CPU, priority 1000) that fit only by preemption: preemptor
+             decisions (pipelined) per second. Target >= 1000. Evictions are then applied and
+             cycles run until every preemptor is bound.
+  queues     150 nodes (600 CPU), 30 queues of weights 1, 2, 4 and Kueue's baseline workload
+             (per queue 350 small jobs of 1 CPU, 100 medium of 5, 50 large of 20; runtimes
+             0.2 / 0.5 / 1 s) arriving as seeded Poisson streams in virtual time; a job is a
+             gang of 1-CPU pods (1, 5 or 20 pods, minMember = size); cycles every 0.1 virtual s.
+             Each queue's average CPU share against its deserved share, and mean time to
+             admission per size.
+  oversub    5000 nodes fully requested by LS pods (4 x 1 CPU / 8Gi) at 30-50 % real usage; agent
+             reports lend capacity x 0.65 - usage; BE pods (500m / 2Gi) are placed on it. Extra
+             utilization (BE requested / allocatable), nodes placed beyond their reclaimable
+             capacity (must be 0), BE pods on nodes with stale or no reports (must be 0).
+  http       basic through the embedded API server over HTTP: objects created first (not
+             counted), then the scheduler loop runs until every measured pod is bound.
+             Target >= 1000 pods/s.
+
+--nodes / --pods scale any scenario down for a quick run (--pods is the measured pods: gang
+pods in all, preemptors, the jobs of `queues`, BE pods). Progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import heapq
+import json
+import math
+import os
+import random
+import statistics
+import sys
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+
+from lahar.api.pod import defaults as pod_defaults
+
+GIB = 1 << 30
+MIB = 1 << 20
+NAMESPACE = "bench"
+SCHEDULER_NAME = "lahar"
+GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+QOS_KEY = "lahar.dev/qos-class"
+# Object creation times count up from here (FIFO order among equal priorities).
+EPOCH = datetime(2025, 1, 1, tzinfo=timezone.utc).timestamp()
+
+Obj = dict[str, Any]
+
+
+# --- progress -------------------------------------------------------------------------------
+
+class Progress:
+    """Lines on stderr with the seconds since the benchmark started (silent with --quiet)."""
+
+    def __init__(self, quiet: bool = False) -> None:
+        self.quiet = quiet
+        self.started = time.perf_counter()
+
+    def __call__(self, message: str) -> None:
+        if not self.quiet:
+            print(f"[{time.perf_counter() - self.started:7.1f}s] {message}", file=sys.stderr, flush=True)
+
+
+# --- API-shaped objects (scheduler_perf's templates) ------------------------------------------
+
+def rfc3339(at: float) -> str:
+    return datetime.fromtimestamp(at, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _uid(kind: str, name: str) -> str:
+    """A stable uid per object, derived from its kind and name."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"lahar-bench/{kind}/{name}"))
+
+
+def node_dict(name: str, cpu: str = "4", memory: str = "32Gi", pods: str = "110",
+              labels: dict[str, str] | None = None) -> Obj:
+    """scheduler_perf's node-default.yaml: 4 CPU, 32Gi, 110 pods, Ready."""
+    capacity = {"cpu": cpu, "memory": memory, "pods": pods}
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "uid": _uid("node", name), "resourceVersion": "1",
+                     "creationTimestamp": rfc3339(EPOCH),
+                     "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
+        "spec": {},
+        "status": {"capacity": capacity, "allocatable": dict(capacity), "phase": "Running",
+                   "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+def pod_dict(name: str, cpu: str = "100m", memory: str = "500Mi", *, node: str = "", priority: int | None = None,
+             group: str = "", qos: str = "", limits: bool = False, created: float = EPOCH,
+             phase: str = "", namespace: str = NAMESPACE, scheduler: str = SCHEDULER_NAME,
+             priority_class: str = "") -> Obj:
+    """scheduler_perf's pod-default.yaml (100m / 500Mi requests) for the scheduler `lahar`
+    (or `scheduler`);
+    `node` makes it an already bound pod, `group` puts it in a PodGroup, `qos` sets
+    lahar.dev/qos-class, `limits` makes it Guaranteed (limits = requests)."""
+    resources: Obj = {"requests": {"cpu": cpu, "memory": memory}}
+    if limits:
+        resources["limits"] = {"cpu": cpu, "memory": memory}
+    metadata: Obj = {"name": name, "namespace": namespace, "uid": _uid("pod", f"{namespace}/{name}"),
+                     "resourceVersion": "1", "creationTimestamp": rfc3339(created), "labels": {"app": "bench"}}
+    if group:
+        metadata["annotations"] = {GROUP_ANNOTATION: group}
+    if qos:
+        metadata["labels"][QOS_KEY] = qos
+    spec: Obj = {"schedulerName": scheduler, "terminationGracePeriodSeconds": 0,
+                 "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10", "resources": resources}]}
+    if priority is not None:
+        spec["priority"] = priority  # as admission resolves it from the PriorityClass
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    if node:
+        spec["nodeName"] = node
+    pod: Obj = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+    if phase or node:
+        pod["status"] = {"phase": phase or "Running"}
+    return pod_defaults(pod)  # as the API server stores it (status.phase, status.qosClass, ...)
+
+
+def podgroup_dict(name: str, min_member: int, *, queue: str = "default", min_resources: dict[str, str] | None = None,
+                  created: float = EPOCH, phase: str = "Pending", namespace: str = NAMESPACE,
+                  priority_class: str = "") -> Obj:
+    """A Volcano PodGroup as the controller writes it (minResources = what minMember pods ask)."""
+    spec: Obj = {"minMember": min_member, "queue": queue}
+    if min_resources:
+        spec["minResources"] = min_resources
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace, "uid": _uid("podgroup", f"{namespace}/{name}"),
+                     "resourceVersion": "1", "creationTimestamp": rfc3339(created)},
+        "spec": spec,
+        "status": {"phase": phase},
+    }
+
+
+def priority_class_dict(name: str, value: int) -> Obj:
+    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": name, "uid": _uid("priorityclass", name), "resourceVersion": "1"},
+            "value": value, "globalDefault": False}
+
+
+def queue_dict(name: str, weight: int = 1) -> Obj:
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+        "metadata": {"name": name, "uid": _uid("queue", name), "resourceVersion": "1",
+                     "creationTimestamp": rfc3339(EPOCH)},
+        "spec": {"weight": weight, "reclaimable": True},
+        "status": {"state": "Open"},
+    }
+
+
+def node_name(index: int) -> str:
+    return f"node-{index:05d}"
+
+
+def millicores(quantity: str) -> int:
+    return int(quantity[:-1]) if quantity.endswith("m") else int(float(quantity) * 1000)
+
+
+def scaled_quantity(millis: int) -> str:
+    return f"{millis}m"
+
+
+# --- figures ----------------------------------------------------------------------------------
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+def rate(count: int, seconds: float) -> float:
+    return round(count / seconds, 1) if seconds > 0 else 0.0
+
+
+# --- in process: the cache core and scheduling cycles -----------------------------------------
+
+@dataclass
+class Cycle:
+    """One scheduling cycle's cost and outcome. `seconds` is what the scheduler loop spends per
+    cycle: snapshot, session, and assuming its decisions in the cache (plus the PodGroup status
+    it would write); `confirm_seconds` is the informer's share (pod updates and deletions coming
+    back from the API), reported apart."""
+
+    snapshot_seconds: float
+    session_seconds: float
+    assume_seconds: float
+    confirm_seconds: float
+    session: Any
+    bound: list[tuple[Any, str]]  # (task, node) committed this cycle
+    pipelined: list[Any]
+    evicted: list[Any]
+
+    @property
+    def seconds(self) -> float:
+        return self.snapshot_seconds + self.session_seconds + self.assume_seconds
+
+
+@dataclass
+class Timings:
+    """Cycle costs summed over a run."""
+
+    cycles: list[Cycle] = field(default_factory=list)
+    actions: Counter[str] = field(default_factory=Counter)
+
+    def add(self, cycle: Cycle) -> Cycle:
+        # Keep the costs only: the session holds a whole snapshot.
+        self.cycles.append(Cycle(cycle.snapshot_seconds, cycle.session_seconds, cycle.assume_seconds,
+                                 cycle.confirm_seconds, None, [], [], []))
+        if cycle.session is not None:
+            self.actions.update(cycle.session.action_seconds)
+        return cycle
+
+    @property
+    def seconds(self) -> float:
+        return sum(c.seconds for c in self.cycles)
+
+    @property
+    def confirm_seconds(self) -> float:
+        return sum(c.confirm_seconds for c in self.cycles)
+
+    def figures(self) -> dict[str, Any]:
+        seconds = [c.seconds for c in self.cycles]
+        return {
+            "cycles": len(self.cycles),
+            "snapshot_seconds": round(sum(c.snapshot_seconds for c in self.cycles), 4),
+            "session_seconds": round(sum(c.session_seconds for c in self.cycles), 4),
+            "assume_seconds": round(sum(c.assume_seconds for c in self.cycles), 4),
+            "confirm_seconds": round(self.confirm_seconds, 4),
+            "max_cycle_seconds": round(max(seconds, default=0.0), 4),
+            "action_seconds": {name: round(value, 4) for name, value in self.actions.items()},
+        }
+
+
+class InProcess:
+    """The scheduler's decision side in this process: the cache core fed with API-shaped dicts,
+    cycles on its snapshots, commits assumed and then confirmed as the binding's watch event
+    would (the pod comes back with spec.nodeName), evictions applied as deletions."""
+
+    def __init__(self, conf: Any = None, reports: Any = None) -> None:
+        from lahar.scheduler.cache import Cache
+        from lahar.scheduler.conf import default_conf
+
+        self.conf = conf if conf is not None else default_conf()
+        self.reports = reports
+        self.cache = Cache()
+        self.pods: dict[str, Obj] = {}  # namespace/name -> the dict fed to the cache
+        self.bound: dict[str, str] = {}  # namespace/name -> node, for every bind committed here
+        self.podgroups: dict[str, Obj] = {}  # namespace/name -> the PodGroup as last written
+
+    # feeding
+    def add_node(self, obj: Obj) -> None:
+        self.cache.add_node(obj)
+
+    def add_queue(self, obj: Obj) -> None:
+        self.cache.add_queue(obj)
+
+    def add_podgroup(self, obj: Obj) -> None:
+        self.podgroups[f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"] = obj
+        self.cache.add_podgroup(obj)
+
+    def delete_podgroup(self, key: str) -> None:
+        self.cache.delete_podgroup(self.podgroups.pop(key))
+
+    def add_pod(self, obj: Obj) -> None:
+        key = f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"
+        self.pods[key] = obj
+        if obj["spec"].get("nodeName"):
+            self.bound[key] = obj["spec"]["nodeName"]
+        self.cache.add_pod(obj)
+
+    def delete_pod(self, key: str) -> None:
+        obj = self.pods.pop(key)
+        self.bound.pop(key, None)
+        self.cache.delete_pod(obj)
+
+    # cycles
+    def cycle(self, now: float | None = None) -> Cycle:
+        """One cycle as the scheduler loop runs it, with the API's part played here: the binds
+        are assumed, confirmed and come back as pod updates (nodeName set, Running), victims are
+        marked releasing and then deleted (grace period 0), and the PodGroup statuses the status
+        writer would write are fed back (so Pending -> Inqueue -> Running persists)."""
+        from lahar.scheduler.framework.session import run_cycle
+        from lahar.scheduler.status import podgroup_status_patch
+
+        started = time.perf_counter()
+        snapshot = self.cache.snapshot()
+        snapped = time.perf_counter()
+        session = run_cycle(snapshot, self.conf, self.reports, now)
+        decided = time.perf_counter()
+        cache = self.cache
+        bound: list[tuple[Any, str]] = []
+        for batch in session.binds:
+            cache.assume(batch)
+            bound.extend((task, task.node) for task in batch.tasks)
+        evicted = [eviction.task for eviction in session.evictions]
+        cache.assume_evicted(evicted)
+        stamp = rfc3339(EPOCH)
+        for job in session.jobs.values():
+            if job.podgroup is None or job.key not in self.podgroups:
+                continue
+            patch = podgroup_status_patch(job, stamp)
+            if patch is not None:
+                obj = self.podgroups[job.key]
+                version = str(int(obj["metadata"]["resourceVersion"]) + 1)
+                written = {**obj, "metadata": {**obj["metadata"], "resourceVersion": version},
+                           "status": {**(obj.get("status") or {}), **patch}}
+                self.podgroups[job.key] = written
+                cache.update_podgroup(obj, written)
+        assumed = time.perf_counter()
+        for task, node in bound:
+            key = task.key
+            obj = self.pods[key]
+            confirmed = {**obj, "spec": {**obj["spec"], "nodeName": node},
+                         "status": {**(obj.get("status") or {}), "phase": "Running"}}
+            cache.confirm(task.uid)
+            self.pods[key] = confirmed
+            self.bound[key] = node
+            cache.update_pod(obj, confirmed)
+        for task in evicted:
+            if task.key in self.pods:
+                self.delete_pod(task.key)
+        confirmed_at = time.perf_counter()
+        return Cycle(snapped - started, decided - snapped, assumed - decided, confirmed_at - assumed, session, bound,
+                     list(session.pipelined), evicted)
+
+
+def feed_nodes(sim: InProcess, count: int, progress: Progress) -> None:
+    for i in range(count):
+        sim.add_node(node_dict(node_name(i)))
+    progress(f"{count} nodes fed to the cache")
+
+
+def run_until(sim: InProcess, timings: Timings, done: Callable[[], bool], progress: Progress, what: str,
+              now: Callable[[], float | None] = lambda: None, stall_limit: int = 2,
+              on_cycle: Callable[[Cycle], None] | None = None, max_cycles: int = 100_000) -> bool:
+    """Run cycles until `done()`; give up after `stall_limit` cycles in a row that bind,
+    pipeline and evict nothing. True when done."""
+    stalled = 0
+    for _ in range(max_cycles):
+        if done():
+            return True
+        cycle = timings.add(sim.cycle(now()))
+        if on_cycle is not None:
+            on_cycle(cycle)
+        progress(f"{what}: cycle {len(timings.cycles)}: {len(cycle.bound)} bound, {len(cycle.pipelined)} pipelined, "
+                 f"{len(cycle.evicted)} evicted in {cycle.seconds:.3f}s (snapshot {cycle.snapshot_seconds:.3f}s)")
+        stalled = 0 if (cycle.bound or cycle.pipelined or cycle.evicted) else stalled + 1
+        if stalled >= stall_limit:
+            return done()
+    return done()
+
+
+def target(metric: str, op: str, value: float, actual: float) -> dict[str, Any]:
+    met = actual >= value if op == ">=" else actual <= value if op == "<=" else actual == value
+    return {"metric": metric, "op": op, "value": value, "met": bool(met)}
+
+
+# --- basic --------------------------------------------------------------------------------------
+
+def scenario_basic(args: argparse.Namespace, progress: Progress, name: str = "basic", default_pods: int = 10_000,
+                   default_init: int = 1000) -> dict[str, Any]:
+    nodes = args.nodes or 5000
+    pods = args.pods or default_pods
+    init = args.init if args.init is not None else (default_init if args.pods is None else pods // 10)
+    sim = InProcess()
+    feed_nodes(sim, nodes, progress)
+    for i in range(init):
+        sim.add_pod(pod_dict(f"init-{i:06d}", node=node_name(i % nodes)))
+    for i in range(pods):
+        sim.add_pod(pod_dict(f"pod-{i:06d}", created=EPOCH + 1 + i // 1000))
+    progress(f"{init} init pods (bound) and {pods} pending pods fed")
+    measured = [f"{NAMESPACE}/pod-{i:06d}" for i in range(pods)]
+    timings = Timings()
+    gc.collect()
+    run_until(sim, timings, lambda: all(key in sim.bound for key in measured), progress, name)
+    placed = sum(1 for key in measured if key in sim.bound)
+    seconds = timings.seconds
+    result = {"scenario": name, "nodes": nodes, "init_pods": init, "pods": pods, "placed": placed,
+              "pods_per_second": rate(placed, seconds), "seconds": round(seconds, 4),
+              "pods_per_second_with_confirm": rate(placed, seconds + timings.confirm_seconds), **timings.figures()}
+    result["target"] = target("pods_per_second", ">=", 5000, result["pods_per_second"])
+    result["ok"] = placed == pods
+    return result
+
+
+def scenario_basic_50k(args: argparse.Namespace, progress: Progress) -> dict[str, Any]:
+    return scenario_basic(args, progress, "basic-50k", 50_000, 5000)
+
+
+# --- gang ---------------------------------------------------------------------------------------
+
+def gang_objects(name: str, size: int, cpu: str = "100m", memory: str = "500Mi", queue: str = "default",
+                 created: float = EPOCH, priority: int | None = None,
+                 priority_class: str = "") -> tuple[Obj, list[Obj]]:
+    """A PodGroup of `size` (minMember = size, minResources = what the pods ask) and its pods."""
+    min_resources = {"cpu": scaled_quantity(millicores(cpu) * size), "memory": f"{_mebibytes(memory) * size}Mi"}
+    group = podgroup_dict(name, size, queue=queue, min_resources=min_resources, created=created,
+                          priority_class=priority_class)
+    pods = [pod_dict(f"{name}-{i:05d}", cpu, memory, group=name, created=created, priority=priority,
+                     priority_class=priority_class) for i in range(size)]
+    return group, pods
+
+
+def _mebibytes(quantity: str) -> int:
+    if quantity.endswith("Gi"):
+        return int(quantity[:-2]) * 1024
+    if quantity.endswith("Mi"):
+        return int(quantity[:-2])
+    raise ValueError(f"bench quantities are in Mi or Gi, not {quantity!r}")
+
+
+def partial_gangs(sim: InProcess, groups: dict[str, int]) -> list[str]:
+    """PodGroups with some but fewer than minMember pods placed (from the binds committed)."""
+    placed: Counter[str] = Counter()
+    for key in sim.bound:
+        group = (sim.pods[key]["metadata"].get("annotations") or {}).get(GROUP_ANNOTATION)
+        if group:
+            placed[f"{NAMESPACE}/{group}"] += 1
+    return sorted(g for g, minimum in groups.items() if 0 < placed[g] < minimum)
+
+
+def free_slots(sim: InProcess, cpu_millis: int, memory_bytes: int) -> tuple[int, int]:
+    """How many pods of this size still fit, node by node, and the free cpu (millicores) in all,
+    from a snapshot of the cache."""
+    from lahar.scheduler.model import CPU, MEMORY, PODS
+
+    snapshot = sim.cache.snapshot()
+    table = snapshot.nodes
+    column = snapshot.resources.column
+    idle = table.idle[table.schedulable]
+    fit = np.minimum(np.minimum(idle[:, column[CPU]] // cpu_millis, idle[:, column[MEMORY]] // memory_bytes),
+                     idle[:, column[PODS]])
+    return int(fit.clip(min=0).sum()), int(idle[:, column[CPU]].clip(min=0).sum())
+
+
+def scenario_gang(args: argparse.Namespace, progress: Progress) -> dict[str, Any]:
+    nodes = args.nodes or 5000
+    count = args.gangs
+    total = args.pods or 60_000
+    size = max(1, total // (count + 2))  # ten of `size` and one of twice that: 10 x 5000 + 1 x 10,000
+    sizes = [size] * count + [2 * size]
+    sim = InProcess()
+    feed_nodes(sim, nodes, progress)
+    timings = Timings()
+    groups: dict[str, int] = {}
+    per_gang: list[dict[str, Any]] = []
+    gc.collect()
+    for index, gang_size in enumerate(sizes):
+        name = f"gang-{index:02d}"
+        group, pods = gang_objects(name, gang_size, created=EPOCH + index)
+        groups[f"{NAMESPACE}/{name}"] = gang_size
+        sim.add_podgroup(group)
+        for pod in pods:
+            sim.add_pod(pod)
+        keys = [f"{NAMESPACE}/{pod['metadata']['name']}" for pod in pods]
+        before = len(timings.cycles)
+        run_until(sim, timings, lambda: all(key in sim.bound for key in keys), progress, name)
+        cycles = timings.cycles[before:]
+        placed = sum(1 for key in keys if key in sim.bound)
+        per_gang.append({"gang": name, "pods": gang_size, "placed": placed, "cycles": len(cycles),
+                         "seconds": round(sum(c.seconds for c in cycles), 4)})
+        progress(f"{name}: {placed}/{gang_size} placed in {per_gang[-1]['seconds']:.3f}s")
+    placed_total = sum(g["placed"] for g in per_gang)
+    decided_seconds = timings.seconds
+    figures = timings.figures()
+
+    # A gang one pod larger than the room left for its pods: it passes the capacity sum (the
+    # enqueue gate) but cannot be placed; what does it cost the cycles after it arrived?
+    idle = Timings()
+    for _ in range(args.repeat):
+        idle.add(sim.cycle())
+    cpu, memory = 1000, 500 * MIB
+    room, free_cpu = free_slots(sim, cpu, memory)
+    unfit_size = room + 1
+    name = "gang-unfit"
+    group, pods = gang_objects(name, unfit_size, cpu="1", memory="500Mi", created=EPOCH + len(sizes))
+    groups[f"{NAMESPACE}/{name}"] = unfit_size
+    sim.add_podgroup(group)
+    for pod in pods:
+        sim.add_pod(pod)
+    progress(f"{name}: {unfit_size} pods of 1 CPU, room for {room} (free cpu {free_cpu / 1000:.1f})")
+    pending = Timings()
+    first = sim.cycle()
+    for _ in range(args.repeat):
+        pending.add(sim.cycle())
+    unfit_placed = sum(1 for pod in pods if f"{NAMESPACE}/{pod['metadata']['name']}" in sim.bound)
+    partial = partial_gangs(sim, groups)
+    idle_mean = statistics.mean(c.seconds for c in idle.cycles) if idle.cycles else 0.0
+    pending_mean = statistics.mean(c.seconds for c in pending.cycles) if pending.cycles else 0.0
+    max_gang = max(g["seconds"] for g in per_gang)
+    result = {
+        "scenario": "gang", "nodes": nodes, "pods": sum(sizes), "gangs": len(sizes), "placed": placed_total,
+        "pods_per_second": rate(placed_total, decided_seconds), "seconds": round(decided_seconds, 4),
+        "max_gang_decision_seconds": round(max_gang, 4), "partial_gangs": len(partial),
+        "per_gang": per_gang, **figures,
+        "unfit_gang": {
+            "pods": unfit_size, "cpu_per_pod": 1, "room": room, "fits_by_sum": unfit_size * cpu <= free_cpu,
+            "placed": unfit_placed, "first_cycle_seconds": round(first.seconds, 4),
+            "later_cycle_seconds": round(pending_mean, 4), "idle_cycle_seconds": round(idle_mean, 4),
+            "extra_seconds_per_cycle": round(pending_mean - idle_mean, 4),
+            "first_cycle_action_seconds": {k: round(v, 4) for k, v in first.session.action_seconds.items()},
+            "later_cycle_action_seconds": {k: round(v / len(pending.cycles), 4) for k, v in pending.actions.items()},
+            "later_cycle_snapshot_seconds": round(statistics.mean(c.snapshot_seconds for c in pending.cycles), 4),
+        },
+    }
+    result["target"] = target("max_gang_decision_seconds", "<=", 0.5, max_gang)
+    result["ok"] = placed_total == sum(sizes) and not partial and unfit_placed == 0
+    return result
+
+
+# --- preempt ------------------------------------------------------------------------------------
+
+def scenario_preempt(args: argparse.Namespace, progress: Progress) -> dict[str, Any]:
+    """scheduler_perf's PreemptionBasic: low-priority 900m pods fill every node (4 per node, 3.6 of
+    4 CPU), each 3-CPU high-priority pod needs three of them evicted."""
+    nodes = args.nodes or 5000
+    wanted = args.pods or 5000
+    preemptors = min(wanted, nodes)  # one 3-CPU preemptor per node at most
+    if preemptors < wanted:
+        progress(f"preempt: {wanted} preemptors asked, {nodes} nodes take one each: using {preemptors}")
+    low = 4 * nodes
+    sim = InProcess()
+    feed_nodes(sim, nodes, progress)
+    for i in range(low):
+        sim.add_pod(pod_dict(f"low-{i:06d}", "900m", "500Mi", node=node_name(i // 4), priority=0, limits=True))
+    for i in range(preemptors):
+        sim.add_pod(pod_dict(f"high-{i:06d}", "3000m", "500Mi", priority=1000, limits=True,
+                             created=EPOCH + 1 + i // 1000))
+    progress(f"{low} low-priority pods (bound) and {preemptors} high-priority pods fed")
+    keys = [f"{NAMESPACE}/high-{i:06d}" for i in range(preemptors)]
+    decided: dict[str, float] = {}  # preemptor -> cumulative seconds when first pipelined or bound
+    victims: list[Any] = []
+    bad_victims = 0
+    timings = Timings()
+
+    def on_cycle(cycle: Cycle) -> None:
+        nonlocal bad_victims
+        for task in cycle.pipelined:
+            decided.setdefault(task.key, timings.seconds)
+        for task, _ in cycle.bound:
+            decided.setdefault(task.key, timings.seconds)
+        victims.extend(cycle.evicted)
+        bad_victims += sum(1 for task in cycle.evicted if task.priority >= 1000)
+
+    gc.collect()
+    run_until(sim, timings, lambda: len(decided) == preemptors, progress, "preempt", on_cycle=on_cycle)
+    decide_seconds = timings.seconds
+    decide_figures = timings.figures()
+    run_until(sim, timings, lambda: all(key in sim.bound for key in keys), progress, "preempt (binding)",
+              on_cycle=on_cycle)
+    bound = sum(1 for key in keys if key in sim.bound)
+    result = {
+        "scenario": "preempt", "nodes": nodes, "init_pods": low, "pods": preemptors, "decided": len(decided),
+        "pods_per_second": rate(len(decided), decide_seconds), "seconds": round(decide_seconds, 4),
+        "victims": len(victims), "victims_per_preemptor": round(len(victims) / max(1, len(decided)), 2),
+        "victims_not_lower_priority": bad_victims, **decide_figures,
+        "bound": bound, "seconds_to_bound": round(timings.seconds, 4),
+        "bound_pods_per_second": rate(bound, timings.seconds), "cycles_to_bound": len(timings.cycles),
+    }
+    result["target"] = target("pods_per_second", ">=", 1000, result["pods_per_second"])
+    result["ok"] = len(decided) == preemptors and bound == preemptors and bad_victims == 0
+    return result
+
+
+# --- queues -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class JobClass:
+    """Kueue's baseline workload classes (test/performance/scheduler/configs/baseline)."""
+
+    name: str
+    pods: int  # a gang of this many 1-CPU pods
+    runtime: float  # virtual seconds from admission to finish
+    interval: float  # mean virtual seconds between arrivals, per queue
+    priority: int
+    share: float  # of a queue's jobs
+
+
+JOB_CLASSES = (JobClass("small", 1, 0.2, 0.1, 50, 0.7), JobClass("medium", 5, 0.5, 0.5, 100, 0.2),
+               JobClass("large", 20, 1.0, 1.2, 200, 0.1))
+QUEUE_WEIGHTS = (1, 2, 4)
+
+
+@dataclass
+class Job:
+    name: str
+    queue: str
+    job_class: JobClass
+    arrival: float
+    attempt: int = 0
+    admitted: float | None = None  # first admission
+    finish: float | None = None
+    pod_keys: list[str] = field(default_factory=list)
+    group_name: str = ""
+    bound: int = 0
+    restarts: int = 0
+
+
+def queue_shares(session: Any) -> dict[str, tuple[float, float]]:
+    """queue -> (allocated cpu, deserved cpu) in millicores, from the proportion plugin's figures
+    (`session.data["queues"]`: resource lists per queue)."""
+    shares: dict[str, tuple[float, float]] = {}
+    for name, entry in (session.data.get("queues") or {}).items():
+        shares[name] = (float(entry["allocated"].get("cpu", 0)), float(entry["deserved"].get("cpu", 0)))
+    return shares
+
+
+def scenario_queues(args: argparse.Namespace, progress: Progress) -> dict[str, Any]:
+    nodes = args.nodes or 150
+    queue_count = args.queues
+    jobs_wanted = args.pods or 15_000
+    period = args.period
+    rng = random.Random(args.seed)
+    sim = InProcess()
+    feed_nodes(sim, nodes, progress)
+    queues = [f"q-{i:02d}" for i in range(queue_count)]
+    weights = {q: QUEUE_WEIGHTS[i % len(QUEUE_WEIGHTS)] for i, q in enumerate(queues)}
+    for q in queues:
+        sim.add_queue(queue_dict(q, weights[q]))
+    for job_class in JOB_CLASSES:  # Kueue's workload priorities; a job may preempt lower ones in its queue
+        sim.cache.add_priority_class(priority_class_dict(f"bench-{job_class.name}", job_class.priority))
+    # Seeded Poisson arrivals per queue and class, with the class's mean interval.
+    jobs: list[Job] = []
+    per_queue = max(1, jobs_wanted // queue_count)
+    for q in queues:
+        for job_class in JOB_CLASSES:
+            t = rng.uniform(0, job_class.interval)
+            for _ in range(max(1, round(per_queue * job_class.share))):
+                jobs.append(Job("", q, job_class, t))
+                t += rng.expovariate(1 / job_class.interval)
+    jobs.sort(key=lambda job: job.arrival)
+    for index, job in enumerate(jobs):
+        job.name = f"{job.queue}-{job.job_class.name}-{index:05d}"
+    last_arrival = jobs[-1].arrival
+    progress(f"{len(jobs)} jobs in {queue_count} queues over {last_arrival:.1f} virtual s, "
+             f"{sum(j.job_class.pods for j in jobs)} pods")
+
+    by_pod: dict[str, Job] = {}
+    running: list[tuple[float, int, Job]] = []  # (finish, tiebreak, job)
+    arrivals = iter(jobs)
+    upcoming = next(arrivals, None)
+    total_cpu = nodes * 4000
+    share_sum: dict[str, list[float]] = {q: [0.0, 0.0] for q in queues}
+    loaded_cycles = 0
+    utilization_sum = 0.0
+    timings = Timings()
+    evictions = 0
+    now = 0.0
+
+    def submit(job: Job, at: float) -> None:
+        group_name = job.name if not job.attempt else f"{job.name}-r{job.attempt}"
+        group, pods = gang_objects(group_name, job.job_class.pods, cpu="1", memory="1Gi", queue=job.queue,
+                                   created=EPOCH + at, priority=job.job_class.priority,
+                                   priority_class=f"bench-{job.job_class.name}")
+        sim.add_podgroup(group)
+        job.pod_keys = []
+        job.bound = 0
+        for pod in pods:
+            key = f"{NAMESPACE}/{pod['metadata']['name']}"
+            sim.add_pod(pod)
+            by_pod[key] = job
+            job.pod_keys.append(key)
+        job.group_name = group_name
+
+    def remove(job: Job) -> None:
+        for key in job.pod_keys:
+            if key in sim.pods:
+                sim.delete_pod(key)
+            by_pod.pop(key, None)
+        sim.delete_podgroup(f"{NAMESPACE}/{job.group_name}")
+
+    pending_jobs = 0
+    gc.collect()
+    while True:
+        while upcoming is not None and upcoming.arrival <= now:
+            submit(upcoming, upcoming.arrival)
+            pending_jobs += 1
+            upcoming = next(arrivals, None)
+        while running and running[0][0] <= now:
+            _, _, job = heapq.heappop(running)
+            remove(job)
+        if pending_jobs == 0:
+            if upcoming is None and not running:
+                break
+            # Nothing to decide: jump to the next arrival or finish.
+            following = min(([upcoming.arrival] if upcoming else []) + ([running[0][0]] if running else []))
+            now = max(now + period, math.ceil(following / period - 1e-9) * period)
+            continue
+        cycle = timings.add(sim.cycle())
+        for task, _ in cycle.bound:
+            job = by_pod[task.key]
+            job.bound += 1
+            if job.bound == len(job.pod_keys):
+                pending_jobs -= 1
+                if job.admitted is None:
+                    job.admitted = now
+                job.finish = now + job.job_class.runtime
+                heapq.heappush(running, (job.finish, id(job), job))
+        for task in cycle.evicted:
+            job = by_pod.get(task.key)
+            if job is None:
+                continue
+            # The controller restarts a gang that lost a pod (Volcano's PodEvicted -> RestartJob).
+            evictions += 1
+            running = [entry for entry in running if entry[2] is not job]
+            heapq.heapify(running)
+            remove(job)
+            job.attempt += 1
+            job.restarts += 1
+            submit(job, now)
+            pending_jobs += 1
+        if now <= last_arrival:
+            shares = queue_shares(cycle.session)
+            loaded_cycles += 1
+            allocated_total = 0.0
+            for q in queues:
+                allocated, deserved = shares.get(q, (0.0, 0.0))
+                share_sum[q][0] += allocated / total_cpu
+                share_sum[q][1] += deserved / total_cpu
+                allocated_total += allocated
+            utilization_sum += allocated_total / total_cpu
+        if len(timings.cycles) % 100 == 0:
+            progress(f"queues: virtual {now:.1f}s, {len(timings.cycles)} cycles, {pending_jobs} jobs pending, "
+                     f"{len(running)} running, {timings.seconds:.1f}s of cycles")
+        if upcoming is None and not running and not cycle.bound and not cycle.pipelined:
+            break  # what is left cannot be placed
+        now += period
+        if now > last_arrival * 20 + 60:
+            break
+
+    admitted = [job for job in jobs if job.admitted is not None]
+    # Gangs with some but not all pods bound (a job is all-or-nothing: must be none), and jobs
+    # left pending when the run ended (nothing running, nothing arriving, nothing placed).
+    partial = sum(1 for job in jobs if 0 < sum(key in sim.bound for key in job.pod_keys) < len(job.pod_keys))
+    stuck = Counter(job.job_class.name for job in jobs if job.admitted is None)
+    by_class: dict[str, list[float]] = defaultdict(list)
+    for job in admitted:
+        by_class[job.job_class.name].append(job.admitted - job.arrival)  # type: ignore[operator]
+    pods_placed = sum(job.job_class.pods * (1 + job.restarts) for job in admitted)
+    seconds = timings.seconds
+    queue_rows = []
+    for q in queues:
+        allocated_share = share_sum[q][0] / max(1, loaded_cycles)
+        deserved_share = share_sum[q][1] / max(1, loaded_cycles)
+        queue_rows.append({"queue": q, "weight": weights[q], "share": round(allocated_share, 4),
+                           "deserved": round(deserved_share, 4),
+                           "ratio": round(allocated_share / deserved_share, 3) if deserved_share else None})
+    by_weight: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for row in queue_rows:
+        by_weight[row["weight"]].append(row)
+    result = {
+        "scenario": "queues", "nodes": nodes, "queues": queue_count, "jobs": len(jobs), "admitted": len(admitted),
+        "pods": sum(job.job_class.pods for job in jobs), "pods_per_second": rate(pods_placed, seconds),
+        "seconds": round(seconds, 4), "virtual_seconds": round(now, 2), "period": period,
+        "partial_gangs": partial, "never_admitted": dict(stuck),
+        "evictions": evictions, "restarted_jobs": sum(1 for job in jobs if job.restarts),
+        "utilization": round(utilization_sum / max(1, loaded_cycles), 4),
+        "mean_time_to_admission": {name: round(statistics.mean(values), 3) for name, values in by_class.items()},
+        "p90_time_to_admission": {name: round(percentile(values, 0.9), 3) for name, values in by_class.items()},
+        "share_by_weight": {str(w): {"share": round(statistics.mean(r["share"] for r in rows), 4),
+                                     "deserved": round(statistics.mean(r["deserved"] for r in rows), 4)}
+                            for w, rows in sorted(by_weight.items())},
+        "per_queue": queue_rows, **timings.figures(),
+    }
+    result["ok"] = len(admitted) == len(jobs) and partial == 0
+    return result
+
+
+# --- oversub ------------------------------------------------------------------------------------
+
+RECLAIM_THRESHOLD = 0.65  # of capacity, per resource (Koordinator's / DESIGN.md's BE budget)
+
+
+def synthetic_report(node: str, usage_cores: float, memory_used: int, reclaimable: dict[str, int]) -> Any:
+    from lahar.agent.report import AgentHealth, CpuUsage, MemoryUsage, NodeReport
+
+    return NodeReport(node=node, sequence=1, timestamp=time.time(),
+                      cpu=CpuUsage(4, usage_cores, usage_cores / 4, []),
+                      memory=MemoryUsage(32 * GIB, memory_used, 32 * GIB - memory_used, 0),
+                      reclaimable=reclaimable, health=AgentHealth("bench", 0.0))
+
+
+def scenario_oversub(args: argparse.Namespace, progress: Progress) -> dict[str, Any]:
+    from lahar.scheduler.node_reports import NodeReportStore
+
+    nodes = args.nodes or 5000
+    be_pods = args.pods or 10_000
+    rng = random.Random(args.seed)
+    store = NodeReportStore(clock=lambda: 0.0)  # reports age only as set here: fresh 0 s, stale 1 h
+    sim = InProcess(reports=store)
+    feed_nodes(sim, nodes, progress)
+    reclaimable: dict[str, dict[str, int]] = {}
+    stale: set[str] = set()
+    unreported: set[str] = set()
+    stale_age = 3600.0
+    for i in range(nodes):
+        name = node_name(i)
+        for j in range(4):  # 4 x (1 CPU, 8Gi): every node fully requested by online services, which
+            # kube-scheduler placed (they hold their nodes' resources but are in no queue)
+            sim.add_pod(pod_dict(f"ls-{i:05d}-{j}", "1", "8Gi", node=name, qos="LS", scheduler="default-scheduler"))
+        if i % 20 == 7:
+            stale.add(name)
+        elif i % 50 == 13:
+            unreported.add(name)
+            continue
+        usage_cores = 4 * rng.uniform(0.30, 0.50)
+        memory_used = int(32 * GIB * rng.uniform(0.30, 0.50))
+        lent = {"cpu": max(0, int(4000 * RECLAIM_THRESHOLD - usage_cores * 1000)),
+                "memory": max(0, int(32 * GIB * RECLAIM_THRESHOLD) - memory_used)}
+        reclaimable[name] = lent
+        received = -stale_age if name in stale else 0.0
+        store.submit(synthetic_report(name, usage_cores, memory_used, lent), received_at=received)
+    for i in range(be_pods):
+        sim.add_pod(pod_dict(f"be-{i:06d}", "500m", "2Gi", qos="BE", created=EPOCH + 1 + i // 1000))
+    progress(f"{4 * nodes} LS pods (bound), {len(reclaimable) - len(stale)} fresh reports, {len(stale)} stale, "
+             f"{len(unreported)} nodes without one, {be_pods} BE pods fed")
+    keys = [f"{NAMESPACE}/be-{i:06d}" for i in range(be_pods)]
+    timings = Timings()
+    gc.collect()
+    run_until(sim, timings, lambda: all(key in sim.bound for key in keys), progress, "oversub", stall_limit=1)
+    be_cpu: Counter[str] = Counter()
+    be_memory: Counter[str] = Counter()
+    placed = 0
+    for key in keys:
+        node = sim.bound.get(key)
+        if node:
+            placed += 1
+            be_cpu[node] += 500
+            be_memory[node] += 2 * GIB
+    violations = sum(1 for node in be_cpu
+                     if node not in reclaimable or be_cpu[node] > reclaimable[node]["cpu"]
+                     or be_memory[node] > reclaimable[node]["memory"])
+    fresh_cpu = sum(lent["cpu"] for node, lent in reclaimable.items() if node not in stale)
+    seconds = timings.seconds
+    total_cpu, total_memory = nodes * 4000, nodes * 32 * GIB
+    result = {
+        "scenario": "oversub", "nodes": nodes, "init_pods": 4 * nodes, "pods": be_pods, "placed": placed,
+        "pending": be_pods - placed, "pods_per_second": rate(placed, seconds), "seconds": round(seconds, 4),
+        "extra_utilization_cpu": round(sum(be_cpu.values()) / total_cpu, 4),
+        "extra_utilization_memory": round(sum(be_memory.values()) / total_memory, 4),
+        "reclaimable_cpu_lent_ratio": round(sum(be_cpu.values()) / fresh_cpu, 4) if fresh_cpu else 0.0,
+        "violations": violations,
+        "be_on_stale_nodes": sum(be_cpu[node] > 0 for node in stale),
+        "be_on_unreported_nodes": sum(be_cpu[node] > 0 for node in unreported),
+        "stale_nodes": len(stale), "unreported_nodes": len(unreported), **timings.figures(),
+    }
+    result["ok"] = (placed > 0 and violations == 0 and result["be_on_stale_nodes"] == 0
+                    and result["be_on_unreported_nodes"] == 0)
+    return result
+
+
+# --- http ---------------------------------------------------------------------------------------
+
+def api_shaped(obj: Obj) -> Obj:
+    """The object as a client would POST it: the server sets uid, version and creation time."""
+    metadata = {k: v for k, v in obj["metadata"].items() if k not in ("uid", "resourceVersion", "creationTimestamp")}
+    return {**obj, "metadata": metadata}
+
+
+def create_all(api: Any, kind: Any, objects: list[Obj], threads: int, progress: Progress, what: str) -> float:
+    from concurrent.futures import ThreadPoolExecutor
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(threads) as pool:
+        for _ in pool.map(lambda obj: api.create(kind, api_shaped(obj)), objects):
+            pass
+    seconds = time.perf_counter() - started
+    progress(f"{len(objects)} {what} created in {seconds:.1f}s ({rate(len(objects), seconds)}/s)")
+    return seconds
+
+
+def scenario_http(args: argparse.Namespace, progress: Progress) -> dict[str, Any]:
+    """The real scheduler loop (scheduler.Scheduler: informers, cycles, the binder's concurrent
+    pods/binding calls, status writes) against `lahar apiserver` on loopback, over HTTP."""
+    import tempfile
+    from pathlib import Path
+
+    from kubernetes import client
+
+    from bench.apiserver import start_server
+    from lahar.api import kinds
+    from lahar.client.api import KubeApi
+    from lahar.endpoints import free_loopback_port
+    from lahar.scheduler.scheduler import Scheduler
+
+    nodes = args.nodes or 5000
+    pods = args.pods or 10_000
+    init = args.init if args.init is not None else (1000 if args.pods is None else pods // 10)
+    port = free_loopback_port()
+    threads = 8
+    with tempfile.TemporaryDirectory() as tmp:
+        server = start_server(Path(tmp), port, "normal")
+        scheduler = None
+        try:
+            configuration = client.Configuration()
+            configuration.host = f"http://127.0.0.1:{port}"
+            configuration.connection_pool_maxsize = 64
+            api = KubeApi(client.ApiClient(configuration))
+            api.create(kinds.NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+            create_all(api, kinds.NODE, [node_dict(node_name(i)) for i in range(nodes)], threads, progress, "nodes")
+            create_all(api, kinds.POD, [pod_dict(f"init-{i:06d}", node=node_name(i % nodes)) for i in range(init)],
+                       threads, progress, "init pods (bound)")
+            create_all(api, kinds.POD, [pod_dict(f"pod-{i:06d}") for i in range(pods)], threads, progress,
+                       "pending pods")
+
+            def unbound() -> int:
+                page = api.list(kinds.POD, NAMESPACE, field_selector="spec.nodeName=", limit=1)
+                return len(page.get("items") or [])
+
+            scheduler = Scheduler(api)
+            gc.collect()
+            started = time.perf_counter()
+            scheduler.start()
+            synced_at = None
+            next_report = started + 2
+            deadline = started + max(120.0, pods / 50)
+            while unbound():
+                now = time.perf_counter()
+                if synced_at is None and scheduler.cache.synced:
+                    synced_at = now
+                if now > deadline:
+                    break
+                if now >= next_report:
+                    progress(f"http: {now - started:.1f}s, {scheduler.cycles} cycles, cache synced: "
+                             f"{scheduler.cache.synced}")
+                    next_report = now + 2
+                time.sleep(0.05)
+            seconds = time.perf_counter() - started
+            cycles = scheduler.cycles
+            bound_pods = api.list(kinds.POD, NAMESPACE, field_selector="spec.nodeName!=")["items"]
+        finally:
+            if scheduler is not None:
+                scheduler.stop()
+            server.terminate()
+            server.wait(10)
+    placed = sum(1 for pod in bound_pods if pod["metadata"]["name"].startswith("pod-"))
+    result = {
+        "scenario": "http", "nodes": nodes, "init_pods": init, "pods": pods, "placed": placed,
+        "pods_per_second": rate(placed, seconds), "seconds": round(seconds, 3),
+        "sync_seconds": round(synced_at - started, 3) if synced_at is not None else None,
+        "cycles": cycles, "bind_threads": 32,
+    }
+    result["target"] = target("pods_per_second", ">=", 1000, result["pods_per_second"])
+    result["ok"] = placed == pods
+    return result
+
+
+# --- the command --------------------------------------------------------------------------------
+
+SCENARIOS: dict[str, Callable[[argparse.Namespace, Progress], dict[str, Any]]] = {
+    "basic": scenario_basic,
+    "basic-50k": scenario_basic_50k,
+    "gang": scenario_gang,
+    "preempt": scenario_preempt,
+    "queues": scenario_queues,
+    "oversub": scenario_oversub,
+    "http": scenario_http,
+}
+
+
+def _format(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:,.4f}".rstrip("0").rstrip(".") if abs(value) < 100 else f"{value:,.1f}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_format(v)}" for k, v in value.items())
+    return str(value)
+
+
+def print_human(result: dict[str, Any]) -> None:
+    head = (f"{result['scenario']}: {result['nodes']:,} nodes, {result['pods']:,} pods: "
+            f"{result['pods_per_second']:,.1f} pods/s in {result['seconds']:.3f}s")
+    goal = result.get("target")
+    if goal:
+        head += (f"   target {goal['metric']} {goal['op']} {_format(goal['value'])}: "
+                 f"{'met' if goal['met'] else 'MISSED'}")
+    print(head)
+    skip = {"scenario", "nodes", "pods", "pods_per_second", "seconds", "target"}
+    width = max(len(key) for key in result)
+    for key, value in result.items():
+        if key in skip:
+            continue
+        if isinstance(value, list):
+            print(f"  {key}:")
+            for row in value:
+                print(f"    {_format(row)}")
+        else:
+            print(f"  {key:<{width}}  {_format(value)}")
+    sys.stdout.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="lahar bench scheduler", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scenario", required=True, choices=[*SCENARIOS, "all"])
+    parser.add_argument("--nodes", type=int, help="nodes (default: the scenario's shape)")
+    parser.add_argument("--pods", type=int, help="measured pods (default: the scenario's shape)")
+    parser.add_argument("--init", type=int, help="init pods for basic/basic-50k/http (default 1/10 of --pods)")
+    parser.add_argument("--gangs", type=int, default=10, help="gang: gangs of the common size (default 10)")
+    parser.add_argument("--queues", type=int, default=30, help="queues: how many queues (default 30)")
+    parser.add_argument("--period", type=float, default=0.1,
+                        help="queues: virtual seconds between cycles (default 0.1)")
+    parser.add_argument("--repeat", type=int, default=5,
+                        help="gang: idle cycles and cycles with the unfit gang pending that are averaged (default 5)")
+    parser.add_argument("--seed", type=int, default=1, help="random seed for queues and oversub (default 1)")
+    parser.add_argument("--profile", metavar="FILE", help="write a cProfile of the run to FILE")
+    parser.add_argument("--json", action="store_true", help="one JSON object per scenario")
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    args = parser.parse_args(argv)
+    for name in ("nodes", "pods", "init"):
+        value = getattr(args, name)
+        if value is not None and value < (0 if name == "init" else 1):
+            parser.error(f"--{name} must be at least {0 if name == 'init' else 1}")
+    if args.gangs < 1 or args.queues < 1 or args.period <= 0 or args.repeat < 1:
+        parser.error("--gangs, --queues and --repeat must be at least 1, --period above 0")
+    names = list(SCENARIOS) if args.scenario == "all" else [args.scenario]
+    progress = Progress(args.quiet)
+    profiler = None
+    if args.profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+    ok = True
+    for name in names:
+        progress(f"scenario {name}")
+        if profiler is not None:
+            profiler.enable()
+        result = SCENARIOS[name](args, progress)
+        if profiler is not None:
+            profiler.disable()
+        result["cpus"] = os.cpu_count()
+        ok = ok and bool(result.get("ok", True))
+        if args.json:
+            print(json.dumps(result), flush=True)
+        else:
+            print_human(result)
+        gc.collect()
+    if profiler is not None:
+        profiler.dump_stats(args.profile)
+        progress(f"profile written to {args.profile} (python -m pstats {args.profile})")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,354 @@
+"""Every metric family Lahar exports, read from the code's own collectors (DESIGN.md, "Metrics").
+
+Each program exports on its own registry, and most of the agent's families exist only under some
+conditions (a GPU or NPU present, QoS running, an eviction made, a collector failing). So the
+catalogue builds each program's real registry (`ReportCollector`, `SchedulerMetrics`,
+`ControllerMetrics`) over sample data in which every condition holds: a NodeReport with every
+list filled (two NUMA nodes, PSI for cpu/memory/io, pods of every QoS class, a GPU with a process,
+an NPU), a QoS snapshot whose figures come from running every real QoS strategy on a sample node,
+evictions and refusals of every reason, a scheduler with queues, agent reports and a cycle behind
+it, and a controller with jobs. It then lists what the registries expose: name, type, help and
+label names of every family, and the series names Prometheus stores for it.
+
+`docs/metrics.md` is `render_markdown()` (scripts/gen-metrics-doc.py writes it; a test fails when
+it is stale), and the Grafana dashboard's queries are checked against `series_names()`."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.registry import Collector
+
+COMPONENTS = ("agent", "scheduler", "controller")
+SAMPLE_NODE = "node-a"
+GiB, MiB = 1 << 30, 1 << 20
+
+# The label of a histogram's buckets, not one of the family's own.
+BUCKET_LABEL = "le"
+# What Prometheus stores for each family type, besides the family's own name for gauges.
+SERIES_SUFFIXES = {
+    "counter": ("_total",),
+    "histogram": ("_bucket", "_sum", "_count"),
+    "gaugehistogram": ("_bucket", "_gsum", "_gcount"),
+    "summary": ("", "_sum", "_count"),
+}
+# Base units by name suffix (DESIGN.md: seconds, bytes, cores, ratios 0-1), longest first.
+UNITS = (
+    ("_timestamp_seconds", "unix seconds"),
+    ("_bytes_per_second", "bytes/s"),
+    ("_iops", "operations/s"),
+    ("_seconds", "seconds"),
+    ("_bytes", "bytes"),
+    ("_cores", "cores"),
+    ("_cpus", "CPUs"),
+    ("_ratio", "ratio 0-1"),
+    ("_watts", "watts"),
+    ("_celsius", "degrees Celsius"),
+)
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    """One metric family as a program exports it."""
+
+    component: str
+    family: str  # the name the code registers (a counter's without `_total`)
+    type: str  # gauge, counter, histogram, gaugehistogram, ...
+    help: str
+    labels: tuple[str, ...]  # every label its samples carry (a histogram's `le` left out)
+    series: tuple[str, ...]  # the names Prometheus stores: counter `_total`, histogram `_bucket`, ...
+
+    @property
+    def name(self) -> str:
+        """The name to query: a counter's `_total` series, any other family's own name."""
+        return f"{self.family}_total" if self.type == "counter" else self.family
+
+    @property
+    def unit(self) -> str:
+        base = self.family
+        for suffix, unit in UNITS:
+            if base.endswith(suffix):
+                return unit
+        return ""
+
+
+# --- sample data: the agent ---------------------------------------------------------------------
+
+
+def sample_report(node: str = SAMPLE_NODE, timestamp: float = 1_700_000_000.0) -> Any:
+    """A NodeReport in which every list and mapping is filled: every agent family has samples."""
+    from lahar.agent.report import (Accelerators, AgentHealth, ContainerUsage, CpuUsage, GpuDevice, GpuProcess,
+                                    MemoryUsage, NodeReport, NpuDevice, NumaNode, PodUsage, Pressure)
+
+    pods = [
+        PodUsage("web", "frontend-0", "uid-lc", "LC", "Guaranteed", "kubepods/poduid-lc", 1.0, 2 * GiB,
+                 0, 0.0, 1 * MiB, 2 * MiB, [ContainerUsage("nginx", 1.0, 2 * GiB)]),
+        PodUsage("web", "api-0", "uid-ls", "LS", "Burstable", "kubepods/burstable/poduid-ls", 1.5, 3 * GiB,
+                 12, 0.4, 4 * MiB, 8 * MiB, [ContainerUsage("api", 1.5, 3 * GiB, 12, 0.4)]),
+        PodUsage("batch", "train-0", "uid-be", "BE", "BestEffort", "kubepods/besteffort/poduid-be", 2.5, 6 * GiB,
+                 300, 12.5, 64 * MiB, 128 * MiB, [ContainerUsage("trainer", 2.5, 6 * GiB, 300, 12.5)]),
+        PodUsage("kube-system", "node-exporter-x", "uid-sys", "SYSTEM", "Burstable",
+                 "kubepods/burstable/poduid-sys", 0.1, 64 * MiB, containers=[ContainerUsage("exporter", 0.1,
+                                                                                            64 * MiB)]),
+    ]
+    return NodeReport(
+        node=node, sequence=42, timestamp=timestamp,
+        cpu=CpuUsage(8, 5.6, 0.7, [0.9, 0.8, 0.7, 0.6, 0.7, 0.6, 0.7, 0.6]),
+        memory=MemoryUsage(32 * GiB, 14 * GiB, 18 * GiB, 4 * GiB),
+        numa=[NumaNode(0, [0, 1, 2, 3], 16 * GiB, 8 * GiB, 3.0), NumaNode(1, [4, 5, 6, 7], 16 * GiB, 6 * GiB, 2.6)],
+        pressure=[Pressure("cpu", 12.0, 8.0, 5.0, 120.0),
+                  Pressure("memory", 1.0, 0.5, 0.2, 3.0, 0.5, 0.2, 0.1, 1.0),
+                  Pressure("io", 2.0, 1.0, 0.5, 9.0, 1.0, 0.5, 0.2, 4.0)],
+        pods=pods,
+        gpu=Accelerators(True, source="nvml", gpus=[
+            GpuDevice(0, "GPU-8d3f", "NVIDIA H100 80GB HBM3", 0.65, 40 * GiB, 80 * GiB, 310.0, 61.0,
+                      [GpuProcess(4242, 38 * GiB, "batch", "train-0")])]),
+        npu=Accelerators(True, source="dcmi", npus=[
+            NpuDevice(0, 0, "Ascend910B", 0.4, 20 * GiB, 64 * GiB, 180.0, 52.0, "OK")]),
+        reclaimable={"cpu": 1500, "memory": 6 * GiB},
+        health=AgentHealth("0.0.0", 0.004, {"npu": "npu-smi timed out"}),
+    )
+
+
+def sample_agent_counters() -> dict[str, float]:
+    """The report stream's counters, as `lahar agent` hands them to the collector."""
+    return {"reports_sent": 120.0, "stream_reconnects": 1.0, "stream_connected": 1.0}
+
+
+SAMPLE_QOS_CONFIG: Mapping[str, Any] = {
+    "io": {"be_weight": 50, "devices": [{"device": "vda", "read_bps": "100Mi", "write_bps": "50Mi",
+                                         "read_iops": 2000, "write_iops": 1000}]},
+}
+
+
+def _sample_node_state(version: Any) -> Any:
+    """A node past its memory threshold, with every knob and the configured disk."""
+    from lahar.agent.cgroups.layout import CgroupDriver, KubeLayout
+    from lahar.agent.qos.knobs import KNOBS
+    from lahar.agent.qos.model import NodeState
+
+    return NodeState(version, KubeLayout(CgroupDriver.CGROUPFS), frozenset(range(8)), 5.6, 32 * GiB, 30 * GiB,
+                     frozenset(KNOBS), {"vda": "254:0"})
+
+
+def _sample_qos_pods(node: Any) -> list[Any]:
+    """A BestEffort pod, a Burstable pod labelled BE, an LS pod with a limit, an LC pod on its own core."""
+    from lahar.agent.qos.model import QosContainer, QosPod
+    from lahar.api.qos import BEST_EFFORT, BURSTABLE, GUARANTEED, QoSClass
+
+    pods = []
+    for uid, qos, kube_qos, usage, working_set, extra in (
+            ("uid-be", QoSClass.BE, BEST_EFFORT, 2.5, 6 * GiB, {}),
+            ("uid-beb", QoSClass.BE, BURSTABLE, 0.3, 1 * GiB,
+             {"cpu_request_millicores": 500, "cpu_limit_millicores": 1000, "memory_limit_bytes": 2 * GiB}),
+            ("uid-ls", QoSClass.LS, BURSTABLE, 1.5, 3 * GiB,
+             {"cpu_limit_millicores": 2000, "memory_request_bytes": 2 * GiB}),
+            ("uid-lc", QoSClass.LC, GUARANTEED, 1.0, 2 * GiB,
+             {"cpu_request_millicores": 1000, "cpu_limit_millicores": 1000, "memory_request_bytes": 2 * GiB})):
+        path = node.layout.pod_dir(uid, kube_qos)
+        pinned = frozenset({7}) if qos is QoSClass.LC else frozenset()
+        container = QosContainer(f"c-{uid}", "main", f"{path}/c-{uid}", extra.get("cpu_limit_millicores"), pinned)
+        pods.append(QosPod(uid, "default", uid, qos, kube_qos, path, usage, working_set, **extra,
+                           containers=(container,)))
+    return pods
+
+
+def sample_qos_snapshot() -> Any:
+    """A QosSnapshot whose figures, actions and IO limits come from running every QoS strategy
+    (on cgroup v1 and v2) on a sample node, and whose counters have every key they can have."""
+    from lahar.agent.cgroups.layout import CgroupVersion
+    from lahar.agent.qos.config import QosConfig
+    from lahar.agent.qos.engine import ACTIVE, QosSnapshot
+    from lahar.agent.qos.eviction import REASONS
+    from lahar.agent.qos.knobs import KNOBS
+    from lahar.agent.qos.strategies import STRATEGIES, io
+
+    config = QosConfig.from_mapping(SAMPLE_QOS_CONFIG)
+    figures: dict[str, float] = {}
+    actions: dict[tuple[str, str], int] = {}
+    io_limits: dict[str, Any] = {}
+    for version in (CgroupVersion.V1, CgroupVersion.V2):
+        node = _sample_node_state(version)
+        pods = _sample_qos_pods(node)
+        for strategy in STRATEGIES:
+            plan = strategy.plan(node, pods, config.section(strategy.name), None)
+            figures.update(plan.figures)
+            for action in plan.actions:
+                actions[(strategy.name, action)] = actions.get((strategy.name, action), 0) + 1
+            if strategy.name == io.NAME:
+                io_limits.update(plan.memo.get("limits", {}))
+    reasons = sorted(REASONS.values())
+    return QosSnapshot(
+        available=True, status=ACTIVE, reason="", dry_run=False, config_error=None,
+        config_reloads={"ok": 2, "refused": 1},
+        enabled={strategy.name: True for strategy in STRATEGIES},
+        figures=figures,
+        io_limits=tuple((device, kind, limit) for device, limits in sorted(io_limits.items())
+                        for kind, limit in limits._asdict().items()),
+        writes=dict.fromkeys(KNOBS, 3), write_errors={"cpu.max": 1}, refused=1, actions=actions,
+        be_throttled_periods=300, be_throttled_seconds=12.5,
+        evictions=dict.fromkeys(reasons, 1), eviction_refusals=dict.fromkeys(reasons, 1),
+    )
+
+
+def agent_registry() -> CollectorRegistry:
+    from lahar.agent.exporter import ReportCollector
+
+    report, snapshot = sample_report(), sample_qos_snapshot()
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ReportCollector(lambda: report, sample_agent_counters, qos=lambda: snapshot))
+    return registry
+
+
+# --- sample data: the scheduler and the controller ----------------------------------------------
+
+
+def scheduler_registry() -> CollectorRegistry:
+    """The scheduler's registry after a cycle: queues with shares, agent reports fresh, stale and
+    missing, one of everything counted."""
+    from lahar.scheduler.metrics import EVICTION_REASONS, CycleFigures, QueueFigures, SchedulerMetrics
+    from lahar.scheduler.node_reports import NodeReportStore
+
+    now = [1000.0]
+    store = NodeReportStore(clock=lambda: now[0])
+    store.submit(sample_report("node-a"), received_at=999.0)
+    store.submit(sample_report("node-b"), received_at=900.0)
+    store.refuse("invalid")
+    metrics = SchedulerMetrics(store, lambda: ["node-a", "node-b", "node-c"], staleness=30.0)
+    metrics.observe_cycle(0.012, {"enqueue": 0.001, "allocate": 0.008, "backfill": 0.001, "preempt": 0.001,
+                                  "reclaim": 0.001},
+                          CycleFigures(pending_pods=7, unschedulable_gangs=1, queues={
+                              "default": QueueFigures({"cpu": 4000, "memory": 8 * GiB, "nvidia.com/gpu": 1},
+                                                      {"cpu": 6000, "memory": 12 * GiB, "nvidia.com/gpu": 2}, 0.67),
+                              "research": QueueFigures({"cpu": 2000, "memory": 4 * GiB},
+                                                       {"cpu": 2000, "memory": 4 * GiB}, 1.0)}))
+    for counter in (metrics.pods_scheduled, metrics.bind_errors, metrics.gang_rollbacks,
+                    metrics.conf_reload_failures, metrics.cycle_failures):
+        counter.inc()
+    for reason in EVICTION_REASONS:
+        metrics.evictions.labels(reason).inc()
+    return metrics.registry
+
+
+def sample_jobs() -> list[dict[str, Any]]:
+    from lahar.api.job import JobPhase
+
+    return [{"metadata": {"namespace": "batch", "name": f"job-{index}"},
+             "status": {"state": {"phase": phase.value}}} for index, phase in enumerate(JobPhase)]
+
+
+def controller_registry() -> CollectorRegistry:
+    from lahar.api.job import ACTIONS
+    from lahar.controller.metrics import RECONCILE_KINDS, ControllerMetrics
+
+    jobs = sample_jobs()
+    metrics = ControllerMetrics(lambda: jobs)
+    for kind in RECONCILE_KINDS:
+        with metrics.reconciling(kind):
+            pass
+    for action in ACTIONS:
+        metrics.action_taken(action)
+    return metrics.registry
+
+
+REGISTRIES: Mapping[str, Callable[[], CollectorRegistry | Collector]] = {
+    "agent": agent_registry, "scheduler": scheduler_registry, "controller": controller_registry,
+}
+
+
+# --- the catalogue ------------------------------------------------------------------------------
+
+
+def families(component: str, registry: CollectorRegistry | Collector) -> list[MetricInfo]:
+    """Every family a registry yields, in its order, with the labels and series its samples show."""
+    found: list[MetricInfo] = []
+    for metric in registry.collect():
+        labels: dict[str, None] = {}
+        series: dict[str, None] = {}
+        for sample in metric.samples:
+            series[sample.name] = None
+            for label in sample.labels:
+                if not (label == BUCKET_LABEL and metric.type in ("histogram", "gaugehistogram")):
+                    labels[label] = None
+        found.append(MetricInfo(component, metric.name, metric.type, metric.documentation, tuple(labels),
+                                tuple(series)))
+    return found
+
+
+def catalog() -> dict[str, list[MetricInfo]]:
+    """Component -> its metric families, from freshly built sample registries."""
+    return {component: families(component, REGISTRIES[component]()) for component in COMPONENTS}
+
+
+def all_families(entries: Mapping[str, list[MetricInfo]] | None = None) -> list[MetricInfo]:
+    return [info for infos in (entries or catalog()).values() for info in infos]
+
+
+def series_names(entries: Mapping[str, list[MetricInfo]] | None = None) -> dict[str, MetricInfo]:
+    """Every series name Prometheus can hold for Lahar -> its family."""
+    return {name: info for info in all_families(entries) for name in info.series}
+
+
+# --- docs/metrics.md ----------------------------------------------------------------------------
+
+TITLES = {
+    "agent": ("Agent", "`lahar agent`, one per node; port 9316. Every series carries `node`. Pod series carry "
+                       "the workload pod's `namespace` and `pod`, so they join with kube-state-metrics (the "
+                       "agent's ServiceMonitor keeps them with `honorLabels`). GPU and NPU families appear only on "
+                       "nodes whose NVML or DCMI can be read; `lahar_qos_*` and `lahar_eviction*` only while QoS "
+                       "runs (not with `--no-qos`); a counter with a label appears once its first label value "
+                       "has counted."),
+    "scheduler": ("Scheduler", "`lahar scheduler`; port 9317. Queue figures are replaced whole every cycle: a "
+                               "deleted queue's series go away."),
+    "controller": ("Controller", "`lahar controller`; port 9318."),
+}
+HEADER = """# Metrics reference
+
+<!-- Generated by scripts/gen-metrics-doc.py from the code's metric definitions
+     (lahar/metrics_catalog.py); tests/observability/test_metrics_catalog.py fails when it is stale.
+     Do not edit by hand. -->
+
+Every Lahar program serves Prometheus metrics on `/metrics` from a registry of its own, prefix
+`lahar_`, in base units (seconds, bytes, cores, ratios 0-1). A counter is listed by the name you
+query (`..._total`); a histogram's series are `_bucket` (with `le`), `_sum` and `_count`; the
+scheduler's report ages are a gauge histogram (`_bucket`, `_gsum`, `_gcount`). Counters and
+histograms the code updates also expose `_created` timestamps.
+
+The Grafana dashboard in `deploy/grafana/lahar-dashboard.json` is built on these metrics (a test
+checks that every query uses a metric listed here); [qos-tuning.md](qos-tuning.md) explains how to
+read the QoS ones while tuning the agent.
+"""
+
+
+def _cell(text: str) -> str:
+    return re.sub(r"\s+", " ", text.replace("|", "\\|")).strip()
+
+
+def _type_cell(info: MetricInfo) -> str:
+    if info.type in ("histogram", "gaugehistogram"):
+        kind = "histogram" if info.type == "histogram" else "gauge histogram"
+        return f"{kind} ({', '.join(f'`{s}`' for s in SERIES_SUFFIXES[info.type])})"
+    return info.type
+
+
+def render_markdown(entries: Mapping[str, list[MetricInfo]] | None = None) -> str:
+    entries = entries or catalog()
+    lines = [HEADER]
+    for component in COMPONENTS:
+        title, intro = TITLES[component]
+        lines += [f"## {title}", "", intro, "", "| Metric | Type | Unit | Labels | Description |",
+                  "|---|---|---|---|---|"]
+        for info in entries[component]:
+            labels = ", ".join(f"`{label}`" for label in info.labels) or "—"
+            lines.append(f"| `{info.name}` | {_type_cell(info)} | {info.unit or '—'} | {labels} | "
+                         f"{_cell(info.help)} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def names_in(infos: Iterable[MetricInfo]) -> set[str]:
+    return {info.family for info in infos} | {name for info in infos for name in info.series}

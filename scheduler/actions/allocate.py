@@ -1,0 +1,238 @@
+"""allocate: place pending tasks, a gang at a time, all-or-nothing (Volcano's allocate action).
+
+Queues take turns by `queue_order` (an overused queue sits out the rest of the action); each turn
+takes the queue's next job by `job_order` and places its pending tasks in `task_order`, each on
+`best_node` once `allocatable(queue, task)` agrees. A job's placements are staged in one
+Statement, committed once `job_ready` holds and discarded otherwise; a ready job with tasks left
+goes back into its queue's heap, so jobs and queues re-sort on their shares as they grow.
+Tasks that ask for nothing are left to backfill. Order keys are computed when an item is pushed.
+
+A gang costs little when it cannot fit: before placing anything, each placement class's
+feasible nodes are asked how many copies they hold (a necessary condition: placements only
+fill nodes), and a gang short of its minimum is refused at once; while placing, a class that
+found no node (or that the queue refused) is not tried again for that job, and the job stops as
+soon as the tasks left cannot make it ready. A refused gang gets Volcano's message:
+"<n>/<total> tasks in gang unschedulable: 0/<nodes> nodes are available: <reasons>."
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lahar.api.podgroup import PodGroupPhase
+from lahar.scheduler.framework.plugin import Action, register_action
+from lahar.scheduler.framework.session import NO_NODE, Session
+from lahar.scheduler.model import JobInfo, QueueInfo, TaskInfo, TaskStatus
+
+
+@dataclass
+class _Pending:
+    """A job's tasks still to try, next last (a stack), and its pending tasks that ask for
+    nothing (they count towards the gang while backfill places them)."""
+
+    tasks: list[TaskInfo]
+    asks_nothing: int
+
+
+@dataclass
+class _Failures:
+    """Why a job's tasks did not fit, for its Unschedulable message."""
+
+    nodes: Counter[str] | None = None  # the first class that found no node: reason -> nodes
+    queue: int = 0  # tasks the queue would not allocate
+    dead: set[str] = field(default_factory=set)  # placement classes refused by the nodes or the queue
+
+
+def nodes_message(reasons: Counter[str], node_count: int) -> str:
+    """Kube-scheduler's wording: "0/5 nodes are available: 2 Insufficient cpu, 3 Too many pods."."""
+    listed = ", ".join(sorted(f"{count} {reason}" for reason, count in reasons.items()))
+    return f"0/{node_count} nodes are available: {listed}." if listed else f"0/{node_count} nodes are available."
+
+
+@register_action
+class AllocateAction(Action):
+    name = "allocate"
+
+    def execute(self, session: Session) -> None:
+        _Allocation(session).run()
+
+
+class _Allocation:
+    """One run of the action over a session."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.tie = itertools.count()  # heap entries never compare the objects themselves
+        self.pending: dict[str, _Pending] = {}
+        self.explained: dict[str, Counter[str]] = {}  # per placement class, when nothing was staged
+
+    def _entry(self, key: tuple, item: object) -> tuple:
+        return key, next(self.tie), item
+
+    def run(self) -> None:
+        session = self.session
+        enqueue_configured = "enqueue" in session.conf.actions
+        waiting: dict[str, list[tuple]] = {}
+        for job in session.jobs.values():
+            if job.phase is PodGroupPhase.PENDING:
+                if enqueue_configured:
+                    continue  # not admitted yet
+                job.phase = PodGroupPhase.INQUEUE  # nobody else admits it
+            if not job.by_status.get(TaskStatus.PENDING):
+                continue
+            if job.queue not in session.queues:
+                job.set_unschedulable(job.min_member - job.ready_count, f"queue {job.queue} does not exist")
+                continue
+            reason = session.job_valid(job)
+            if reason:
+                job.unschedulable_message = reason
+                continue
+            waiting.setdefault(job.queue, []).append(self._entry(session.job_order_key(job), job))
+        queues = []
+        for name, jobs in waiting.items():
+            heapq.heapify(jobs)
+            queues.append(self._entry(session.queue_order_key(session.queues[name]), session.queues[name]))
+        heapq.heapify(queues)
+        while queues:
+            queue: QueueInfo = heapq.heappop(queues)[2]
+            jobs = waiting[queue.name]
+            if session.overused(queue):
+                self._left_in_overused(queue, jobs)
+                continue
+            job: JobInfo = heapq.heappop(jobs)[2]
+            if self._allocate_job(job, queue):
+                heapq.heappush(jobs, self._entry(session.job_order_key(job), job))
+            if jobs:
+                heapq.heappush(queues, self._entry(session.queue_order_key(queue), queue))
+
+    def _pending_of(self, job: JobInfo) -> _Pending:
+        pending = self.pending.get(job.key)
+        if pending is None:
+            tasks, asks_nothing = [], 0
+            for task in job.by_status.get(TaskStatus.PENDING, {}).values():
+                if task.no_request:
+                    asks_nothing += 1
+                else:
+                    tasks.append(task)
+            if len(tasks) > 1:
+                tasks.sort(key=self.session.task_order_key, reverse=True)
+            pending = self.pending[job.key] = _Pending(tasks, asks_nothing)
+        return pending
+
+    def _allocate_job(self, job: JobInfo, queue: QueueInfo) -> bool:
+        """Stage the job's next tasks; commit if the job is ready. True when it is ready with
+        tasks left to place in a later turn."""
+        session = self.session
+        pending = self._pending_of(job)
+        tasks = pending.tasks
+        if not tasks:
+            return False
+        if not session.job_ready(job) and self._refused_before_placing(job, pending):
+            tasks.clear()
+            return False
+        statement = session.statement()
+        failures = _Failures()
+        dead_left = 0  # tasks still in `tasks` whose class found no node
+        while tasks:
+            task = tasks.pop()
+            if task.placement in failures.dead:
+                dead_left -= 1
+                continue
+            allowed = session.allocatable(queue, task)
+            row = session.best_node(task)  # asked either way: no node is the better reason to give
+            if row != NO_NODE and allowed:
+                statement.allocate(task, row)
+                if tasks and session.job_ready(job):
+                    break  # ready: let other jobs have a turn before placing more
+                continue
+            # Its class will not fit later either: staging only fills nodes and the queue.
+            failures.dead.add(task.placement)
+            alike = sum(1 for other in tasks if other.placement == task.placement)
+            dead_left += alike
+            if row != NO_NODE:
+                failures.queue += 1 + alike
+            elif failures.nodes is None:
+                failures.nodes = self._explain(task, cacheable=statement.empty)
+            if session.job_ready(job):
+                continue  # a ready job places what it can
+            possible = job.ready_count + pending.asks_nothing + len(tasks) - dead_left
+            if possible < job.min_member:
+                break  # the tasks left cannot make it ready
+        if session.job_ready(job):
+            statement.commit()
+            return bool(tasks)
+        unready = job.min_member - job.ready_count - pending.asks_nothing
+        if not session.job_pipelined(job):
+            statement.discard()
+        tasks.clear()
+        job.set_unschedulable(unready, self._why(queue, failures))
+        return False
+
+    # -- refusing early ----------------------------------------------------------------------
+
+    def _refused_before_placing(self, job: JobInfo, pending: _Pending) -> bool:
+        """Refuse a gang whose placement classes cannot hold its minimum even on their own
+        (sets the job's message); False when it may fit. Not worth it for one task."""
+        session = self.session
+        need = job.min_member - job.ready_count - pending.asks_nothing
+        if need <= 1:
+            return False
+        classes: dict[str, tuple[TaskInfo, int]] = {}
+        for task in pending.tasks:
+            first, count = classes.get(task.placement, (task, 0))
+            classes[task.placement] = (first, count + 1)
+        possible = 0
+        short: tuple[TaskInfo, np.ndarray, np.ndarray] | None = None
+        for task, count in classes.values():
+            rows = np.flatnonzero(session.candidate_scores(task) > -np.inf)
+            copies = session.nodes.copies(task, rows, session.be_capacity)
+            if not copies.all():
+                return False  # feasible nodes without room: no predicate checks resources here
+            held = int(copies.sum())
+            possible += min(count, held)
+            if possible >= need:
+                return False
+            if short is None and held < count:
+                short = (task, rows, copies)
+        if short is None:
+            return False  # fewer tasks pending than needed: pipelined ones make up the rest
+        task, rows, copies = short
+        # Once its feasible nodes hold all the copies they can, each is short of something.
+        reasons = self._explain(task, cacheable=True).copy()
+        nodes = session.nodes
+        reasons.update(nodes.shortfall(task, nodes.free(task, rows, session.be_capacity)
+                                       - copies[:, None] * task.request))
+        job.set_unschedulable(need - possible, nodes_message(reasons, len(nodes)))
+        return True
+
+    def _explain(self, task: TaskInfo, cacheable: bool) -> Counter[str]:
+        """session.explain, once per placement class while nothing of the job is staged (the
+        nodes may fill meanwhile; the message names the reasons, not a ledger)."""
+        if not cacheable:
+            return self.session.explain(task)
+        reasons = self.explained.get(task.placement)
+        if reasons is None:
+            reasons = self.explained[task.placement] = self.session.explain(task)
+        return reasons
+
+    def _why(self, queue: QueueInfo, failures: _Failures) -> str:
+        parts = []
+        if failures.nodes is not None:
+            parts.append(nodes_message(failures.nodes, len(self.session.nodes)))
+        if failures.queue:
+            parts.append(f"{failures.queue} task(s) would exceed queue {queue.name}'s deserved share"
+                         if queue.is_open else f"queue {queue.name} is {queue.state.value}")
+        return "; ".join(parts) or "the tasks left cannot make the gang ready"
+
+    def _left_in_overused(self, queue: QueueInfo, jobs: list[tuple]) -> None:
+        """The jobs an overused queue will not get to this session."""
+        for _, _, job in jobs:
+            unready = job.min_member - job.ready_count - self._pending_of(job).asks_nothing
+            if unready > 0:
+                job.set_unschedulable(unready, f"queue {queue.name} is overused")
+        jobs.clear()

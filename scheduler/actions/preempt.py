@@ -1,0 +1,367 @@
+"""preempt: starving jobs take resources from lower-priority tasks of their own queue (Volcano's
+preempt action).
+
+For every queue (queue order) and every starving job in it (job order), each pending task (task
+order) looks for a node where it would fit once victims are gone: running or bound tasks of
+other jobs in the same queue whose job has a lower priority, as `Session.preemptable` allows
+(a BE task never preempts a non-BE one). Victims go lowest first (reverse job order, then
+reverse task order) and only until the task fits, on the future state (what the evicted tasks
+free) and the queue allows it (`Session.allocatable`); then the task is pipelined there. The
+job's evictions and pipelines are committed only if the job is then pipelined
+(`Session.job_pipelined`), else undone. A second phase lets pending tasks of a starving job
+preempt lower-priority running tasks of the same job, one task at a time.
+
+Lahar only ever preempts downwards: a victim's job priority (or, within a job, its task
+priority) must be strictly lower than the preemptor's, whatever the preemptable callbacks say.
+That makes preemption loops impossible and lets one vector operation bound every node at once.
+
+Speed (DESIGN.md, "Performance"): `VictimPool` keeps, per kind of preemptor, the per-node sum of
+the requests of every task it could evict, updated as victims are evicted or restored, so each
+preemptor is checked against all nodes with a few numpy operations ("does it fit if all of them
+went?", through the one fit rule on a `NodeTable.what_if` view); the predicates other than
+usage are asked once per placement class about an empty what-if view and cached by the session
+like allocate's scores. Only the best-scored nodes that pass both are examined one by one (at
+most `maxCandidateNodes`, default 100), nodes where the task fits without new victims first. A
+node that failed a kind of task (victim selection and placement class) is not tried again for
+that kind until it changes, and a kind that found no node at all waits until some node changes:
+the victim filters of the default plugins (priority, gang, proportion) answer the same for every
+task of a kind.
+`reclaim` uses the same machinery with a different victim set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable
+import numpy as np
+
+from lahar.api.podgroup import PodGroupPhase
+from lahar.scheduler.framework.plugin import Action, number, register_action
+from lahar.scheduler.framework.session import Session, Statement
+from lahar.scheduler.model import JobInfo, NodeTable, QueueInfo, TaskInfo, TaskStatus
+
+# The tasks an action may evict: running, or bound and about to run.
+EVICTABLE = (TaskStatus.RUNNING, TaskStatus.BOUND)
+# Nodes examined one by one per task, best-scored first (Volcano's maxCandidateNodesAbsolute).
+DEFAULT_MAX_CANDIDATE_NODES = 100
+NO_VICTIMS = ("no victims",)  # the selection key of VictimPool.nothing
+
+Victims = Callable[[TaskInfo, list[TaskInfo]], list[TaskInfo]]  # Session.preemptable or .reclaimable
+
+
+def starving_jobs(session: Session) -> dict[str, list[JobInfo]]:
+    """Jobs that want more than they hold, by queue, each list in job order (Volcano skips jobs
+    still Pending admission, invalid jobs and jobs of unknown queues)."""
+    by_queue: dict[str, list[JobInfo]] = {}
+    for job in session.jobs.values():
+        if (job.phase is PodGroupPhase.PENDING or job.queue not in session.queues
+                or not job.by_status.get(TaskStatus.PENDING) or session.job_valid(job)):
+            continue
+        if session.job_starving(job):
+            by_queue.setdefault(job.queue, []).append(job)
+    for jobs in by_queue.values():
+        jobs.sort(key=session.job_order_key)
+    return by_queue
+
+
+def queues_in_order(session: Session, names: Iterable[str]) -> list[QueueInfo]:
+    """The named queues in queue order."""
+    return sorted((session.queues[name] for name in names), key=session.queue_order_key)
+
+
+class VictimPool:
+    """Tasks an action may evict, as arrays, with the per-node sums of their requests for each
+    selection of them an action asked about (`select`). The sums follow the session: a task the
+    session evicts leaves them, one whose eviction is undone comes back."""
+
+    def __init__(self, session: Session, tasks: Iterable[TaskInfo]) -> None:
+        listed = [task for task in tasks if task.node in session.nodes.index]
+        self.session = session
+        count = len(listed)
+        self._index = {task.uid: i for i, task in enumerate(listed)}
+        self.rows = np.fromiter((session.nodes.index[task.node] for task in listed), dtype=np.intp, count=count)
+        self.requests = (np.stack([task.request for task in listed]) if listed
+                         else np.zeros((0, len(session.resources)), dtype=np.int64))
+        self.best_effort = np.fromiter((task.best_effort for task in listed), dtype=bool, count=count)
+        self.task_priority = np.fromiter((task.priority for task in listed), dtype=np.int64, count=count)
+        jobs = session.jobs
+        self.job_priority = np.fromiter((jobs[task.job].priority for task in listed), dtype=np.int64, count=count)
+        self._job_codes: dict[str, int] = {}
+        self.job = np.fromiter((self._job_codes.setdefault(task.job, len(self._job_codes)) for task in listed),
+                               dtype=np.int64, count=count)
+        self._queue_codes: dict[str, int] = {}
+        self.queue = np.fromiter((self._queue_codes.setdefault(jobs[task.job].queue, len(self._queue_codes))
+                                  for task in listed), dtype=np.int64, count=count)
+        self.available = np.ones(count, dtype=bool)
+        self._selections: dict[Hashable, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        session.add_event_handler(self._restored, self._evicted)
+
+    def nothing(self) -> np.ndarray:
+        """The empty selection."""
+        return np.zeros(len(self.available), dtype=bool)
+
+    def job_code(self, job: str) -> int:
+        return self._job_codes.get(job, -1)
+
+    def queue_code(self, queue: str) -> int:
+        return self._queue_codes.get(queue, -1)
+
+    @property
+    def queue_names(self) -> set[str]:
+        """The queues of the tasks in the pool."""
+        return set(self._queue_codes)
+
+    def queue_mask(self, names: Iterable[str]) -> np.ndarray:
+        """Which pool tasks belong to one of the queues `names`."""
+        codes = [self._queue_codes[name] for name in names if name in self._queue_codes]
+        return np.isin(self.queue, codes)
+
+    def select(self, key: Hashable, selection: Callable[[], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """Per-node requests of the non-BE and of the BE tasks still in the pool that
+        `selection()` (a mask over the pool, computed once per key) picks."""
+        entry = self._selections.get(key)
+        if entry is None:
+            mask = selection()
+            shape = (len(self.session.nodes), self.requests.shape[1])
+            freed, be_freed = np.zeros(shape, dtype=np.int64), np.zeros(shape, dtype=np.int64)
+            live = mask & self.available
+            for sums, which in ((freed, live & ~self.best_effort), (be_freed, live & self.best_effort)):
+                np.add.at(sums, self.rows[which], self.requests[which])
+            entry = self._selections[key] = (mask, freed, be_freed)
+        return entry[1], entry[2]
+
+    def selected(self, key: Hashable, task: TaskInfo) -> bool:
+        """Whether `task` is still in the pool and in the selection `key` (asked before)."""
+        i = self._index.get(task.uid)
+        return i is not None and bool(self.available[i]) and bool(self._selections[key][0][i])
+
+    def _shift(self, i: int, sign: int) -> None:
+        self.available[i] = sign > 0
+        for mask, freed, be_freed in self._selections.values():
+            if mask[i]:
+                (be_freed if self.best_effort[i] else freed)[self.rows[i]] += sign * self.requests[i]
+
+    def _evicted(self, task: TaskInfo) -> None:
+        i = self._index.get(task.uid)
+        if i is not None and task.status is TaskStatus.RELEASING and self.available[i]:
+            self._shift(i, -1)
+
+    def _restored(self, task: TaskInfo) -> None:
+        i = self._index.get(task.uid)
+        if i is not None and task.status in EVICTABLE and not self.available[i]:
+            self._shift(i, +1)
+
+
+class _Bound:
+    """A what-if view with one selection of victims gone, kept current with the session, and per
+    placement class the rows where the class fits on it."""
+
+    def __init__(self, view: NodeTable, mark: int) -> None:
+        self.view = view
+        self.mark = mark
+        self.fits: dict[str, tuple[np.ndarray, int]] = {}
+
+
+class VictimSearch:
+    """Finds a node for one task by evicting victims there, and pipelines the task on it."""
+
+    def __init__(self, session: Session, pool: VictimPool, reason: str, max_nodes: int) -> None:
+        self.session = session
+        self.pool = pool
+        self.reason = reason
+        self.max_nodes = max_nodes
+        # Predicates asked about nodes with nothing on them: everything but usage, per class.
+        self._empty = session.nodes.what_if(empty=True)
+        # The nodes once the tasks being evicted are gone, refreshed row by row before each use.
+        self._future = session.nodes.what_if()
+        self._bounds: dict[Hashable, _Bound] = {}
+        # When each node last changed (a change mark), and per kind of task (victim selection,
+        # placement class) when each node last failed it and when the kind last found nothing.
+        self._mark = 0
+        self._last_change = np.full(len(session.nodes), -1, dtype=np.int64)
+        self._failed: dict[tuple[Hashable, str], tuple[np.ndarray, int]] = {}
+
+    def _fits_without_victims(self, task: TaskInfo, key: Hashable, selection: Callable[[], np.ndarray]) -> np.ndarray:
+        """Per node, whether `task` would fit if every victim of the selection there were gone:
+        computed once per selection and class, then only on the rows that changed."""
+        session = self.session
+        bound = self._bounds.get(key)
+        if bound is None:
+            freed, be_freed = self.pool.select(key, selection)
+            bound = self._bounds[key] = _Bound(session.nodes.what_if(freed, be_freed), session.changed_since(0)[1])
+        rows, bound.mark = session.changed_since(bound.mark)
+        if len(rows):
+            bound.view.refresh(rows)
+        known = bound.fits.get(task.placement)
+        if known is None:
+            mask = bound.view.fits(task, slice(None), session.be_capacity)
+        else:
+            mask, mark = known
+            rows = session.changed_since(mark)[0]
+            if len(rows):
+                mask[rows] = bound.view.fits(task, rows, session.be_capacity)
+        bound.fits[task.placement] = (mask, bound.mark)
+        return mask
+
+    def place(self, task: TaskInfo, selection_key: Hashable, selection: Callable[[], np.ndarray],
+              also: Callable[[TaskInfo], bool], victims_of: Victims, enough: Callable[[], bool]) -> Statement | None:
+        """Evict victims on one node until `task` fits there, and pipeline it: the statement that
+        did so, or None (nothing changed). Victims are the pool's `selection` that pass `also`,
+        as `victims_of(task, candidates)` allows; `enough()` must also hold before the task is
+        pipelined (the queue's say)."""
+        session, nodes = self.session, self.session.nodes
+        self._sync()
+        kind = (selection_key, task.placement)
+        failed = self._failed.get(kind)
+        if failed is not None and failed[1] == self._mark:
+            return None  # the same kind of task found nothing, and no node has changed since
+        bound = self._fits_without_victims(task, selection_key, selection)
+        scores = np.where(bound, session.candidate_scores(task, self._empty, ("victims", task.placement)), -np.inf)
+        if failed is not None:  # nodes that failed this kind of task and have not changed since
+            scores[failed[0] >= self._last_change] = -np.inf
+        # Nodes where the task fits once what is already being evicted is gone come first: no
+        # new victims there (a task pipelined last cycle finds its victims' node again).
+        preferred = np.where(self._fits_without_victims(task, NO_VICTIMS, self.pool.nothing), scores, -np.inf)
+        if failed is None:
+            failed = self._failed[kind] = (np.full(len(nodes), -1, dtype=np.int64), -1)
+        for _ in range(self.max_nodes):
+            row = int(np.argmax(preferred))
+            if preferred[row] == -np.inf:
+                row = int(np.argmax(scores))
+                if scores[row] == -np.inf:
+                    return None
+            candidates = self._lowest_first([victim for victim in nodes.tasks[row].values()
+                                             if victim.status in EVICTABLE
+                                             and self.pool.selected(selection_key, victim) and also(victim)])
+            # The filters keep the candidates' order (and a gang's spare members go lowest first).
+            statement = self._evict_until_fits(task, row, victims_of(task, candidates) if candidates else [], enough)
+            if statement is not None:
+                return statement
+            scores[row] = preferred[row] = -np.inf
+            self._sync()
+            failed[0][row] = self._mark
+        self._failed[kind] = (failed[0], self._mark)
+        return None
+
+    def _sync(self) -> None:
+        """Note which nodes changed since last time, and when."""
+        rows, self._mark = self.session.changed_since(self._mark)
+        self._last_change[rows] = self._mark
+
+    def _lowest_first(self, tasks: list[TaskInfo]) -> list[TaskInfo]:
+        """The reverse of the order the session would schedule them in: job order, then task order."""
+        session, jobs = self.session, self.session.jobs
+        return sorted(tasks, key=lambda victim: (session.job_order_key(jobs[victim.job]),
+                                                 session.task_order_key(victim)), reverse=True)
+
+    def _evict_until_fits(self, task: TaskInfo, row: int, victims: list[TaskInfo],
+                          enough: Callable[[], bool]) -> Statement | None:
+        session, nodes = self.session, self.session.nodes
+        statement = session.statement()
+        remaining = iter(victims)
+        here = slice(row, row + 1)
+        while True:
+            if nodes.fits(task, here, session.be_capacity, future=True)[0] and enough():
+                self._future.refresh(here)
+                if session.predicate(task, here, self._future)[0]:
+                    statement.pipeline(task, row)
+                    return statement
+            victim = next(remaining, None)
+            if victim is None:
+                statement.discard()
+                return None
+            statement.evict(victim, self.reason, task)
+
+
+def commit_if_pipelined(session: Session, job: JobInfo, statements: list[Statement]) -> None:
+    """A gang's evictions and pipelines stand only if the whole gang is then pipelined."""
+    if session.job_pipelined(job):
+        for statement in statements:
+            statement.commit()
+    else:
+        for statement in reversed(statements):
+            statement.discard()
+
+
+class VictimAction(Action):
+    """What preempt and reclaim share: starving jobs by queue, a pool of the tasks they may evict
+    and the node search; `serve` works through one queue's starving jobs (in job order)."""
+
+    ARGUMENTS = {"maxCandidateNodes": number(minimum=1)}
+
+    def victim_queues(self, session: Session, starving: dict[str, list[JobInfo]]) -> set[str]:
+        """The queues whose running tasks may be victims."""
+        raise NotImplementedError
+
+    def serve(self, session: Session, search: VictimSearch, queue: QueueInfo, jobs: list[JobInfo]) -> None:
+        raise NotImplementedError
+
+    def execute(self, session: Session) -> None:
+        starving = starving_jobs(session)
+        if not starving:
+            return
+        victim_queues = self.victim_queues(session, starving)
+        pool = VictimPool(session, (task for job in session.jobs.values() if job.queue in victim_queues
+                                    for task in job.with_status(*EVICTABLE)))
+        search = VictimSearch(session, pool, self.name,
+                              int(self.arguments.get("maxCandidateNodes", DEFAULT_MAX_CANDIDATE_NODES)))
+        for queue in queues_in_order(session, starving):
+            self.serve(session, search, queue, starving[queue.name])
+
+
+@register_action
+class Preempt(VictimAction):
+    name = "preempt"
+
+    def victim_queues(self, session: Session, starving: dict[str, list[JobInfo]]) -> set[str]:
+        return set(starving)
+
+    def serve(self, session: Session, search: VictimSearch, queue: QueueInfo, jobs: list[JobInfo]) -> None:
+        for job in jobs:
+            self._between_jobs(session, search, queue, job)
+        for job in jobs:
+            self._within_job(session, search, queue, job)
+
+    @staticmethod
+    def _between_jobs(session: Session, search: VictimSearch, queue: QueueInfo, job: JobInfo) -> None:
+        pool = search.pool
+        statements: list[Statement] = []
+        for task in sorted(job.pending, key=session.task_order_key):
+            if not session.job_starving(job):
+                break
+            best_effort = task.best_effort
+
+            def selection(priority: int = job.priority, be: bool = best_effort) -> np.ndarray:
+                return ((pool.queue == pool.queue_code(queue.name)) & (pool.job_priority < priority)
+                        & (pool.best_effort | (not be)))
+
+            statement = search.place(task, ("jobs", queue.name, job.priority, best_effort), selection,
+                                     lambda victim: victim.job != job.key, session.preemptable,
+                                     lambda: session.allocatable(queue, task))
+            if statement is not None:
+                statements.append(statement)
+        commit_if_pipelined(session, job, statements)
+
+    @staticmethod
+    def _within_job(session: Session, search: VictimSearch, queue: QueueInfo, job: JobInfo) -> None:
+        """Pending tasks take from lower-priority running tasks of their own job, each on its own
+        (Volcano commits these one task at a time) until one finds nothing."""
+        pool = search.pool
+        code = pool.job_code(job.key)
+        if code < 0:
+            return
+        for task in sorted(job.pending, key=session.task_order_key):
+            best_effort = task.best_effort
+
+            def selection(priority: int = task.priority, be: bool = best_effort) -> np.ndarray:
+                return (pool.job == code) & (pool.task_priority < priority) & (pool.best_effort | (not be))
+
+            statement = search.place(task, ("task", job.key, task.priority, best_effort), selection,
+                                     anyone, session.preemptable, lambda: session.allocatable(queue, task))
+            if statement is None:
+                break
+            statement.commit()
+
+
+def anyone(_: TaskInfo) -> bool:
+    """A victim filter that adds nothing to the pool's selection."""
+    return True

@@ -1,0 +1,591 @@
+"""The scheduler's cache: what the API says about pods, nodes, PodGroups, Queues and PriorityClasses,
+kept as the model the sessions work on (scheduler/model.py), updated one event at a time.
+
+Two layers:
+
+- `Cache`, the pure core: `add_*/update_*/delete_*` per kind take API dicts (as an informer hands
+  them over), `snapshot()` returns a clone a session may change freely, and `assume()` /
+  `confirm()` / `forget()` track binds between a session's commit and the API's answer. No I/O,
+  so tests and the benchmark feed it directly.
+- `SchedulerCache`, the informer wiring: one Informer per kind whose handlers call the core.
+
+The rules it keeps:
+
+- A pod event changes one task, one job and at most two node rows (old and new node): the node
+  table is a `NodeTable` whose arrays are views of larger buffers, so a node joining costs
+  amortised O(1) and one leaving moves only the last row into its place.
+- Pods whose `schedulerName` is one of ours are tasks. A pod naming a PodGroup
+  (`scheduling.k8s.io/group-name`) joins that group's job; until the PodGroup exists it waits
+  outside the snapshot (not scheduled). A pod naming none is a gang of one in the queue of its
+  `scheduling.volcano.sh/queue-name` annotation (`default` when absent).
+- Pods of other schedulers are not tasks of any job, but while bound and not finished they hold
+  their node's resources all the same.
+- Finished pods (Succeeded/Failed) hold nothing; our finished pods stay in their job (PodGroup
+  status counts them). Only pods without `spec.nodeName` are ever placed, so a restarted
+  scheduler never binds a pod twice.
+- The resource axis grows when a node, pod, PodGroup or Queue names a resource not seen yet;
+  every vector is then re-laid on the new axis (rare: once per new extended resource).
+- A committed placement is assumed at once (Binding on its node) so the next cycle neither places
+  it again nor gives its room away; the pod's own update (nodeName set) confirms it, and a
+  failed bind is forgotten, which puts the task back to what its latest pod object says.
+
+Thread-safety: one re-entrant lock around every method; informer threads write, the scheduling
+loop snapshots, binder threads confirm and forget.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from lahar.api import kinds
+from lahar.api.node import Node
+from lahar.api.pod import Pod
+from lahar.api.podgroup import PodGroup
+from lahar.api.quantity import QuantityError
+from lahar.api.queue import DEFAULT_QUEUE, Queue
+from lahar.client.informer import Informer
+from lahar.scheduler.framework.session import BindBatch
+from lahar.scheduler.model import (
+    OCCUPYING, JobInfo, NodeTable, QueueInfo, Resources, Snapshot, TaskInfo, TaskStatus, default_queue_info,
+    job_info, queue_info, task_info,
+)
+
+log = logging.getLogger("lahar.scheduler.cache")
+
+Obj = Mapping[str, Any]
+DEFAULT_SCHEDULER_NAMES = ("lahar", "volcano")
+QUEUE_NAME_ANNOTATION = "scheduling.volcano.sh/queue-name"
+FOREIGN = ""  # the job key of other schedulers' pods: in no job, only on their node
+_NODE_ARRAYS = ("allocatable", "used", "be_used", "releasing", "be_releasing")
+_INITIAL_ROWS = 64
+
+
+def _remap(vector: np.ndarray, columns: np.ndarray, width: int) -> np.ndarray:
+    """A vector (or the rows of a matrix) laid on a wider resource axis: old column i goes to columns[i]."""
+    wider = np.zeros(vector.shape[:-1] + (width,), dtype=np.int64)
+    wider[..., columns] = vector
+    return wider
+
+
+class _NodeRows:
+    """The cache's node table. `table` is a real NodeTable (exactly one row per node) whose arrays
+    are views of buffers with spare rows; each row's task dict is the cache's dict of the tasks on
+    that node, shared, so a snapshot's clone sees them."""
+
+    def __init__(self, resources: Resources) -> None:
+        self.table = NodeTable(resources, [])
+        self._buffers = {name: np.zeros((_INITIAL_ROWS, len(resources)), dtype=np.int64) for name in _NODE_ARRAYS}
+        self._schedulable = np.zeros(_INITIAL_ROWS, dtype=bool)
+        self._point()
+
+    def _point(self) -> None:
+        n = len(self.table.names)
+        for name, buffer in self._buffers.items():
+            setattr(self.table, name, buffer[:n])
+        self.table.schedulable = self._schedulable[:n]
+
+    def _reserve(self, rows: int) -> None:
+        capacity = len(self._schedulable)
+        if rows <= capacity:
+            return
+        capacity = max(rows, capacity * 2)
+        for name, buffer in self._buffers.items():
+            grown = np.zeros((capacity, buffer.shape[1]), dtype=np.int64)
+            grown[:len(buffer)] = buffer
+            self._buffers[name] = grown
+        schedulable = np.zeros(capacity, dtype=bool)
+        schedulable[:len(self._schedulable)] = self._schedulable
+        self._schedulable = schedulable
+
+    def regrid(self, resources: Resources, columns: np.ndarray) -> None:
+        self._buffers = {name: _remap(buffer, columns, len(resources)) for name, buffer in self._buffers.items()}
+        self.table.resources = resources
+        self._point()
+
+    def upsert(self, node: Node, tasks: dict[str, TaskInfo]) -> bool:
+        """Add or refresh a node's row; True if it is new. A new row adds up the tasks already
+        known to be on the node (pods may be listed before their node)."""
+        table = self.table
+        row = table.index.get(node.name)
+        new = row is None
+        if row is None:
+            row = len(table.names)
+            self._reserve(row + 1)
+            table.index[node.name] = row
+            table.names.append(node.name)
+            table.nodes.append(node)
+            table.labels.append(node.labels)
+            table.taints.append(node.taints)
+            table.tasks.append(tasks)
+            for name in _NODE_ARRAYS:
+                self._buffers[name][row] = 0
+            self._point()
+            for task in tasks.values():
+                table.add_task(row, task)
+        else:
+            table.nodes[row], table.labels[row], table.taints[row] = node, node.labels, node.taints
+        table.allocatable[row] = table.resources.vector(node.allocatable)
+        table.schedulable[row] = node.ready and not node.unschedulable
+        return new
+
+    def remove(self, name: str) -> None:
+        table = self.table
+        row = table.index.pop(name, None)
+        if row is None:
+            return
+        last = len(table.names) - 1
+        if row != last:  # the last row moves into the hole: one row copied, one index entry changed
+            for buffer in (*self._buffers.values(), self._schedulable):
+                buffer[row] = buffer[last]
+            for column in (table.names, table.nodes, table.labels, table.taints, table.tasks):
+                column[row] = column[last]
+            table.index[table.names[row]] = row
+        for column in (table.names, table.nodes, table.labels, table.taints, table.tasks):
+            column.pop()
+        self._point()
+
+    def row_of(self, name: str) -> int | None:
+        return self.table.index.get(name)
+
+
+def _detach(nodes: NodeTable) -> None:
+    """NodeTable.clone shares what a session never changes; the cache does change it (node
+    updates), so a snapshot gets its own copies."""
+    nodes.allocatable, nodes.schedulable = nodes.allocatable.copy(), nodes.schedulable.copy()
+    nodes.nodes, nodes.names, nodes.index = list(nodes.nodes), list(nodes.names), dict(nodes.index)
+    nodes.labels, nodes.taints = list(nodes.labels), list(nodes.taints)
+
+
+def _superseded(incoming: Any, held: Any | None) -> bool:
+    """Whether an object (a view) is older than the one held. The status writer feeds its own
+    writes back before the informer delivers them, so the informer's earlier events must not undo
+    them. Only numeric versions compare (etcd's and the embedded server's); opaque ones never do."""
+    if held is None:
+        return False
+    try:
+        return int(incoming.meta.resource_version) < int(held.meta.resource_version)
+    except ValueError:
+        return False
+
+
+def _resource_names(what: str, read: Callable[[], Iterable[str]]) -> list[str] | None:
+    """The resources an object's quantities name; None (logged) when they cannot be read. The API
+    validates quantities, so such an object is left out rather than failing its informer."""
+    try:
+        return list(read())
+    except QuantityError as exc:
+        log.error("%s: unreadable resources, left out: %s", what, exc)
+        return None
+
+
+def _key(namespace: str, name: str) -> str:
+    return f"{namespace}/{name}"
+
+
+class Cache:
+    """The pure core (see the module docstring). `on_work` is called, outside the lock and on the
+    caller's thread (keep it short: set an event), when something arrives that a cycle may
+    place: a pending pod of ours, a PodGroup, a Queue, a node."""
+
+    def __init__(self, scheduler_names: Sequence[str] = DEFAULT_SCHEDULER_NAMES,
+                 on_work: Callable[[], None] | None = None) -> None:
+        self.scheduler_names = frozenset(scheduler_names)
+        self.on_work = on_work
+        self._lock = threading.RLock()
+        self.resources = Resources()
+        self._rows = _NodeRows(self.resources)
+        self._tasks: dict[str, TaskInfo] = {}  # every pod the cache tracks, by uid
+        self._on_node: dict[str, dict[str, TaskInfo]] = {}  # node name -> tasks holding resources there
+        self._jobs: dict[str, JobInfo] = {}
+        self._waiting: dict[str, dict[str, TaskInfo]] = {}  # group key -> tasks whose PodGroup is not here yet
+        self._podgroups: dict[str, PodGroup] = {}
+        self._queues: dict[str, QueueInfo] = {}
+        self._queue_views: dict[str, Queue] = {}
+        self._priority_classes: dict[str, Obj] = {}
+        self._assumed: dict[str, str] = {}  # uid -> node of a bind in flight
+        self._evicting: set[str] = set()  # uids whose eviction is in flight
+
+    # -- reads -----------------------------------------------------------------------------------
+
+    def snapshot(self) -> Snapshot:
+        """A clone of the cluster for one session (it may change task states and node usage)."""
+        with self._lock:
+            queues = dict(self._queues)
+            if DEFAULT_QUEUE not in queues:  # Volcano creates it; a session must always have it
+                queues[DEFAULT_QUEUE] = default_queue_info(self.resources)
+            view = Snapshot(self.resources, self._rows.table, self._jobs, queues, self._priority_values())
+            snapshot = view.clone()
+            _detach(snapshot.nodes)
+        return snapshot
+
+    def node_names(self) -> list[str]:
+        with self._lock:
+            return list(self._rows.table.names)
+
+    def task(self, uid: str) -> TaskInfo | None:
+        with self._lock:
+            return self._tasks.get(uid)
+
+    def job(self, key: str) -> JobInfo | None:
+        with self._lock:
+            return self._jobs.get(key)
+
+    def podgroup(self, key: str) -> PodGroup | None:
+        with self._lock:
+            return self._podgroups.get(key)
+
+    def queue(self, name: str) -> Queue | None:
+        with self._lock:
+            return self._queue_views.get(name)
+
+    def waiting(self) -> int:
+        """Pods of ours waiting for their PodGroup to be created."""
+        with self._lock:
+            return sum(len(tasks) for tasks in self._waiting.values())
+
+    # -- pods ------------------------------------------------------------------------------------
+
+    def add_pod(self, obj: Obj) -> None:
+        self._upsert_pod(obj)
+
+    def update_pod(self, old: Obj | None, new: Obj) -> None:
+        self._upsert_pod(new)
+
+    def delete_pod(self, obj: Obj) -> None:
+        uid = Pod(obj).uid
+        with self._lock:
+            self._assumed.pop(uid, None)
+            self._evicting.discard(uid)
+            task = self._tasks.get(uid)
+            if task is not None:
+                self._remove(task)
+
+    def _upsert_pod(self, obj: Obj) -> None:
+        pod = Pod(obj)
+        ours = pod.scheduler_name in self.scheduler_names
+        with self._lock:
+            old = self._tasks.get(pod.uid)
+            if not ours and not (pod.is_assigned and not pod.is_terminal):
+                if old is not None:
+                    self._remove(old)  # another scheduler's pod finished: its room is free
+                return
+            self._cover(pod.requests)
+            task = task_info(pod, self._job_key(pod) if ours else FOREIGN, self.resources)
+            self._apply_assumptions(task)
+            if old is not None:
+                self._remove(old)
+            self._add(task)
+            work = ours and task.status is TaskStatus.PENDING and (old is None or old.status is not TaskStatus.PENDING)
+        if work:
+            self._notify()
+
+    @staticmethod
+    def _job_key(pod: Pod) -> str:
+        # A lone pod's job is keyed by its own name (the model's convention), in the PodGroups'
+        # key space: a lone pod named like a PodGroup of its namespace would count in that gang.
+        return _key(pod.namespace, pod.group_name or pod.name)
+
+    def _apply_assumptions(self, task: TaskInfo) -> None:
+        """A bind or eviction in flight outlives pod updates that do not show its outcome yet."""
+        node = self._assumed.get(task.uid)
+        if node is not None:
+            if task.status is TaskStatus.PENDING:
+                task.status, task.node = TaskStatus.BINDING, node
+            else:  # bound (the bind landed), deleting or finished: the API has the last word now
+                del self._assumed[task.uid]
+        if task.uid in self._evicting:
+            if task.status in (TaskStatus.BOUND, TaskStatus.RUNNING):
+                task.status = TaskStatus.RELEASING
+            else:
+                self._evicting.discard(task.uid)
+
+    def _add(self, task: TaskInfo) -> None:
+        self._tasks[task.uid] = task
+        if task.node and task.status in OCCUPYING:
+            self._on_node.setdefault(task.node, {})[task.uid] = task
+            row = self._rows.row_of(task.node)
+            if row is not None:
+                self._rows.table.add_task(row, task)
+        if task.job == FOREIGN:
+            return
+        job = self._jobs.get(task.job)
+        if job is None and task.pod.group_name is None:
+            job = self._jobs[task.job] = self._lone_job(task)
+        if job is not None:
+            job.add(task)
+        else:
+            self._waiting.setdefault(task.job, {})[task.uid] = task
+
+    def _remove(self, task: TaskInfo) -> None:
+        del self._tasks[task.uid]
+        on_node = self._on_node.get(task.node)
+        if on_node is not None and on_node.pop(task.uid, None) is not None:
+            row = self._rows.row_of(task.node)
+            if row is not None:
+                self._rows.table.remove_task(row, task)
+            if not on_node and self._rows.row_of(task.node) is None:
+                del self._on_node[task.node]
+        if task.job == FOREIGN:
+            return
+        job = self._jobs.get(task.job)
+        if job is not None:
+            job.remove(task.uid)
+            if job.podgroup is None and not job.tasks:
+                del self._jobs[task.job]
+            return
+        waiting = self._waiting.get(task.job)
+        if waiting is not None:
+            waiting.pop(task.uid, None)
+            if not waiting:
+                del self._waiting[task.job]
+
+    def _lone_job(self, task: TaskInfo) -> JobInfo:
+        """A pod without a PodGroup: a gang of one, in the queue its annotation names."""
+        pod = task.pod
+        job = job_info(task.job, pod.namespace, pod.name, None, pod.priority, self.resources, task.creation)
+        job.queue = pod.meta.annotations.get(QUEUE_NAME_ANNOTATION) or DEFAULT_QUEUE
+        return job
+
+    # -- binds and evictions in flight -------------------------------------------------------------
+
+    def assume(self, batch: BindBatch) -> None:
+        """Mark a committed batch's tasks Binding on the nodes the session chose (before the binds
+        are sent), so the next snapshot counts them where they are going."""
+        with self._lock:
+            for placed in batch.tasks:
+                task = self._tasks.get(placed.uid)
+                if task is None or task.status is not TaskStatus.PENDING or not placed.node:
+                    continue  # deleted, or already bound meanwhile: the bind will tell
+                self._assumed[task.uid] = placed.node
+                self._refresh(task)
+
+    def assume_evicted(self, tasks: Iterable[TaskInfo]) -> None:
+        """Mark victims Releasing at once, so the next cycle neither evicts them again nor counts
+        their room as theirs to keep."""
+        with self._lock:
+            for victim in tasks:
+                task = self._tasks.get(victim.uid)
+                if task is not None and task.status in (TaskStatus.BOUND, TaskStatus.RUNNING):
+                    self._evicting.add(task.uid)
+                    self._refresh(task)
+
+    def confirm(self, uid: str) -> None:
+        """The bind was accepted. The task stays Binding until its pod update shows the node (the
+        informer's view must catch up before a cycle may trust it)."""
+
+    def forget(self, uid: str) -> None:
+        """A bind or eviction failed: the task goes back to what its latest pod object says (a
+        failed bind is placed again by a later cycle)."""
+        with self._lock:
+            self._assumed.pop(uid, None)
+            self._evicting.discard(uid)
+            task = self._tasks.get(uid)
+            if task is not None:
+                self._refresh(task)
+
+    def assumed(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self._assumed)
+
+    def _refresh(self, task: TaskInfo) -> None:
+        """Re-derive a task from its pod object and the assumptions, and put it back in place."""
+        fresh = task_info(task.pod, task.job, self.resources)
+        self._apply_assumptions(fresh)
+        self._remove(task)
+        self._add(fresh)
+
+    # -- nodes -----------------------------------------------------------------------------------
+
+    def add_node(self, obj: Obj) -> None:
+        self._upsert_node(obj)
+
+    def update_node(self, old: Obj | None, new: Obj) -> None:
+        self._upsert_node(new)
+
+    def delete_node(self, obj: Obj) -> None:
+        name = Node(obj).name
+        with self._lock:
+            self._rows.remove(name)
+            if name in self._on_node and not self._on_node[name]:
+                del self._on_node[name]  # pods still on a vanished node keep their entry
+
+    def _upsert_node(self, obj: Obj) -> None:
+        node = Node(obj)
+        allocatable = _resource_names(f"node {node.name}", lambda: node.allocatable)
+        if allocatable is None:
+            return
+        with self._lock:
+            table = self._rows.table
+            row = self._rows.row_of(node.name)
+            was_schedulable = row is not None and bool(table.schedulable[row])
+            self._cover(allocatable)
+            new = self._rows.upsert(node, self._on_node.setdefault(node.name, {}))
+            row = self._rows.row_of(node.name)
+            work = new or (bool(table.schedulable[row]) and not was_schedulable)
+        if work:
+            self._notify()
+
+    # -- PodGroups -------------------------------------------------------------------------------
+
+    def add_podgroup(self, obj: Obj) -> None:
+        self._upsert_podgroup(obj)
+
+    def update_podgroup(self, old: Obj | None, new: Obj) -> None:
+        self._upsert_podgroup(new)
+
+    def delete_podgroup(self, obj: Obj) -> None:
+        group = PodGroup(obj)
+        with self._lock:
+            self._podgroups.pop(group.key, None)
+            job = self._jobs.pop(group.key, None)
+            if job is not None and job.tasks:
+                self._waiting[group.key] = dict(job.tasks)  # its pods wait for a PodGroup again
+
+    def _upsert_podgroup(self, obj: Obj) -> None:
+        group = PodGroup(obj)
+        key = group.key
+        min_resources = _resource_names(f"PodGroup {key}", lambda: group.min_resources)
+        if min_resources is None:
+            return
+        with self._lock:
+            known = self._podgroups.get(key)
+            if _superseded(group, known):
+                return
+            self._podgroups[key] = group
+            self._cover(min_resources)
+            old = self._jobs.get(key)
+            job = job_info(key, group.namespace, group.name, group, self._podgroup_priority(group), self.resources)
+            members = old.tasks.values() if old is not None else self._waiting.pop(key, {}).values()
+            for task in members:
+                job.add(task)
+            self._jobs[key] = job
+        if known is None:
+            self._notify()
+
+    # -- Queues and PriorityClasses ---------------------------------------------------------------
+
+    def add_queue(self, obj: Obj) -> None:
+        self._upsert_queue(obj)
+
+    def update_queue(self, old: Obj | None, new: Obj) -> None:
+        self._upsert_queue(new)
+
+    def delete_queue(self, obj: Obj) -> None:
+        with self._lock:
+            name = Queue(obj).name
+            self._queues.pop(name, None)
+            self._queue_views.pop(name, None)
+
+    def _upsert_queue(self, obj: Obj) -> None:
+        queue = Queue(obj)
+        named = _resource_names(f"queue {queue.name}", lambda: [*queue.capability, *queue.guarantee, *queue.deserved])
+        if named is None:
+            return
+        with self._lock:
+            known = self._queue_views.get(queue.name)
+            if _superseded(queue, known):
+                return
+            self._cover(named)
+            self._queue_views[queue.name] = queue
+            self._queues[queue.name] = queue_info(queue, self.resources)
+        if known is None:
+            self._notify()
+
+    def add_priority_class(self, obj: Obj) -> None:
+        self._upsert_priority_class(obj)
+
+    def update_priority_class(self, old: Obj | None, new: Obj) -> None:
+        self._upsert_priority_class(new)
+
+    def delete_priority_class(self, obj: Obj) -> None:
+        with self._lock:
+            self._priority_classes.pop((obj.get("metadata") or {}).get("name", ""), None)
+            self._reprioritise()
+
+    def _upsert_priority_class(self, obj: Obj) -> None:
+        with self._lock:
+            self._priority_classes[(obj.get("metadata") or {}).get("name", "")] = obj
+            self._reprioritise()
+
+    def _priority_values(self) -> dict[str, int]:
+        return {name: int(obj.get("value") or 0) for name, obj in self._priority_classes.items()}
+
+    def _podgroup_priority(self, group: PodGroup) -> int:
+        """Volcano's rule: the PodGroup's PriorityClass, else the global default class, else 0.
+        (Pods carry their own priority: the API's admission resolves it at creation.)"""
+        named = self._priority_classes.get(group.priority_class_name) if group.priority_class_name else None
+        if named is None and not group.priority_class_name:
+            named = next((pc for pc in self._priority_classes.values() if pc.get("globalDefault")), None)
+        return int(named.get("value") or 0) if named is not None else 0
+
+    def _reprioritise(self) -> None:
+        # Rare (PriorityClasses change seldom): every PodGroup's job priority again.
+        for job in self._jobs.values():
+            if job.podgroup is not None:
+                job.priority = self._podgroup_priority(job.podgroup)
+
+    # -- the resource axis -----------------------------------------------------------------------
+
+    def _cover(self, names: Iterable[str]) -> None:
+        """Grow the resource axis to hold `names`, re-laying every vector on it."""
+        missing = set(names) - set(self.resources.column)
+        if not missing:
+            return
+        old = self.resources
+        new = Resources([*old.names, *missing])
+        columns = np.array([new.column[name] for name in old.names], dtype=np.intp)
+        width = len(new)
+        self._rows.regrid(new, columns)
+        for task in self._tasks.values():
+            task.request = _remap(task.request, columns, width)
+        for job in self._jobs.values():
+            job.min_resources = _remap(job.min_resources, columns, width)
+        self._queues = {name: queue_info(queue, new) for name, queue in self._queue_views.items()}
+        self.resources = new
+        log.info("resource axis now %s", ", ".join(new.names))
+
+    def _notify(self) -> None:
+        if self.on_work is not None:
+            self.on_work()
+
+
+class SchedulerCache(Cache):
+    """The core fed by informers on Pods, Nodes, PodGroups, Queues and PriorityClasses. Informers
+    re-list on watch expiry and retry an unreachable API with backoff, keeping what they have."""
+
+    def __init__(self, api: Any, scheduler_names: Sequence[str] = DEFAULT_SCHEDULER_NAMES,
+                 on_work: Callable[[], None] | None = None) -> None:
+        super().__init__(scheduler_names, on_work)
+        self.api = api
+        wiring = (
+            (kinds.NODE, self.add_node, self.update_node, self.delete_node),
+            (kinds.PRIORITY_CLASS, self.add_priority_class, self.update_priority_class, self.delete_priority_class),
+            (kinds.QUEUE, self.add_queue, self.update_queue, self.delete_queue),
+            (kinds.PODGROUP, self.add_podgroup, self.update_podgroup, self.delete_podgroup),
+            (kinds.POD, self.add_pod, self.update_pod, self.delete_pod),
+        )
+        self.informers = [Informer(kind, api, on_add=add, on_update=update, on_delete=delete)
+                          for kind, add, update, delete in wiring]
+
+    def start(self, sync_timeout: float = 30.0) -> bool:
+        """Start every informer; True once all have listed (False: the API is not reachable yet,
+        they keep trying in the background)."""
+        for informer in self.informers:
+            informer.start()
+        return self.wait_for_sync(sync_timeout)
+
+    def wait_for_sync(self, timeout: float | None = None) -> bool:
+        return all(informer.wait_for_sync(timeout) for informer in self.informers)
+
+    @property
+    def synced(self) -> bool:
+        return all(informer.has_synced for informer in self.informers)
+
+    def stop(self) -> None:
+        for informer in self.informers:
+            informer.stop()

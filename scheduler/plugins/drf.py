@@ -1,0 +1,66 @@
+"""drf: Dominant Resource Fairness between jobs (Volcano's drf plugin, without hierarchy).
+
+A job's share is its largest fraction of any cluster resource (pod slots left out); jobs with
+the smaller dominant share go first, and a preemptor may take a victim only if its share after
+the placement stays below (or equal to) the victim job's share after the eviction. Shares are
+kept current through the session's allocate/deallocate handlers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lahar.scheduler.framework.plugin import Plugin, register_plugin
+from lahar.scheduler.framework.session import Session
+from lahar.scheduler.model import CHARGED, TaskInfo
+
+SHARE_DELTA = 1e-6  # Volcano's shareDelta: shares this close count as equal
+
+
+@register_plugin
+class DrfPlugin(Plugin):
+    name = "drf"
+
+    def on_session_open(self, session: Session) -> None:
+        self.session = session
+        total = session.total.astype(np.float64)
+        columns = session.resources.quota_columns
+        columns = columns[total[columns] > 0]  # a resource the cluster lacks is nobody's share
+        self._columns, self._total = columns, total[columns]
+        self._allocated: dict[str, np.ndarray] = {}
+        session.add_job_order_fn(lambda job: self.share(self._of(job.key)))
+        session.add_preemptable_fn(self.victims)
+        session.add_event_handler(self._allocate, self._deallocate)
+
+    def _of(self, job_key: str) -> np.ndarray:
+        allocated = self._allocated.get(job_key)
+        if allocated is None:
+            allocated = self._allocated[job_key] = self.session.jobs[job_key].requested(CHARGED)
+        return allocated
+
+    def share(self, allocated: np.ndarray) -> float:
+        if not len(self._columns):
+            return 0.0
+        return float((allocated[self._columns] / self._total).max())
+
+    def _allocate(self, task: TaskInfo) -> None:
+        if task.job in self._allocated:  # otherwise counted from the job when first asked
+            self._allocated[task.job] += task.request
+
+    def _deallocate(self, task: TaskInfo) -> None:
+        if task.job in self._allocated:
+            self._allocated[task.job] -= task.request
+
+    def victims(self, preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        preemptor_share = self.share(self._of(preemptor.job) + preemptor.request)
+        left: dict[str, np.ndarray] = {}
+        chosen = []
+        for victim in candidates:
+            remaining = left.get(victim.job)
+            if remaining is None:
+                remaining = self._of(victim.job).copy()
+            remaining = left[victim.job] = remaining - victim.request
+            victim_share = self.share(remaining)
+            if preemptor_share < victim_share or abs(preemptor_share - victim_share) <= SHARE_DELTA:
+                chosen.append(victim)
+        return chosen

@@ -1,0 +1,104 @@
+"""nodeorder: kube-scheduler's node scores, weighted as Volcano's nodeorder plugin weighs them.
+
+- `leastrequested` (weight 1): mean over cpu and memory of (allocatable − requested) / allocatable;
+- `mostrequested` (weight 0): mean of requested / allocatable;
+- `balancedresource` (weight 1): 1 − the standard deviation of the cpu and memory fractions;
+- `nodeaffinity` (weight 2): the summed weights of the preferred node affinity terms a node
+  matches, normalised so the best node scores 100;
+- `tainttoleration` (weight 3): fewer untolerated PreferNoSchedule taints score higher.
+
+Each score is 0–100 before its weight; "requested" includes the pod, counted as kube-scheduler
+does with 100m cpu / 200Mi memory where it asks for none. The two label/taint scores do not
+change within a session, so they are one array per placement class. `podaffinity`,
+`imagelocality` and `podtopologyspread` weights are accepted for Volcano configurations and
+score nothing (Lahar has no such inputs).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lahar.scheduler.framework.plugin import Plugin, number, register_plugin
+from lahar.scheduler.framework.session import Session
+from lahar.scheduler.model import NodeTable, Rows, TaskInfo
+from lahar.scheduler.plugins.predicates import NodeIndex
+
+MAX_SCORE = 100.0
+# kube-scheduler's non-zero defaults for a pod that requests no cpu / memory (for scoring only).
+DEFAULT_CPU_MILLI = 100
+DEFAULT_MEMORY_BYTES = 200 * 1024 * 1024
+SCORED = 2  # cpu and memory: the first columns of every resource axis
+_DIFFERENCE = np.array([1.0, -1.0])
+WEIGHTS = {"leastrequested": 1.0, "mostrequested": 0.0, "balancedresource": 1.0, "nodeaffinity": 2.0,
+           "tainttoleration": 3.0, "podaffinity": 2.0, "imagelocality": 1.0, "podtopologyspread": 2.0}
+
+
+@register_plugin
+class NodeOrderPlugin(Plugin):
+    name = "nodeorder"
+    ARGUMENTS = {f"{name}.weight": number(minimum=0) for name in WEIGHTS}
+
+    def on_session_open(self, session: Session) -> None:
+        self.session = session
+        weight = {name: self.argument(f"{name}.weight", default) for name, default in WEIGHTS.items()}
+        self.least, self.most = weight["leastrequested"], weight["mostrequested"]
+        self.balanced = weight["balancedresource"]
+        self.affinity, self.taints = weight["nodeaffinity"], weight["tainttoleration"]
+        self._static: dict[str, np.ndarray | None] = {}
+        self._pod_requests: dict[str, np.ndarray] = {}
+        # Allocatable does not change within a session (what-if views share it): keep its
+        # inverse, so a fraction is one multiplication; a node without cpu or memory counts as full.
+        allocatable = session.nodes.allocatable[:, :SCORED].astype(np.float64)
+        self._inverse = np.divide(1.0, allocatable, out=np.zeros_like(allocatable), where=allocatable > 0)
+        self._absent = allocatable <= 0 if (allocatable <= 0).any() else None
+        self._mean_weights = np.full(SCORED, (self.most - self.least) * MAX_SCORE / 2)
+        self._constant = (self.least + self.balanced) * MAX_SCORE
+        if self.least or self.most or self.balanced or self.affinity or self.taints:
+            session.add_node_order_fn(self.score)
+
+    def _static_score(self, task: TaskInfo) -> np.ndarray | None:
+        """nodeaffinity and tainttoleration for the task's placement class (None when both are 0
+        everywhere)."""
+        if task.placement in self._static:
+            return self._static[task.placement]
+        index = NodeIndex.of(self.session)
+        total: np.ndarray | None = None
+        preferred = (task.pod.affinity.get("nodeAffinity") or {}).get(
+            "preferredDuringSchedulingIgnoredDuringExecution") or ()
+        if self.affinity and preferred:
+            raw = np.zeros(index.size)
+            for term in preferred:
+                raw += (term.get("weight") or 0) * index.term(term.get("preference") or {})
+            best = raw.max(initial=0.0)
+            total = self.affinity * (raw * (MAX_SCORE / best) if best > 0 else raw)
+        untolerated = index.untolerated(task.pod, frozenset({"PreferNoSchedule"})) if self.taints else None
+        if untolerated is not None:
+            worst = untolerated.max()
+            score = self.taints * MAX_SCORE * (1.0 - untolerated / worst)
+            total = score if total is None else total + score
+        self._static[task.placement] = total
+        return total
+
+    def fractions(self, task: TaskInfo, nodes: NodeTable, rows: Rows) -> np.ndarray:
+        """(requested on the node + the pod's non-zero request) / allocatable for cpu and memory,
+        capped at 1, per row."""
+        pod = self._pod_requests.get(task.placement)
+        if pod is None:
+            request = task.request
+            pod = self._pod_requests[task.placement] = np.array(
+                [request[0] or DEFAULT_CPU_MILLI, request[1] or DEFAULT_MEMORY_BYTES], dtype=np.int64)
+        fractions = (nodes.used[rows, :SCORED] + nodes.be_used[rows, :SCORED] + pod) * self._inverse[rows]
+        if self._absent is not None:
+            fractions[self._absent[rows]] = 1.0
+        return np.minimum(fractions, 1.0, out=fractions)
+
+    def score(self, task: TaskInfo, nodes: NodeTable, rows: Rows) -> np.ndarray:
+        # With fractions a (cpu) and b (memory): least·100·(1 − (a+b)/2) + most·100·(a+b)/2
+        # + balanced·100·(1 − |a−b|/2), the std of two values being |a−b|/2; folded into two
+        # products per row since this runs once per placement.
+        fractions = self.fractions(task, nodes, rows)
+        total = fractions @ self._mean_weights + self._constant
+        if self.balanced:
+            total -= np.abs(fractions @ _DIFFERENCE) * (self.balanced * MAX_SCORE / 2)
+        static = self._static_score(task)
+        return total if static is None else total + static[rows]

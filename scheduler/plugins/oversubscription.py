@@ -1,0 +1,52 @@
+"""oversubscription: BE pods placed against the capacity the agents report as reclaimable.
+
+Each node's agent reports what best-effort pods may borrow there (`NodeReport.reclaimable`:
+capacity × threshold − peak online usage − reserve, cpu in millicores, memory in bytes): the
+whole BE budget of the node, not what is left of it. This plugin lends that budget to the
+session as `session.be_capacity` (nodes × cpu, memory); the one fit rule (`NodeTable.fits`,
+which the predicates plugin applies with `session.be_capacity`) then places BE tasks against
+`be_capacity − be_used` and online tasks against allocatable minus their own requests. A node
+whose latest report is older than `staleness` seconds, or that never reported, lends nothing:
+BE tasks that request cpu or memory are not placed there.
+
+The score prefers, for BE tasks, nodes with more of their budget left after the task (the mean
+over cpu and memory of the share left); online tasks get no opinion.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lahar.scheduler.framework.plugin import Plugin, number, register_plugin
+from lahar.scheduler.framework.session import REPORT_STALENESS_SECONDS, Session
+from lahar.scheduler.model import LENT_COLUMNS, NodeTable, Rows, TaskInfo
+
+MAX_SCORE = 100.0
+
+
+@register_plugin
+class Oversubscription(Plugin):
+    name = "oversubscription"
+    ARGUMENTS = {"staleness": number(minimum=0), "weight": number(minimum=0)}
+
+    def on_session_open(self, session: Session) -> None:
+        reports = session.fresh_reports(float(self.argument("staleness", REPORT_STALENESS_SECONDS)))
+        capacity = np.zeros((len(session.nodes), len(LENT_COLUMNS)), dtype=np.int64)
+        for row, report in enumerate(reports):
+            if report is not None:
+                capacity[row] = [max(0, int(report.reclaimable.get(name, 0))) for name in LENT_COLUMNS]
+        session.be_capacity = capacity
+        self._capacity = capacity
+        self._weight = float(self.argument("weight", 1.0))
+        if self._weight and capacity.any():
+            session.add_node_order_fn(self._score)
+
+    def _score(self, task: TaskInfo, nodes: NodeTable, rows: Rows) -> np.ndarray:
+        capacity = self._capacity[rows]
+        if not task.best_effort:
+            return np.zeros(len(capacity))
+        lent = len(LENT_COLUMNS)
+        left = capacity - nodes.be_used[rows, :lent] - task.request[:lent]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = np.where(capacity > 0, left / capacity, 0.0)
+        return np.clip(share, 0.0, 1.0).mean(axis=1) * MAX_SCORE * self._weight

@@ -1,0 +1,233 @@
+"""predicates: which nodes may take a pod (kube-scheduler's filters, vectorised over the node table).
+
+One predicate per pod: the resource fit (`NodeTable.fits`, pod slots included), nodeSelector,
+required node affinity (matchExpressions In/NotIn/Exists/DoesNotExist/Gt/Lt, matchFields on
+`metadata.name`) and NoSchedule/NoExecute taints. Unschedulable and not-ready nodes the session
+leaves out itself. Labels and taints do not change within a session, so the selector, affinity
+and taint part is one boolean mask per placement class, built from per-session indexes
+(`NodeIndex`: label values as integer codes per key, rows per taint); only the resource fit is
+asked again as nodes fill. `explain` words the failures as kube-scheduler does.
+
+Volcano's `predicate.*Enable` switches for filters Lahar does not have (ports, volumes, pod
+affinity, DRA...) are accepted so that Volcano configurations load, and change nothing.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from lahar.api.node import Taint
+from lahar.api.pod import Pod
+from lahar.scheduler.framework.plugin import Plugin, boolean, register_plugin
+from lahar.scheduler.framework.session import Session
+from lahar.scheduler.model import NodeTable, Rows, TaskInfo
+
+MISMATCH = "node(s) didn't match Pod's node affinity/selector"
+FILTERED_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+NODE_NAME_FIELD = "metadata.name"
+_INDEX_KEY = "predicates.node_index"
+
+
+def _integer(value: str | None) -> float:
+    try:
+        return float(int(value)) if value is not None else np.nan
+    except ValueError:
+        return np.nan
+
+
+class NodeIndex:
+    """Per-session indexes over the nodes' labels and taints (they do not change within a
+    session), so a selector or toleration check over every node is a few array operations.
+    Shared by the plugins of a session through `NodeIndex.of(session)`."""
+
+    def __init__(self, nodes: NodeTable) -> None:
+        self._labels = nodes.labels
+        self._taints = nodes.taints
+        self._row = nodes.index
+        self.size = len(nodes)
+        self._codes: dict[str, tuple[np.ndarray, dict[str, int]]] = {}
+        self._numbers: dict[str, np.ndarray] = {}
+        self._taint_rows: dict[Taint, np.ndarray] | None = None
+
+    @classmethod
+    def of(cls, session: Session) -> NodeIndex:
+        index = session.data.get(_INDEX_KEY)
+        if index is None:
+            index = session.data[_INDEX_KEY] = cls(session.nodes)
+        return index
+
+    # -- labels ------------------------------------------------------------------------------
+
+    def _column(self, key: str) -> tuple[np.ndarray, dict[str, int]]:
+        """Each node's value of label `key` as a code (-1 where absent), and the codes."""
+        column = self._codes.get(key)
+        if column is None:
+            table: dict[str, int] = {}
+            codes = np.fromiter((-1 if (value := labels.get(key)) is None else table.setdefault(value, len(table))
+                                 for labels in self._labels), dtype=np.int32, count=self.size)
+            column = self._codes[key] = (codes, table)
+        return column
+
+    def has(self, key: str) -> np.ndarray:
+        return self._column(key)[0] >= 0
+
+    def among(self, key: str, values: Iterable[str]) -> np.ndarray:
+        codes, table = self._column(key)
+        wanted = [table[value] for value in values if value in table]
+        if len(wanted) == 1:
+            return codes == wanted[0]
+        return np.isin(codes, wanted) if wanted else np.zeros(self.size, dtype=bool)
+
+    def _number(self, key: str) -> np.ndarray:
+        numbers = self._numbers.get(key)
+        if numbers is None:
+            numbers = self._numbers[key] = np.array([_integer(labels.get(key)) for labels in self._labels],
+                                                    dtype=np.float64).reshape(self.size)
+        return numbers
+
+    def selector(self, selector: Mapping[str, str]) -> np.ndarray:
+        mask = np.ones(self.size, dtype=bool)
+        for key, value in selector.items():
+            mask &= self.among(key, (value,))
+        return mask
+
+    def _expression(self, expression: Mapping[str, Any]) -> np.ndarray:
+        key, operator = expression.get("key", ""), expression.get("operator")
+        values: Sequence[str] = expression.get("values") or ()
+        if operator == "In":
+            return self.among(key, values)
+        if operator == "NotIn":
+            return ~self.among(key, values)
+        if operator == "Exists":
+            return self.has(key)
+        if operator == "DoesNotExist":
+            return ~self.has(key)
+        if operator in ("Gt", "Lt") and len(values) == 1 and not np.isnan(bound := _integer(values[0])):
+            with np.errstate(invalid="ignore"):  # absent or non-integer labels match neither
+                numbers = self._number(key)
+                return numbers > bound if operator == "Gt" else numbers < bound
+        return np.zeros(self.size, dtype=bool)  # an operator Kubernetes would refuse matches nothing
+
+    def _field(self, expression: Mapping[str, Any]) -> np.ndarray:
+        mask = np.zeros(self.size, dtype=bool)
+        if expression.get("key") != NODE_NAME_FIELD or expression.get("operator") not in ("In", "NotIn"):
+            return mask
+        rows = [self._row[name] for name in expression.get("values") or () if name in self._row]
+        mask[rows] = True
+        return mask if expression["operator"] == "In" else ~mask
+
+    def term(self, term: Mapping[str, Any]) -> np.ndarray:
+        """A node selector term: its expressions and fields all hold; an empty term matches nothing."""
+        expressions = term.get("matchExpressions") or ()
+        fields = term.get("matchFields") or ()
+        mask = np.full(self.size, bool(expressions or fields))
+        for expression in expressions:
+            mask &= self._expression(expression)
+        for expression in fields:
+            mask &= self._field(expression)
+        return mask
+
+    def required(self, pod: Pod) -> np.ndarray | None:
+        """nodeSelector and required node affinity together; None when the pod asks for neither."""
+        affinity = (pod.affinity.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+        if not pod.node_selector and affinity is None:
+            return None
+        mask = self.selector(pod.node_selector)
+        if affinity is not None:
+            matched = np.zeros(self.size, dtype=bool)
+            for term in affinity.get("nodeSelectorTerms") or ():
+                matched |= self.term(term)
+            mask &= matched
+        return mask
+
+    # -- taints ------------------------------------------------------------------------------
+
+    def taint_rows(self) -> dict[Taint, np.ndarray]:
+        """Every distinct taint and the rows of the nodes that carry it."""
+        if self._taint_rows is None:
+            rows: dict[Taint, list[int]] = {}
+            for row, taints in enumerate(self._taints):
+                for taint in taints:
+                    rows.setdefault(Taint(taint.key, taint.effect, taint.value), []).append(row)
+            self._taint_rows = {taint: np.array(found, dtype=np.intp) for taint, found in rows.items()}
+        return self._taint_rows
+
+    def untolerated(self, pod: Pod, effects: frozenset[str]) -> np.ndarray | None:
+        """How many taints with `effects` the pod does not tolerate, per node; None if none anywhere."""
+        counts: np.ndarray | None = None
+        for taint, rows in self.taint_rows().items():
+            if taint.effect in effects and not pod.tolerates(taint):
+                if counts is None:
+                    counts = np.zeros(self.size, dtype=np.int64)
+                counts[rows] += 1
+        return counts
+
+    def first_untolerated(self, pod: Pod, row: int, effects: frozenset[str]) -> Taint | None:
+        return next((taint for taint in self._taints[row] if taint.effect in effects and not pod.tolerates(taint)),
+                    None)
+
+
+@register_plugin
+class PredicatesPlugin(Plugin):
+    name = "predicates"
+    ARGUMENTS = {
+        "predicate.NodeAffinityEnable": boolean,
+        "predicate.TaintTolerationEnable": boolean,
+        # Accepted for Volcano configurations; Lahar has no such filters.
+        **{f"predicate.{name}Enable": boolean for name in (
+            "NodePorts", "PodAffinity", "NodeVolumeLimits", "VolumeZone", "PodTopologySpread", "VolumeBinding",
+            "DynamicResourceAllocation", "Cache")},
+    }
+
+    def on_session_open(self, session: Session) -> None:
+        self.session = session
+        self.index = NodeIndex.of(session)
+        self.affinity = self.argument("predicate.NodeAffinityEnable", True)
+        self.taints = self.argument("predicate.TaintTolerationEnable", True)
+        self._static: dict[str, np.ndarray | None] = {}
+        session.add_predicate_fn(self.predicate, self.explain)
+
+    def _required(self, task: TaskInfo) -> np.ndarray | None:
+        return self.index.required(task.pod) if self.affinity else None
+
+    def _untolerated(self, task: TaskInfo) -> np.ndarray | None:
+        return self.index.untolerated(task.pod, FILTERED_EFFECTS) if self.taints else None
+
+    def _static_mask(self, task: TaskInfo) -> np.ndarray | None:
+        """Selector, affinity and taints for the task's placement class; None when all pass."""
+        if task.placement not in self._static:
+            mask = self._required(task)
+            untolerated = self._untolerated(task)
+            if untolerated is not None:
+                mask = (untolerated == 0) if mask is None else mask & (untolerated == 0)
+            self._static[task.placement] = mask
+        return self._static[task.placement]
+
+    def predicate(self, task: TaskInfo, nodes: NodeTable, rows: Rows) -> np.ndarray:
+        fits = nodes.fits(task, rows, self.session.be_capacity)
+        static = self._static_mask(task)
+        return fits if static is None else fits & static[rows]
+
+    def explain(self, task: TaskInfo, nodes: NodeTable) -> Counter[str]:
+        """Each schedulable node that refuses the task, by the first filter that refuses it
+        (taints, then affinity/selector, then resources, kube-scheduler's order)."""
+        reasons: Counter[str] = Counter()
+        left = nodes.schedulable.copy()
+        untolerated = self._untolerated(task)
+        if untolerated is not None:
+            for row in np.flatnonzero(left & (untolerated > 0)):
+                taint = self.index.first_untolerated(task.pod, int(row), FILTERED_EFFECTS)
+                if taint is not None:
+                    reasons[f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"] += 1
+            left &= untolerated == 0
+        required = self._required(task)
+        if required is not None:
+            reasons[MISMATCH] += int((left & ~required).sum())
+            left &= required
+        rows = np.flatnonzero(left)
+        reasons.update(nodes.shortfall(task, nodes.free(task, rows, self.session.be_capacity)))
+        return +reasons

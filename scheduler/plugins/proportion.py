@@ -1,0 +1,226 @@
+"""proportion: share the cluster between queues by weight (Volcano's proportion plugin).
+
+Each queue's `deserved` is found by water-filling: every round, each queue not yet satisfied
+gets `remaining × weight / Σ weights`, clipped to its real capability (its `capability`, and the
+cluster less everyone else's `guarantee`) and to what it asks for (allocated + pending), then
+raised to its `guarantee`; a queue is satisfied once it deserves all it asks for or stops
+growing, and the rounds end when nothing remains or nothing changes. A queue with `spec.deserved`
+keeps that figure on the resources it names (as Volcano's capacity plugin reads it) and takes
+part in the water-filling only on the others.
+
+Callbacks: queue order (higher `priority` first, then the smaller share = max allocated/deserved),
+overused (allocated ≥ deserved on every resource), allocatable and preemptive (the queue is open
+and allocated + request ≤ deserved on the resources the task asks for), job_enqueueable (the
+queue is open and minResources + allocated + inqueue ≤ real capability), reclaimable (victims
+only from queues above their deserved share, never taking a queue below its guarantee).
+Pod slots take no part. The figures go to `session.data["queues"]` for metrics and status.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from lahar.api.resources import ResourceList
+from lahar.scheduler.framework.plugin import Plugin, register_plugin
+from lahar.scheduler.framework.session import PERMIT, REJECT, Session
+from lahar.scheduler.model import CHARGED, JobInfo, QueueInfo, TaskInfo, TaskStatus
+
+QUOTA_INSUFFICIENT = "queue resource quota insufficient"
+
+
+def water_fill(total: np.ndarray, weights: np.ndarray, request: np.ndarray, real_capability: np.ndarray,
+               guarantee: np.ndarray, pinned: np.ndarray, pinned_value: np.ndarray) -> np.ndarray:
+    """Deserved per queue (rows) and resource (columns), as floats; see the module docstring.
+    `pinned` marks the (queue, resource) cells fixed at `pinned_value`."""
+    deserved = np.where(pinned, pinned_value, 0.0)
+    remaining = np.maximum(total - deserved.sum(axis=0), 0.0)
+    met = np.zeros(len(weights), dtype=bool)
+    for _ in range(4 * len(weights) + 4):  # each round satisfies a queue or spends what remains
+        active = ~met
+        weight_sum = weights[active].sum()
+        if not weight_sum:
+            break
+        old = deserved.copy()
+        grown = deserved[active] + np.outer(weights[active] / weight_sum, remaining)
+        grown = np.minimum(np.minimum(grown, real_capability[active]), request[active])
+        grown = np.maximum(grown, guarantee[active])
+        deserved[active] = np.where(pinned[active], pinned_value[active], grown)
+        met[active] = ((request[active] <= deserved[active]).all(axis=1)
+                       | (deserved[active] == old[active]).all(axis=1))
+        change = deserved - old
+        old_remaining = remaining
+        remaining = np.maximum(remaining - change.sum(axis=0), 0.0)
+        if not remaining.any() or np.array_equal(remaining, old_remaining):
+            break
+    return deserved
+
+
+@register_plugin
+class ProportionPlugin(Plugin):
+    name = "proportion"
+
+    def on_session_open(self, session: Session) -> None:
+        self.session = session
+        queues = session.queues
+        width = len(session.resources)
+        self._inqueue: dict[str, np.ndarray] = {}
+        self._asked: dict[str, np.ndarray] = {}  # per placement class: the quota resources it asks for
+        for queue in queues.values():
+            queue.allocated = np.zeros(width, dtype=np.int64)
+            queue.request = np.zeros(width, dtype=np.int64)
+            self._inqueue[queue.name] = np.zeros(width, dtype=np.int64)
+        for job in session.jobs.values():
+            queue = queues.get(job.queue)
+            if queue is None:
+                continue
+            allocated = job.requested(CHARGED)
+            queue.allocated += allocated
+            queue.request += allocated + job.requested((TaskStatus.PENDING,))
+            self._inqueue[queue.name] += job.inqueue_request
+        self._deserve(session)
+        session.add_queue_order_fn(lambda queue: (-queue.priority, self.share(queue)))
+        session.add_overused_fn(self.overused)
+        session.add_allocatable_fn(lambda queue, task: queue.is_open and self._within_deserved(queue, task))
+        session.add_preemptive_fn(self._within_deserved)
+        session.add_job_enqueueable_fn(self.job_enqueueable)
+        session.add_job_enqueued_fn(self.job_enqueued)
+        session.add_reclaimable_fn(self.victims)
+        session.add_event_handler(self._allocate, self._deallocate)
+
+    def _deserve(self, session: Session) -> None:
+        """Fill in every queue's deserved share and real capability."""
+        queues = list(session.queues.values())
+        columns = session.resources.quota_columns
+        total = session.total[columns].astype(np.float64)
+        def matrix(vectors: list[np.ndarray]) -> np.ndarray:
+            return np.array(vectors, dtype=np.float64).reshape(len(queues), len(columns))
+
+        guarantee = matrix([q.guarantee[columns] for q in queues])
+        capability = matrix([q.capability[columns] for q in queues])
+        spec = matrix([q.deserved_spec[columns] for q in queues])
+        # The cluster less everyone else's guarantee, within the queue's own capability.
+        real = np.maximum(total - guarantee.sum(axis=0), 0.0) + guarantee
+        real = np.where(capability >= 0, np.minimum(real, capability), real)
+        pinned = spec > 0
+        pinned_value = np.maximum(np.minimum(spec, real), guarantee)
+        request = matrix([q.request[columns] for q in queues])
+        weights = np.array([q.weight for q in queues], dtype=np.float64)
+        deserved = water_fill(total, weights, request, real, guarantee, pinned, pinned_value)
+        self._real_capability: dict[str, np.ndarray] = {}
+        # Shares are asked at every queue turn: keep 1/deserved over the quota resources (0
+        # elsewhere) and the quota resources a queue deserves none of.
+        self._inverse: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
+        for i, queue in enumerate(queues):
+            queue.deserved = np.zeros(len(session.resources), dtype=np.int64)
+            queue.deserved[columns] = np.rint(deserved[i])
+            self._real_capability[queue.name] = np.rint(real[i]).astype(np.int64)
+            inverse = np.zeros(len(session.resources))
+            deserving = columns[queue.deserved[columns] > 0]
+            inverse[deserving] = 1.0 / queue.deserved[deserving]
+            undeserved = columns[queue.deserved[columns] == 0]
+            self._inverse[queue.name] = (inverse, undeserved if len(undeserved) else None)
+
+    # -- figures -----------------------------------------------------------------------------
+
+    def share(self, queue: QueueInfo) -> float:
+        """max over resources of allocated / deserved (1 where it holds what it does not deserve)."""
+        inverse, undeserved = self._inverse[queue.name]
+        allocated = queue.allocated
+        share = float((allocated * inverse).max())
+        if undeserved is not None and share < 1.0 and allocated[undeserved].any():
+            return 1.0
+        return share
+
+    def overused(self, queue: QueueInfo) -> bool:
+        columns = self.session.resources.quota_columns
+        return bool((queue.deserved[columns] <= queue.allocated[columns]).all())
+
+    def _within_deserved(self, queue: QueueInfo, task: TaskInfo) -> bool:
+        """allocated + request ≤ deserved on the quota resources the task asks for."""
+        request = task.request
+        asked = self._asked.get(task.placement)
+        if asked is None:
+            columns = self.session.resources.quota_columns
+            asked = self._asked[task.placement] = columns[request[columns] > 0]
+        return bool((queue.allocated[asked] + request[asked] <= queue.deserved[asked]).all())
+
+    def _allocate(self, task: TaskInfo) -> None:
+        queue = self.session.queues.get(self.session.jobs[task.job].queue)
+        if queue is not None:
+            queue.allocated += task.request
+
+    def _deallocate(self, task: TaskInfo) -> None:
+        queue = self.session.queues.get(self.session.jobs[task.job].queue)
+        if queue is not None:
+            queue.allocated -= task.request
+
+    # -- admission ---------------------------------------------------------------------------
+
+    def job_enqueueable(self, job: JobInfo) -> int:
+        queue = self.session.queues.get(job.queue)
+        if queue is None or not queue.is_open:
+            return REJECT
+        if not job.min_resources.any():
+            return PERMIT
+        columns = self.session.resources.quota_columns
+        wanted = job.min_resources + queue.allocated + self._inqueue[queue.name]
+        if (wanted[columns] <= self._real_capability[queue.name]).all():
+            return PERMIT
+        if job.podgroup is not None:
+            self.session.record_event("PodGroup", job.namespace, job.name, "Normal", "Unschedulable",
+                                      QUOTA_INSUFFICIENT)
+        return REJECT
+
+    def job_enqueued(self, job: JobInfo) -> None:
+        inqueue = self._inqueue.get(job.queue)
+        if inqueue is not None:
+            inqueue += job.min_resources
+
+    # -- reclaim -----------------------------------------------------------------------------
+
+    def victims(self, reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        """Candidates from queues holding more than they deserve, as long as taking each one
+        leaves its queue at or above its guarantee (taken in order, each lowering the next)."""
+        columns = self.session.resources.quota_columns
+        jobs, queues = self.session.jobs, self.session.queues
+        left: dict[str, np.ndarray] = {}
+        chosen = []
+        for victim in candidates:
+            queue = queues.get(jobs[victim.job].queue)
+            if queue is None:
+                continue
+            allocated = left.get(queue.name)
+            if allocated is None:
+                allocated = left[queue.name] = queue.allocated.copy()
+            if (allocated[columns] < reclaimer.request[columns]).any():
+                continue  # the queue holds too little to make room for the reclaimer
+            if (allocated[columns] <= queue.deserved[columns]).all():
+                continue  # within its deserved share
+            after = allocated - victim.request
+            if (after[columns] < queue.guarantee[columns]).any():
+                continue
+            left[queue.name] = after
+            chosen.append(victim)
+        return chosen
+
+    # -- close -------------------------------------------------------------------------------
+
+    def on_session_close(self, session: Session) -> None:
+        def quota(vector: np.ndarray) -> ResourceList:
+            counted = np.zeros_like(vector)
+            counted[session.resources.quota_columns] = vector[session.resources.quota_columns]
+            return session.resources.to_list(counted)
+
+        figures: dict[str, dict[str, Any]] = {}
+        for queue in session.queues.values():
+            figures[queue.name] = {
+                "share": self.share(queue),
+                "deserved": quota(queue.deserved),
+                "allocated": quota(queue.allocated),
+                "request": quota(queue.request),
+                "inqueue": quota(self._inqueue[queue.name]),
+                "overused": self.overused(queue),
+            }
+        session.data["queues"] = figures

@@ -1,0 +1,196 @@
+"""The scheduler's loop: cache -> snapshot -> session -> binder and status writer, once a period
+and on demand.
+
+A cycle runs every `period` seconds, and sooner when work arrives (a pending pod of ours, a
+PodGroup, a Queue, a node): the cache wakes the loop, which waits `debounce` seconds so that a
+burst of arrivals (a 1000-pod job) is decided in one cycle. Each cycle:
+
+1. takes the configuration in force (ConfWatcher: a changed file is reloaded; a refused one is
+   logged and counted, and the last good one stays);
+2. snapshots the cache and runs the session's actions on the snapshot (pure: no I/O);
+3. assumes the committed binds and evictions in the cache at once (the next cycle sees them),
+   then hands them to the binder, which works while the next cycles run;
+4. sends what changed of PodGroup and Queue statuses, and Events, to the status writer (which
+   does not hold the loop either); records metrics.
+
+Faults: informers retry an unreachable API with backoff and re-list after a watch expires, keeping
+what they have; a cycle that raises is logged and counted and the next one waits with capped
+backoff; the binder and status writer log refusals and leave the rest to later cycles. The first
+cycle waits until every informer has listed (a node listed before its pods would look empty). A
+restarted scheduler binds nothing twice: the cache only places pods without `spec.nodeName`, and
+a bind the API says is already done on the same node counts as done.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from lahar.api import kinds
+from lahar.api.kinds import Kind
+from lahar.client.informer import Backoff
+from lahar.scheduler.binder import Binder
+from lahar.scheduler.cache import DEFAULT_SCHEDULER_NAMES, SchedulerCache
+from lahar.scheduler.conf import ConfWatcher
+from lahar.scheduler.framework.session import REPORT_STALENESS_SECONDS, Session, run_cycle
+from lahar.scheduler.metrics import SchedulerMetrics
+from lahar.scheduler.node_reports import NodeReportStore
+from lahar.scheduler.status import EventRecorder, StatusWriter, summarize
+
+log = logging.getLogger("lahar.scheduler")
+
+DEFAULT_PERIOD = 1.0
+DEFAULT_DEBOUNCE = 0.02
+DEFAULT_REPORT_STALENESS = REPORT_STALENESS_SECONDS  # the plugins' default `staleness`, for the metrics
+GPU_INDEX_DATA = "gpu-index"
+
+
+def gpu_annotations(data: Mapping[str, Any]) -> dict[str, str]:
+    """The deviceshare plugin's GPU choices (`session.data["gpu-index"]`: task uid -> GPU index or
+    indexes) as `lahar.dev/gpu-index` values ("0" or "0,1")."""
+    chosen = data.get(GPU_INDEX_DATA) or {}
+    values: dict[str, str] = {}
+    for uid, index in chosen.items():
+        if isinstance(index, (str, int)):
+            values[uid] = str(index)
+        else:
+            values[uid] = ",".join(str(i) for i in index)
+    return values
+
+
+class Scheduler:
+    """The scheduler (see the module docstring). `start()`/`stop()` run it on a thread of its own;
+    `run()` runs it on the caller's thread until `stop()`. `conf_path` None: the default
+    configuration. A bad configuration file at construction raises ConfError."""
+
+    def __init__(self, api: Any, conf_path: str | Path | None = None,
+                 scheduler_names: Sequence[str] = DEFAULT_SCHEDULER_NAMES, period: float = DEFAULT_PERIOD,
+                 reports: NodeReportStore | None = None, *, metrics: SchedulerMetrics | None = None,
+                 debounce: float = DEFAULT_DEBOUNCE, report_staleness: float = DEFAULT_REPORT_STALENESS,
+                 bind_workers: int = 32) -> None:
+        if period <= 0:
+            raise ValueError(f"the scheduling period must be positive, not {period}")
+        self.api = api
+        self.period = period
+        self.debounce = debounce
+        self.reports = reports if reports is not None else NodeReportStore()
+        self.conf = ConfWatcher(Path(conf_path) if conf_path is not None else None)
+        self._work = threading.Event()
+        self._stopping = threading.Event()
+        self.cache = SchedulerCache(api, scheduler_names, on_work=self._work.set)
+        self.metrics = metrics or SchedulerMetrics(self.reports, self.cache.node_names, report_staleness)
+        events = EventRecorder(api)
+        self.binder = Binder(api, self.cache, self.metrics, events, workers=bind_workers)
+        self.status = StatusWriter(api, events, on_written=self._written)
+        self.cycles = 0
+        self.last_cycle_at: float | None = None  # monotonic end of the last cycle that completed
+        self.last_session: Session | None = None
+        self._reload_failures_seen = self.conf.failures
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Run on a thread of its own (informers start there too)."""
+        if self._thread is not None and self._thread.is_alive():
+            raise RuntimeError("the scheduler is already running")
+        self._stopping.clear()
+        self._thread = threading.Thread(target=self.run, name="lahar-scheduler", daemon=True)
+        self._thread.start()
+
+    def run(self) -> None:
+        """Start the informers, wait for their first lists, then cycle until stop()."""
+        for informer in self.cache.informers:
+            if not informer.running:
+                informer.start()
+        waiting_since, told = time.monotonic(), False
+        while not self.cache.wait_for_sync(0.5):
+            if self._stopping.is_set():
+                return
+            if not told and time.monotonic() - waiting_since > 5:
+                log.warning("waiting for the API: not every informer has listed yet (no cycle before they have)")
+                told = True
+        log.info("scheduler cache synced: %d nodes; cycling every %gs", len(self.cache.node_names()), self.period)
+        self._loop()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop cycling, stop the informers, let binds and evictions in flight finish."""
+        self._stopping.set()
+        self._work.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+        self.cache.stop()
+        if not self.binder.wait_idle(timeout):
+            log.warning("binds still in flight after %.0fs at shutdown", timeout)
+        self.binder.close()
+        self.status.close()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def healthy(self) -> tuple[bool, str]:
+        """For /healthz: synced with the API and cycling."""
+        if not self.cache.synced:
+            return False, "waiting for the API (informers not synced)"
+        if self.last_cycle_at is None:
+            return False, "no scheduling cycle finished yet"
+        age = time.monotonic() - self.last_cycle_at
+        limit = max(3 * self.period, 10.0)
+        if age > limit:
+            return False, f"the last cycle finished {age:.0f}s ago (limit {limit:.0f}s)"
+        return True, f"ok: {self.cycles} cycles, the last {age:.1f}s ago"
+
+    # -- the loop --------------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        backoff = Backoff(initial=min(self.period, 1.0), cap=max(self.period * 5, 5.0))
+        due = time.monotonic()
+        while not self._stopping.is_set():
+            woken = self._work.wait(max(due - time.monotonic(), 0.0))
+            if self._stopping.is_set():
+                break
+            if woken and self.debounce > 0:
+                self._stopping.wait(self.debounce)  # let a burst of arrivals land in this cycle
+            self._work.clear()
+            due = time.monotonic() + self.period
+            try:
+                self.run_once()
+                backoff.reset()
+            except Exception:  # a bug or an outage must not end the scheduler: the next cycle retries
+                self.metrics.cycle_failures.inc()
+                delay = backoff.next_delay()
+                log.exception("scheduling cycle failed; the next one in %.2fs", delay)
+                due = time.monotonic() + delay
+                self._work.clear()
+
+    def run_once(self) -> Session:
+        """One cycle (see the module docstring); the session it ran."""
+        started = time.perf_counter()
+        conf = self.conf.current()
+        if self.conf.failures != self._reload_failures_seen:
+            self.metrics.conf_reload_failures.inc(self.conf.failures - self._reload_failures_seen)
+            self._reload_failures_seen = self.conf.failures
+        session = run_cycle(self.cache.snapshot(), conf, self.reports)
+        for batch in session.binds:
+            self.cache.assume(batch)
+        self.cache.assume_evicted([eviction.task for eviction in session.evictions])
+        self.binder.submit(session.binds, gpu_annotations(session.data))
+        self.binder.evict(session.evictions)
+        figures = summarize(session)
+        self.status.write(session, figures)
+        self.metrics.observe_cycle(time.perf_counter() - started, session.action_seconds, figures)
+        self.cycles += 1
+        self.last_cycle_at = time.monotonic()
+        self.last_session = session
+        return session
+
+    def _written(self, kind: Kind, obj: dict[str, Any]) -> None:
+        if kind is kinds.PODGROUP:
+            self.cache.update_podgroup(None, obj)
+        elif kind is kinds.QUEUE:
+            self.cache.update_queue(None, obj)

@@ -1,0 +1,304 @@
+"""The QoS engine on fake cgroup trees: a tick end to end (through the real Agent, with its report,
+health and /metrics), shutdown leaving the node safe, config reloads and node overrides, dry-run,
+missing cgroup rights, eviction and reclaimable capacity, and the pressure fast path."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from lahar.agent.agent import Agent, AgentSettings
+from lahar.agent.cgroups.layout import CgroupDriver, CgroupVersion
+from lahar.agent.cgroups.synthetic import Usage
+from lahar.agent.collectors.host import Host
+from lahar.agent.exporter import ReportCollector, health_of
+from lahar.agent.qos.config import QosConfig, QosConfigFile
+from lahar.agent.qos.engine import QosEngine
+from lahar.agent.qos.eviction import Victim
+from lahar.agent.qos.fast_path import FastTargets, PressureFastPath, Sample, rates
+from lahar.agent.report import CpuUsage, MemoryUsage, NodeReport, PodUsage
+from lahar.api.qos import BEST_EFFORT, BURSTABLE
+from tests.agent.conftest import QosTree
+
+GiB, MiB = 1 << 30, 1 << 20
+
+
+def config(**sections: Any) -> QosConfig:
+    return QosConfig.from_mapping(sections)
+
+
+def api_pod(uid: str, name: str, *, qos: str = "BestEffort", limits: dict[str, str] | None = None,
+            requests: dict[str, str] | None = None, container: str = "c", labels: dict[str, str] | None = None,
+            priority: int = 0) -> dict[str, Any]:
+    resources = {key: value for key, value in (("limits", limits), ("requests", requests)) if value}
+    return {"metadata": {"uid": uid, "name": name, "namespace": "default", "labels": labels or {}},
+            "spec": {"priority": priority, "containers": [{"name": "main", "resources": resources}]},
+            "status": {"phase": "Running", "qosClass": qos,
+                       "containerStatuses": [{"name": "main", "containerID": f"containerd://{container}"}]}}
+
+
+class Node:
+    """A fake tree with a BE pod and an LS pod, the API's view of them, and reports to feed."""
+
+    def __init__(self, tree: QosTree) -> None:
+        self.tree = tree
+        self.be = tree.add_pod("be-1", BEST_EFFORT, containers={"cbe": Usage()})
+        self.ls = tree.add_pod("ls-1", BURSTABLE, containers={"cls": Usage()})
+        self.pods = [api_pod("be-1", "batch", container="cbe"),
+                     api_pod("ls-1", "web", qos="Burstable", limits={"cpu": "2"}, requests={"memory": "1Gi"},
+                             container="cls")]
+
+    def report(self, *, be_cpu: float = 1.5, ls_cpu: float = 1.0, node_cpu: float = 2.7, used: int = 4 * GiB,
+               be_memory: int = 1 * GiB) -> NodeReport:
+        return NodeReport("n1", 1, time.time(), CpuUsage(4, node_cpu, node_cpu / 4),
+                          MemoryUsage(16 * GiB, used, 16 * GiB - used, 0),
+                          pods=[PodUsage("default", "batch", "be-1", "BE", BEST_EFFORT, self.be, be_cpu, be_memory),
+                                PodUsage("default", "web", "ls-1", "LS", BURSTABLE, self.ls, ls_cpu, 1 * GiB)])
+
+    def quota(self) -> str:
+        be_dir = self.tree.layout.qos_dir(BEST_EFFORT)
+        return self.tree.read(be_dir, "cpu.max" if self.tree.v2 else "cpu.cfs_quota_us")
+
+
+@pytest.fixture
+def node(qos_tree: QosTree) -> Node:
+    return Node(qos_tree)
+
+
+def engine_for(node: Node, qos: QosConfig | QosConfigFile | None = None, **options: Any) -> QosEngine:
+    return QosEngine(Host(node.tree.root.parent, node.tree.root), "kubepods", qos or QosConfig(),
+                     fast_path=False, **options)
+
+
+def test_a_tick_applies_every_strategy_and_close_relaxes(node: Node) -> None:
+    engine = engine_for(node)
+    report = node.report()
+    engine.step(report, node.pods, now=1.0)
+    # 4 × 0.65 − 1.0 online − 0.2 system = 1.4 cores for BE
+    assert node.quota() == ("140000 100000" if node.tree.v2 else "140000")
+    assert node.tree.read(node.tree.layout.qos_dir(BEST_EFFORT), "cpu.idle") == "1"
+    burst = "cpu.max.burst" if node.tree.v2 else "cpu.cfs_burst_us"
+    assert node.tree.read(node.ls, burst) == "200000"
+    assert report.reclaimable == {"cpu": 4 * 650 - 1200, "memory": int(16 * GiB * 0.65) - 3 * GiB}
+    snapshot = engine.snapshot()
+    assert snapshot.available and snapshot.status == "active" and snapshot.figures["be_cpu_quota_cores"] == 1.4
+    assert snapshot.actions == {("cpu_suppress", "set"): 1, ("lc_cores", "update"): 1}
+    writes = sum(snapshot.writes.values())
+    engine.step(node.report(), node.pods, now=2.0)
+    assert sum(engine.snapshot().writes.values()) == writes  # nothing changed, nothing written
+    engine.close()
+    assert node.quota() == ("max 100000" if node.tree.v2 else "-1")
+    assert node.tree.read(node.tree.layout.qos_dir(BEST_EFFORT), "cpu.idle") == "0"
+    assert node.tree.read(node.ls, burst) == "0"
+
+
+def test_the_agent_runs_qos_and_exports_it(qos_tree: QosTree) -> None:
+    """The real Agent on this machine's /proc with a fake cgroup tree: QoS acts on the collected
+    report, fills its reclaimable capacity and shows on /metrics."""
+    node = Node(qos_tree)
+    settings = AgentSettings(node="n1", cgroup_root=qos_tree.root, qos=config(cpu_suppress={"threshold": 0.5}))
+    agent = Agent(settings, pods=lambda: node.pods)
+    assert agent.qos is not None
+    try:
+        agent.collect()
+        report = agent.collect()
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(ReportCollector(lambda: report, qos=agent.qos.snapshot))
+        samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+                   for family in text_string_to_metric_families(generate_latest(registry).decode())
+                   for s in family.samples}
+    finally:
+        agent.close()
+    assert "qos" not in report.health.errors and set(report.reclaimable) == {"cpu", "memory"}
+    n1 = (("node", "n1"),)
+    assert samples[("lahar_qos_available", n1)] == 1 and samples[("lahar_qos_dry_run", n1)] == 0
+    assert samples[("lahar_qos_be_cpu_quota_cores", n1)] > 0
+    assert samples[("lahar_qos_cgroup_writes_total", (("knob", "cpu.max"), ("node", "n1")))] >= 1
+    assert samples[("lahar_qos_strategy_enabled", (("node", "n1"), ("strategy", "cpu_suppress")))] == 1
+    assert ("lahar_node_reclaimable_cpu_cores", n1) in samples
+    assert ("lahar_qos_be_cpu_throttled_periods_total", n1) in samples
+    ok, text = health_of(lambda: time.time(), 1.0, qos=agent.qos.snapshot)()
+    assert ok and text.startswith("ok; qos ")
+
+
+def test_without_cgroup_rights_qos_is_unavailable_and_the_agent_carries_on(
+        node: Node, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: False if mode & os.W_OK else real_access(path, mode))
+    before = node.tree.snapshot()
+    agent = Agent(AgentSettings(node="n1", cgroup_root=node.tree.root, qos=QosConfig()), pods=lambda: node.pods)
+    try:
+        report = agent.collect()
+    finally:
+        agent.close()
+    assert node.tree.snapshot() == before
+    assert report.health.errors["qos"].startswith("unavailable: no write access to")
+    assert set(report.reclaimable) == {"cpu", "memory"}  # computed all the same
+    assert agent.qos is not None and not agent.qos.snapshot().available
+    ok, text = health_of(lambda: time.time(), 1.0, qos=agent.qos.snapshot)()
+    assert ok and "qos unavailable: no write access" in text
+
+
+def test_dry_run_writes_nothing_and_evicts_nobody(node: Node) -> None:
+    evictor = FakeEvictor()
+    engine = engine_for(node, config(eviction={"samples": 1}), dry_run=True, evictor=evictor)
+    before = node.tree.snapshot()
+    records = [record for now in (1.0, 2.0)
+               for record in engine.step(node.report(used=15 * GiB, be_memory=4 * GiB), node.pods, now)]
+    engine.close()
+    assert node.tree.snapshot() == before
+    assert evictor.evicted == [] and {r.outcome for r in records} == {"dry-run"}
+    assert engine.snapshot().dry_run and engine.snapshot().writes["cpu.max"] == 1
+
+
+class FakeEvictor:
+    def __init__(self) -> None:
+        self.evicted: list[str] = []
+        self.events: list[str] = []
+
+    def evict(self, victim: Victim, grace_period_seconds: int | None = None) -> None:
+        self.evicted.append(victim.name)
+
+    def record_event(self, victim: Victim, message: str) -> None:
+        self.events.append(message)
+
+
+def test_memory_pressure_caps_be_then_evicts_it(node: Node) -> None:
+    evictor = FakeEvictor()
+    engine = engine_for(node, config(eviction={"samples": 2, "memory_threshold": 0.85}), evictor=evictor)
+    engine.step(node.report(used=14 * GiB, be_memory=3 * GiB), node.pods, 1.0)  # past memory's 80%
+    cap = "memory.high" if node.tree.v2 else "memory.limit_in_bytes"
+    assert node.tree.read(node.tree.layout.qos_dir(BEST_EFFORT), cap) == str(3 * GiB + 32 * MiB)
+    assert evictor.evicted == []  # under the eviction watermark
+    for now in (2.0, 3.0):
+        engine.step(node.report(used=15 * GiB, be_memory=3 * GiB), node.pods, now)
+    assert evictor.evicted == ["batch"] and engine.snapshot().evictions == {"memory_pressure": 1}
+
+
+def test_a_reload_that_turns_a_strategy_off_relaxes_it(node: Node, tmp_path: Path) -> None:
+    path = tmp_path / "qos.yaml"
+    path.write_text("ls_burst: {include_lc: true}\n")
+    engine = engine_for(node, QosConfigFile(path))
+    engine.step(node.report(), node.pods, 1.0)
+    assert node.quota().startswith("140000")
+    path.write_text("cpu_suppress: {enabled: false}\n")
+    os.utime(path, ns=(time.time_ns() + 10**9,) * 2)
+    engine.step(node.report(), node.pods, 2.0)
+    assert node.quota() == ("max 100000" if node.tree.v2 else "-1")
+    assert not engine.snapshot().enabled["cpu_suppress"]
+    path.write_text("cpu_suppress: {threshold: 7}\n")  # refused: the last good config stays
+    os.utime(path, ns=(time.time_ns() + 2 * 10**9,) * 2)
+    engine.step(node.report(), node.pods, 3.0)
+    assert node.quota() == ("max 100000" if node.tree.v2 else "-1")
+    assert "cpu_suppress.threshold" in (engine.snapshot().config_error or "")
+
+
+def test_node_overrides_follow_the_node_labels(node: Node) -> None:
+    qos = config(node_configs=[{"name": "small", "node_selector": {"matchLabels": {"size": "small"}},
+                                "cpu_suppress": {"threshold": 0.5}}])
+    labels = {"size": "big"}
+    engine = engine_for(node, qos, node_labels=lambda: labels)
+    engine.step(node.report(), node.pods, 1.0)
+    assert node.quota().startswith("140000")
+    labels = {"size": "small"}  # relabelled: 4 × 0.5 − 1.0 − 0.2 = 0.8
+    engine.step(node.report(), node.pods, 2.0)
+    assert node.quota().startswith("80000")
+
+
+# --- the pressure fast path -----------------------------------------------------------------
+
+
+def test_rates_between_samples() -> None:
+    old = Sample(10.0, 100.0, 40.0, 5.0, ("be",))
+    assert rates(old, Sample(10.2, 100.3, 40.1, 5.05, ("be",))) == pytest.approx((1.0, 0.25))
+    assert rates(old, old) == (0.0, 0.0)
+
+
+class FakeFastEngine:
+    def __init__(self, targets: FastTargets) -> None:
+        self.targets = targets
+        self.calls: list[tuple[float, float]] = []
+
+    def fast_targets(self) -> FastTargets:
+        return self.targets
+
+    def fast_tighten(self, online_cores: float, stall_ratio: float) -> bool:
+        self.calls.append((online_cores, stall_ratio))
+        return True
+
+
+def write_cpu_seconds(tree: QosTree, cgroup: str, seconds: float) -> None:
+    if tree.v2:
+        (tree.root / cgroup / "cpu.stat").write_text(f"usage_usec {round(seconds * 1e6)}\n")
+    else:
+        (tree.root / "cpuacct" / cgroup / "cpuacct.usage").write_text(f"{round(seconds * 1e9)}\n")
+
+
+def test_the_fast_path_measures_online_usage_and_pressure(node: Node, tmp_path: Path) -> None:
+    host = tmp_path / "host"
+    (host / "proc/pressure").mkdir(parents=True)
+    pressure = host / "proc/pressure/cpu"
+    be_dir = node.tree.layout.qos_dir(BEST_EFFORT)
+    fake = FakeFastEngine(FastTargets(node.tree.layout.top, (be_dir,), 0.1, 0.2))
+    now = [0.0]
+    fast = PressureFastPath(fake, Host(host, node.tree.root), clock=lambda: now[0])
+    for at, top, be, stall in ((0.0, 10.0, 4.0, 1.0), (0.1, 10.15, 4.1, 1.0), (0.2, 10.35, 4.2, 1.06)):
+        now[0] = at
+        write_cpu_seconds(node.tree, node.tree.layout.top, top)
+        write_cpu_seconds(node.tree, be_dir, be)
+        pressure.write_text(f"some avg10=0 avg60=0 avg300=0 total={round(stall * 1e6)}\n")
+        assert fast.step() == 0.1
+    fast.stop()
+    # The first window (0.1 s) is already half the 0.2 s window: one call then, one at 0.2 s.
+    assert len(fake.calls) == 2
+    assert fake.calls[-1] == pytest.approx((0.75, 0.3))  # (0.35 − 0.2) / 0.2 online; 0.06 / 0.2 stalled
+
+
+def test_the_engine_tightens_on_the_fast_path(node: Node) -> None:
+    engine = engine_for(node)
+    engine.step(node.report(), node.pods, 1.0)
+    assert engine.fast_targets() == FastTargets(node.tree.layout.top, (node.tree.layout.qos_dir(BEST_EFFORT),),
+                                                0.05, 0.2)
+    assert not engine.fast_tighten(online_cores=1.0, stall_ratio=0.0)  # as the tick saw it
+    assert engine.fast_tighten(online_cores=2.0, stall_ratio=0.0)  # online +1 core: BE 1.4 -> 0.4
+    assert node.quota().startswith("40000")
+    assert engine.snapshot().actions[("cpu_suppress", "fast_shrink")] == 1
+    engine.step(node.report(), node.pods, 2.0)  # the tick grows it back by a bounded step
+    assert node.quota().startswith("80000")
+
+
+@pytest.fixture
+def running_engine(node: Node, tmp_path: Path) -> Iterator[tuple[QosEngine, Node]]:
+    engine = QosEngine(Host(Path("/"), node.tree.root), "kubepods", QosConfig())
+    yield engine, node
+    engine.close()
+
+
+def test_the_fast_path_thread_starts_with_the_first_tick_and_stops_on_close(
+        running_engine: tuple[QosEngine, Node]) -> None:
+    engine, node = running_engine
+    assert engine.fast_path is not None and engine.fast_path._thread is None
+    engine.step(node.report(), node.pods, 1.0)
+    assert engine.fast_path._thread is not None and engine.fast_path._thread.is_alive()
+    engine.close()
+    assert engine.fast_path._thread is None
+
+
+@pytest.mark.parametrize("version", list(CgroupVersion))
+def test_waiting_until_kubepods_exists(tmp_path: Path, version: CgroupVersion) -> None:
+    root = tmp_path / "cgroup"
+    root.mkdir()
+    if version is CgroupVersion.V2:
+        (root / "cgroup.controllers").write_text("cpu memory io\n")
+    engine = QosEngine(Host(tmp_path, root), "kubepods", QosConfig(), fast_path=False)
+    report = NodeReport("n1", 1, time.time(), CpuUsage(2, 0.1, 0.05), MemoryUsage(GiB, GiB // 4, GiB // 2, 0))
+    engine.step(report, [], 1.0)
+    assert engine.snapshot().status == "waiting" and engine.snapshot().available
+    assert CgroupDriver  # both drivers' tops are looked for

@@ -1,0 +1,69 @@
+"""Helpers of the node tests (importable as `tests.node.support`; conftest cannot be imported
+under --import-mode=importlib)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from lahar.agent.cgroups.layout import v1_controller_dirs
+from lahar.node.cgroups import CGROUP_ROOT, CgroupTree
+from lahar.node.runtime import LocalNode
+
+MARK_ENV = "LAHAR_NODE_TEST_MARK"
+# Runtime threads by name: the loop, the API writer, the pod informer.
+RUNTIME_THREADS = ("lahar-node-", "node-", "informer-pods", "lahar-sim", "sim-")
+
+
+def cgroups_skip_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "creating cgroups needs root"
+    if (CGROUP_ROOT / "cgroup.controllers").exists():
+        return f"{CGROUP_ROOT} is cgroup v2 (the real-kernel tests are written for this machine's v1)"
+    controllers = v1_controller_dirs(CGROUP_ROOT)
+    for name in ("cpu", "cpuacct", "memory"):
+        if name not in controllers or not os.access(controllers[name], os.W_OK):
+            return f"cgroup v1 controller {name} is not mounted writable under {CGROUP_ROOT}"
+    return None
+
+
+def processes_marked(mark: str) -> list[int]:
+    """Live (not zombie) processes whose environment holds the mark."""
+    found = []
+    needle = f"{MARK_ENV}={mark}".encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if needle in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0") and alive(int(entry)):
+                found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def alive(pid: int) -> bool:
+    """A process that exists and is not a zombie (orphans may wait for a reaper here)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def runtime_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith(RUNTIME_THREADS)]
+
+
+def force_remove(parent: str) -> list[str]:
+    """Remove a cgroup parent in every hierarchy (killing its tasks); what had to be removed."""
+    tree = CgroupTree(CGROUP_ROOT, parent)
+    left = [str(h / parent) for h in tree.hierarchies if (h / parent).exists()]
+    if left:
+        tree.teardown()
+    return left
+
+
+NodeFactory = Callable[..., LocalNode]

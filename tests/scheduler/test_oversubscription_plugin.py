@@ -1,0 +1,108 @@
+"""The oversubscription plugin: BE pods are placed against the reclaimable capacity of each node's
+fresh report and never beyond it; a stale or missing report lends nothing; online pods still go
+by allocatable; the score prefers nodes with more of their BE budget left."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lahar.scheduler.conf import parse_conf
+from lahar.scheduler.framework.plugin import ConfError
+from lahar.scheduler.framework.session import Session
+from tests.scheduler.preempt_builders import (
+    GIB, Clock, a_pod, annotate, cluster, conf, node, opened, report, run, running, store, task,
+)
+
+BE = {"lahar.dev/qos-class": "BE"}
+# No proportion: it counts BE requests against the queue's share of allocatable, which the BE
+# pods here are placed beyond.
+TIERS = (["priority", "gang"], ["predicates", "oversubscription"])
+ALLOCATE = conf("allocate", *TIERS)
+
+
+def requested_full(*names: str) -> list[dict]:
+    """4-CPU, 32Gi nodes whose allocatable online pods have requested entirely."""
+    objects: list[dict] = []
+    for name in names:
+        objects.append(node(name, cpu="4", memory="32Gi"))
+        objects += [running(f"{name}-ls-{i}", name, cpu="1", memory="8Gi") for i in range(4)]
+    return objects
+
+
+def be_pods(count: int, cpu: str = "500m", memory: str = "1Gi") -> list[dict]:
+    return [annotate(a_pod(f"be-{i}", cpu=cpu, memory=memory), **BE) for i in range(count)]
+
+
+def lent(cpu: int, memory: int = 16 * GIB) -> dict[str, int]:
+    return {"cpu": cpu, "memory": memory}
+
+
+def placed_on(session: Session) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for batch in session.binds:
+        for placed in batch.tasks:
+            counts[placed.node] = counts.get(placed.node, 0) + 1
+    return counts
+
+
+def test_be_pods_fill_the_reclaimable_capacity_and_no_more() -> None:
+    clock = Clock()
+    reports = store(clock, report("n1", reclaimable=lent(2000)), report("n2", reclaimable=lent(1200, 2 * GIB)))
+    session = run(cluster(*requested_full("n1", "n2"), *be_pods(10)), ALLOCATE, reports)
+    # n1 lends 2 CPUs (4 pods of 500m); n2 1.2 CPUs but only 2Gi (2 pods of 1Gi).
+    assert placed_on(session) == {"n1": 4, "n2": 2}
+    nodes = session.nodes
+    be_used = nodes.be_used[:, :2]
+    assert (be_used <= session.be_capacity).all()
+    assert session.be_capacity.tolist() == [[2000, 16 * GIB], [1200, 2 * GIB]]
+
+
+def test_a_stale_or_missing_report_lends_nothing() -> None:
+    clock = Clock()
+    reports = store(clock, report("n1", reclaimable=lent(2000)))
+    reports.submit(report("n2", reclaimable=lent(4000)), received_at=clock.now - 11)  # older than 10 s
+    session = run(cluster(*requested_full("n1", "n2", "n3"), *be_pods(10)), ALLOCATE, reports)
+    assert placed_on(session) == {"n1": 4}
+    assert session.be_capacity[1:].tolist() == [[0, 0], [0, 0]]
+    # A longer staleness limit lets n2's report count again.
+    longer = conf("allocate", TIERS[0], ["predicates", {"name": "oversubscription", "arguments": {"staleness": 60}}])
+    assert placed_on(run(cluster(*requested_full("n1", "n2"), *be_pods(20)), longer, reports)) == {"n1": 4, "n2": 8}
+    # Ageing past the limit takes it away.
+    clock.now += 11
+    assert placed_on(run(cluster(*requested_full("n1", "n2"), *be_pods(10)), ALLOCATE, reports)) == {}
+
+
+def test_online_pods_still_go_by_allocatable() -> None:
+    reports = store(Clock(), report("n1", reclaimable=lent(4000, 32 * GIB)))
+    ls = a_pod("ls", cpu="500m", memory="1Gi")
+    assert placed_on(run(cluster(*requested_full("n1"), ls), ALLOCATE, reports)) == {}
+    # BE usage does not take from what online pods may request.
+    objects = [node("n1", cpu="4", memory="32Gi"), *be_pods(4, cpu="1", memory="4Gi"), ls]
+    assert placed_on(run(cluster(*objects), ALLOCATE, reports)) == {"n1": 5}
+
+
+def test_without_the_plugin_be_pods_count_against_allocatable() -> None:
+    reports = store(Clock(), report("n1", reclaimable=lent(2000)))
+    plain = conf("allocate", TIERS[0], ["predicates"])
+    assert placed_on(run(cluster(*requested_full("n1"), *be_pods(4)), plain, reports)) == {}
+
+
+def test_score_prefers_more_reclaimable_left() -> None:
+    reports = store(Clock(), report("n1", reclaimable=lent(1000)), report("n2", reclaimable=lent(3000)))
+    session = opened(cluster(*requested_full("n1", "n2"), *be_pods(1)), conf("allocate", ["oversubscription"]),
+                     reports)
+    be = task(session, "be-0")
+    scores = session.score(be)
+    assert scores[1] > scores[0] > 0
+    assert session.best_node(be) == 1
+    ls = annotate(a_pod("ls", cpu="1"))
+    online = opened(cluster(*requested_full("n1", "n2"), ls), conf("allocate", ["oversubscription"]), reports)
+    assert np.all(online.score(task(online, "ls")) == 0)
+
+
+def test_bad_arguments_are_refused() -> None:
+    for arguments in ("{staleness: -1}", "{staleness: soon}", "{lend: 2}"):
+        with pytest.raises(ConfError, match="oversubscription"):
+            parse_conf(f'actions: "allocate"\ntiers:\n- plugins:\n  - name: oversubscription\n'
+                       f'    arguments: {arguments}\n')

@@ -1,0 +1,147 @@
+"""The preempt action on small clusters: victims within the queue, lowest priority first and only
+as many as needed, the preemptor pipelined and the evictions recorded; never across queues,
+never BE over LS, never an equal priority; a gang that cannot be pipelined whole evicts nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from lahar.scheduler.conf import parse_conf
+from lahar.scheduler.framework.plugin import ConfError
+from lahar.scheduler.framework.session import Session
+from lahar.scheduler.model import TaskStatus
+from tests.scheduler.preempt_builders import (
+    a_pod, annotate, cluster, conf, gang, node, prioritised, priority_class, queue, run, running,
+)
+
+PREEMPT = conf("preempt", ["priority", {"name": "gang", "enablePreemptable": False}], ["predicates", "proportion"])
+BE = {"lahar.dev/qos-class": "BE"}
+
+
+def evicted(session: Session) -> list[str]:
+    return [eviction.task.name for eviction in session.evictions]
+
+
+def pipelined(session: Session) -> dict[str, str]:
+    return {task.name: task.node for task in session.pipelined}
+
+
+def full_node(name: str, priorities: list[int], cpu: str = "900m", **kwargs: str) -> list[dict]:
+    """A 4-CPU node and one running pod per priority on it (900m each: 3.6 CPUs used)."""
+    return [node(name, cpu="4", memory="32Gi"),
+            *(running(f"{name}-p{priority}-{i}", name, priority, cpu=cpu, memory="500Mi", **kwargs)
+              for i, priority in enumerate(priorities))]
+
+
+def test_lowest_priority_victims_first_and_only_as_many_as_needed() -> None:
+    cache = cluster(*full_node("n1", [5, 1, 3, 2]),
+                    prioritised(a_pod("high", cpu="2", memory="500Mi"), 10))
+    session = run(cache, PREEMPT)
+    # 0.4 CPU free: 2 CPUs need two victims, the priority-1 and priority-2 pods.
+    assert evicted(session) == ["n1-p1-1", "n1-p2-3"]
+    assert all(e.reason == "preempt" and e.preemptor is not None and e.preemptor.name == "high"
+               for e in session.evictions)
+    assert pipelined(session) == {"high": "n1"}
+    job = session.jobs["default/high"]
+    assert [task.status for task in job.tasks.values()] == [TaskStatus.PIPELINED]
+    statuses = {task.name: task.status for task in session.nodes.tasks[0].values()}
+    assert statuses["n1-p1-1"] is statuses["n1-p2-3"] is TaskStatus.RELEASING
+    assert statuses["n1-p5-0"] is statuses["n1-p3-2"] is TaskStatus.RUNNING
+
+
+def test_no_preemption_when_nothing_lower_is_there() -> None:
+    cache = cluster(*full_node("n1", [10, 10, 20, 30]), prioritised(a_pod("high", cpu="2"), 10))
+    session = run(cache, PREEMPT)
+    assert session.evictions == [] and session.pipelined == []
+
+
+def test_the_node_needing_fewest_evictions_is_not_guessed_but_a_fitting_one_is_taken() -> None:
+    # n1's victims are all higher priority; n2's are lower: only n2 can work.
+    cache = cluster(*full_node("n1", [50, 50, 50, 50]), *full_node("n2", [1, 1, 1, 1]),
+                    prioritised(a_pod("high", cpu="3", memory="500Mi"), 10))
+    session = run(cache, PREEMPT)
+    assert pipelined(session) == {"high": "n2"}
+    assert len(session.evictions) == 3 and all(name.startswith("n2-") for name in evicted(session))
+
+
+def test_no_preemption_across_queues() -> None:
+    cache = cluster(queue("a"), queue("b"), *full_node("n1", [0, 0, 0, 0], queue="a"),
+                    prioritised(a_pod("high", cpu="2", queue="b"), 10))
+    session = run(cache, PREEMPT)
+    assert session.evictions == [] and session.pipelined == []
+
+
+def test_preemption_within_the_preemptors_queue_only() -> None:
+    cache = cluster(queue("a"), queue("b"), *full_node("n1", [0, 0, 0, 0], queue="a"),
+                    *full_node("n2", [0, 0, 0, 0], queue="b"),
+                    prioritised(a_pod("high", cpu="2", memory="500Mi", queue="b"), 10))
+    session = run(cache, PREEMPT)
+    assert pipelined(session) == {"high": "n2"}
+    assert evicted(session) and all(name.startswith("n2-") for name in evicted(session))
+
+
+def test_best_effort_never_preempts_online_pods() -> None:
+    ls_node = full_node("n1", [0, 0, 0, 0])
+    be_preemptor = prioritised(annotate(a_pod("be-high", cpu="2", memory="500Mi"), **BE), 10)
+    assert run(cluster(*ls_node, be_preemptor), PREEMPT).evictions == []
+    # The same pod may preempt BE pods.
+    be_node = [node("n1", cpu="4", memory="32Gi"),
+               *(annotate(running(f"be-{i}", "n1", 0, cpu="900m", memory="500Mi"), **BE) for i in range(4))]
+    session = run(cluster(*be_node, be_preemptor), PREEMPT)
+    assert pipelined(session) == {"be-high": "n1"} and len(session.evictions) == 2
+
+
+def test_a_task_fitting_once_releasing_pods_are_gone_evicts_nothing_more() -> None:
+    deleting = running("going", "n2", 0, cpu="3", memory="500Mi")
+    deleting["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z"
+    cache = cluster(*full_node("n1", [0, 0, 0, 0]), node("n2", cpu="4", memory="32Gi"), deleting,
+                    running("stays", "n2", 0, cpu="900m", memory="500Mi"),
+                    prioritised(a_pod("high", cpu="3", memory="500Mi"), 10))
+    session = run(cache, PREEMPT)
+    assert pipelined(session) == {"high": "n2"} and session.evictions == []
+
+
+def test_a_gang_that_cannot_be_pipelined_whole_evicts_nothing() -> None:
+    members = [prioritised(a_pod(f"g-{i}", cpu="3", memory="500Mi", group="g"), 10) for i in range(2)]
+    objects = [priority_class("high", 10), gang("g", 2, priority_class="high"), *members,
+               *full_node("n1", [0, 0, 0, 0]), *full_node("n2", [0, 0, 50, 50])]
+    cache = cluster(*objects)
+    session = run(cache, PREEMPT)
+    # n2 keeps 1.8 CPUs of priority 50: only one member can be placed, so neither is.
+    assert session.evictions == [] and session.pipelined == []
+    assert all(task.status is TaskStatus.PENDING for task in session.jobs["default/g"].tasks.values())
+    # With room for both, the whole gang goes.
+    cache.delete_pod(objects[-1])
+    session = run(cache, PREEMPT)
+    assert sorted(pipelined(session).values()) == ["n1", "n2"]
+    assert sorted(name[:2] for name in evicted(session)) == ["n1"] * 3 + ["n2"] * 2
+    assert all("-p0-" in name for name in evicted(session))
+
+
+def test_within_a_job_a_higher_priority_task_preempts_a_lower_one() -> None:
+    # Without gang, the priority plugin calls a job starving while any of its tasks waits.
+    cache = cluster(node("n1", cpu="4", memory="32Gi"), gang("g", 1),
+                    running("g-low", "n1", 1, cpu="3", memory="500Mi", group="g"),
+                    prioritised(a_pod("g-high", cpu="3", memory="500Mi", group="g"), 5))
+    session = run(cache, conf("preempt", ["priority"], ["predicates"]))
+    assert evicted(session) == ["g-low"] and pipelined(session) == {"g-high": "n1"}
+
+
+def test_bad_arguments_are_refused() -> None:
+    with pytest.raises(ConfError, match="maxCandidateNodes"):
+        parse_conf('actions: "preempt"\nconfigurations:\n- name: preempt\n  arguments: {maxCandidateNodes: 0}\n')
+    with pytest.raises(ConfError, match="unknown argument"):
+        parse_conf('actions: "preempt"\nconfigurations:\n- name: preempt\n  arguments: {victims: 3}\n')
+
+
+def test_preemption_frees_a_gpu_share_on_its_device() -> None:
+    gpus = {"nvidia.com/gpu": "1", "lahar.dev/gpu-memory": "16Gi"}
+    holder = annotate(running("holder", "g1", 0, cpu="1", memory="1Gi", extended={"lahar.dev/gpu-memory": "12Gi"}),
+                      **{"lahar.dev/gpu-index": "0"})
+    small = running("small", "g1", 0, cpu="1", memory="1Gi", extended={"lahar.dev/gpu-memory": "2Gi"})
+    wanting = prioritised(a_pod("wanting", cpu="1", memory="1Gi", extended={"lahar.dev/gpu-memory": "8Gi"}), 10)
+    cache = cluster(node("g1", cpu="16", memory="64Gi", extended=gpus), holder, small, wanting)
+    session = run(cache, conf("preempt", ["priority"], ["predicates", "deviceshare"]))
+    # Node-wide 2Gi are free and the 2Gi share would not do: the 12Gi holder must go.
+    assert "holder" in evicted(session) and pipelined(session) == {"wanting": "g1"}
+    assert session.data["gpu-index"] == {"uid-wanting": 0}
