@@ -67,6 +67,7 @@ tiers:
   - name: gang
     enablePreemptable: false
 - plugins:
+  - name: overcommit
   - name: drf
     enablePreemptable: false
   - name: predicates
@@ -74,7 +75,6 @@ tiers:
   - name: nodeorder
   - name: binpack
 - plugins:
-  - name: overcommit
   - name: usage
   - name: oversubscription
   - name: numa-aware

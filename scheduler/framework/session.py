@@ -9,8 +9,8 @@ register callbacks by kind; the session combines them across tiers the way Volca
 - `predicate`: every callback must pass; `node_order`: scores add up;
 - `job_ready`, `job_pipelined`, `allocatable`, `preemptive`: every callback must agree;
   `overused`: any callback suffices; `job_valid`: the first reason given wins;
-- `job_enqueueable`: a reject (< 0) anywhere rejects; otherwise the first tier with a permit
-  (> 0) admits; with only abstentions the job is admitted;
+- `job_enqueueable`: tier by tier, a reject (< 0) in the tier rejects and a permit (> 0) admits;
+  a tier of abstentions defers to the next; with only abstentions the job is admitted;
 - `preemptable` / `reclaimable`: within a tier the victims are the intersection of the
   callbacks' answers; the first tier with an answer decides.
 
