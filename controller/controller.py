@@ -235,11 +235,16 @@ class JobController:
         queue = self.queues.get(name)
         if queue is None:
             return
-        status = {**(queue.get("status") or {}), **queue_status(queue, self.podgroups.list())}
-        if status != (queue.get("status") or {}):
-            if status.get("state") != (queue.get("status") or {}).get("state"):
-                log.info("queue %s: %s -> %s", name, (queue.get("status") or {}).get("state", "Open"), status["state"])
-            self.api.patch(kinds.QUEUE, name, {"status": status}, subresource="status")
+        current = queue.get("status") or {}
+        owned = queue_status(queue, self.podgroups.list())
+        status = {**current, **owned}
+        if status != current:
+            if status.get("state") != current.get("state"):
+                log.info("queue %s: %s -> %s", name, current.get("state", "Open"), status["state"])
+            # Only the fields the controller owns: the scheduler writes allocated/deserved, and a
+            # merge patch of our (possibly older) copy of those would undo its latest write.
+            changed = {key: value for key, value in owned.items() if current.get(key) != value}
+            self.api.patch(kinds.QUEUE, name, {"status": changed}, subresource="status")
         if queue_command(queue) is not None and status.get("state") != "Closing":
             # Done (Open, or Closed): the request is consumed. Closing keeps it until the queue empties.
             self.api.patch(kinds.QUEUE, name, {"metadata": {"annotations": {QUEUE_COMMAND_ANNOTATION: None}}})

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from lahar.cli import (
     agent_command, bench_command, controller_command, job_commands, object_commands, scheduler_command, server_commands,
 )
+from lahar.cli import logs_command
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,6 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     server_commands.register(commands)
     object_commands.register(commands)
     job_commands.register(commands)
+    logs_command.register(commands)
     agent_command.register(commands)
     controller_command.register(commands)
     scheduler_command.register(commands)

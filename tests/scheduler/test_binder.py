@@ -11,7 +11,6 @@ import pytest
 
 from lahar.api import kinds
 from lahar.client.api import KubeApi
-from lahar.client.connect import new_api_client
 from lahar.client.errors import NotFound
 from lahar.scheduler.binder import GPU_INDEX_ANNOTATION, Binder, needs_rollback
 from lahar.scheduler.cache import Cache
@@ -25,13 +24,11 @@ Obj = dict[str, Any]
 
 
 @pytest.fixture(scope="module")
-def api(module_apiserver: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeApi]:
-    kubeconfig = module_apiserver.kubeconfig(tmp_path_factory.mktemp("binder") / "kubeconfig")
-    client = KubeApi(new_api_client(str(kubeconfig), pool_size=16), timeout=10)
+def api(module_k8s: Any) -> KubeApi:
+    client = KubeApi(module_k8s, timeout=10)
     for name in ("n1", "n2"):
         client.create(kinds.NODE, node(name))
-    yield client
-    client.api_client.close()
+    return client
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ import pytest
 
 from lahar.api import kinds
 from lahar.client.api import KubeApi
-from lahar.client.connect import new_api_client
 from lahar.scheduler.conf import DEFAULT_CONF
 from lahar.scheduler.scheduler import Scheduler
 from tests.scheduler.test_cache import node, pod, podgroup
@@ -27,11 +26,8 @@ PERIOD = 0.2
 
 
 @pytest.fixture(scope="module")
-def api(module_apiserver: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeApi]:
-    kubeconfig = module_apiserver.kubeconfig(tmp_path_factory.mktemp("e2e") / "kubeconfig")
-    client = KubeApi(new_api_client(str(kubeconfig), pool_size=16), timeout=10)
-    yield client
-    client.api_client.close()
+def api(module_k8s: Any) -> KubeApi:
+    return KubeApi(module_k8s, timeout=10)
 
 
 @contextmanager

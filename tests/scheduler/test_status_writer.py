@@ -4,7 +4,6 @@ queue allocations, rate-limited Events, and nothing written when nothing changed
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -13,7 +12,6 @@ import pytest
 from lahar.api import kinds
 from lahar.api.kinds import Kind
 from lahar.client.api import KubeApi
-from lahar.client.connect import new_api_client
 from lahar.scheduler.cache import Cache
 from lahar.scheduler.conf import SchedulerConf
 from lahar.scheduler.framework.session import Session, SessionEvent
@@ -191,11 +189,8 @@ class Clock:
 
 
 @pytest.fixture(scope="module")
-def api(module_apiserver: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeApi]:
-    kubeconfig = module_apiserver.kubeconfig(tmp_path_factory.mktemp("status") / "kubeconfig")
-    client = KubeApi(new_api_client(str(kubeconfig)), timeout=10)
-    yield client
-    client.api_client.close()
+def api(module_k8s: Any) -> KubeApi:
+    return KubeApi(module_k8s, timeout=10)
 
 
 class Written:
