@@ -22,7 +22,8 @@ NUMBERS = {"inf", "nan"}
 IDENTIFIER = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
 NUMBER = re.compile(r"(0[xX][0-9a-fA-F]+|(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?)(ms|[smhdwy])*")
 VARIABLE = re.compile(r"\$\{[^}]*\}|\$[A-Za-z_][A-Za-z0-9_]*")
-MATCHER = re.compile(r"""\s*([A-Za-z_][A-Za-z0-9_]*)\s*(=~|!~|!=|=)\s*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`)\s*,?""")
+MATCHER = re.compile(r"""\s*([A-Za-z_][A-Za-z0-9_]*)\s*(=~|!~|!=|=)\s*"""
+                     r"""("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`)\s*,?""")
 # Grafana's template variables with a placeholder value each, to run a query as Prometheus.
 GRAFANA_VALUES = {"node": ".*", "queue": ".*", "__rate_interval": "1m", "__interval": "15s", "__range": "1h",
                   "datasource": "prometheus"}

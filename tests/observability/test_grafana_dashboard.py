@@ -94,7 +94,8 @@ def test_panels_are_laid_out_and_use_the_datasource_variable(dashboard: dict[str
     for panel in panels:
         grid = panel["gridPos"]
         assert grid["x"] >= 0 and grid["w"] > 0 and grid["x"] + grid["w"] <= 24, panel["title"]
-        cells = {(x, y) for x in range(grid["x"], grid["x"] + grid["w"]) for y in range(grid["y"], grid["y"] + grid["h"])}
+        cells = {(x, y) for x in range(grid["x"], grid["x"] + grid["w"])
+                 for y in range(grid["y"], grid["y"] + grid["h"])}
         assert not cells & occupied, f"{panel['title']} overlaps another panel"
         occupied |= cells
         if panel["type"] == "row":
@@ -119,7 +120,9 @@ def test_every_query_uses_only_exported_metrics_and_their_labels(dashboard: dict
             if info is None:
                 problems.append(f"{where}: {selector.metric} is not exported by any Lahar program")
                 continue
-            allowed = set(info.labels) | {"job", "instance"} | ({"le"} if selector.metric.endswith("_bucket") else set())
+            allowed = set(info.labels) | {"job", "instance"}
+            if selector.metric.endswith("_bucket"):
+                allowed.add("le")
             unknown = sorted({label for label, _, _ in selector.matchers} - allowed)
             if unknown:
                 problems.append(f"{where}: {selector.metric} has no label {unknown} (it has {list(info.labels)})")

@@ -165,6 +165,27 @@ def test_every_metric_name_template_matches_a_catalogued_family(entries: dict[st
     assert unmatched == []
 
 
+CONSTRUCTORS = {"Counter", "Gauge", "Histogram", "Summary", "Info", "Enum", "Metric", "CounterMetricFamily",
+                "GaugeMetricFamily", "HistogramMetricFamily", "GaugeHistogramMetricFamily", "SummaryMetricFamily",
+                "InfoMetricFamily", "StateSetMetricFamily", "UnknownMetricFamily"}
+
+
+def test_metric_families_the_code_constructs_are_named_lahar_star() -> None:
+    """A family built with a literal name not starting with `lahar_` would escape the scans above."""
+    offenders = []
+    for path in program_sources():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not (isinstance(node, ast.Call) and node.args
+                    and getattr(node.func, "id", getattr(node.func, "attr", None)) in CONSTRUCTORS):
+                continue
+            name = node.args[0]
+            if isinstance(name, ast.JoinedStr):
+                name = name.values[0] if name.values else name
+            if isinstance(name, ast.Constant) and not str(name.value).startswith("lahar_"):
+                offenders.append(f"{relative(path)}:{node.lineno}: {name.value!r}")
+    assert offenders == []
+
+
 def figure_keys(tree: ast.Module) -> set[str]:
     """The keys of the `figures` a strategy's Plan carries: Plan(desired, {...}) or figures=..., a
     dict literal or a name bound to one in the module (`**spread` keys come from elsewhere)."""
