@@ -18,20 +18,21 @@ That makes preemption loops impossible and lets one vector operation bound every
 Speed (DESIGN.md, "Performance"): `VictimPool` keeps, per kind of preemptor, the per-node sum of
 the requests of every task it could evict, updated as victims are evicted or restored, so each
 preemptor is checked against all nodes with a few numpy operations ("does it fit if all of them
-went?", through the one fit rule on a `NodeTable.what_if` view); the predicates other than
-usage are asked once per placement class about an empty what-if view and cached by the session
-like allocate's scores. Only the best-scored nodes that pass both are examined one by one (at
+went?", through the one fit rule on a `NodeTable.what_if` view); every predicate is asked once
+per placement class about an empty what-if view (devices and NUMA answer by capacity there) and
+cached by the session like allocate's scores, and again, about the future state, on the node
+finally chosen. Only the best-scored nodes that pass both are examined one by one (at
 most `maxCandidateNodes`, default 100), nodes where the task fits without new victims first. A
 node that failed a kind of task (victim selection and placement class) is not tried again for
 that kind until it changes, and a kind that found no node at all waits until some node changes:
 the victim filters of the default plugins (priority, gang, proportion) answer the same for every
-task of a kind.
-`reclaim` uses the same machinery with a different victim set.
+task of a kind. `reclaim` uses the same machinery with a different victim set.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable
+
 import numpy as np
 
 from lahar.api.podgroup import PodGroupPhase
@@ -44,6 +45,7 @@ EVICTABLE = (TaskStatus.RUNNING, TaskStatus.BOUND)
 # Nodes examined one by one per task, best-scored first (Volcano's maxCandidateNodesAbsolute).
 DEFAULT_MAX_CANDIDATE_NODES = 100
 NO_VICTIMS = ("no victims",)  # the selection key of VictimPool.nothing
+NEVER = -1  # a change mark before any
 
 Victims = Callable[[TaskInfo, list[TaskInfo]], list[TaskInfo]]  # Session.preemptable or .reclaimable
 
@@ -161,6 +163,17 @@ class _Bound:
         self.fits: dict[str, tuple[np.ndarray, int]] = {}
 
 
+class _Failures:
+    """Where one kind of task found no victims to fit it: per node the change mark when it last
+    failed there (a node is tried again once it changed after that), and the mark when the kind
+    last found no node at all."""
+
+    def __init__(self, nodes: int) -> None:
+        self.at = np.full(nodes, NEVER, dtype=np.int64)
+        self.some = False
+        self.nothing_at = NEVER
+
+
 class VictimSearch:
     """Finds a node for one task by evicting victims there, and pipelines the task on it."""
 
@@ -171,35 +184,37 @@ class VictimSearch:
         self.max_nodes = max_nodes
         # Predicates asked about nodes with nothing on them: everything but usage, per class.
         self._empty = session.nodes.what_if(empty=True)
-        # The nodes once the tasks being evicted are gone, refreshed row by row before each use.
+        # The nodes once the tasks being evicted are gone (the bound of NO_VICTIMS), kept current.
         self._future = session.nodes.what_if()
         self._bounds: dict[Hashable, _Bound] = {}
-        # When each node last changed (a change mark), and per kind of task (victim selection,
-        # placement class) when each node last failed it and when the kind last found nothing.
+        # When each node last changed (a change mark), and what failed each kind of task
+        # (victim selection, placement class).
         self._mark = 0
-        self._last_change = np.full(len(session.nodes), -1, dtype=np.int64)
-        self._failed: dict[tuple[Hashable, str], tuple[np.ndarray, int]] = {}
+        self._last_change = np.zeros(len(session.nodes), dtype=np.int64)
+        self._failures: dict[tuple[Hashable, str], _Failures] = {}
 
     def _fits_without_victims(self, task: TaskInfo, key: Hashable, selection: Callable[[], np.ndarray]) -> np.ndarray:
         """Per node, whether `task` would fit if every victim of the selection there were gone:
-        computed once per selection and class, then only on the rows that changed."""
-        session = self.session
+        computed once per selection and class, then only on the nodes that changed (`_sync`
+        must have run)."""
+        be_capacity = self.session.be_capacity
         bound = self._bounds.get(key)
         if bound is None:
             freed, be_freed = self.pool.select(key, selection)
-            bound = self._bounds[key] = _Bound(session.nodes.what_if(freed, be_freed), session.changed_since(0)[1])
-        rows, bound.mark = session.changed_since(bound.mark)
-        if len(rows):
-            bound.view.refresh(rows)
+            view = self._future if key == NO_VICTIMS else self.session.nodes.what_if(freed, be_freed)
+            bound = self._bounds[key] = _Bound(view, self._mark)
+        elif bound.mark < self._mark:
+            bound.view.refresh(self._changed_after(bound.mark))
+            bound.mark = self._mark
         known = bound.fits.get(task.placement)
         if known is None:
-            mask = bound.view.fits(task, slice(None), session.be_capacity)
+            mask = bound.view.fits(task, slice(None), be_capacity)
         else:
             mask, mark = known
-            rows = session.changed_since(mark)[0]
-            if len(rows):
-                mask[rows] = bound.view.fits(task, rows, session.be_capacity)
-        bound.fits[task.placement] = (mask, bound.mark)
+            if mark < self._mark:
+                rows = self._changed_after(mark)
+                mask[rows] = bound.view.fits(task, rows, be_capacity)
+        bound.fits[task.placement] = (mask, self._mark)
         return mask
 
     def place(self, task: TaskInfo, selection_key: Hashable, selection: Callable[[], np.ndarray],
@@ -210,19 +225,18 @@ class VictimSearch:
         pipelined (the queue's say)."""
         session, nodes = self.session, self.session.nodes
         self._sync()
-        kind = (selection_key, task.placement)
-        failed = self._failed.get(kind)
-        if failed is not None and failed[1] == self._mark:
+        failures = self._failures.get((selection_key, task.placement))
+        if failures is None:
+            failures = self._failures[(selection_key, task.placement)] = _Failures(len(nodes))
+        elif failures.nothing_at == self._mark:
             return None  # the same kind of task found nothing, and no node has changed since
         bound = self._fits_without_victims(task, selection_key, selection)
         scores = np.where(bound, session.candidate_scores(task, self._empty, ("victims", task.placement)), -np.inf)
-        if failed is not None:  # nodes that failed this kind of task and have not changed since
-            scores[failed[0] >= self._last_change] = -np.inf
+        if failures.some:  # nodes that failed this kind of task and have not changed since
+            scores[failures.at >= self._last_change] = -np.inf
         # Nodes where the task fits once what is already being evicted is gone come first: no
         # new victims there (a task pipelined last cycle finds its victims' node again).
         preferred = np.where(self._fits_without_victims(task, NO_VICTIMS, self.pool.nothing), scores, -np.inf)
-        if failed is None:
-            failed = self._failed[kind] = (np.full(len(nodes), -1, dtype=np.int64), -1)
         for _ in range(self.max_nodes):
             row = int(np.argmax(preferred))
             if preferred[row] == -np.inf:
@@ -238,14 +252,17 @@ class VictimSearch:
                 return statement
             scores[row] = preferred[row] = -np.inf
             self._sync()
-            failed[0][row] = self._mark
-        self._failed[kind] = (failed[0], self._mark)
+            failures.at[row], failures.some = self._mark, True
+        failures.nothing_at = self._mark
         return None
 
     def _sync(self) -> None:
         """Note which nodes changed since last time, and when."""
         rows, self._mark = self.session.changed_since(self._mark)
         self._last_change[rows] = self._mark
+
+    def _changed_after(self, mark: int) -> np.ndarray:
+        return np.flatnonzero(self._last_change > mark)
 
     def _lowest_first(self, tasks: list[TaskInfo]) -> list[TaskInfo]:
         """The reverse of the order the session would schedule them in: job order, then task order."""
