@@ -4,6 +4,7 @@ health and the rest carry on; an unreachable API or scheduler never stops the lo
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -158,18 +159,20 @@ class Agent:
 
 
 def qos_engine(settings: AgentSettings, host: Host, api: KubeApi | None) -> QosEngine:
-    """The QoS engine for these settings: the config file (or the given config), this node's
-    labels for its overrides, and an evictor when there is an API to evict through."""
+    """The QoS engine for these settings: the config file (or the given config); with an API, this
+    node's labels for its overrides, an evictor and the Node's batch resources to write."""
     from lahar.agent.qos.config import NodeLabels, QosConfig, QosConfigFile
     from lahar.agent.qos.engine import QosEngine
     from lahar.agent.qos.eviction import Evictor
+    from lahar.agent.qos.node_allocatable import patch_batch_allocatable
 
     config: QosConfig | QosConfigFile
     if settings.qos_config_path is not None:
         config = QosConfigFile(settings.qos_config_path)  # a bad file stops the start: no last good one
     else:
         config = settings.qos or QosConfig()
-    labels: Callable[[], Any] = NodeLabels(api, settings.node) if api is not None else dict
-    evictor = Evictor(api, settings.node) if api is not None else None
-    return QosEngine(host, settings.kubepods, config, node_labels=labels, dry_run=settings.dry_run,
-                     evictor=evictor)
+    if api is None:
+        return QosEngine(host, settings.kubepods, config, dry_run=settings.dry_run)
+    return QosEngine(host, settings.kubepods, config, node_labels=NodeLabels(api, settings.node),
+                     dry_run=settings.dry_run, evictor=Evictor(api, settings.node),
+                     patch_allocatable=functools.partial(patch_batch_allocatable, api, settings.node))

@@ -15,6 +15,7 @@ limits off); online pods are never throttled by anything the agent wrote."""
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections import Counter
@@ -37,6 +38,9 @@ from lahar.agent.report import NodeReport
 log = logging.getLogger("lahar.agent.qos")
 
 ACTIVE, DRY_RUN, WAITING, UNAVAILABLE = "active", "dry-run", "waiting", "unavailable"
+# (reclaimable, what the Node carries or None to read it) -> what it carries after: node_allocatable.py
+AllocatablePatch = Callable[[Mapping[str, int], "Mapping[str, int] | None"], dict[str, int]]
+ALLOCATABLE_RESYNC_SECONDS = 300.0  # read the Node again now and then: someone may have changed it
 
 
 @dataclass(frozen=True)
@@ -77,7 +81,8 @@ class QosEngine:
     def __init__(self, host: Host, kubepods: str, config: QosConfig | QosConfigFile, *,
                  node_labels: Callable[[], Mapping[str, str]] = dict, dry_run: bool = False,
                  evictor: Evictor | None = None, clock: Callable[[], float] = time.monotonic,
-                 fast_path: bool = True) -> None:
+                 fast_path: bool = True, patch_allocatable: AllocatablePatch | None = None) -> None:
+        """`evictor` and `patch_allocatable` talk to the API (none standalone); neither acts in dry-run."""
         self.host = host
         self.source = config if isinstance(config, QosConfigFile) else None
         self._static = config if isinstance(config, QosConfig) else None
@@ -100,6 +105,9 @@ class QosEngine:
         self._tick: _Tick | None = None
         self._available: tuple[bool, str] = (True, "")
         self._lock = threading.RLock()
+        self.patch_allocatable = None if dry_run else patch_allocatable
+        self._carried: dict[str, int] | None = None  # the batch resources the Node carries
+        self._carried_at = -math.inf
 
     # --- config ----------------------------------------------------------------------------
 
@@ -137,9 +145,19 @@ class QosEngine:
             self._tick = _Tick(node, qos_pods, config, self._throttled(node, qos_pods), self._figures())
         self.last_evictions = self.eviction.step(report, pods, now)
         report.reclaimable = self.reclaimable.update(report, pods, now)
+        if self.patch_allocatable is not None and config.reclaimable.patch_node_allocatable:
+            self._publish(report.reclaimable, now)
         if self.fast_path is not None:
             self.fast_path.start()
         return self.last_evictions
+
+    def _publish(self, reclaimable: Mapping[str, int], now: float) -> None:
+        """The reclaimable capacity into the Node's status as kubernetes.io/batch-*, written only
+        when it moved meaningfully from what the Node carries."""
+        assert self.patch_allocatable is not None
+        if now - self._carried_at >= ALLOCATABLE_RESYNC_SECONDS:
+            self._carried, self._carried_at = None, now
+        self._carried = self.patch_allocatable(reclaimable, self._carried)
 
     def _desired(self, node: NodeState, pods: Sequence[QosPod], config: QosConfig) -> list[Desired]:
         """Every enabled strategy's plan; before it, the relax values of settings no longer in force

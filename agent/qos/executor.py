@@ -30,6 +30,7 @@ from lahar.agent.qos.model import Desired
 log = logging.getLogger("lahar.agent.qos")
 
 DEFAULT_REASSERT_SECONDS = 10.0
+DENIED_RETRY_SECONDS = 60.0  # after the kernel refused us for lack of rights, try again this late
 # Errors that mean "this agent may not write cgroups here", as opposed to the kernel refusing a value.
 _DENIED = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
 _GONE = frozenset({errno.ENOENT, errno.ENODEV})  # the pod ended between the plan and the write
@@ -68,7 +69,8 @@ class CgroupExecutor:
         self.writes: Counter[str] = Counter()  # by knob; in dry-run, the writes it would have made
         self.errors: Counter[str] = Counter()  # by knob: reads or writes the kernel refused
         self.refused = 0  # desired values outside the kubepods hierarchy
-        self.denied: str | None = None  # why the kernel will not let this agent write, if so
+        self.denied: str | None = None  # why the kernel would not let this agent write, if so
+        self._denied_at = 0.0
         self._asserted: dict[tuple[str, str], _Asserted] = {}
         self._directories: dict[tuple[str, str], Path] = {}  # (cgroup, controller) -> its directory
         self._failing: dict[tuple[str, str], str] = {}  # the failure last logged per cgroup and knob
@@ -128,7 +130,8 @@ class CgroupExecutor:
 
     def availability(self) -> tuple[bool, str]:
         """(whether writes can work, why not)."""
-        if self.denied is not None:
+        # Retried after a while: rights can come back (a remount, a fixed securityContext).
+        if self.denied is not None and self.clock() - self._denied_at < DENIED_RETRY_SECONDS:
             return False, self.denied
         top = self.existing_top()
         if top is not None and not os.access(self.hierarchy("cpu") / top, os.W_OK):
@@ -254,6 +257,7 @@ class CgroupExecutor:
         self.errors[item.knob] += 1
         if isinstance(exc, OSError) and exc.errno in _DENIED:
             self.denied = f"cannot write cgroups: {filename} in {item.cgroup}: {exc.strerror or exc}"
+            self._denied_at = self.clock()
         what = f"writing {content!r} to" if content is not None else "reading"
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         self._log_once((item.cgroup, item.knob), reason, f"{what} {item.cgroup}/{filename} failed: {reason}")

@@ -124,6 +124,9 @@ class Session:
         self._classes: dict[Hashable, _ClassState] = {}
         self._fresh: dict[float, list[NodeReport | None]] = {}
         self._current: PluginOption | None = None
+        # BE tasks borrow the agents' reclaimable cpu/memory instead of queue quota when the
+        # oversubscription plugin is configured (known before any plugin opens, whatever its tier).
+        self.lends_to_be = "oversubscription" in self.conf.plugin_names
         self._tier = 0
 
     # -- lifecycle ---------------------------------------------------------------------------

@@ -25,7 +25,7 @@ import numpy as np
 from lahar.api.resources import ResourceList
 from lahar.scheduler.framework.plugin import Plugin, register_plugin
 from lahar.scheduler.framework.session import PERMIT, REJECT, Session
-from lahar.scheduler.model import CHARGED, JobInfo, QueueInfo, TaskInfo, TaskStatus
+from lahar.scheduler.model import CHARGED, LENT_COLUMNS, JobInfo, QueueInfo, TaskInfo, TaskStatus
 
 QUOTA_INSUFFICIENT = "queue resource quota insufficient"
 
@@ -71,14 +71,26 @@ class ProportionPlugin(Plugin):
             queue.allocated = np.zeros(width, dtype=np.int64)
             queue.request = np.zeros(width, dtype=np.int64)
             self._inqueue[queue.name] = np.zeros(width, dtype=np.int64)
+        # Under oversubscription BE tasks' cpu/memory is borrowed from the agents' reclaimable
+        # capacity, not from the cluster the queues share, so quotas do not charge it.
+        self._uncharged = np.array([session.resources.column[name] for name in LENT_COLUMNS]) \
+            if session.lends_to_be else None
+        self._borrowers: set[str] = set()  # queues with pending BE tasks that borrow, not charge
         for job in session.jobs.values():
             queue = queues.get(job.queue)
             if queue is None:
                 continue
-            allocated = job.requested(CHARGED)
+            if self._uncharged is None:
+                allocated = job.requested(CHARGED)
+                pending = job.requested((TaskStatus.PENDING,))
+            else:
+                allocated = sum((self.charge(t) for t in job.with_status(*CHARGED)), np.zeros(width, np.int64))
+                pending = sum((self.charge(t) for t in job.with_status(TaskStatus.PENDING)), np.zeros(width, np.int64))
             queue.allocated += allocated
-            queue.request += allocated + job.requested((TaskStatus.PENDING,))
+            queue.request += allocated + pending
             self._inqueue[queue.name] += job.inqueue_request
+            if self._uncharged is not None and any(t.best_effort for t in job.with_status(TaskStatus.PENDING)):
+                self._borrowers.add(queue.name)
         self._deserve(session)
         session.add_queue_order_fn(lambda queue: (-queue.priority, self.share(queue)))
         session.add_overused_fn(self.overused)
@@ -134,12 +146,22 @@ class ProportionPlugin(Plugin):
         return share
 
     def overused(self, queue: QueueInfo) -> bool:
+        if queue.name in self._borrowers:
+            return False  # its BE tasks need no share; `allocatable` still stops its online tasks
         columns = self.session.resources.quota_columns
         return bool((queue.deserved[columns] <= queue.allocated[columns]).all())
 
+    def charge(self, task: TaskInfo) -> np.ndarray:
+        """What the task counts against its queue's share."""
+        if self._uncharged is None or not task.best_effort:
+            return task.request
+        charged = task.request.copy()
+        charged[self._uncharged] = 0
+        return charged
+
     def _within_deserved(self, queue: QueueInfo, task: TaskInfo) -> bool:
         """allocated + request ≤ deserved on the quota resources the task asks for."""
-        request = task.request
+        request = self.charge(task)
         asked = self._asked.get(task.placement)
         if asked is None:
             columns = self.session.resources.quota_columns
@@ -149,12 +171,12 @@ class ProportionPlugin(Plugin):
     def _allocate(self, task: TaskInfo) -> None:
         queue = self.session.queues.get(self.session.jobs[task.job].queue)
         if queue is not None:
-            queue.allocated += task.request
+            queue.allocated += self.charge(task)
 
     def _deallocate(self, task: TaskInfo) -> None:
         queue = self.session.queues.get(self.session.jobs[task.job].queue)
         if queue is not None:
-            queue.allocated -= task.request
+            queue.allocated -= self.charge(task)
 
     # -- admission ---------------------------------------------------------------------------
 

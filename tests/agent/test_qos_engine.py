@@ -302,3 +302,56 @@ def test_waiting_until_kubepods_exists(tmp_path: Path, version: CgroupVersion) -
     engine.step(report, [], 1.0)
     assert engine.snapshot().status == "waiting" and engine.snapshot().available
     assert CgroupDriver  # both drivers' tops are looked for
+
+
+# --- with an API: the embedded API server ---------------------------------------------------
+
+
+def test_with_an_api_the_agent_evicts_honours_budgets_and_publishes_batch_resources(
+        k8s: Any, tmp_path: Path) -> None:
+    """The Agent's wiring (`qos_engine`): evictions through the Eviction API (a PodDisruptionBudget
+    refusal moves on to the next pod), the reclaimable capacity in the Node's status, and this
+    node's labels choosing its overrides."""
+    from lahar.agent.agent import qos_engine
+    from lahar.api import kinds
+    from lahar.client.api import KubeApi
+    from tests.support import wait_for
+
+    api = KubeApi(k8s, timeout=10)
+    api.create(kinds.NODE, {"metadata": {"name": "n1", "labels": {"pool": "batch"}},
+                            "status": {"capacity": {"cpu": "4"}, "allocatable": {"cpu": "4"}}})
+    api.create(kinds.NAMESPACE, {"metadata": {"name": "jobs"}})
+    uids = {}
+    for name, labels in (("guarded", {"app": "guarded"}), ("spare", {})):
+        api.create(kinds.POD, {"metadata": {"name": name, "labels": labels},
+                               "spec": {"containers": [{"name": "main", "image": "busybox"}]}}, "jobs")
+        api.bind("jobs", name, "n1")
+        uids[name] = api.patch(kinds.POD, name, {"status": {"phase": "Running"}}, "jobs",
+                               subresource="status")["metadata"]["uid"]
+    api.create(kinds.PDB, {"metadata": {"name": "keep"},
+                           "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}}}, "jobs")
+    tree = QosTree(tmp_path / "cgroup", CgroupVersion.V1, CgroupDriver.CGROUPFS)
+    paths = {name: tree.add_pod(uid, BEST_EFFORT) for name, uid in uids.items()}
+    qos = config(eviction={"samples": 1, "memory_threshold": 0.8},
+                 reclaimable={"patch_node_allocatable": True, "memory_threshold": 0.9},
+                 node_configs=[{"name": "batch-pool", "node_selector": {"matchLabels": {"pool": "batch"}},
+                                "cpu_suppress": {"threshold": 0.4}}])
+    settings = AgentSettings(node="n1", cgroup_root=tree.root, qos=qos)
+    engine = qos_engine(settings, Host(tmp_path, tree.root), api)
+    try:
+        wait_for(lambda: engine.node_labels() == {"pool": "batch"}, 10, "the node's labels")
+        pods = api.list(kinds.POD, "jobs")["items"]
+        report = NodeReport("n1", 1, time.time(), CpuUsage(4, 1.0, 0.25), MemoryUsage(16 * GiB, 15 * GiB, GiB, 0),
+                            pods=[PodUsage("jobs", name, uids[name], "BE", BEST_EFFORT, paths[name], 0.5, 4 * GiB)
+                                  for name in ("guarded", "spare")])
+        records = engine.step(report, pods, 1.0)
+    finally:
+        engine.close()
+    assert [(r.name, r.outcome) for r in records] == [("guarded", "refused"), ("spare", "evicted")]
+    assert engine.snapshot().evictions == {"memory_pressure": 1}
+    assert engine.snapshot().eviction_refusals == {"memory_pressure": 1}
+    # 4 × 0.4 (the batch-pool override) − 0 online − 0 system: the BE cap was 1.6 cores
+    assert engine.snapshot().figures["be_cpu_budget_cores"] == pytest.approx(1.6)
+    allocatable = api.get(kinds.NODE, "n1")["status"]["allocatable"]
+    assert allocatable["kubernetes.io/batch-cpu"] == str(report.reclaimable["cpu"])
+    assert allocatable["kubernetes.io/batch-memory"] == str(report.reclaimable["memory"])

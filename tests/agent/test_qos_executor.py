@@ -167,7 +167,8 @@ def test_knobs_a_version_lacks_are_skipped(v1_tree: QosTree) -> None:
 
 def test_a_failure_is_counted_and_logged_once_and_no_rights_make_qos_unavailable(
         v1_tree: QosTree, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    executor = CgroupExecutor(v1_tree.root, reassert_seconds=0)
+    clock = Clock()
+    executor = CgroupExecutor(v1_tree.root, reassert_seconds=0, clock=clock)
     real_open = os.open
 
     def refusing_open(path: Any, flags: int, *args: Any) -> int:
@@ -184,8 +185,10 @@ def test_a_failure_is_counted_and_logged_once_and_no_rights_make_qos_unavailable
     assert len([r for r in caplog.records if "failed" in r.getMessage()]) == 1
     available, reason = executor.availability()
     assert not available and "Read-only file system" in reason
-    monkeypatch.setattr(os, "open", real_open)
-    assert executor.apply(desired) == 1 and executor.availability() == (True, "")
+    monkeypatch.setattr(os, "open", real_open)  # the rights come back (a remount)
+    clock.now += 61
+    assert executor.availability() == (True, "")  # so the engine tries again
+    assert executor.apply(desired) == 1 and executor.denied is None
 
 
 def test_a_cgroup_that_ended_is_not_an_error(v1_tree: QosTree) -> None:

@@ -1,8 +1,9 @@
-"""The QoS engine on this machine's real cgroup v1, driven by the real Agent: a BE busy loop held
-to the CPU suppress cap, a `cpu.idle` BE loop yielding to an online one, a BE memory hog capped
-and its page cache reclaimed (then OOM-killed in its own cgroup when it grows), a BE `dd` with
-direct IO held to its bps limit, and BE cpusets moved around pinned LC cores in the order the
-kernel demands. Everything lives under a unique `kubepods-test-<hex>` root (the agent's kubepods),
+"""The QoS engine on this machine's real cgroup v1, mostly driven by the real Agent: BE busy loops
+held to the CPU suppress cap, a `cpu.idle` BE loop yielding to an online one, a BE memory hog
+capped and its page cache reclaimed (then OOM-killed in its own cgroup when it grows), a BE `dd`
+with direct IO held to its bps limit, BE cpusets moved around pinned LC cores in the order the
+kernel demands, and the pressure fast path tightening the cap after an online load step before
+any tick. Everything lives under a unique `kubepods-test-<hex>` root (the agent's kubepods);
 processes are killed and cgroups removed afterwards even when a test fails. Figures are printed
 (`pytest -s`) for the record."""
 
@@ -184,6 +185,26 @@ def test_a_be_busy_loop_is_held_to_the_suppress_cap(pods: KernelPods, agent_for:
     assert agent.qos.snapshot().figures["be_cpu_quota_cores"] == pytest.approx(cap, abs=0.011)
     assert 0.05 < cap < 0.8  # it binds: the loop alone would take a whole core
     assert used == pytest.approx(cap, rel=0.10)
+
+
+def test_two_be_loops_together_are_held_to_a_budget_above_the_floor(pods: KernelPods) -> None:
+    """The same on a report that says the node is otherwise idle (this shared machine's own load
+    would push the real budget to its floor): 2 × 0.3 = 0.6 cores for two BE pods together."""
+    be = [pods.pod(f"hog-{i}", BEST_EFFORT) for i in range(2)]
+    engine = QosEngine(Host(Path("/"), CGROUP_ROOT), pods.kubepods,
+                       only(cpu_suppress={"threshold": 0.3, "fast_path": False}), fast_path=False)
+    try:
+        for _, _, container in be:
+            pods.start(container, BUSY)
+        report = NodeReport("kernel-test", 1, time.time(), CpuUsage(2, 2.0, 1.0), MemoryUsage(GiB, GiB // 4, 0, 0),
+                            pods=[PodUsage("test", f"hog-{i}", uid, "BE", BEST_EFFORT, path, 1.0, 0)
+                                  for i, (uid, path, _) in enumerate(be)])
+        engine.step(report, pods.api_pods, time.monotonic())
+        used = usage_over(pods, [path for _, path, _ in be], 2.0)
+    finally:
+        engine.close()
+    print(f"\nsuppress: two BE loops under a 0.60-core cap used {sum(used):.3f} ({used[0]:.3f} + {used[1]:.3f})")
+    assert sum(used) == pytest.approx(0.6, rel=0.10)
 
 
 def test_a_cpu_idle_be_loop_yields_to_an_online_loop(pods: KernelPods, agent_for: Any) -> None:

@@ -109,6 +109,18 @@ def test_cpu_priority_falls_back_to_minimal_weight() -> None:
     assert [d.knob for d in plan.desired[:2]] == ["cpu.idle", "cpu.weight"] and plan.desired[0].value == 0
 
 
+def test_cpu_priority_relax_returns_kubelets_values() -> None:
+    node = node_state()
+    pods = scenario(node)
+    idle = cpu_priority.plan(node, pods, cpu_priority.CpuPriorityConfig(), None)
+    assert {(d.cgroup, d.knob, d.value) for d in cpu_priority.relax(node, pods, cpu_priority.CpuPriorityConfig(), idle)} == {
+        ("kubepods/besteffort", "cpu.idle", 0), ("kubepods/burstable/podbeb-1", "cpu.idle", 0)}
+    config = cpu_priority.CpuPriorityConfig(use_idle=False)
+    weighted = cpu_priority.plan(node, pods, config, None)
+    assert {(d.cgroup, d.value) for d in cpu_priority.relax(node, pods, config, weighted) if d.knob == "cpu.weight"} == {
+        ("kubepods/besteffort", 2), ("kubepods/burstable/podbeb-1", 512)}  # kubelet's shares for 500m
+
+
 def test_cpu_suppress_budget_and_split() -> None:
     node = node_state()  # 4 cores, 3.5 used; pods use 3.3 (online: LS 1.0 + LC 0.5)
     plan = cpu_suppress.plan(node, scenario(node), CpuSuppressConfig(), None)

@@ -15,8 +15,6 @@ from tests.scheduler.preempt_builders import (
 )
 
 BE = {"lahar.dev/qos-class": "BE"}
-# No proportion: it counts BE requests against the queue's share of allocatable, which the BE
-# pods here are placed beyond.
 TIERS = (["priority", "gang"], ["predicates", "oversubscription"])
 ALLOCATE = conf("allocate", *TIERS)
 
@@ -106,3 +104,15 @@ def test_bad_arguments_are_refused() -> None:
         with pytest.raises(ConfError, match="oversubscription"):
             parse_conf(f'actions: "allocate"\ntiers:\n- plugins:\n  - name: oversubscription\n'
                        f'    arguments: {arguments}\n')
+
+
+def test_proportion_does_not_charge_borrowed_capacity_to_the_queue() -> None:
+    """Online pods fill the default queue's whole share; BE pods borrowing reclaimable capacity
+    still place, because under oversubscription their cpu/memory is not queue quota."""
+    reports = store(Clock(), report("n1", reclaimable=lent(2000)))
+    with_proportion = conf("allocate", ["priority", "gang"], ["predicates", "proportion", "oversubscription"])
+    session = run(cluster(*requested_full("n1"), *be_pods(6)), with_proportion, reports)
+    assert placed_on(session) == {"n1": 4}
+    queue = session.data["queues"]["default"]
+    # The queue's allocated cpu is the online pods' 4 CPUs only.
+    assert queue["allocated"]["cpu"] == 4000

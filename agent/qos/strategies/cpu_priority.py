@@ -42,12 +42,15 @@ def plan(node: NodeState, pods: Sequence[QosPod], config: CpuPriorityConfig, pre
 
 
 def relax(node: NodeState, pods: Sequence[QosPod], config: CpuPriorityConfig, previous: Plan | None) -> list[Desired]:
-    """Back to kubelet's own values: not idle, its shares (2 for BestEffort, from requests otherwise)."""
+    """Back to kubelet's own values: not idle and, where the plan set a weight, kubelet's shares
+    (2 for BestEffort, from requests otherwise)."""
+    weighted = previous is not None and any(d.knob == "cpu.weight" for d in previous.desired)
     desired: list[Desired] = []
     for group in be_groups(node, pods):
         if node.has("cpu.idle"):
             desired.append(Desired(group.cgroup, "cpu.idle", 0))
-        desired.append(Desired(group.cgroup, "cpu.weight", group.relaxed_shares))
+        if weighted:
+            desired.append(Desired(group.cgroup, "cpu.weight", group.relaxed_shares))
     return desired
 
 
