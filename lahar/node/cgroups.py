@@ -242,10 +242,15 @@ def _inherit_cpuset(parent: Path, child: Path) -> None:
     give it its parent's, as kubelet does."""
     for name in ("cpuset.cpus", "cpuset.mems"):
         try:
-            if not (child / name).read_text().strip():
-                (child / name).write_text((parent / name).read_text().strip() or "\n")
+            inherited = (parent / name).read_text().strip()
         except OSError:
             continue  # a fake tree without the files
+        try:
+            current = (child / name).read_text().strip()
+        except FileNotFoundError:
+            current = ""
+        if inherited and not current:
+            (child / name).write_text(inherited)
 
 
 def _remove_cgroup(directory: Path) -> None:

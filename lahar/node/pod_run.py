@@ -308,7 +308,11 @@ class PodRun:
         statuses = {s.get("name"): s for s in (*(status.get("initContainerStatuses") or []),
                                                *(status.get("containerStatuses") or []))}
         for run in self.containers:
-            state = (statuses.get(run.name) or {}).get("state") or {}
+            container_status = statuses.get(run.name) or {}
+            state = container_status.get("state") or {}
+            last = (container_status.get("lastState") or {}).get("terminated")
+            if last and "terminated" not in state:  # it had ended before: the next start is a restart
+                run.record.last_end = Terminated.from_status(last)
             if "terminated" in state:
                 self._ended(run, Terminated.from_status(state["terminated"]), now)
             elif "running" in state:
@@ -335,20 +339,19 @@ class PodRun:
     # --- cgroups -----------------------------------------------------------------------------------
 
     def _remove_container_cgroup(self, run: ContainerRun) -> None:
-        if run.cgroup and self.context.cgroups:
-            try:
-                self.context.cgroups.remove(run.cgroup)
-            except OSError as exc:
-                log.warning("pod %s/%s: %s", self.namespace, self.name, exc)
+        self._remove_cgroup(run.cgroup)
         run.cgroup = None
 
     def _remove_cgroups(self) -> None:
-        if self.cgroup and self.context.cgroups:
+        self._remove_cgroup(self.cgroup)
+        self.cgroup = None
+
+    def _remove_cgroup(self, path: str | None) -> None:
+        if path and self.context.cgroups:
             try:
-                self.context.cgroups.remove(self.cgroup)
+                self.context.cgroups.remove(path)
             except OSError as exc:
                 log.warning("pod %s/%s: %s", self.namespace, self.name, exc)
-        self.cgroup = None
 
     @property
     def burstable_cpu_millis(self) -> int:

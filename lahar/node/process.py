@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from lahar.api import kinds
+from lahar.client.errors import NotFound
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 LOCAL_IP = "127.0.0.1"
@@ -76,8 +77,6 @@ def _key_values(kind: kinds.Kind, obj: Mapping[str, Any]) -> dict[str, str]:
 
 
 def _source(lookup: Lookup, kind: kinds.Kind, namespace: str, name: str, optional: bool) -> dict[str, str] | None:
-    from lahar.client.errors import NotFound
-
     try:
         return _key_values(kind, lookup(kind, namespace, name))
     except NotFound:

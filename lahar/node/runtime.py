@@ -95,10 +95,14 @@ class LocalNode:
         (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
         (self.data_dir / "pods").mkdir(parents=True, exist_ok=True)
         self._setup_cgroups()
-        node_object.register(self.api, self._node(self.clock(), ready=True))
+        try:
+            node_object.register(self.api, self._node(self.clock(), ready=True))
+        except BaseException:
+            self._teardown_cgroups()
+            raise
         log.info("node %s registered (%s CPUs, %s memory); pods run as local processes%s", self.node_name,
                  node_object.local_cpus(), node_object.local_capacity()["memory"],
-                 f" in cgroups under {self.cgroups.top}" if self.context.cgroups else " without cgroups")
+                 f" in cgroups under {self.context.cgroups.top}" if self.context.cgroups else " without cgroups")
         self._stopping.clear()
         self._wake_read, self._wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._closed = False
@@ -139,6 +143,13 @@ class LocalNode:
             log.warning("node %s: pods run without cgroups (no QoS for them): %s", self.node_name, exc)
             return
         self.context.cgroups = self.cgroups
+
+    def _teardown_cgroups(self) -> None:
+        if self.context.cgroups is not None:
+            try:
+                self.context.cgroups.teardown()
+            except OSError as exc:
+                log.warning("node %s: %s", self.node_name, exc)
 
     def _conditions(self, at: float, ready: bool) -> list[dict[str, str]]:
         if self.context.cgroups is not None:
@@ -277,11 +288,7 @@ class LocalNode:
         deadline = self.clock() + self.stop_grace
         for run in runs:
             run.stop(deadline, self.clock)
-        if self.cgroups is not None and self.context.cgroups is not None:
-            try:
-                self.cgroups.teardown()
-            except OSError as exc:
-                log.warning("node %s: %s", self.node_name, exc)
+        self._teardown_cgroups()
         log.info("node %s stopped: %d pods' processes ended, pod objects left as they were", self.node_name, len(runs))
 
 

@@ -25,7 +25,7 @@ import math
 import random
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +33,7 @@ from typing import Any
 
 import lahar
 from lahar.agent.report import AgentHealth, CpuUsage, MemoryUsage, NodeReport, PodUsage
-from lahar.agent.report_stream import ReportStreamer
+from lahar.agent.report_stream import ReportStreamer, StreamStats
 from lahar.api import kinds
 from lahar.api.pod import RUNNING, TERMINAL_PHASES
 from lahar.api.qos import QoSClass, k8s_qos_class, qos_class
@@ -41,12 +41,13 @@ from lahar.api.quantity import QuantityError, cpu_millis, memory_bytes
 from lahar.api.resources import pod_requests
 from lahar.client.api import KubeApi, Obj
 from lahar.client.errors import KubeError
-from lahar.client.informer import DELETED, Informer
+from lahar.client.informer import Informer
 from lahar.node import node_object
 from lahar.node.api_writer import ApiWriter
 from lahar.node.lifecycle import (
     START_ERROR, START_ERROR_EXIT_CODE, PodRecords, Terminated, exit_reason, parse_rfc3339, pod_status,
 )
+from lahar.rpc import is_loopback_address
 
 log = logging.getLogger("lahar.node.simulated")
 
@@ -73,11 +74,13 @@ class SimNodeSize:
     gpu_resource: str = "nvidia.com/gpu"
 
     def __post_init__(self) -> None:
-        try:
-            if cpu_millis(self.cpu) <= 0 or memory_bytes(self.memory) <= 0:
-                raise ValueError("simulated nodes need some CPU and memory")
-        except QuantityError as exc:
-            raise ValueError(f"simulated node size: {exc}") from exc
+        for name, value, parse in (("cpu", self.cpu, cpu_millis), ("memory", self.memory, memory_bytes)):
+            try:
+                amount = parse(value)
+            except QuantityError as exc:
+                raise ValueError(f"simulated node size: {name}: {exc}") from exc
+            if amount <= 0:
+                raise ValueError(f"simulated node size: {name} must be more than 0, not {value!r}")
         if self.pods <= 0 or self.gpus < 0:
             raise ValueError(f"simulated node size: pods must be positive and gpus not negative "
                              f"(pods={self.pods}, gpus={self.gpus})")
@@ -173,9 +176,9 @@ def sim_plan(pod: Obj) -> tuple[float | None, int, str]:
 
 
 def sim_status(pod: Obj, host_ip: str, started_at: float, at: float,
-               end: tuple[int, str] | None = None) -> dict[str, Any]:
+               end: tuple[int, str, str] | None = None) -> dict[str, Any]:
     """The status of a simulated pod: every container running since `started_at`, or, with
-    `end` = (exit code, message), all ended with that code at `at`."""
+    `end` = (exit code, reason, message), all ended so at `at`."""
     records = PodRecords.for_pod(pod)
     container_id = f"sim://{pod['metadata']['uid']}"
     for record in records.init:
@@ -184,8 +187,7 @@ def sim_status(pod: Obj, host_ip: str, started_at: float, at: float,
     for record in records.app:
         record.start(container_id, started_at)
         if end is not None:
-            code, message = end
-            reason = START_ERROR if code == START_ERROR_EXIT_CODE and message else exit_reason(code)
+            code, reason, message = end
             record.end(Terminated(code, reason, at, started_at, message, container_id), final=True)
     return pod_status(pod, records.init, records.app, host_ip, host_ip, started_at, at)
 
@@ -255,6 +257,8 @@ class SimulatedNodes:
             raise ValueError(f"the number of simulated nodes cannot be negative ({count})")
         if report_address and token is None:
             raise ValueError("streaming simulated reports needs a token the scheduler accepts for any node ('*')")
+        if report_address and ca_file is None and not is_loopback_address(report_address):
+            raise ValueError(f"streaming reports to {report_address} (not loopback) requires a CA file for TLS")
         if report_interval <= 0:
             raise ValueError(f"the report interval must be positive, not {report_interval}")
         self.api = api
@@ -319,7 +323,7 @@ class SimulatedNodes:
     def wait_for_sync(self, timeout: float | None = None) -> bool:
         return self.informer.wait_for_sync(timeout)
 
-    def stream_stats(self) -> dict[str, Any]:
+    def stream_stats(self) -> dict[str, StreamStats]:
         """Each node's report stream counters (sent, acked, connected, ...)."""
         return {name: streamer.stats() for name, streamer in self._streamers.items()}
 
@@ -336,12 +340,9 @@ class SimulatedNodes:
 
         with ThreadPoolExecutor(REGISTER_WORKERS, thread_name_prefix="sim-register") as pool:
             list(pool.map(register, self.nodes.values()))
-            stale = [n["metadata"]["name"] for n in
-                     self.api.list_all(kinds.NODE, label_selector=f"{SIMULATED_LABEL}=true")["items"]
-                     if n["metadata"]["name"].startswith(self.name_prefix) and n["metadata"]["name"] not in self.nodes]
-            list(pool.map(lambda name: self.api.delete(kinds.NODE, name), stale))
+        stale = remove_simulated_nodes(self.api, self.name_prefix, keep=self.nodes)
         if stale:
-            log.info("removed %d simulated nodes beyond the %d asked for", len(stale), len(self.nodes))
+            log.info("removed %d simulated nodes beyond the %d asked for", stale, len(self.nodes))
 
     # --- pods (on the loop) ----------------------------------------------------------------------
 
@@ -359,7 +360,7 @@ class SimulatedNodes:
             self._forget(uid)
             if uid not in self._finalized:  # nothing to stop: the object goes at once
                 self._finalized.add(uid)
-                self._write(uid, lambda: self.api.delete(kinds.POD, meta["name"], meta.get("namespace"),
+                self.writer.submit(uid, lambda: self.api.delete(kinds.POD, meta["name"], meta.get("namespace"),
                                                          grace_period_seconds=0, uid=uid))
         elif (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
             self._forget(uid)
@@ -372,7 +373,7 @@ class SimulatedNodes:
         now = time.time()
         duration, exit_code, problem = sim_plan(pod)
         if problem:
-            self._post(pod, sim_status(pod, node.address, now, now, (START_ERROR_EXIT_CODE, problem)))
+            self._post(pod, sim_status(pod, node.address, now, now, (START_ERROR_EXIT_CODE, START_ERROR, problem)))
             return
         sim = SimPod.of(pod, self.usage)
         node.pods[sim.uid] = sim
@@ -389,7 +390,8 @@ class SimulatedNodes:
     def _finish(self, pod: Obj, started: float, exit_code: int) -> None:
         node = self._forget(pod["metadata"]["uid"])
         if node is not None:
-            self._post(pod, sim_status(pod, node.address, started, time.time(), (exit_code, "")))
+            self._post(pod, sim_status(pod, node.address, started, time.time(),
+                                       (exit_code, exit_reason(exit_code), "")))
 
     def _forget(self, uid: str) -> SimNode | None:
         node = self._placed.pop(uid, None)
@@ -402,11 +404,8 @@ class SimulatedNodes:
     def _post(self, pod: Obj, status: dict[str, Any]) -> None:
         meta = pod["metadata"]
         patch = {"metadata": {"uid": meta["uid"]}, "status": status}
-        self._write(meta["uid"], lambda: self.api.patch(kinds.POD, meta["name"], patch, meta.get("namespace"),
-                                                        subresource="status"))
-
-    def _write(self, key: str, write: Any) -> None:
-        self.writer.submit(key, write)
+        self.writer.submit(meta["uid"], lambda: self.api.patch(kinds.POD, meta["name"], patch, meta.get("namespace"),
+                                                               subresource="status"))
 
     # --- reports (on the loop) -------------------------------------------------------------------
 
@@ -444,16 +443,17 @@ class SimulatedNodes:
             await asyncio.gather(self._reporting, return_exceptions=True)
             self._reporting = None
         await asyncio.gather(*(streamer.detach() for streamer in self._streamers.values()))
+        self._streamers.clear()
         for uid in list(self._placed):
             self._forget(uid)
 
 
-def remove_simulated_nodes(api: KubeApi, name_prefix: str = DEFAULT_PREFIX) -> int:
-    """Delete the simulated Nodes of a prefix (a `lahar up` started without --sim-nodes after one
-    with); how many went."""
+def remove_simulated_nodes(api: KubeApi, name_prefix: str = DEFAULT_PREFIX, keep: Container[str] = ()) -> int:
+    """Delete the simulated Nodes of a prefix but those to `keep` (a `lahar up` started with fewer
+    --sim-nodes than before, or none); how many went."""
     removed = 0
     for node in api.list_all(kinds.NODE, label_selector=f"{SIMULATED_LABEL}=true")["items"]:
-        if node["metadata"]["name"].startswith(name_prefix):
+        if node["metadata"]["name"].startswith(name_prefix) and node["metadata"]["name"] not in keep:
             try:
                 api.delete(kinds.NODE, node["metadata"]["name"])
                 removed += 1

@@ -17,7 +17,9 @@ from lahar.client.api import KubeApi
 from lahar.client.connect import new_api_client
 from lahar.node.lifecycle import RestartBackoff
 from lahar.node.runtime import LocalNode
-from tests.node.support import NodeFactory, cgroups_skip_reason, force_remove, processes_marked, runtime_threads
+from tests.node.support import (
+    NodeFactory, cgroups_skip_reason, force_remove, processes_marked, runtime_threads, start_synced,
+)
 
 
 @pytest.fixture(scope="module")
@@ -46,11 +48,7 @@ def local_node(api: KubeApi, tmp_path: Path, mark: str) -> Iterator[NodeFactory]
         settings: dict[str, Any] = {"node_name": f"local-{token}", "cgroup_parent": parent,
                                     "restart_backoff": RestartBackoff(0.2, 1.0, 60.0), "stop_grace": 2.0}
         settings.update(overrides)
-        node = LocalNode(api, tmp_path / "data", **settings)
-        node.start()
-        started.append(node)
-        assert node.wait_for_sync(10)
-        return node
+        return start_synced(LocalNode(api, tmp_path / "data", **settings), started)
 
     try:
         yield make

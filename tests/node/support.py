@@ -7,6 +7,7 @@ import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 from lahar.agent.cgroups.layout import v1_controller_dirs
 from lahar.node.cgroups import CGROUP_ROOT, CgroupTree
@@ -14,7 +15,7 @@ from lahar.node.runtime import LocalNode
 
 MARK_ENV = "LAHAR_NODE_TEST_MARK"
 # Runtime threads by name: the loop, the API writer, the pod informer.
-RUNTIME_THREADS = ("lahar-node-", "node-", "informer-pods", "lahar-sim", "sim-")
+RUNTIME_THREADS = ("lahar-node-", "node-local-", "informer-pods", "lahar-sim", "sim-writer", "sim-register")
 
 
 def cgroups_skip_reason() -> str | None:
@@ -67,3 +68,20 @@ def force_remove(parent: str) -> list[str]:
 
 
 NodeFactory = Callable[..., LocalNode]
+
+
+class Startable(Protocol):
+    def start(self) -> None: ...
+
+    def wait_for_sync(self, timeout: float | None = None) -> bool: ...
+
+
+S = TypeVar("S", bound=Startable)
+
+
+def start_synced(component: S, started: list[S]) -> S:
+    """Start a LocalNode or SimulatedNodes, keep it for the teardown, wait for its pod cache."""
+    component.start()
+    started.append(component)
+    assert component.wait_for_sync(10), f"{component} never listed its pods"
+    return component

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -205,8 +206,10 @@ def test_restart_readopts_pods_per_restart_policy(api: KubeApi, local_node: Node
     for name in (always, never):
         wait_for(lambda name=name: phase_is(api, name, "Running"), what=f"{name} to run")
 
-    node.stop()  # the processes end; the pod objects stay as they were
+    node.stop()  # the processes end; the pod objects stay as they were, the node turns NotReady
     assert phase_is(api, always, "Running") and phase_is(api, never, "Running")
+    ready = {c["type"]: c for c in api.get(kinds.NODE, node.node_name)["status"]["conditions"]}["Ready"]
+    assert (ready["status"], ready["reason"]) == ("False", "KubeletNotReady")
     local_node()
 
     restarted = wait_for(lambda: (s := phase_is(api, always, "Running")) and main_status(s)["restartCount"] == 1
@@ -258,8 +261,8 @@ def test_pods_run_in_kubelet_cgroups(api: KubeApi, local_node: NodeFactory, mark
 
 
 def test_without_cgroups_pods_still_run_and_the_node_says_so(api: KubeApi, local_node: NodeFactory,
-                                                             mark: str) -> None:
-    node = local_node(use_cgroups=False)
+                                                             mark: str, tmp_path: Path) -> None:
+    node = local_node(cgroup_root=tmp_path / "no-cgroups-here")
     name = unique("plain")
     api.create(kinds.POD, pod(name, node.node_name, mark, ["true"]))
 
@@ -268,3 +271,18 @@ def test_without_cgroups_pods_still_run_and_the_node_says_so(api: KubeApi, local
     conditions = {c["type"]: c for c in api.get(kinds.NODE, node.node_name)["status"]["conditions"]}
     assert conditions[CGROUPS_CONDITION]["status"] == "False"
     assert "without cgroups" in conditions[CGROUPS_CONDITION]["message"]
+    assert "not mounted" in conditions[CGROUPS_CONDITION]["message"]
+
+
+@pytest.mark.skipif(CGROUPS_SKIP is not None, reason=CGROUPS_SKIP or "")
+def test_memory_limit_kills_with_oom_killed(api: KubeApi, local_node: NodeFactory, mark: str) -> None:
+    node = local_node()
+    name = unique("oom")
+    limits = {"memory": "48Mi"}
+    api.create(kinds.POD, pod(name, node.node_name, mark, [sys.executable, "-c", "data = b'x' * (256 << 20)"],
+                              container={"resources": {"limits": limits}}))
+
+    status = wait_for(lambda: phase_is(api, name, "Failed"), what="the pod to be OOM-killed")
+
+    terminated = main_status(status)["state"]["terminated"]
+    assert (terminated["exitCode"], terminated["reason"]) == (137, "OOMKilled")
