@@ -6,7 +6,6 @@ import argparse
 import json
 import logging
 import os
-import signal
 import socket
 import threading
 import time
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from lahar.cli.signals import on_stop_signals
 
 log = logging.getLogger("lahar.agent")
 
@@ -105,8 +105,7 @@ def serve(args: argparse.Namespace, settings: Any) -> int:
     qos_mode = "QoS off" if agent.qos is None else "QoS dry-run" if settings.dry_run else "QoS on"
     print(f"lahar agent for node {settings.node} ({mode}, {qos_mode}): metrics on "
           f"http://{args.metrics_address}:{metrics.port}/metrics, every {settings.interval:g}s", flush=True)
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: agent.stop())
+    on_stop_signals(agent.stop)
     worker = threading.Thread(target=agent.run, name="collect", daemon=True)
     worker.start()
     try:

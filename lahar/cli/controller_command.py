@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import signal
-import threading
+
+from lahar.cli.signals import stop_event
 
 DEFAULT_METRICS_PORT = 9318  # the agent serves on 9316
 
@@ -36,9 +36,7 @@ def run_controller(args: argparse.Namespace) -> int:
     controller = JobController(KubeApi(new_api_client(args.kubeconfig)), admission_required=not args.no_admission,
                                resync_seconds=args.resync)
     metrics = MetricsServer(controller.metrics.registry, controller.healthy, args.metrics_address, args.metrics_port)
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+    stop = stop_event()
     metrics.start()  # before the informers sync, so /healthz can say that they have not yet
     print(f"lahar controller using {describe_source(args.kubeconfig)}: metrics on "
           f"http://{args.metrics_address}:{metrics.port}/metrics", flush=True)

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import argparse
 import gc
-import signal
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
 import yaml
+from lahar.cli.signals import stop_event
 
 DEFAULT_METRICS_PORT = 9317  # the agent serves on 9316, the controller on 9318
 DEFAULT_REPORT_PORT = 9400
@@ -140,9 +139,7 @@ def run_scheduler(args: argparse.Namespace) -> int:
                           report_staleness=staleness, bind_workers=workers)
     metrics = MetricsServer(scheduler.metrics.registry, scheduler.healthy, args.metrics_address, args.metrics_port)
     reports = report_server(args, store)
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+    stop = stop_event()
     metrics.start()
     names = ", ".join(sorted(scheduler.cache.scheduler_names))
     print(f"lahar scheduler for {names} using {describe_source(args.kubeconfig)}, "
