@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
 from lahar.cli.signals import stop_event
 
 DEFAULT_METRICS_PORT = 9317  # the agent serves on 9316, the controller on 9318
