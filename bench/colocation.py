@@ -582,18 +582,28 @@ class CapWatcher:
             found = cap
         return found
 
-    def first_below(self, limit: float, after: float) -> float | None:
-        return next((when for when, cap in self.changes if when >= after and cap <= limit), None)
+    def settled_below(self, limit: float, after: float) -> float | None:
+        """When the cap went to `limit` or under and stayed there (a dip the next tick undoes,
+        e.g. a pressure cut that was due anyway, does not count); None if it did not."""
+        since = None
+        for when, cap in self.changes:
+            if when < after:
+                continue
+            if cap <= limit:
+                since = when if since is None else since
+            else:
+                since = None
+        return since
 
 
 def reaction(watcher: CapWatcher, step_at: float, expected_drop: float) -> dict[str, Any]:
-    """How long after the step the cap fell by half the online usage the step added."""
+    """How long after the step the cap fell, for good, by half the online usage the step added."""
     before = watcher.cap_at(step_at)
     result: dict[str, Any] = {"cap_before_cores": before, "expected_drop_cores": round(expected_drop, 3)}
     if before is None or before == float("inf"):
         return {**result, "reaction_seconds": None, "why": "no BE cap in force before the step"}
     limit = before - expected_drop / 2
-    shrunk = watcher.first_below(limit, step_at)
+    shrunk = watcher.settled_below(limit, step_at)
     result["cap_after_cores"] = watcher.changes[-1][1] if watcher.changes else None
     if shrunk is None:
         lowest = min((cap for when, cap in watcher.changes if when >= step_at), default=before)
@@ -679,17 +689,16 @@ def run(seconds: float, rate: float, step_rate: float, work_ms: float, cpu_thres
         left = tree.remove()
         if left:
             result["cgroups_left"] = left
-    result["phases"] = {name: phase_summary(phase) if "segments" in phase and name.startswith(("solo", "colo"))
-                        else phase for name, phase in phases.items()}
-    solo, noqos, qos = (phases.get(name, {}).get("segments", [{}])[0].get("p99_ms")
-                        for name in ("solo", "colocated_noqos", "colocated_qos"))
+    steady = {name: phase_summary(phases[name]) for name in ("solo", "colocated_noqos", "colocated_qos")}
+    result["phases"] = {**steady, "step_psi": phases["step_psi"], "step": phases["step"]}
+    solo, noqos, qos = (steady[name]["p99_ms"] for name in ("solo", "colocated_noqos", "colocated_qos"))
     result.update({
         "online_p99_solo": solo, "online_p99_colocated_noqos": noqos, "online_p99_colocated_qos": qos,
         "p99_ratio_noqos": ratio(noqos, solo), "p99_ratio_qos": ratio(qos, solo),
-        "be_harvest_ratio": phases.get("colocated_qos", {}).get("be_harvest_ratio"),
-        "be_harvest_ratio_noqos": phases.get("colocated_noqos", {}).get("be_harvest_ratio"),
-        "step_reaction_seconds": phases.get("step", {}).get("reaction_seconds"),
-        "step_reaction_seconds_psi": phases.get("step_psi", {}).get("reaction_seconds"),
+        "be_harvest_ratio": steady["colocated_qos"]["be_harvest_ratio"],
+        "be_harvest_ratio_noqos": steady["colocated_noqos"]["be_harvest_ratio"],
+        "step_reaction_seconds": phases["step"]["reaction_seconds"],
+        "step_reaction_seconds_psi": phases["step_psi"]["reaction_seconds"],
     })
     return result
 

@@ -61,7 +61,7 @@ import sys
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -126,10 +126,10 @@ def pod_dict(name: str, cpu: str = "100m", memory: str = "500Mi", *, node: str =
              group: str = "", qos: str = "", limits: bool = False, created: float = EPOCH,
              phase: str = "", namespace: str = NAMESPACE, scheduler: str = SCHEDULER_NAME,
              priority_class: str = "") -> Obj:
-    """scheduler_perf's pod-default.yaml (100m / 500Mi requests) for the scheduler `lahar`
-    (or `scheduler`);
-    `node` makes it an already bound pod, `group` puts it in a PodGroup, `qos` sets
-    lahar.dev/qos-class, `limits` makes it Guaranteed (limits = requests)."""
+    """scheduler_perf's pod-default.yaml (100m / 500Mi requests) for the scheduler `lahar`, as the
+    API server stores it. `node` makes it a bound pod, `group` puts it in a PodGroup, `qos` sets
+    lahar.dev/qos-class, `limits` makes it Guaranteed (limits = requests), `scheduler` hands it
+    to another scheduler."""
     resources: Obj = {"requests": {"cpu": cpu, "memory": memory}}
     if limits:
         resources["limits"] = {"cpu": cpu, "memory": memory}
@@ -498,7 +498,10 @@ def scenario_gang(args: argparse.Namespace, progress: Progress) -> dict[str, Any
         cycles = timings.cycles[before:]
         placed = sum(1 for key in keys if key in sim.bound)
         per_gang.append({"gang": name, "pods": gang_size, "placed": placed, "cycles": len(cycles),
-                         "seconds": round(sum(c.seconds for c in cycles), 4)})
+                         "seconds": round(sum(c.seconds for c in cycles), 4),
+                         "snapshot": round(sum(c.snapshot_seconds for c in cycles), 4),
+                         "session": round(sum(c.session_seconds for c in cycles), 4),
+                         "assume": round(sum(c.assume_seconds for c in cycles), 4)})
         progress(f"{name}: {placed}/{gang_size} placed in {per_gang[-1]['seconds']:.3f}s")
     placed_total = sum(g["placed"] for g in per_gang)
     decided_seconds = timings.seconds
@@ -684,29 +687,40 @@ def scenario_queues(args: argparse.Namespace, progress: Progress) -> dict[str, A
     loaded_cycles = 0
     utilization_sum = 0.0
     timings = Timings()
-    evictions = 0
+    evicted_pods = restarts = 0
     now = 0.0
 
+    # As the job controller does: a job's PodGroup first, its pods once the PodGroup is Inqueue.
+    unborn: dict[str, Job] = {}  # PodGroup key -> admitted-to-be job without pods yet
+    bound_pods = 0
+
     def submit(job: Job, at: float) -> None:
-        group_name = job.name if not job.attempt else f"{job.name}-r{job.attempt}"
-        group, pods = gang_objects(group_name, job.job_class.pods, cpu="1", memory="1Gi", queue=job.queue,
-                                   created=EPOCH + at, priority=job.job_class.priority,
-                                   priority_class=f"bench-{job.job_class.name}")
-        sim.add_podgroup(group)
-        job.pod_keys = []
-        job.bound = 0
-        for pod in pods:
+        job.group_name = job.name if not job.attempt else f"{job.name}-r{job.attempt}"
+        job.pod_keys, job.bound = [], 0
+        size = job.job_class.pods
+        sim.add_podgroup(podgroup_dict(job.group_name, size, queue=job.queue, created=EPOCH + at,
+                                       min_resources={"cpu": str(size), "memory": f"{size}Gi"},
+                                       priority_class=f"bench-{job.job_class.name}"))
+        if args.eager_pods:
+            create_pods(job)
+        else:
+            unborn[f"{NAMESPACE}/{job.group_name}"] = job
+
+    def create_pods(job: Job) -> None:
+        for i in range(job.job_class.pods):
+            pod = pod_dict(f"{job.group_name}-{i:05d}", "1", "1Gi", group=job.group_name, created=EPOCH + now,
+                           priority=job.job_class.priority, priority_class=f"bench-{job.job_class.name}")
             key = f"{NAMESPACE}/{pod['metadata']['name']}"
             sim.add_pod(pod)
             by_pod[key] = job
             job.pod_keys.append(key)
-        job.group_name = group_name
 
     def remove(job: Job) -> None:
         for key in job.pod_keys:
             if key in sim.pods:
                 sim.delete_pod(key)
             by_pod.pop(key, None)
+        unborn.pop(f"{NAMESPACE}/{job.group_name}", None)
         sim.delete_podgroup(f"{NAMESPACE}/{job.group_name}")
 
     pending_jobs = 0
@@ -727,6 +741,7 @@ def scenario_queues(args: argparse.Namespace, progress: Progress) -> dict[str, A
             now = max(now + period, math.ceil(following / period - 1e-9) * period)
             continue
         cycle = timings.add(sim.cycle())
+        bound_pods += len(cycle.bound)
         for task, _ in cycle.bound:
             job = by_pod[task.key]
             job.bound += 1
@@ -736,19 +751,28 @@ def scenario_queues(args: argparse.Namespace, progress: Progress) -> dict[str, A
                     job.admitted = now
                 job.finish = now + job.job_class.runtime
                 heapq.heappush(running, (job.finish, id(job), job))
+        evicted_pods += len(cycle.evicted)
         for task in cycle.evicted:
             job = by_pod.get(task.key)
             if job is None:
-                continue
+                continue  # its job was restarted for another of its pods already
             # The controller restarts a gang that lost a pod (Volcano's PodEvicted -> RestartJob).
-            evictions += 1
-            running = [entry for entry in running if entry[2] is not job]
-            heapq.heapify(running)
+            restarts += 1
+            if job.finish is not None and job.bound == len(job.pod_keys):
+                running = [entry for entry in running if entry[2] is not job]
+                heapq.heapify(running)
+                pending_jobs += 1
             remove(job)
             job.attempt += 1
             job.restarts += 1
+            job.finish = None
             submit(job, now)
-            pending_jobs += 1
+        created = 0
+        for key, job in list(unborn.items()):
+            if sim.podgroups[key]["status"].get("phase") != "Pending":
+                del unborn[key]
+                create_pods(job)
+                created += 1
         if now <= last_arrival:
             shares = queue_shares(cycle.session)
             loaded_cycles += 1
@@ -760,9 +784,10 @@ def scenario_queues(args: argparse.Namespace, progress: Progress) -> dict[str, A
                 allocated_total += allocated
             utilization_sum += allocated_total / total_cpu
         if len(timings.cycles) % 100 == 0:
-            progress(f"queues: virtual {now:.1f}s, {len(timings.cycles)} cycles, {pending_jobs} jobs pending, "
-                     f"{len(running)} running, {timings.seconds:.1f}s of cycles")
-        if upcoming is None and not running and not cycle.bound and not cycle.pipelined:
+            progress(f"queues: virtual {now:.1f}s, {len(timings.cycles)} cycles, {pending_jobs} jobs pending "
+                     f"({len(unborn)} not admitted), {len(running)} running, {timings.seconds:.1f}s of cycles")
+        if (upcoming is None and not running and not created
+                and not (cycle.bound or cycle.pipelined or cycle.evicted)):
             break  # what is left cannot be placed
         now += period
         if now > last_arrival * 20 + 60:
@@ -776,7 +801,6 @@ def scenario_queues(args: argparse.Namespace, progress: Progress) -> dict[str, A
     by_class: dict[str, list[float]] = defaultdict(list)
     for job in admitted:
         by_class[job.job_class.name].append(job.admitted - job.arrival)  # type: ignore[operator]
-    pods_placed = sum(job.job_class.pods * (1 + job.restarts) for job in admitted)
     seconds = timings.seconds
     queue_rows = []
     for q in queues:
@@ -790,10 +814,11 @@ def scenario_queues(args: argparse.Namespace, progress: Progress) -> dict[str, A
         by_weight[row["weight"]].append(row)
     result = {
         "scenario": "queues", "nodes": nodes, "queues": queue_count, "jobs": len(jobs), "admitted": len(admitted),
-        "pods": sum(job.job_class.pods for job in jobs), "pods_per_second": rate(pods_placed, seconds),
+        "pods": sum(job.job_class.pods for job in jobs), "pods_per_second": rate(bound_pods, seconds),
         "seconds": round(seconds, 4), "virtual_seconds": round(now, 2), "period": period,
+        "pods_created": "with the PodGroup" if args.eager_pods else "once Inqueue",
         "partial_gangs": partial, "never_admitted": dict(stuck),
-        "evictions": evictions, "restarted_jobs": sum(1 for job in jobs if job.restarts),
+        "evicted_pods": evicted_pods, "job_restarts": restarts,
         "utilization": round(utilization_sum / max(1, loaded_cycles), 4),
         "mean_time_to_admission": {name: round(statistics.mean(values), 3) for name, values in by_class.items()},
         "p90_time_to_admission": {name: round(percentile(values, 0.9), 3) for name, values in by_class.items()},
@@ -947,7 +972,20 @@ def scenario_http(args: argparse.Namespace, progress: Progress) -> dict[str, Any
                 page = api.list(kinds.POD, NAMESPACE, field_selector="spec.nodeName=", limit=1)
                 return len(page.get("items") or [])
 
-            scheduler = Scheduler(api)
+            class TimedScheduler(Scheduler):
+                """The scheduler, its cycles timed (when each ended, how long, how many binds)."""
+
+                cycle_log: list[tuple[float, float, int]]
+
+                def run_once(self) -> Any:
+                    begun = time.perf_counter()
+                    session = super().run_once()
+                    ended = time.perf_counter()
+                    self.cycle_log.append((ended, ended - begun, sum(len(batch.tasks) for batch in session.binds)))
+                    return session
+
+            scheduler = TimedScheduler(api, period=args.loop_period)
+            scheduler.cycle_log = []
             gc.collect()
             started = time.perf_counter()
             scheduler.start()
@@ -974,11 +1012,21 @@ def scenario_http(args: argparse.Namespace, progress: Progress) -> dict[str, Any
             server.terminate()
             server.wait(10)
     placed = sum(1 for pod in bound_pods if pod["metadata"]["name"].startswith("pod-"))
+    log = scheduler.cycle_log
+    committed, decided_at = 0, None
+    for ended, _, count in log:
+        committed += count
+        if decided_at is None and committed >= pods:
+            decided_at = ended - started
     result = {
         "scenario": "http", "nodes": nodes, "init_pods": init, "pods": pods, "placed": placed,
         "pods_per_second": rate(placed, seconds), "seconds": round(seconds, 3),
         "sync_seconds": round(synced_at - started, 3) if synced_at is not None else None,
-        "cycles": cycles, "bind_threads": 32,
+        "first_cycle_seconds": round(log[0][1], 3) if log else None,
+        "all_decided_at_seconds": round(decided_at, 3) if decided_at is not None else None,
+        "binding_seconds_after_decisions": round(seconds - decided_at, 3) if decided_at is not None else None,
+        "cycles": cycles, "cycle_seconds_total": round(sum(duration for _, duration, _ in log), 3),
+        "bind_threads": 32, "loop_period": args.loop_period,
     }
     result["target"] = target("pods_per_second", ">=", 1000, result["pods_per_second"])
     result["ok"] = placed == pods
@@ -1004,7 +1052,9 @@ def _format(value: Any) -> str:
     if isinstance(value, int) and not isinstance(value, bool):
         return f"{value:,}"
     if isinstance(value, dict):
-        return ", ".join(f"{k}={_format(v)}" for k, v in value.items())
+        if any(isinstance(v, dict) for v in value.values()):
+            return "; ".join(f"{k}: {_format(v)}" for k, v in value.items())
+        return ", ".join(f"{k}={_format(v)}" for k, v in value.items()) or "-"
     return str(value)
 
 
@@ -1041,6 +1091,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queues", type=int, default=30, help="queues: how many queues (default 30)")
     parser.add_argument("--period", type=float, default=0.1,
                         help="queues: virtual seconds between cycles (default 0.1)")
+    parser.add_argument("--eager-pods", action="store_true",
+                        help="queues: create a job's pods with its PodGroup, as Spark and Ray do (default: "
+                             "once the PodGroup is Inqueue, as the job controller does)")
+    parser.add_argument("--loop-period", type=float, default=1.0,
+                        help="http: the scheduler loop's period in seconds (default 1, the scheduler's own)")
     parser.add_argument("--repeat", type=int, default=5,
                         help="gang: idle cycles and cycles with the unfit gang pending that are averaged (default 5)")
     parser.add_argument("--seed", type=int, default=1, help="random seed for queues and oversub (default 1)")
@@ -1052,8 +1107,8 @@ def main(argv: list[str] | None = None) -> int:
         value = getattr(args, name)
         if value is not None and value < (0 if name == "init" else 1):
             parser.error(f"--{name} must be at least {0 if name == 'init' else 1}")
-    if args.gangs < 1 or args.queues < 1 or args.period <= 0 or args.repeat < 1:
-        parser.error("--gangs, --queues and --repeat must be at least 1, --period above 0")
+    if args.gangs < 1 or args.queues < 1 or args.period <= 0 or args.loop_period <= 0 or args.repeat < 1:
+        parser.error("--gangs, --queues and --repeat must be at least 1, --period and --loop-period above 0")
     names = list(SCENARIOS) if args.scenario == "all" else [args.scenario]
     progress = Progress(args.quiet)
     profiler = None
@@ -1070,6 +1125,7 @@ def main(argv: list[str] | None = None) -> int:
         if profiler is not None:
             profiler.disable()
         result["cpus"] = os.cpu_count()
+        result["load_average_1m"] = round(os.getloadavg()[0], 2)  # the machine is shared: how busy it was
         ok = ok and bool(result.get("ok", True))
         if args.json:
             print(json.dumps(result), flush=True)

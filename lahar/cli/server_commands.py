@@ -1,4 +1,5 @@
-"""Long-running programs and their connection helpers: apiserver, up, kubeconfig, version."""
+"""Long-running programs and their connection helpers: apiserver, up (lahar/up/), kubeconfig, version,
+and the demo's workloads (lahar workload)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,14 @@ from typing import TYPE_CHECKING
 import lahar
 from lahar.client.kubeconfig import embedded_kubeconfig
 from lahar.endpoints import EMBEDDED_HOST, EMBEDDED_PORT, EMBEDDED_URL
+from lahar.node.cgroups import DEFAULT_PARENT
+from lahar.up import workloads
 
 if TYPE_CHECKING:  # the server (aiohttp, cryptography) is imported only by the commands that run it
     from lahar.apiserver import server
 
 DEFAULT_DATA_DIR = Path.home() / ".lahar"
-EXAMPLES = Path(lahar.__file__).resolve().parent.parent / "examples"
+DEMO_SIM_NODES = 4  # what the examples' gang and queues are sized for
 
 
 def add_server_flags(parser: argparse.ArgumentParser) -> None:
@@ -40,9 +43,28 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
     add_server_flags(apiserver)
     apiserver.set_defaults(run=run_apiserver)
 
-    up = commands.add_parser("up", help="run Lahar on this machine (for now: the embedded API server)")
+    up = commands.add_parser("up", help="run the whole system on this machine: API server, scheduler, controller, "
+                                        "agent, this machine as a node, simulated nodes",
+                             description="Run Lahar on this machine: the embedded API server, the scheduler, the "
+                                         "controller and an agent, this machine as a node whose pods run as local "
+                                         "processes, and simulated nodes. Ctrl-C stops it; the data stays.")
     add_server_flags(up)
-    up.add_argument("--demo", action="store_true", help="apply the examples/ manifests once the API is up")
+    up.add_argument("--sim-nodes", type=int, metavar="N",
+                    help=f"simulated nodes lahar-sim-0 … (default 0; {DEMO_SIM_NODES} with --demo)")
+    up.add_argument("--sim-node-size", default="", metavar="SPEC",
+                    help="each simulated node's size, e.g. cpu=16,memory=64Gi,pods=110,gpus=2 "
+                         "(default cpu=8,memory=32Gi,pods=110)")
+    up.add_argument("--no-local-node", action="store_true",
+                    help="do not run pods on this machine (no local node, no agent)")
+    up.add_argument("--cgroup-parent", default=DEFAULT_PARENT,
+                    help=f"the cgroup the local node's pods run under (default {DEFAULT_PARENT}); the "
+                         "agent tunes the same")
+    up.add_argument("--qos-config", type=Path, metavar="FILE", help="the agent's QoS settings (YAML; default: "
+                                                                     "its built-in defaults)")
+    up.add_argument("--demo", action="store_true",
+                    help="apply the examples/ scenarios and narrate them (co-location, a gang, two queues), "
+                         "then stay up")
+    up.add_argument("--demo-exit", action="store_true", help="with --demo: stop once the narration is done")
     up.set_defaults(run=run_up)
 
     kubeconfig = commands.add_parser("kubeconfig", help="print a kubeconfig for the embedded API server")
@@ -55,6 +77,8 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
 
     version = commands.add_parser("version", help="print Lahar's version")
     version.set_defaults(run=lambda _args: print(f"lahar {lahar.__version__}"))
+
+    workloads.register(commands)
 
 
 def server_config(args: argparse.Namespace) -> server.ServerConfig:
@@ -74,41 +98,22 @@ def run_apiserver(args: argparse.Namespace) -> int:
 
 
 def run_up(args: argparse.Namespace) -> int:
-    from lahar.apiserver import server
+    from lahar.cli.signals import stop_event
+    from lahar.node.simulated import SimNodeSize
+    from lahar.up import system
 
-    config = server_config(args)
-
-    async def welcome(url: str) -> None:
-        await asyncio.to_thread(print_welcome, config, url, args.demo)
-
-    asyncio.run(server.serve(config, on_ready=welcome))
-    return 0
-
-
-def print_welcome(config: server.ServerConfig, url: str, demo: bool) -> None:
-    kubeconfig = config.data_dir / "kubeconfig"
-    kubeconfig.touch(mode=0o600)  # it may hold the token
-    ca = config.data_dir / "tls" / "ca.crt"
-    kubeconfig.write_text(embedded_kubeconfig(url.replace("://0.0.0.0:", "://127.0.0.1:"), config.token(),
-                                              ca.read_bytes() if url.startswith("https") and ca.exists() else None))
-    print(f"\nLahar is up. Point kubectl or lahar at it:\n  export KUBECONFIG={kubeconfig}\n"
-          f"  kubectl get queues   |   lahar get jobs\nCtrl-C stops it; the data stays in {config.data_dir}.\n",
-          flush=True)
-    if demo:
-        run_demo(kubeconfig)
-
-
-def run_demo(kubeconfig: Path) -> None:
-    """Apply the example manifests and show what the API now holds."""
-    from lahar.cli.main import main as lahar_main
-
-    if not EXAMPLES.is_dir():
-        print(f"demo: no examples at {EXAMPLES}", flush=True)
-        return
-    for argv in (["apply", "-f", str(EXAMPLES)], ["get", "queues"], ["get", "jobs", "-o", "wide"]):
-        print(f"$ lahar {' '.join(argv)}", flush=True)
-        lahar_main([*argv, "--kubeconfig", str(kubeconfig)])
-        print(flush=True)
+    if args.demo_exit and not args.demo:
+        raise ValueError("--demo-exit goes with --demo")
+    sim_nodes = args.sim_nodes if args.sim_nodes is not None else DEMO_SIM_NODES if args.demo else 0
+    if sim_nodes < 0:
+        raise ValueError(f"--sim-nodes cannot be negative ({sim_nodes})")
+    options = system.UpOptions(server_config(args), sim_nodes, SimNodeSize.parse(args.sim_node_size),
+                               local_node=not args.no_local_node, cgroup_parent=args.cgroup_parent,
+                               qos_config=args.qos_config, verbose=args.verbose)
+    demo = None
+    if args.demo:
+        from lahar.up.demo import run_demo as demo
+    return system.run(options, stop_event(), demo, demo_exit=args.demo_exit)
 
 
 def run_kubeconfig(args: argparse.Namespace) -> int:

@@ -117,6 +117,10 @@ class CgroupTree:
                 unique.setdefault(self._mounts[controller].resolve(), self._mounts[controller])
         return list(unique.values())
 
+    def file(self, path: str, filename: str) -> Path:
+        """Where a cgroup's file lives (e.g. `cpu.idle` of the besteffort level), for readers."""
+        return self._hierarchy_of(filename) / path / filename
+
     def _hierarchy_of(self, filename: str) -> Path:
         """The hierarchy a file lives in: the v2 root, or its controller's v1 mount."""
         if self.version is CgroupVersion.V2:
@@ -157,7 +161,7 @@ class CgroupTree:
 
     def apply(self, path: str, limits: CgroupLimits) -> None:
         for filename, content in limit_files(limits, self.version):
-            target = self._hierarchy_of(filename) / path / filename
+            target = self.file(path, filename)
             if self.version is CgroupVersion.V2 and not target.exists() and self._is_kernel_tree(target.parent):
                 continue  # the controller is not enabled here; nothing to apply it to
             target.write_text(content)
@@ -175,7 +179,7 @@ class CgroupTree:
         """Whether the kernel's OOM killer struck in the cgroup (v1 memory.oom_control, v2 memory.events)."""
         name = "memory.events" if self.version is CgroupVersion.V2 else "memory.oom_control"
         try:
-            text = (self._hierarchy_of(name) / path / name).read_text()
+            text = self.file(path, name).read_text()
         except (OSError, KeyError):
             return False
         return any(words[:1] == ["oom_kill"] and words[1:2] != ["0"] for words in map(str.split, text.splitlines()))

@@ -27,13 +27,17 @@ def test_percentiles_nearest_rank() -> None:
     assert percentiles([]) == {"p50_ms": None, "p99_ms": None, "p999_ms": None}
 
 
-def test_reaction_is_the_first_cap_below_half_the_expected_drop() -> None:
+def test_reaction_is_when_the_cap_settles_below_half_the_expected_drop() -> None:
     watcher = CapWatcher(lambda: 0.0)
     watcher.changes = [(0.0, math.inf), (1.0, 1.2), (5.1, 1.1), (5.4, 0.85), (5.5, 0.6)]
     found = reaction(watcher, step_at=5.0, expected_drop=0.6)
     assert found["cap_before_cores"] == 1.2 and found["cap_after_cores"] == 0.6
     assert found["reaction_seconds"] == pytest.approx(0.4)  # 0.85 <= 1.2 - 0.3
     assert reaction(watcher, step_at=0.5, expected_drop=0.6)["reaction_seconds"] is None  # no cap before
+    watcher.changes = [(1.0, 1.2), (5.1, 0.8), (5.2, 1.2), (5.6, 0.85)]  # a dip the next tick undid
+    assert reaction(watcher, step_at=5.0, expected_drop=0.6)["reaction_seconds"] == pytest.approx(0.6)
+    watcher.changes = [(1.0, 0.1)]  # at the floor already
+    assert "cannot shrink" in reaction(watcher, step_at=5.0, expected_drop=0.6)["why"]
 
 
 @pytest.mark.skipif(SKIP_REASON is not None, reason=SKIP_REASON or "")

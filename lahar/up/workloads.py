@@ -1,0 +1,76 @@
+"""`lahar workload`: what the demo's pods run (examples/online-service.yaml, be-batch-job.yaml),
+and the demo's load generator. The code is the co-location benchmark's own (bench/colocation.py):
+the same online request/response server (each request burns ~`--work-ms` of CPU), the same BE busy
+loop, the same open-loop load generator with its p50/p99, so the demo and the benchmark measure
+alike. They come from the repository's bench/ folder, as `lahar bench` does."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import math
+import sys
+import time
+from types import ModuleType
+
+LOAD_START_DELAY_SECONDS = 0.3  # the generator's own start-up, before its first intended send time
+
+
+def colocation() -> ModuleType:
+    """bench/colocation.py, imported from the repository this lahar runs from."""
+    from lahar.cli.bench_command import BENCH_DIR
+
+    if not (BENCH_DIR / "colocation.py").is_file():
+        raise ValueError(f"no {BENCH_DIR / 'colocation.py'}: the demo's workloads come from the repository's "
+                         "bench/ folder (run lahar from a checkout)")
+    if str(BENCH_DIR.parent) not in sys.path:
+        sys.path.insert(0, str(BENCH_DIR.parent))
+    return importlib.import_module("bench.colocation")
+
+
+def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    workload = commands.add_parser("workload", help="run a demo workload (what the examples' pods run)")
+    roles = workload.add_subparsers(dest="workload", metavar="WORKLOAD", required=True)
+    server = roles.add_parser("online-server", help="a TCP request/response server on 127.0.0.1 (a free port); "
+                                                    "prints `PORT ITERATIONS` first")
+    server.add_argument("--work-ms", type=float, default=1.0, help="CPU burnt per request (default 1 ms)")
+    server.set_defaults(run=run_online_server)
+    hog = roles.add_parser("cpu-hog", help="a CPU busy loop (one core)")
+    hog.add_argument("--seconds", type=float, help="stop after this long (default: run until killed)")
+    hog.set_defaults(run=run_cpu_hog)
+    load = roles.add_parser("load", help="open-loop load on an online-server; prints p50/p99 as JSON")
+    load.add_argument("--port", type=int, required=True, help="the online server's port on 127.0.0.1")
+    load.add_argument("--rate", type=float, default=200.0, help="requests per second (default 200)")
+    load.add_argument("--seconds", type=float, default=8.0, help="measured seconds (default 8)")
+    load.add_argument("--warmup", type=float, default=1.0, help="seconds sent first and left out (default 1)")
+    load.set_defaults(run=run_load)
+
+
+def _positive(name: str, value: float | None) -> None:
+    if value is not None and not value > 0:
+        raise ValueError(f"--{name} must be positive, not {value}")
+
+
+def run_online_server(args: argparse.Namespace) -> int:
+    _positive("work-ms", args.work_ms)
+    colocation().serve(args.work_ms, math.inf)
+    return 0
+
+
+def run_cpu_hog(args: argparse.Namespace) -> int:
+    _positive("seconds", args.seconds)
+    colocation().hog(time.monotonic() + args.seconds if args.seconds else math.inf)
+    return 0
+
+
+def run_load(args: argparse.Namespace) -> int:
+    for name in ("rate", "seconds"):
+        _positive(name, getattr(args, name))
+    module = colocation()
+    start = time.monotonic() + LOAD_START_DELAY_SECONDS
+    total = args.seconds + args.warmup
+    result = module.load(args.port, start, [module.Segment(total, args.rate)], args.warmup,
+                         deadline=start + total + 30)
+    print(json.dumps(result), flush=True)
+    return 0
