@@ -608,8 +608,8 @@ def reaction(watcher: CapWatcher, step_at: float, expected_drop: float) -> dict[
     if shrunk is None:
         lowest = min((cap for when, cap in watcher.changes if when >= step_at), default=before)
         return {**result, "reaction_seconds": None,
-                "why": f"the cap never fell to {limit:.2f} cores (lowest after the step: {lowest:.2f}; "
-                       "a cap already at the engine's floor cannot shrink)"}
+                "why": f"the cap did not settle at or under {limit:.2f} cores after the step (before: "
+                       f"{before:.2f}, lowest after: {lowest:.2f}; a cap at the engine's floor cannot shrink)"}
     return {**result, "reaction_seconds": round(shrunk - step_at, 3)}
 
 

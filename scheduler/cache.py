@@ -28,6 +28,11 @@ The rules it keeps:
 - A committed placement is assumed at once (Binding on its node) so the next cycle neither places
   it again nor gives its room away; the pod's own update (nodeName set) confirms it, and a
   failed bind is forgotten, which puts the task back to what its latest pod object says.
+- A pod update that leaves everything a task derives from its pod but its state alone (a bind,
+  a kubelet status: spec, labels and annotations unchanged but `nodeName`) re-uses the derived
+  fields (requests, placement class, QoS) instead of parsing the pod again.
+- `changes` counts what could make a cycle decide or write something different; the loop skips
+  cycles while it stands still after a quiet one (scheduler.py).
 
 Thread-safety: one re-entrant lock around every method; informer threads write, the scheduling
 loop snapshots, binder threads confirm and forget.
@@ -52,7 +57,7 @@ from lahar.client.informer import Informer
 from lahar.scheduler.framework.session import BindBatch
 from lahar.scheduler.model import (
     OCCUPYING, JobInfo, NodeTable, QueueInfo, Resources, Snapshot, TaskInfo, TaskStatus, default_queue_info,
-    job_info, queue_info, task_info,
+    job_info, queue_info, status_of, task_info,
 )
 
 log = logging.getLogger("lahar.scheduler.cache")
@@ -152,6 +157,12 @@ class _NodeRows:
     def row_of(self, name: str) -> int | None:
         return self.table.index.get(name)
 
+    def scheduling_view(self, row: int) -> tuple:
+        """What a session reads of a node row besides its tasks: allocatable, schedulable, labels,
+        taints (compared before and after a node event)."""
+        table = self.table
+        return table.allocatable[row].tobytes(), bool(table.schedulable[row]), table.labels[row], table.taints[row]
+
 
 def _detach(nodes: NodeTable) -> None:
     """NodeTable.clone shares what a session never changes; the cache does change it (node
@@ -187,6 +198,25 @@ def _key(namespace: str, name: str) -> str:
     return f"{namespace}/{name}"
 
 
+def _same_inputs(old: Pod, new: Pod) -> bool:
+    """Whether two versions of a pod give the same task but for its state (status, node): the same
+    spec but `nodeName`, labels, annotations and API QoS class. True of the updates a bind and the
+    kubelet's status reports make, the bulk of pod events."""
+    if old.meta.labels != new.meta.labels or old.meta.annotations != new.meta.annotations:
+        return False
+    if old.status.get("qosClass") != new.status.get("qosClass"):
+        return False
+    return {**old.spec, "nodeName": None} == {**new.spec, "nodeName": None}
+
+
+def _restated(task: TaskInfo, pod: Pod) -> TaskInfo:
+    """`task` as a new version of its pod states it, keeping what it derived from the pod (only
+    valid when `_same_inputs(task.pod, pod)`). A new object: snapshots may still hold the old one."""
+    fresh = task.clone()
+    fresh.pod, fresh.status, fresh.node = pod, status_of(pod), pod.node_name
+    return fresh
+
+
 class Cache:
     """The pure core (see the module docstring). `on_work` is called, outside the lock and on the
     caller's thread (keep it short: set an event), when something arrives that a cycle may
@@ -209,6 +239,8 @@ class Cache:
         self._priority_classes: dict[str, Obj] = {}
         self._assumed: dict[str, str] = {}  # uid -> node of a bind in flight
         self._evicting: set[str] = set()  # uids whose eviction is in flight
+        self._changes = 0  # see `changes`
+        self._confirmations = 0  # see `confirmations`
 
     # -- reads -----------------------------------------------------------------------------------
 
@@ -248,6 +280,28 @@ class Cache:
         with self._lock:
             return sum(len(tasks) for tasks in self._waiting.values())
 
+    @property
+    def changes(self) -> int:
+        """How many times what a cycle reads has changed: every event that changes a task, a node,
+        a PodGroup, a Queue or a PriorityClass as the cache holds them, and every bind or eviction
+        that failed. Not moved by what a cycle decided itself (`assume`, `assume_evicted`: its
+        session counted those already), by updates that change nothing the cache keeps (an
+        object as it was, a pod's status conditions), nor by confirmations (`confirmations`).
+        While it stands still after a quiet cycle, the next one would decide nothing new."""
+        return self._changes
+
+    @property
+    def confirmations(self) -> int:
+        """How many assumed binds the API has confirmed (a Binding task now Bound on the same
+        node). Apart from `changes` because it matters only with work pending: a confirmed task
+        becomes a possible victim for preempt and reclaim, nothing else reads the difference."""
+        return self._confirmations
+
+    def pending_work(self) -> bool:
+        """Whether any job has a task waiting to be placed (admitted or not)."""
+        with self._lock:
+            return any(job.by_status.get(TaskStatus.PENDING) for job in self._jobs.values())
+
     # -- pods ------------------------------------------------------------------------------------
 
     def add_pod(self, obj: Obj) -> None:
@@ -264,6 +318,7 @@ class Cache:
             task = self._tasks.get(uid)
             if task is not None:
                 self._remove(task)
+                self._changes += 1
 
     def _upsert_pod(self, obj: Obj) -> None:
         pod = Pod(obj)
@@ -273,13 +328,23 @@ class Cache:
             if not ours and not (pod.is_assigned and not pod.is_terminal):
                 if old is not None:
                     self._remove(old)  # another scheduler's pod finished: its room is free
+                    self._changes += 1
                 return
-            self._cover(pod.requests)
-            task = task_info(pod, self._job_key(pod) if ours else FOREIGN, self.resources)
+            same = old is not None and _same_inputs(old.pod, pod)
+            if same:
+                task = _restated(old, pod)
+            else:
+                self._cover(pod.requests)
+                task = task_info(pod, self._job_key(pod) if ours else FOREIGN, self.resources)
             self._apply_assumptions(task)
             if old is not None:
-                self._remove(old)
+                self._remove(old, keep_job=old.job == task.job)
             self._add(task)
+            if not same or (old.status, old.node) != (task.status, task.node):
+                if same and old.status is TaskStatus.BINDING and task.status is TaskStatus.BOUND:
+                    self._confirmations += 1  # on the node assumed: nodes and gangs hold what they held
+                else:
+                    self._changes += 1
             work = ours and task.status is TaskStatus.PENDING and (old is None or old.status is not TaskStatus.PENDING)
         if work:
             self._notify()
@@ -321,7 +386,9 @@ class Cache:
         else:
             self._waiting.setdefault(task.job, {})[task.uid] = task
 
-    def _remove(self, task: TaskInfo) -> None:
+    def _remove(self, task: TaskInfo, keep_job: bool = False) -> None:
+        """Take a task out of every index; `keep_job`: its lone job stays even when empty (the
+        task's next version goes back into it)."""
         del self._tasks[task.uid]
         on_node = self._on_node.get(task.node)
         if on_node is not None and on_node.pop(task.uid, None) is not None:
@@ -335,7 +402,7 @@ class Cache:
         job = self._jobs.get(task.job)
         if job is not None:
             job.remove(task.uid)
-            if job.podgroup is None and not job.tasks:
+            if job.podgroup is None and not job.tasks and not keep_job:
                 del self._jobs[task.job]
             return
         waiting = self._waiting.get(task.job)
@@ -387,16 +454,17 @@ class Cache:
             task = self._tasks.get(uid)
             if task is not None:
                 self._refresh(task)
+            self._changes += 1
 
     def assumed(self) -> dict[str, str]:
         with self._lock:
             return dict(self._assumed)
 
     def _refresh(self, task: TaskInfo) -> None:
-        """Re-derive a task from its pod object and the assumptions, and put it back in place."""
-        fresh = task_info(task.pod, task.job, self.resources)
+        """Re-state a task from its pod object and the assumptions, and put it back in place."""
+        fresh = _restated(task, task.pod)
         self._apply_assumptions(fresh)
-        self._remove(task)
+        self._remove(task, keep_job=True)
         self._add(fresh)
 
     # -- nodes -----------------------------------------------------------------------------------
@@ -410,6 +478,7 @@ class Cache:
     def delete_node(self, obj: Obj) -> None:
         name = Node(obj).name
         with self._lock:
+            self._changes += 1
             self._rows.remove(name)
             if name in self._on_node and not self._on_node[name]:
                 del self._on_node[name]  # pods still on a vanished node keep their entry
@@ -422,11 +491,13 @@ class Cache:
         with self._lock:
             table = self._rows.table
             row = self._rows.row_of(node.name)
-            was_schedulable = row is not None and bool(table.schedulable[row])
+            was = None if row is None else self._rows.scheduling_view(row)
             self._cover(allocatable)
             new = self._rows.upsert(node, self._on_node.setdefault(node.name, {}))
             row = self._rows.row_of(node.name)
-            work = new or (bool(table.schedulable[row]) and not was_schedulable)
+            if was != self._rows.scheduling_view(row):  # heartbeats and conditions change nothing
+                self._changes += 1
+            work = new or (bool(table.schedulable[row]) and not (was is not None and was[1]))
         if work:
             self._notify()
 
@@ -441,6 +512,7 @@ class Cache:
     def delete_podgroup(self, obj: Obj) -> None:
         group = PodGroup(obj)
         with self._lock:
+            self._changes += 1
             self._podgroups.pop(group.key, None)
             job = self._jobs.pop(group.key, None)
             if job is not None and job.tasks:
@@ -454,8 +526,9 @@ class Cache:
             return
         with self._lock:
             known = self._podgroups.get(key)
-            if _superseded(group, known):
-                return
+            if _superseded(group, known) or (known is not None and known.raw == group.raw):
+                return  # older, or as held (the watch event of a status write the writer fed back)
+            self._changes += 1
             self._podgroups[key] = group
             self._cover(min_resources)
             old = self._jobs.get(key)
@@ -477,6 +550,7 @@ class Cache:
 
     def delete_queue(self, obj: Obj) -> None:
         with self._lock:
+            self._changes += 1
             name = Queue(obj).name
             self._queues.pop(name, None)
             self._queue_views.pop(name, None)
@@ -488,8 +562,9 @@ class Cache:
             return
         with self._lock:
             known = self._queue_views.get(queue.name)
-            if _superseded(queue, known):
-                return
+            if _superseded(queue, known) or (known is not None and known.raw == queue.raw):
+                return  # older, or as held
+            self._changes += 1
             self._cover(named)
             self._queue_views[queue.name] = queue
             self._queues[queue.name] = queue_info(queue, self.resources)
@@ -504,11 +579,13 @@ class Cache:
 
     def delete_priority_class(self, obj: Obj) -> None:
         with self._lock:
+            self._changes += 1
             self._priority_classes.pop((obj.get("metadata") or {}).get("name", ""), None)
             self._reprioritise()
 
     def _upsert_priority_class(self, obj: Obj) -> None:
         with self._lock:
+            self._changes += 1
             self._priority_classes[(obj.get("metadata") or {}).get("name", "")] = obj
             self._reprioritise()
 

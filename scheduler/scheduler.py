@@ -13,6 +13,17 @@ burst of arrivals (a 1000-pod job) is decided in one cycle. Each cycle:
 4. sends what changed of PodGroup and Queue statuses, and Events, to the status writer (which
    does not hold the loop either); records metrics.
 
+Idle cycles are skipped: a cycle is a function of the cache, the configuration and, through the
+report-based plugins, the agents' reports and the clock. After a quiet cycle (no eviction, no
+pipelined task, no status write or new Event, and no bind or none left pending) the next one
+would be quiet too while none of these
+moved: the cache's change counter (`Cache.changes`), the configuration, the status writer's
+failures (a refused write is retried by a later cycle) and, with work pending, reports and bind
+confirmations (a session that read reports places pending tasks with them; a confirmed bind is a
+possible victim). Such a turn of the loop costs a few comparisons, so binds and informers keep
+the CPU a full cycle over thousands of nodes would take; a cycle still runs every
+`resync_period` seconds whatever happens, as a safety net.
+
 Faults: informers retry an unreachable API with backoff and re-list after a watch expires, keeping
 what they have; a cycle that raises is logged and counted and the next one waits with capped
 backoff; the binder and status writer log refusals and leave the rest to later cycles. The first
@@ -27,6 +38,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +47,7 @@ from lahar.api.kinds import Kind
 from lahar.client.informer import Backoff
 from lahar.scheduler.binder import Binder
 from lahar.scheduler.cache import DEFAULT_SCHEDULER_NAMES, SchedulerCache
-from lahar.scheduler.conf import ConfWatcher
+from lahar.scheduler.conf import ConfWatcher, SchedulerConf
 from lahar.scheduler.framework.session import REPORT_STALENESS_SECONDS, Session, run_cycle
 from lahar.scheduler.metrics import SchedulerMetrics
 from lahar.scheduler.node_reports import NodeReportStore
@@ -45,6 +57,7 @@ log = logging.getLogger("lahar.scheduler")
 
 DEFAULT_PERIOD = 1.0
 DEFAULT_DEBOUNCE = 0.02
+DEFAULT_RESYNC_PERIOD = 30.0  # the longest a quiet scheduler goes without a cycle
 DEFAULT_REPORT_STALENESS = REPORT_STALENESS_SECONDS  # the plugins' default `staleness`, for the metrics
 GPU_INDEX_DATA = "gpu-index"
 
@@ -62,6 +75,18 @@ def gpu_annotations(data: Mapping[str, Any]) -> dict[str, str]:
     return values
 
 
+@dataclass(frozen=True)
+class _Quiet:
+    """What a quiet cycle ran on (see the module docstring)."""
+
+    ended: float  # monotonic
+    changes: int  # Cache.changes when its snapshot was taken
+    confirmations: int
+    conf: SchedulerConf
+    status_failures: int
+    read_reports: bool
+
+
 class Scheduler:
     """The scheduler (see the module docstring). `start()`/`stop()` run it on a thread of its own;
     `run()` runs it on the caller's thread until `stop()`. `conf_path` None: the default
@@ -71,12 +96,13 @@ class Scheduler:
                  scheduler_names: Sequence[str] = DEFAULT_SCHEDULER_NAMES, period: float = DEFAULT_PERIOD,
                  reports: NodeReportStore | None = None, *, metrics: SchedulerMetrics | None = None,
                  debounce: float = DEFAULT_DEBOUNCE, report_staleness: float = DEFAULT_REPORT_STALENESS,
-                 bind_workers: int = 32) -> None:
+                 bind_workers: int = 32, resync_period: float = DEFAULT_RESYNC_PERIOD) -> None:
         if period <= 0:
             raise ValueError(f"the scheduling period must be positive, not {period}")
         self.api = api
         self.period = period
         self.debounce = debounce
+        self.resync_period = resync_period
         self.reports = reports if reports is not None else NodeReportStore()
         self.conf = ConfWatcher(Path(conf_path) if conf_path is not None else None)
         self._work = threading.Event()
@@ -87,7 +113,9 @@ class Scheduler:
         self.binder = Binder(api, self.cache, self.metrics, events, workers=bind_workers)
         self.status = StatusWriter(api, events, on_written=self._written)
         self.cycles = 0
-        self.last_cycle_at: float | None = None  # monotonic end of the last cycle that completed
+        self.skipped = 0  # turns of the loop that had nothing to do (see the module docstring)
+        self.last_cycle_at: float | None = None  # monotonic end of the last cycle completed or skipped
+        self._quiet: _Quiet | None = None  # the last cycle, when it was quiet
         self.last_session: Session | None = None
         self._reload_failures_seen = self.conf.failures
         self._thread: threading.Thread | None = None
@@ -158,15 +186,32 @@ class Scheduler:
                 self._stopping.wait(self.debounce)  # let a burst of arrivals land in this cycle
             self._work.clear()
             due = time.monotonic() + self.period
+            if self.idle():
+                self.skipped += 1
+                self.last_cycle_at = time.monotonic()  # the loop is alive: it found nothing to do
+                continue
             try:
                 self.run_once()
                 backoff.reset()
             except Exception:  # a bug or an outage must not end the scheduler: the next cycle retries
                 self.metrics.cycle_failures.inc()
                 delay = backoff.next_delay()
+                self._quiet = None
                 log.exception("scheduling cycle failed; the next one in %.2fs", delay)
                 due = time.monotonic() + delay
                 self._work.clear()
+
+    def idle(self) -> bool:
+        """Whether a cycle now would only repeat the last one, a quiet one (module docstring)."""
+        quiet, cache = self._quiet, self.cache
+        if quiet is None or time.monotonic() - quiet.ended >= self.resync_period:
+            return False
+        if (cache.changes != quiet.changes or self.conf.current() is not quiet.conf
+                or self.conf.failures != self._reload_failures_seen or self.status.failures != quiet.status_failures):
+            return False
+        if quiet.read_reports or cache.confirmations != quiet.confirmations:
+            return not cache.pending_work()
+        return True
 
     def run_once(self) -> Session:
         """One cycle (see the module docstring); the session it ran."""
@@ -175,6 +220,8 @@ class Scheduler:
         if self.conf.failures != self._reload_failures_seen:
             self.metrics.conf_reload_failures.inc(self.conf.failures - self._reload_failures_seen)
             self._reload_failures_seen = self.conf.failures
+        # Read before the snapshot: a change in between only costs one more cycle.
+        changes, confirmations, status_failures = self.cache.changes, self.cache.confirmations, self.status.failures
         session = run_cycle(self.cache.snapshot(), conf, self.reports)
         for batch in session.binds:
             self.cache.assume(batch)
@@ -182,11 +229,18 @@ class Scheduler:
         self.binder.submit(session.binds, gpu_annotations(session.data))
         self.binder.evict(session.evictions)
         figures = summarize(session)
-        self.status.write(session, figures)
+        written = self.status.write(session, figures)
         self.metrics.observe_cycle(time.perf_counter() - started, session.action_seconds, figures)
         self.cycles += 1
         self.last_cycle_at = time.monotonic()
         self.last_session = session
+        # Binds that leave nothing pending are quiet too: once assumed, the cache is the state the
+        # session ended on, with nothing left to place (a status write they cause comes back as a
+        # change).
+        quiet = (not (session.evictions or session.pipelined or written)
+                 and (not session.binds or not self.cache.pending_work()))
+        self._quiet = _Quiet(self.last_cycle_at, changes, confirmations, conf, status_failures,
+                             session.read_reports) if quiet else None
         return session
 
     def _written(self, kind: Kind, obj: dict[str, Any]) -> None:

@@ -278,6 +278,7 @@ class StatusWriter:
         self.on_written = on_written
         self.clock = clock
         self._said: dict[EventKey, str] = {}
+        self.failures = 0  # status writes the API refused: a later cycle must compare again
         self._inflight: dict[tuple[str, str], Future[None]] = {}  # (kind, key) -> its status write
         self._events: set[Future[None]] = set()
         self._lock = threading.Lock()
@@ -342,6 +343,7 @@ class StatusWriter:
         except KubeError as exc:
             log.warning("%s %s status not written (tried again next cycle): %s", kind.kind,
                         f"{namespace}/{name}" if namespace else name, exc)
+            self.failures += 1
             return
         if self.on_written is not None:
             self.on_written(kind, written)

@@ -112,7 +112,9 @@ def run_up(args: argparse.Namespace) -> int:
                                qos_config=args.qos_config, verbose=args.verbose)
     demo = None
     if args.demo:
-        from lahar.up.demo import run_demo as demo
+        from lahar.up.demo import run_demo
+
+        demo = run_demo
     return system.run(options, stop_event(), demo, demo_exit=args.demo_exit)
 
 

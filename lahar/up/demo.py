@@ -34,11 +34,11 @@ from lahar.api.kinds import Kind
 from lahar.api.quantity import cpu_millis
 from lahar.client.api import KubeApi, Obj
 from lahar.client.errors import NotFound
-from lahar.up.system import System, say
+from lahar.node.node_object import local_cpus
+from lahar.up.system import EXAMPLES, System, say
 
 T = TypeVar("T")
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 ONLINE, BE_JOB, GANG, QUEUES = "online-service.yaml", "be-batch-job.yaml", "gang-job.yaml", "two-queues.yaml"
 NAMESPACE = "default"
 JOB_NAME_LABEL = "volcano.sh/job-name"
@@ -87,18 +87,12 @@ class Figures:
     queues: list[QueueShare] = field(default_factory=list)
 
 
-def _cores(millis: int | None) -> str:
-    return "-" if millis is None else f"{millis / 1000:g}"
-
-
 class Demo:
     def __init__(self, system: System, stop: threading.Event) -> None:
         assert system.api is not None
         self.system = system
         self.api: KubeApi = system.api
         self.stop = stop
-        from lahar.node.node_object import local_cpus
-
         self.began = time.monotonic()
         self.figures = Figures(cores=local_cpus())
         self._generator: subprocess.Popen[str] | None = None
@@ -108,7 +102,7 @@ class Demo:
     def run(self) -> bool:
         """The whole demo; True when every step happened."""
         say("\n=== Demo: co-location on this machine, a gang and two queues on the simulated nodes "
-            "(about 90 s) ===")
+            "(about a minute) ===")
         try:
             self._clean_up()
             if self.system.local_node is not None:
@@ -122,7 +116,7 @@ class Demo:
             else:
                 say("(no simulated nodes (--sim-nodes 0): skipping the gang and the queues)")
             self.summary()
-            say("\nThe demo is done; Lahar stays up." if not self.stop.is_set() else "")
+            say("\nThe demo is done.")
             return True
         except DemoError as exc:
             say(f"\ndemo: {exc}")
@@ -256,7 +250,8 @@ class Demo:
         for condition in status.get("conditions") or []:
             if condition.get("type") == "Unschedulable" and condition.get("status") == "True":
                 phase = status.get("phase") or "Pending"
-                admitted = " (not admitted yet, so the controller has not created its pods)" if phase == "Pending" else ""
+                admitted = (" (not admitted yet, so the controller has not created its pods)"
+                            if phase == "Pending" else "")
                 return f"its PodGroup is {phase}{admitted}; Unschedulable: {condition.get('message')}"
         return None
 
@@ -275,7 +270,7 @@ class Demo:
         self.apply_objects(QUEUES, objects)
         first = self.wait(self.settled_shares(queues, require_all=False), 30,
                           "the first pods of the two queues to be placed", interval=0.5)
-        self.note("first placements: " + ", ".join(f"{share.name} {share.allocated_cpu:g} CPUs" for share in first)
+        self.note("first placements: " + ", ".join(f"{share.name} {cpus(share.allocated_cpu)}" for share in first)
                   + " (whichever queue's pods existed first; a running job whose gang is met is not "
                   "taken back from)")
         self.stop.wait(duration)  # those pods end; what they free goes by the queues' shares
@@ -289,7 +284,7 @@ class Demo:
         for share in shares:
             deserved = "-" if share.deserved_cpu is None else f"{share.deserved_cpu:.1f}"
             self.note(f"  {share.name}: weight {share.weight} ({share.weight / total_weight:.0%}), allocated "
-                      f"{share.allocated_cpu:g} CPUs ({share.allocated_cpu / total:.0%} of the two), deserved "
+                      f"{cpus(share.allocated_cpu)} ({share.allocated_cpu / total:.0%} of the two), deserved "
                       f"{deserved}")
 
     def settled_shares(self, queues: dict[str, int], require_all: bool) -> Callable[[], list[QueueShare] | None]:
@@ -337,7 +332,7 @@ class Demo:
         total_weight = sum(share.weight for share in figures.queues)
         for share in figures.queues:
             deserved = "" if share.deserved_cpu is None else f", deserved {share.deserved_cpu:.1f}"
-            self.note(f"queue {share.name + ':':<25}{share.allocated_cpu / total:.0%} of the CPUs the two hold "
+            self.note(f"{'queue ' + share.name + ':':<32}{share.allocated_cpu / total:.0%} of the CPUs the two hold "
                       f"({share.allocated_cpu:g}{deserved}); weight {share.weight} ({share.weight / total_weight:.0%})")
 
     # --- measuring ---------------------------------------------------------------------------------
@@ -446,8 +441,9 @@ class Demo:
     def apply_objects(self, file: str, objects: list[tuple[Kind, dict[str, Any]]]) -> None:
         from lahar.cli.object_commands import apply_object, display_name
 
-        say(f"         $ lahar apply -f examples/{file}" + ("" if len(objects) == len(self.manifests(file))
-                                                         else f"   # {', '.join(o['metadata']['name'] for _, o in objects)}"))
+        part = "" if len(objects) == len(self.manifests(file)) else \
+            f"   # only {', '.join(obj['metadata']['name'] for _, obj in objects)}"
+        say(f"         $ lahar apply -f examples/{file}{part}")
         for kind, obj in objects:
             outcome = apply_object(self.api, kind, obj)
             say(f"         {display_name(kind, obj['metadata']['name'])} {outcome}")
@@ -485,9 +481,13 @@ class Demo:
                 return value
             if time.monotonic() > deadline:
                 raise DemoError(f"timed out after {timeout:.0f} s waiting for {what}; the system stays up to look "
-                                f"at (export KUBECONFIG={self.system.kubeconfig}; lahar get pods,podgroups)")
+                                f"at (export KUBECONFIG={self.system.kubeconfig}; lahar get pods; lahar get podgroups)")
             if self.stop.wait(interval):
                 raise DemoStopped()
+
+
+def cpus(amount: float) -> str:
+    return f"{amount:g} CPU" + ("" if amount == 1 else "s")
 
 
 def gang_cpu(job: Obj) -> str:

@@ -50,6 +50,7 @@ if TYPE_CHECKING:  # the heavy modules load when the system starts, not when the
 log = logging.getLogger("lahar.up")
 
 LOOPBACK = "127.0.0.1"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"  # the demo's scenarios, for `lahar apply -f`
 COMPONENTS_DIR = "components"  # <data-dir>/components/: the programs' logs, tokens, pids
 READY_TIMEOUT_SECONDS = 90.0  # a loaded 2-core machine imports three programs at once
 STOP_TIMEOUT_SECONDS = 10.0  # then SIGKILL
@@ -230,22 +231,23 @@ class System:
     def pids_file(self) -> Path:
         return self.components_dir / "pids"
 
-    def program(self, name: str) -> Program | None:
-        return next((p for p in self.programs if p.name == name), None)
-
     # --- start -----------------------------------------------------------------------------------
 
     def start(self, cancelled: threading.Event) -> None:
         """Start everything, saying so as it goes. StartupError names what failed; Cancelled
         when `cancelled` is set meanwhile. Call stop() afterwards either way."""
         began = time.monotonic()
-        self._started = True
         self.components_dir.mkdir(parents=True, exist_ok=True)
         self._lock()
+        self._started = True  # from here on, stop() has something to undo
         self._route_logs()
         self._stop_leftovers()
         say("starting the API server… ", end="")  # serve() completes the line with its address
-        self.url = self.apiserver.start()
+        try:
+            self.url = self.apiserver.start()
+        except BaseException:
+            say("failed")
+            raise
         self.kubeconfig = write_kubeconfig(self.options.server, self.url)
         self.api = self._api()
         self._check(cancelled)
@@ -422,6 +424,9 @@ class System:
             cancelled.wait(0.2)
         if program.name == "agent":  # "ok; qos active" or "ok; qos unavailable: <why>"
             self.agent_qos = answer.partition("qos ")[2] or "unknown"
+            if self.local_node is not None and self.local_node.context.cgroups is None:
+                # The agent waits for a pod cgroup tree that this node cannot make: say so.
+                self.agent_qos = f"unavailable: this node's pods run without cgroups (the agent: {self.agent_qos})"
             answer = f"QoS {self.agent_qos}"
         else:
             answer = ""
@@ -452,7 +457,8 @@ class System:
         width = max(len(name) for name, _ in rows)
         lines = [f"  {name:<{width}}  {value}" for name, value in rows]
         lines += ["Point kubectl or lahar at it:", f"  export KUBECONFIG={self.kubeconfig}",
-                  "  lahar get nodes   |   lahar apply -f examples/gang-job.yaml   |   lahar get jobs,podgroups",
+                  f"  lahar get nodes   |   lahar apply -f {_shortest(EXAMPLES / 'gang-job.yaml')}   |   "
+                  "lahar get podgroups",
                   f"Ctrl-C stops it; the data stays in {self.data_dir}."]
         return "\n".join(lines)
 
@@ -519,6 +525,12 @@ class System:
         return clean
 
 
+def _shortest(path: Path) -> str:
+    """The path relative to the working directory when that is shorter (`examples/...` in a checkout)."""
+    relative = os.path.relpath(path)
+    return relative if len(relative) < len(str(path)) else str(path)
+
+
 def _put_lahar_on_path() -> None:
     """Pods see this process's PATH (lahar/node/process.py): put the directory of this Python, which
     holds the `lahar` command in a virtual environment, first, so the examples' `lahar workload`
@@ -556,6 +568,8 @@ def run(options: UpOptions, stop: threading.Event,
                     outcome.append(False)
                 if demo_exit:
                     stop.set()
+                elif not stop.is_set():
+                    say(f"Lahar stays up; Ctrl-C stops it (export KUBECONFIG={system.kubeconfig} to look around).")
             demo_thread = threading.Thread(target=narrate, name="lahar-demo", daemon=True)
             demo_thread.start()
         failure = system.supervise(stop)

@@ -308,6 +308,12 @@ class Session:
     def reclaimable(self, reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
         return self._victims("reclaimable", reclaimer, candidates)
 
+    @property
+    def read_reports(self) -> bool:
+        """Whether a plugin read agent reports this session (its decisions may then change as
+        reports arrive or age, with nothing else changed)."""
+        return bool(self._fresh)
+
     def fresh_reports(self, staleness_seconds: float) -> list[NodeReport | None]:
         """Each node's latest agent report, by row, where it arrived at most `staleness_seconds`
         ago (on the report store's clock), else None. Read once per session and staleness: the

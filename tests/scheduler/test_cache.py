@@ -279,3 +279,34 @@ def test_cache_is_safe_across_threads() -> None:
         thread.join()
     snapshot = cache.snapshot()
     assert not np.any(snapshot.nodes.used) and snapshot.jobs == {}
+
+
+def test_changes_count_what_a_cycle_reads_and_confirmations_apart() -> None:
+    cache = Cache()
+    cache.add_node(node("n1"))
+    cache.add_pod(a_pod("p"))
+    job = cache.snapshot().jobs["default/p"]
+    task = next(iter(job.tasks.values()))
+    task.node = "n1"
+    before = cache.changes
+    cache.assume(BindBatch(job, [task]))
+    assert cache.changes == before and not cache.pending_work()  # the session decided it: nothing new
+    derived, lone_job = cache.task("uid-p"), cache.job("default/p")
+    # The bind lands: the pod comes back with nodeName, still Pending (no kubelet yet).
+    landed = {**a_pod("p"), "spec": {**a_pod("p")["spec"], "nodeName": "n1"}, "status": {"phase": "Pending"}}
+    cache.update_pod(None, landed)
+    assert cache.changes == before and cache.confirmations == 1
+    confirmed = cache.task("uid-p")
+    assert confirmed.status is TaskStatus.BOUND and confirmed.placement == derived.placement
+    assert confirmed.request is derived.request  # derived once, not parsed again
+    assert cache.job("default/p") is lone_job  # the gang of one is kept, not made anew
+    cache.update_pod(None, {**landed, "metadata": {**landed["metadata"], "resourceVersion": "7"}})
+    assert cache.changes == before  # nothing the cache keeps changed
+    cache.update_pod(None, bound(a_pod("p"), "n1"))  # the kubelet runs it: PodGroup counts change
+    assert cache.changes == before + 1
+    cache.update_node(None, node("n1"))  # the same node again
+    assert cache.changes == before + 1
+    cache.update_node(None, node("n1", labels={"zone": "a"}))
+    assert cache.changes == before + 2
+    cache.forget("uid-p")  # a failed bind or eviction always counts
+    assert cache.changes == before + 3
