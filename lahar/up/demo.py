@@ -31,10 +31,12 @@ from typing import Any, TypeVar
 from lahar.agent.qos.strategies.cpu_suppress import CpuSuppressConfig
 from lahar.api import kinds
 from lahar.api.kinds import Kind
+from lahar.api.qos import BEST_EFFORT, k8s_qos_class
 from lahar.api.quantity import cpu_millis
 from lahar.client.api import KubeApi, Obj
 from lahar.client.errors import NotFound
 from lahar.node.node_object import local_cpus
+from lahar.node.simulated import SIM_DURATION_ANNOTATION
 from lahar.up.system import EXAMPLES, System, say
 
 T = TypeVar("T")
@@ -96,6 +98,8 @@ class Demo:
         self.began = time.monotonic()
         self.figures = Figures(cores=local_cpus())
         self._generator: subprocess.Popen[str] | None = None
+        self._port = 0  # the online server's, once it runs
+        self._online_pod: Obj = {}
 
     # --- the narration -----------------------------------------------------------------------------
 
@@ -179,7 +183,7 @@ class Demo:
         self.step(f"2/4  A best-effort batch job fills the idle CPU: {cores} BE pods (CPU busy loops) on this "
                   "machine")
         [(kind, job)] = self.manifests(BE_JOB)
-        job["spec"]["tasks"][0]["replicas"] = cores  # one busy loop per CPU
+        first_task(job)["replicas"] = cores  # one busy loop per CPU
         self.apply_objects(BE_JOB, [(kind, job)])
         self.wait(lambda: self.all_running(self.job_pods("be-batch"), cores), POD_START_TIMEOUT,
                   f"the {cores} be-batch pods to be Running")
@@ -189,7 +193,7 @@ class Demo:
             self.note(f"pods run without cgroups here: no QoS for them (the agent says: QoS {self.system.agent_qos})")
         else:
             qos = self.wait(lambda: self.be_qos(tree), 20, "the agent's QoS on the BE cgroups")
-            self.note(f"the agent's QoS engine on {tree.layout.qos_dir('BestEffort')}: {qos}")
+            self.note(f"the agent's QoS engine on {tree.layout.qos_dir(BEST_EFFORT)}: {qos}")
             self.note("(the cap keeps online + BE + everything else under the agent's cpu_suppress threshold, "
                       f"{CpuSuppressConfig().threshold:.0%} of the cores by default; it shrinks at once when they "
                       "need more)")
@@ -210,13 +214,12 @@ class Demo:
         assert sims is not None
         self.step(f"3/4  A gang of 4 on the {len(sims.node_names)} simulated nodes ({sims.size.cpu} CPUs each)")
         filler, gang = self.manifests(GANG)
-        replicas = filler[1]["spec"]["tasks"][0]["replicas"]
+        replicas = first_task(filler[1])["replicas"]
         self.apply_objects(GANG, [filler])
         self.wait(lambda: self.all_running(self.job_pods("gang-filler"), replicas), POD_START_TIMEOUT,
                   "the gang-filler pods to be Running")
-        self.note(f"gang-filler: {replicas} pods of {gang_cpu(filler[1])} CPUs Running, for "
-                  f"{filler[1]['spec']['tasks'][0]['template']['metadata']['annotations']['lahar.dev/sim-duration']}"
-                  " s")
+        self.note(f"gang-filler: {replicas} pods of {task_cpu(filler[1])} CPUs Running, for "
+                  f"{sim_duration(filler[1]):g} s")
         self.apply_objects(GANG, [gang])
         applied = time.monotonic()
         waiting = self.wait(self.gang_waiting, 30, "gang-of-4's PodGroup to say it cannot be placed")
@@ -232,8 +235,11 @@ class Demo:
         self.wait(all_bound, 90, "gang-of-4's 4 pods to be bound", interval=0.1)
         spread = max(bound_at.values()) - min(bound_at.values())
         nodes = sorted({pod["spec"]["nodeName"] for pod in self.job_pods("gang-of-4")})
-        self.note(f"{min(bound_at.values()) - applied:.1f} s after it was applied, once gang-filler ended: "
-                  f"all 4 pods bound together (within {spread:.1f} s), on {', '.join(nodes)}")
+        filler_done = all((pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+                          for pod in self.job_pods("gang-filler"))
+        self.note(f"{min(bound_at.values()) - applied:.1f} s after it was applied"
+                  + (", gang-filler's pods having ended" if filler_done else "")
+                  + f": all 4 pods bound together (within {spread:.1f} s), on {', '.join(nodes)}")
         phase = self.wait(lambda: self.job_phase("gang-of-4") == "Completed" and "Completed", 60,
                           "gang-of-4 to complete")
         self.note(f"gang-of-4 {phase}")
@@ -262,10 +268,10 @@ class Demo:
         queues = {obj["metadata"]["name"]: int(obj["spec"].get("weight", 1)) for kind, obj in objects
                   if kind is kinds.QUEUE}
         jobs = [obj for kind, obj in objects if kind is kinds.JOB]
-        duration = float(jobs[0]["spec"]["tasks"][0]["template"]["metadata"]["annotations"]["lahar.dev/sim-duration"])
+        duration = sim_duration(jobs[0])
         self.step("4/4  Two queues share the simulated nodes by weight: "
                   + " and ".join(f"{name} (weight {weight})" for name, weight in queues.items())
-                  + f", each with {jobs[0]['spec']['tasks'][0]['replicas']} pods of 1 CPU, "
+                  + f", each with {first_task(jobs[0])['replicas']} pods of {task_cpu(jobs[0])} CPU, "
                   f"{duration:g} s each")
         self.apply_objects(QUEUES, objects)
         first = self.wait(self.settled_shares(queues, require_all=False), 30,
@@ -353,7 +359,6 @@ class Demo:
 
     def cpu_meter(self, online_pod: Obj) -> Any:
         """bench/colocation.py's CpuMeter over this node's cgroups; None without cgroups."""
-        from lahar.api.qos import BEST_EFFORT, k8s_qos_class
         from lahar.up.workloads import colocation
 
         tree = self.cgroups()
@@ -405,8 +410,6 @@ class Demo:
 
     def be_qos(self, tree: Any) -> str | None:
         """What the agent wrote on the besteffort level: its CPU priority and cap, or None yet."""
-        from lahar.api.qos import BEST_EFFORT
-
         level = tree.layout.qos_dir(BEST_EFFORT)
         idle = read_knob(tree, level, "cpu.idle")
         cap = read_knob(tree, level, "cpu.max")
@@ -490,8 +493,18 @@ def cpus(amount: float) -> str:
     return f"{amount:g} CPU" + ("" if amount == 1 else "s")
 
 
-def gang_cpu(job: Obj) -> str:
-    return str(job["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"])
+def first_task(job: Obj) -> Any:
+    return job["spec"]["tasks"][0]
+
+
+def task_cpu(job: Obj) -> str:
+    """The CPU request of the job's first task (its first container)."""
+    return str(first_task(job)["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"])
+
+
+def sim_duration(job: Obj) -> float:
+    """How long the job's simulated pods run (their lahar.dev/sim-duration)."""
+    return float(first_task(job)["template"]["metadata"]["annotations"][SIM_DURATION_ANNOTATION])
 
 
 def read_text(path: Path) -> str | None:
