@@ -184,6 +184,22 @@ def _superseded(incoming: Any, held: Any | None) -> bool:
         return False
 
 
+def _news(incoming: Any, held: Any | None, written: bool) -> bool | None:
+    """How a PodGroup or Queue event counts: None to ignore it (older than the one held, or the
+    same: an informer's echo of a write already fed back), False to keep it without counting a
+    change (the status writer's own write coming back with nothing else changed: the cycle that
+    wrote it decided that status, and was not quiet, so a cycle follows anyway), True otherwise."""
+    if held is None:
+        return True
+    if _superseded(incoming, held) or incoming.raw == held.raw:
+        return None
+    return not (written and _without_status(incoming.raw) == _without_status(held.raw))
+
+
+def _without_status(obj: Obj) -> Obj:
+    return {**obj, "status": None, "metadata": {**(obj.get("metadata") or {}), "resourceVersion": None}}
+
+
 def _resource_names(what: str, read: Callable[[], Iterable[str]]) -> list[str] | None:
     """The resources an object's quantities name; None (logged) when they cannot be read. The API
     validates quantities, so such an object is left out rather than failing its informer."""
@@ -506,8 +522,9 @@ class Cache:
     def add_podgroup(self, obj: Obj) -> None:
         self._upsert_podgroup(obj)
 
-    def update_podgroup(self, old: Obj | None, new: Obj) -> None:
-        self._upsert_podgroup(new)
+    def update_podgroup(self, old: Obj | None, new: Obj, *, written: bool = False) -> None:
+        """`written`: the status writer's own write, as the API answered it."""
+        self._upsert_podgroup(new, written)
 
     def delete_podgroup(self, obj: Obj) -> None:
         group = PodGroup(obj)
@@ -518,7 +535,7 @@ class Cache:
             if job is not None and job.tasks:
                 self._waiting[group.key] = dict(job.tasks)  # its pods wait for a PodGroup again
 
-    def _upsert_podgroup(self, obj: Obj) -> None:
+    def _upsert_podgroup(self, obj: Obj, written: bool = False) -> None:
         group = PodGroup(obj)
         key = group.key
         min_resources = _resource_names(f"PodGroup {key}", lambda: group.min_resources)
@@ -526,9 +543,11 @@ class Cache:
             return
         with self._lock:
             known = self._podgroups.get(key)
-            if _superseded(group, known) or (known is not None and known.raw == group.raw):
-                return  # older, or as held (the watch event of a status write the writer fed back)
-            self._changes += 1
+            news = _news(group, known, written)
+            if news is None:
+                return
+            if news:
+                self._changes += 1
             self._podgroups[key] = group
             self._cover(min_resources)
             old = self._jobs.get(key)
@@ -545,8 +564,9 @@ class Cache:
     def add_queue(self, obj: Obj) -> None:
         self._upsert_queue(obj)
 
-    def update_queue(self, old: Obj | None, new: Obj) -> None:
-        self._upsert_queue(new)
+    def update_queue(self, old: Obj | None, new: Obj, *, written: bool = False) -> None:
+        """`written`: the status writer's own write, as the API answered it."""
+        self._upsert_queue(new, written)
 
     def delete_queue(self, obj: Obj) -> None:
         with self._lock:
@@ -555,16 +575,18 @@ class Cache:
             self._queues.pop(name, None)
             self._queue_views.pop(name, None)
 
-    def _upsert_queue(self, obj: Obj) -> None:
+    def _upsert_queue(self, obj: Obj, written: bool = False) -> None:
         queue = Queue(obj)
         named = _resource_names(f"queue {queue.name}", lambda: [*queue.capability, *queue.guarantee, *queue.deserved])
         if named is None:
             return
         with self._lock:
             known = self._queue_views.get(queue.name)
-            if _superseded(queue, known) or (known is not None and known.raw == queue.raw):
-                return  # older, or as held
-            self._changes += 1
+            news = _news(queue, known, written)
+            if news is None:
+                return
+            if news:
+                self._changes += 1
             self._cover(named)
             self._queue_views[queue.name] = queue
             self._queues[queue.name] = queue_info(queue, self.resources)

@@ -245,6 +245,6 @@ class Scheduler:
 
     def _written(self, kind: Kind, obj: dict[str, Any]) -> None:
         if kind is kinds.PODGROUP:
-            self.cache.update_podgroup(None, obj)
+            self.cache.update_podgroup(None, obj, written=True)
         elif kind is kinds.QUEUE:
-            self.cache.update_queue(None, obj)
+            self.cache.update_queue(None, obj, written=True)

@@ -280,6 +280,9 @@ class StatusWriter:
         self._said: dict[EventKey, str] = {}
         self.failures = 0  # status writes the API refused: a later cycle must compare again
         self._inflight: dict[tuple[str, str], Future[None]] = {}  # (kind, key) -> its status write
+        # (kind, key) -> the resourceVersion the last successful write was computed against, and its
+        # patch: a cycle whose snapshot predates the write coming back computes it again.
+        self._done: dict[tuple[str, str], tuple[str, Obj]] = {}
         self._events: set[Future[None]] = set()
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="lahar-status")
@@ -297,17 +300,21 @@ class StatusWriter:
         """Send what changed; returns how many writes were sent."""
         now = rfc3339(self.clock())
         sent = 0
+        patched: set[tuple[str, str]] = set()
         for job in session.jobs.values():
             patch = podgroup_status_patch(job, now)
             if patch is not None:
-                sent += self._status(kinds.PODGROUP, job.name, job.namespace, patch)
+                sent += self._status(kinds.PODGROUP, job.name, job.namespace, patch, job.podgroup.meta.resource_version,
+                                     patched)
         for name, queue_figures in figures.queues.items():
             queue = session.queues.get(name)
             if queue is None or queue.queue is None:
                 continue  # the implicit default queue: no API object to write
             patch = queue_status_patch(queue.queue.status, queue_figures)
             if patch is not None:
-                sent += self._status(kinds.QUEUE, name, None, patch)
+                sent += self._status(kinds.QUEUE, name, None, patch, queue.queue.meta.resource_version, patched)
+        with self._lock:  # a write that came back before this cycle's snapshot is no longer needed
+            self._done = {key: done for key, done in self._done.items() if key in patched}
         fresh, self._said = news(self._said, session.events)
         for event in fresh:
             about = ObjectRef(EVENT_KINDS.get(event.kind, kinds.POD), event.namespace, event.name)
@@ -318,12 +325,18 @@ class StatusWriter:
             sent += 1
         return sent
 
-    def _status(self, kind: Kind, name: str, namespace: str | None, patch: Obj) -> int:
+    def _status(self, kind: Kind, name: str, namespace: str | None, patch: Obj, version: str,
+                patched: set[tuple[str, str]]) -> int:
+        """Send a status patch computed against `version` of the object, unless one is in flight
+        for it or the same patch against the same version was written already; adds the object's
+        key to `patched`."""
         key = (kind.kind, f"{namespace}/{name}" if namespace else name)
+        patched.add(key)
         with self._lock:
-            if key in self._inflight:
+            if key in self._inflight or (version and self._done.get(key) == (version, patch)):
                 return 0
-            self._inflight[key] = future = self._pool.submit(self._patch_status, kind, name, namespace, patch)
+            self._inflight[key] = future = self._pool.submit(self._patch_status, kind, name, namespace, patch,
+                                                             key, version)
         future.add_done_callback(lambda _: self._status_done(key))
         return 1
 
@@ -335,7 +348,8 @@ class StatusWriter:
         with self._lock:
             self._events.discard(future)
 
-    def _patch_status(self, kind: Kind, name: str, namespace: str | None, patch: Obj) -> None:
+    def _patch_status(self, kind: Kind, name: str, namespace: str | None, patch: Obj, key: tuple[str, str],
+                      version: str) -> None:
         try:
             written = self.api.patch(kind, name, {"status": patch}, namespace, subresource="status")
         except NotFound:
@@ -345,5 +359,7 @@ class StatusWriter:
                         f"{namespace}/{name}" if namespace else name, exc)
             self.failures += 1
             return
+        with self._lock:
+            self._done[key] = (version, patch)
         if self.on_written is not None:
             self.on_written(kind, written)

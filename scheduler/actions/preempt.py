@@ -27,6 +27,16 @@ node that failed a kind of task (victim selection and placement class) is not tr
 that kind until it changes, and a kind that found no node at all waits until some node changes:
 the victim filters of the default plugins (priority, gang, proportion) answer the same for every
 task of a kind. `reclaim` uses the same machinery with a different victim set.
+
+A gang that cannot be pipelined whole costs little (`VictimSearch.can_hold`): before its tasks
+are tried one by one (each pipelined, then all undone), each placement class is asked how many
+copies the nodes it passes would hold with every victim the job may take gone (and every task
+being evicted); a gang whose classes cannot hold the tasks it still needs is skipped at once.
+This is a necessary condition (victim filters only take victims away), as allocate's own.
+A preemptor the queue refuses before any eviction (`Session.allocatable`) is tried on its best
+node only: evicting victims of its own queue gives the queue room back, so it may still be
+allowed there, but the other nodes would be walked, victims evicted and restored on each, for
+the same refusal.
 """
 
 from __future__ import annotations
@@ -38,7 +48,7 @@ import numpy as np
 from lahar.api.podgroup import PodGroupPhase
 from lahar.scheduler.framework.plugin import Action, number, register_action
 from lahar.scheduler.framework.session import Session, Statement
-from lahar.scheduler.model import JobInfo, NodeTable, QueueInfo, TaskInfo, TaskStatus
+from lahar.scheduler.model import READY, JobInfo, NodeTable, QueueInfo, TaskInfo, TaskStatus
 
 # The tasks an action may evict: running, or bound and about to run.
 EVICTABLE = (TaskStatus.RUNNING, TaskStatus.BOUND)
@@ -63,6 +73,14 @@ def starving_jobs(session: Session) -> dict[str, list[JobInfo]]:
     for jobs in by_queue.values():
         jobs.sort(key=session.job_order_key)
     return by_queue
+
+
+def still_needed(job: JobInfo) -> int:
+    """How many more of the job's tasks must be placed or pipelined for it to be pipelined:
+    minMember less the ready and pipelined ones and the pending ones that ask for nothing (the
+    gang plugin's count, which decides `job_pipelined`)."""
+    asks_nothing = sum(1 for task in job.with_status(TaskStatus.PENDING) if task.no_request)
+    return job.min_member - job.count(READY) - job.count((TaskStatus.PIPELINED,)) - asks_nothing
 
 
 def queues_in_order(session: Session, names: Iterable[str]) -> list[QueueInfo]:
@@ -193,11 +211,9 @@ class VictimSearch:
         self._last_change = np.zeros(len(session.nodes), dtype=np.int64)
         self._failures: dict[tuple[Hashable, str], _Failures] = {}
 
-    def _fits_without_victims(self, task: TaskInfo, key: Hashable, selection: Callable[[], np.ndarray]) -> np.ndarray:
-        """Per node, whether `task` would fit if every victim of the selection there were gone:
-        computed once per selection and class, then only on the nodes that changed (`_sync`
-        must have run)."""
-        be_capacity = self.session.be_capacity
+    def _bound(self, key: Hashable, selection: Callable[[], np.ndarray]) -> _Bound:
+        """The nodes with every victim of the selection gone, brought up to date (`_sync` must
+        have run)."""
         bound = self._bounds.get(key)
         if bound is None:
             freed, be_freed = self.pool.select(key, selection)
@@ -206,6 +222,14 @@ class VictimSearch:
         elif bound.mark < self._mark:
             bound.view.refresh(self._changed_after(bound.mark))
             bound.mark = self._mark
+        return bound
+
+    def _fits_without_victims(self, task: TaskInfo, key: Hashable, selection: Callable[[], np.ndarray]) -> np.ndarray:
+        """Per node, whether `task` would fit if every victim of the selection there were gone:
+        computed once per selection and class, then only on the nodes that changed (`_sync`
+        must have run)."""
+        be_capacity = self.session.be_capacity
+        bound = self._bound(key, selection)
         known = bound.fits.get(task.placement)
         if known is None:
             mask = bound.view.fits(task, slice(None), be_capacity)
@@ -216,6 +240,28 @@ class VictimSearch:
                 mask[rows] = bound.view.fits(task, rows, be_capacity)
         bound.fits[task.placement] = (mask, self._mark)
         return mask
+
+    def can_hold(self, tasks: list[TaskInfo], need: int,
+                 selection_of: Callable[[TaskInfo], tuple[Hashable, Callable[[], np.ndarray]]]) -> bool:
+        """Whether `need` of `tasks` might be placed by this search (module docstring): False when
+        the nodes each placement class passes the predicates on cannot hold that many copies
+        with every victim of the class's selection (`selection_of(task)`: key, selection) gone."""
+        if need <= 1:
+            return True  # one task: the node search answers as fast
+        self._sync()
+        classes: dict[str, tuple[TaskInfo, int]] = {}
+        for task in tasks:
+            first, count = classes.get(task.placement, (task, 0))
+            classes[task.placement] = (first, count + 1)
+        held = 0
+        for task, count in classes.values():
+            view = self._bound(*selection_of(task)).view
+            feasible = np.flatnonzero(self.session.candidate_scores(task, self._empty, ("victims", task.placement))
+                                      > -np.inf)
+            held += min(count, int(view.copies(task, feasible, self.session.be_capacity).sum()))
+            if held >= need:
+                return True
+        return False
 
     def place(self, task: TaskInfo, selection_key: Hashable, selection: Callable[[], np.ndarray],
               also: Callable[[TaskInfo], bool], victims_of: Victims, enough: Callable[[], bool]) -> Statement | None:
@@ -237,7 +283,8 @@ class VictimSearch:
         # Nodes where the task fits once what is already being evicted is gone come first: no
         # new victims there (a task pipelined last cycle finds its victims' node again).
         preferred = np.where(self._fits_without_victims(task, NO_VICTIMS, self.pool.nothing), scores, -np.inf)
-        for _ in range(self.max_nodes):
+        # A task the queue refuses as things stand gets its best node only (module docstring).
+        for _ in range(self.max_nodes if enough() else 1):
             row = int(np.argmax(preferred))
             if preferred[row] == -np.inf:
                 row = int(np.argmax(scores))
@@ -305,8 +352,9 @@ class VictimAction(Action):
 
     ARGUMENTS = {"maxCandidateNodes": number(minimum=1)}
 
-    def victim_queues(self, session: Session, starving: dict[str, list[JobInfo]]) -> set[str]:
-        """The queues whose running tasks may be victims."""
+    def may_lose(self, session: Session, starving: dict[str, list[JobInfo]]) -> Callable[[JobInfo], bool]:
+        """Which jobs' running tasks may be victims of this action (the pool holds only those:
+        building it walks their tasks)."""
         raise NotImplementedError
 
     def serve(self, session: Session, search: VictimSearch, queue: QueueInfo, jobs: list[JobInfo]) -> None:
@@ -316,8 +364,8 @@ class VictimAction(Action):
         starving = starving_jobs(session)
         if not starving:
             return
-        victim_queues = self.victim_queues(session, starving)
-        pool = VictimPool(session, (task for job in session.jobs.values() if job.queue in victim_queues
+        may_lose = self.may_lose(session, starving)
+        pool = VictimPool(session, (task for job in session.jobs.values() if may_lose(job)
                                     for task in job.with_status(*EVICTABLE)))
         search = VictimSearch(session, pool, self.name,
                               int(self.arguments.get("maxCandidateNodes", DEFAULT_MAX_CANDIDATE_NODES)))
@@ -329,8 +377,12 @@ class VictimAction(Action):
 class Preempt(VictimAction):
     name = "preempt"
 
-    def victim_queues(self, session: Session, starving: dict[str, list[JobInfo]]) -> set[str]:
-        return set(starving)
+    def may_lose(self, session: Session, starving: dict[str, list[JobInfo]]) -> Callable[[JobInfo], bool]:
+        # Jobs of lower priority than a starving job of their queue, and the starving jobs
+        # themselves (their lower-priority tasks, `_within_job`).
+        highest = {name: max(job.priority for job in jobs) for name, jobs in starving.items()}
+        starving_keys = {job.key for jobs in starving.values() for job in jobs}
+        return lambda job: job.queue in highest and (job.priority < highest[job.queue] or job.key in starving_keys)
 
     def serve(self, session: Session, search: VictimSearch, queue: QueueInfo, jobs: list[JobInfo]) -> None:
         for job in jobs:
@@ -341,19 +393,23 @@ class Preempt(VictimAction):
     @staticmethod
     def _between_jobs(session: Session, search: VictimSearch, queue: QueueInfo, job: JobInfo) -> None:
         pool = search.pool
-        statements: list[Statement] = []
-        for task in sorted(job.pending, key=session.task_order_key):
-            if not session.job_starving(job):
-                break
-            best_effort = task.best_effort
 
-            def selection(priority: int = job.priority, be: bool = best_effort) -> np.ndarray:
+        def selection_of(task: TaskInfo) -> tuple[Hashable, Callable[[], np.ndarray]]:
+            """Lower-priority tasks of the queue (BE ones only for a BE task)."""
+            def selection(priority: int = job.priority, be: bool = task.best_effort) -> np.ndarray:
                 return ((pool.queue == pool.queue_code(queue.name)) & (pool.job_priority < priority)
                         & (pool.best_effort | (not be)))
+            return ("jobs", queue.name, job.priority, task.best_effort), selection
 
-            statement = search.place(task, ("jobs", queue.name, job.priority, best_effort), selection,
-                                     lambda victim: victim.job != job.key, session.preemptable,
-                                     lambda: session.allocatable(queue, task))
+        pending = job.pending
+        if not search.can_hold(pending, still_needed(job), selection_of):
+            return
+        statements: list[Statement] = []
+        for task in sorted(pending, key=session.task_order_key):
+            if not session.job_starving(job):
+                break
+            statement = search.place(task, *selection_of(task), lambda victim: victim.job != job.key,
+                                     session.preemptable, lambda: session.allocatable(queue, task))
             if statement is not None:
                 statements.append(statement)
         commit_if_pipelined(session, job, statements)

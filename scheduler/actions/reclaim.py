@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from lahar.scheduler.actions.preempt import VictimAction, VictimSearch, anyone, commit_if_pipelined
+from collections.abc import Callable, Hashable
+
+from lahar.scheduler.actions.preempt import VictimAction, VictimSearch, anyone, commit_if_pipelined, still_needed
 from lahar.scheduler.framework.plugin import register_action
 from lahar.scheduler.framework.session import Session, Statement
-from lahar.scheduler.model import JobInfo, QueueInfo
+from lahar.scheduler.model import JobInfo, QueueInfo, TaskInfo
 
 
 def _always() -> bool:
@@ -30,8 +32,11 @@ def _always() -> bool:
 class Reclaim(VictimAction):
     name = "reclaim"
 
-    def victim_queues(self, session: Session, starving: dict[str, list[JobInfo]]) -> set[str]:
-        return {name for name, queue in session.queues.items() if queue.reclaimable}
+    def may_lose(self, session: Session, starving: dict[str, list[JobInfo]]) -> Callable[[JobInfo], bool]:
+        # Jobs of reclaimable queues other than a starving one (with one starving queue, not its own).
+        victims = {name for name, queue in session.queues.items() if queue.reclaimable
+                   and (len(starving) > 1 or name not in starving)}
+        return lambda job: job.queue in victims
 
     def serve(self, session: Session, search: VictimSearch, queue: QueueInfo, jobs: list[JobInfo]) -> None:
         reclaimable = search.pool.queue_names - {queue.name}
@@ -44,17 +49,21 @@ class Reclaim(VictimAction):
     def _reclaim_for(session: Session, search: VictimSearch, queue: QueueInfo, job: JobInfo,
                      others: set[str]) -> None:
         pool = search.pool
+
+        def selection_of(task: TaskInfo) -> tuple[Hashable, Callable[[], np.ndarray]]:
+            """Tasks of the other reclaimable queues (BE ones only for a BE task)."""
+            def selection(be: bool = task.best_effort) -> np.ndarray:
+                return pool.queue_mask(others) & (pool.best_effort | (not be))
+            return ("queues", queue.name, task.best_effort), selection
+
+        pending = job.pending
+        if not search.can_hold(pending, still_needed(job), selection_of):
+            return
         statements: list[Statement] = []
-        for task in sorted(job.pending, key=session.task_order_key):
+        for task in sorted(pending, key=session.task_order_key):
             if not session.job_starving(job) or not session.preemptive(queue, task):
                 break
-            best_effort = task.best_effort
-
-            def selection(be: bool = best_effort) -> np.ndarray:
-                return pool.queue_mask(others) & (pool.best_effort | (not be))
-
-            statement = search.place(task, ("queues", queue.name, best_effort), selection,
-                                     anyone, session.reclaimable, _always)
+            statement = search.place(task, *selection_of(task), anyone, session.reclaimable, _always)
             if statement is not None:
                 statements.append(statement)
         commit_if_pipelined(session, job, statements)

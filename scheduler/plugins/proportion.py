@@ -8,6 +8,15 @@ growing, and the rounds end when nothing remains or nothing changes. A queue wit
 keeps that figure on the resources it names (as Volcano's capacity plugin reads it) and takes
 part in the water-filling only on the others.
 
+What a queue asks for counts the pending tasks of admitted jobs only (PodGroup not Pending, as
+Volcano's jobs reach the scheduler once Inqueue; every job when `enqueue` is not configured,
+since allocate then admits them itself). Pods created with their PodGroup (Spark, Ray) wait
+for admission in the cache; counted as demand they would lend a queue's share to jobs it
+cannot run yet and shrink other queues' deserved below what their admitted gangs need, and
+those gangs, never placed, would keep holding the admission budget (a deadlock). A job the
+session's `enqueue` admits counts from then on: its pending tasks join its queue's request and
+the deserved shares are filled again before the next question that reads them.
+
 Callbacks: queue order (higher `priority` first, then the smaller share = max allocated/deserved),
 overused (allocated ≥ deserved on every resource), allocatable and preemptive (the queue is open
 and allocated + request ≤ deserved on the resources the task asks for), job_enqueueable (the
@@ -18,10 +27,12 @@ Pod slots take no part. The figures go to `session.data["queues"]` for metrics a
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
+from lahar.api.podgroup import PodGroupPhase
 from lahar.api.resources import ResourceList
 from lahar.scheduler.framework.plugin import Plugin, register_plugin
 from lahar.scheduler.framework.session import PERMIT, REJECT, Session
@@ -76,21 +87,17 @@ class ProportionPlugin(Plugin):
         self._uncharged = np.array([session.resources.column[name] for name in LENT_COLUMNS]) \
             if session.lends_to_be else None
         self._borrowers: set[str] = set()  # queues with pending BE tasks that borrow, not charge
+        admits = "enqueue" in session.conf.actions
         for job in session.jobs.values():
             queue = queues.get(job.queue)
             if queue is None:
                 continue
-            if self._uncharged is None:
-                allocated = job.requested(CHARGED)
-                pending = job.requested((TaskStatus.PENDING,))
-            else:
-                allocated = sum((self.charge(t) for t in job.with_status(*CHARGED)), np.zeros(width, np.int64))
-                pending = sum((self.charge(t) for t in job.with_status(TaskStatus.PENDING)), np.zeros(width, np.int64))
+            allocated = self._charged(job, CHARGED)
             queue.allocated += allocated
-            queue.request += allocated + pending
+            queue.request += allocated
+            if job.phase is not PodGroupPhase.PENDING or not admits:
+                self._demand(queue, job)  # only admitted jobs' pending tasks (module docstring)
             self._inqueue[queue.name] += job.inqueue_request
-            if self._uncharged is not None and any(t.best_effort for t in job.with_status(TaskStatus.PENDING)):
-                self._borrowers.add(queue.name)
         self._deserve(session)
         session.add_queue_order_fn(lambda queue: (-queue.priority, self.share(queue)))
         session.add_overused_fn(self.overused)
@@ -101,8 +108,22 @@ class ProportionPlugin(Plugin):
         session.add_reclaimable_fn(self.victims)
         session.add_event_handler(self._allocate, self._deallocate)
 
+    def _charged(self, job: JobInfo, statuses: Iterable[TaskStatus]) -> np.ndarray:
+        """What the job's tasks in `statuses` count against its queue."""
+        if self._uncharged is None:
+            return job.requested(statuses)
+        zero = np.zeros(len(self.session.resources), np.int64)
+        return sum((self.charge(t) for t in job.with_status(*statuses)), zero)
+
+    def _demand(self, queue: QueueInfo, job: JobInfo) -> None:
+        """Add an admitted job's pending tasks to what its queue asks for."""
+        queue.request += self._charged(job, (TaskStatus.PENDING,))
+        if self._uncharged is not None and any(t.best_effort for t in job.with_status(TaskStatus.PENDING)):
+            self._borrowers.add(queue.name)
+
     def _deserve(self, session: Session) -> None:
         """Fill in every queue's deserved share and real capability."""
+        self._stale = False
         queues = list(session.queues.values())
         columns = session.resources.quota_columns
         total = session.total[columns].astype(np.float64)
@@ -136,8 +157,14 @@ class ProportionPlugin(Plugin):
 
     # -- figures -----------------------------------------------------------------------------
 
+    def _fresh(self) -> None:
+        """Fill the deserved shares again if a job was admitted since (its demand joined)."""
+        if self._stale:
+            self._deserve(self.session)
+
     def share(self, queue: QueueInfo) -> float:
         """max over resources of allocated / deserved (1 where it holds what it does not deserve)."""
+        self._fresh()
         inverse, undeserved = self._inverse[queue.name]
         allocated = queue.allocated
         share = float((allocated * inverse).max())
@@ -148,6 +175,7 @@ class ProportionPlugin(Plugin):
     def overused(self, queue: QueueInfo) -> bool:
         if queue.name in self._borrowers:
             return False  # its BE tasks need no share; `allocatable` still stops its online tasks
+        self._fresh()
         columns = self.session.resources.quota_columns
         return bool((queue.deserved[columns] <= queue.allocated[columns]).all())
 
@@ -161,6 +189,7 @@ class ProportionPlugin(Plugin):
 
     def _within_deserved(self, queue: QueueInfo, task: TaskInfo) -> bool:
         """allocated + request ≤ deserved on the quota resources the task asks for."""
+        self._fresh()
         request = self.charge(task)
         asked = self._asked.get(task.placement)
         if asked is None:
@@ -199,12 +228,17 @@ class ProportionPlugin(Plugin):
         inqueue = self._inqueue.get(job.queue)
         if inqueue is not None:
             inqueue += job.min_resources
+        queue = self.session.queues.get(job.queue)
+        if queue is not None and job.by_status.get(TaskStatus.PENDING):
+            self._demand(queue, job)  # its pods were created with it: they ask from now on
+            self._stale = True
 
     # -- reclaim -----------------------------------------------------------------------------
 
     def victims(self, reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
         """Candidates from queues holding more than they deserve, as long as taking each one
         leaves its queue at or above its guarantee (taken in order, each lowering the next)."""
+        self._fresh()
         columns = self.session.resources.quota_columns
         jobs, queues = self.session.jobs, self.session.queues
         left: dict[str, np.ndarray] = {}

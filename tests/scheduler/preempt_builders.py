@@ -116,3 +116,18 @@ def guaranteed(obj: Obj) -> Obj:
         resources = container.setdefault("resources", {})
         resources["limits"] = dict(resources.get("requests") or {})
     return obj
+
+
+def tried_tasks(monkeypatch: Any) -> list[str]:
+    """The names of the tasks preempt or reclaim walk nodes for (`VictimSearch.place`), in order."""
+    from lahar.scheduler.actions.preempt import VictimSearch
+
+    tried: list[str] = []
+    place = VictimSearch.place
+
+    def spied(self: VictimSearch, task: TaskInfo, *rest: Any) -> Any:
+        tried.append(task.name)
+        return place(self, task, *rest)
+
+    monkeypatch.setattr(VictimSearch, "place", spied)
+    return tried

@@ -310,3 +310,24 @@ def test_changes_count_what_a_cycle_reads_and_confirmations_apart() -> None:
     assert cache.changes == before + 2
     cache.forget("uid-p")  # a failed bind or eviction always counts
     assert cache.changes == before + 3
+
+
+def test_the_status_writers_own_writes_come_back_without_counting_a_change() -> None:
+    cache = Cache()
+    cache.add_podgroup(podgroup("g", 1, version="1"))
+    cache.add_queue({**queue("q"), "metadata": {"name": "q", "resourceVersion": "1"}})
+    before = cache.changes
+    group = {**podgroup("g", 1, version="2"), "status": {"phase": "Inqueue"}}
+    cache.update_podgroup(None, group, written=True)  # the session that wrote it decided it
+    cache.update_podgroup(None, group)  # the informer's echo of the same object
+    cache.update_queue(None, {**queue("q"), "metadata": {"name": "q", "resourceVersion": "2"},
+                              "status": {"allocated": {"cpu": "1"}}}, written=True)
+    assert cache.changes == before
+    assert cache.podgroup("default/g").status["phase"] == "Inqueue"
+    # A write that comes back with someone else's change in it counts.
+    cache.update_queue(None, {**queue("q", weight=3), "metadata": {"name": "q", "resourceVersion": "3"},
+                              "status": {"allocated": {"cpu": "1"}}}, written=True)
+    assert cache.changes == before + 1
+    cache.update_podgroup(None, {**group, "metadata": {**group["metadata"], "resourceVersion": "3"},
+                                 "status": {"phase": "Pending"}})  # not ours: counts
+    assert cache.changes == before + 2

@@ -11,7 +11,7 @@ from lahar.scheduler.framework.plugin import ConfError
 from lahar.scheduler.framework.session import Session
 from lahar.scheduler.model import TaskStatus
 from tests.scheduler.preempt_builders import (
-    a_pod, annotate, cluster, conf, gang, node, prioritised, priority_class, queue, run, running,
+    a_pod, annotate, cluster, conf, gang, node, prioritised, priority_class, queue, run, running, tried_tasks,
 )
 
 PREEMPT = conf("preempt", ["priority", {"name": "gang", "enablePreemptable": False}], ["predicates", "proportion"])
@@ -145,3 +145,18 @@ def test_preemption_frees_a_gpu_share_on_its_device() -> None:
     # Node-wide 2Gi are free and the 2Gi share would not do: the 12Gi holder must go.
     assert "holder" in evicted(session) and pipelined(session) == {"wanting": "g1"}
     assert session.data["gpu-index"] == {"uid-wanting": 0}
+
+
+def test_a_gang_the_nodes_cannot_hold_even_with_every_victim_gone_is_not_tried(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Three 3-CPU members, two nodes: even with every lower-priority pod gone each node holds
+    # one. The gang is skipped before any member is pipelined (and undone) one by one.
+    tried = tried_tasks(monkeypatch)
+    members = [prioritised(a_pod(f"g-{i}", cpu="3", memory="500Mi", group="g"), 10) for i in range(3)]
+    objects = [priority_class("high", 10), gang("g", 3, priority_class="high"), *members,
+               *full_node("n1", [0, 0, 0, 0]), *full_node("n2", [0, 0, 0, 0])]
+    session = run(cluster(*objects), PREEMPT)
+    assert session.evictions == [] and session.pipelined == [] and tried == []
+    # Room for all three once a third node comes: tried, and placed whole.
+    session = run(cluster(*objects, *full_node("n3", [0, 0, 0, 0])), PREEMPT)
+    assert len(session.pipelined) == 3 and sorted(tried) == ["g-0", "g-1", "g-2"]

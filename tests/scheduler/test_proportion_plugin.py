@@ -4,7 +4,7 @@ admission against real capability, and reclaim victims that respect guarantees."
 from __future__ import annotations
 
 from lahar.scheduler.framework.session import open_session
-from tests.scheduler.cluster_fixtures import conf, cycle, gang, node, placed, podgroup, queue, snapshot
+from tests.scheduler.cluster_fixtures import conf, cycle, gang, node, placed, pod, podgroup, queue, snapshot
 
 TIERS = (["priority", "gang"], ["predicates", "proportion"])
 
@@ -106,3 +106,32 @@ def test_reclaim_takes_only_from_queues_above_deserved_and_never_below_guarantee
     assert [task.name for task in session.reclaimable(reclaimer, candidates)] == ["small-0"]
     assert session.overused(session.queues["rich"])
     assert not session.overused(session.queues["poor"])
+
+
+def _eager(name: str, size: int, queue_name: str) -> list:
+    """A gang whose pods were created with its PodGroup (Spark, Ray), not admitted yet: its
+    minResources (20 cpu) are beyond the 8-cpu cluster, so enqueue keeps it Pending."""
+    return [podgroup(name, size, queue=queue_name, phase="Pending", min_resources={"cpu": "20"})] + [
+        pod(f"{name}-{i}", "1", None, group=name) for i in range(size)]
+
+
+def test_pods_of_jobs_not_admitted_are_no_demand_so_admitted_gangs_keep_their_share() -> None:
+    # 8 cpu; `eager` (weight 3) holds 20 pods of a job not admitted, `admitted` (weight 1) an
+    # admitted gang of 4 x 1 cpu. Counting the unadmitted pods, `eager` would ask for 20 and
+    # deserve 6, leaving `admitted` 2 cpu: its gang could never be placed (a deadlock when it
+    # also holds the admission budget). Only admitted jobs ask: `eager` deserves nothing yet.
+    objects = [node("n1", cpu="8"), queue("eager", weight=3), queue("admitted")]
+    objects += _eager("spark", 20, "eager") + gang("mpi", 4, memory=None, queue="admitted")
+    session = cycle(objects, "enqueue, allocate", TIERS)
+    assert session.jobs["default/spark"].phase == "Pending"
+    assert _deserved(session, "eager") == {}
+    assert _deserved(session, "admitted") == {"cpu": 4000}
+    assert sorted(placed(session)) == [f"mpi-{i}" for i in range(4)]
+
+
+def test_without_enqueue_every_job_is_demand_since_allocate_admits_it() -> None:
+    objects = [node("n1", cpu="8"), queue("eager", weight=3), queue("admitted")]
+    objects += _eager("spark", 20, "eager") + gang("mpi", 4, memory=None, queue="admitted")
+    session = cycle(objects, "allocate", TIERS)
+    assert _deserved(session, "eager") == {"cpu": 6000}
+    assert _deserved(session, "admitted") == {"cpu": 2000}

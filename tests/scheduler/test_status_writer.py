@@ -178,6 +178,44 @@ def test_a_write_in_flight_is_not_sent_again() -> None:
         writer.close()
 
 
+class EchoApi:
+    """An API that answers a status patch with the object at a new resourceVersion, counting them."""
+
+    def __init__(self) -> None:
+        self.patches = 0
+
+    def patch(self, kind: Kind, name: str, body: Obj, namespace: str | None = None, **_: Any) -> Obj:
+        self.patches += 1
+        return {"metadata": {"name": name, "namespace": namespace, "resourceVersion": str(10 + self.patches)},
+                **body}
+
+
+def test_a_patch_written_against_a_version_is_not_sent_again_for_that_version() -> None:
+    cache = Cache()
+    cache.add_node(node("n1"))
+    cache.add_podgroup({**podgroup("g", 1, version="5"), "status": {"phase": "Pending"}})
+    cache.add_pod(a_pod("g-0", group="g"))
+    job = cache.snapshot().jobs["default/g"]
+    job.unschedulable_message = "1/1 tasks in gang unschedulable: no room"
+    session = Session(cache.snapshot(), NO_ACTIONS)
+    session.jobs[job.key] = job
+    api = EchoApi()
+    writer = StatusWriter(api, workers=1)
+    try:
+        assert writer.write(session, CycleFigures()) == 1
+        assert writer.wait_idle(10)
+        # A cycle whose snapshot was taken before the write came back computes the same patch
+        # against version 5 again: it was written, nothing to send.
+        assert writer.write(session, CycleFigures()) == 0 and api.patches == 1
+        # Against a newer version (someone else wrote the status meanwhile), it is sent.
+        cache.update_podgroup(None, {**podgroup("g", 1, version="9"), "status": {"phase": "Pending"}})
+        newer = Session(cache.snapshot(), NO_ACTIONS)
+        newer.jobs[job.key].unschedulable_message = job.unschedulable_message
+        assert writer.write(newer, CycleFigures()) == 1
+    finally:
+        writer.close()
+
+
 # -- against the API --------------------------------------------------------------------------------
 
 class Clock:
