@@ -118,7 +118,9 @@ def check_at_least(name: str, value: float, minimum: float) -> None:
 class EvictionConfig:
     enabled: bool = True
     memory_eviction: bool = True
-    memory_threshold: float = 0.70  # node memory used / total (Koordinator's memoryEvictThresholdPercent)
+    # node memory used / total; above the memory strategy's cap threshold (0.80) so that BE pods
+    # are squeezed first and evicted only when capping is not enough (Koordinator defaults to 0.70)
+    memory_threshold: float = 0.85
     cpu_eviction: bool = True
     cpu_threshold: float = 0.90  # node CPU used / cores; BE is suppressed well below this first
     release_margin: float = 0.02  # evict until use <= threshold - margin, so one round is enough

@@ -23,6 +23,9 @@ GiB = 1 << 30
 
 # --- builders -------------------------------------------------------------------------------
 
+# The memory figures below were worked out for a 0.70 memory watermark (the default is 0.85).
+WATERMARK = 0.7
+
 def api_pod(name: str, uid: str, qos: str = "BE", priority: int = 0, namespace: str = "team",
             labels: dict[str, str] | None = None, **metadata: Any) -> dict[str, Any]:
     """A pod dict whose Lahar QoS class is `qos` (through the lahar.dev/qos-class label)."""
@@ -90,13 +93,13 @@ def test_lowest_priority_then_largest_usage_until_back_under_the_watermark() -> 
             api_pod("high-huge", "u3", priority=100), api_pod("low-tiny", "u4", priority=1)]
     usages = [usage("u1", 1.0), usage("u2", 1.5), usage("u3", 6.0), usage("u4", 0.1)]
     # need = 9.0 - 6.8 = 2.2 GiB: low-big (1.5) then low-small (1.0) cover it; high-huge is spared.
-    victims = choose_victims(report(9.0, pods=usages), pods, EvictionConfig())
+    victims = choose_victims(report(9.0, pods=usages), pods, EvictionConfig(memory_threshold=WATERMARK))
     assert names(victims) == ["low-big", "low-small"]
     assert victims[0] == Victim("u2", "team", "low-big", 1, 0.0, int(1.5 * GiB))
     # more to release: past the low-priority pods, on to the higher priority one
-    assert names(choose_victims(report(9.9, pods=usages), pods, EvictionConfig())) == [
+    assert names(choose_victims(report(9.9, pods=usages), pods, EvictionConfig(memory_threshold=WATERMARK))) == [
         "low-big", "low-small", "low-tiny", "high-huge"]
-    assert choose_victims(report(6.0, pods=usages), pods, EvictionConfig()) == []
+    assert choose_victims(report(6.0, pods=usages), pods, EvictionConfig(memory_threshold=WATERMARK)) == []
 
 
 def test_never_lc_ls_or_system_pods_whatever_they_use() -> None:
@@ -106,14 +109,14 @@ def test_never_lc_ls_or_system_pods_whatever_they_use() -> None:
              "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}]
     usages = [usage("c1", 3.0, 2.0), usage("s1", 3.0, 2.0), usage("y1", 3.0, 2.0), usage("k1", 3.0, 2.0),
               usage("b1", 0.5, 0.5)]
-    victims = choose_victims(report(9.9, cpu_used=3.9, pods=usages), pods, EvictionConfig())
+    victims = choose_victims(report(9.9, cpu_used=3.9, pods=usages), pods, EvictionConfig(memory_threshold=WATERMARK))
     assert names(victims) == ["batch"]
 
 
 def test_only_pods_both_measured_and_known_to_the_api() -> None:
     pods = [api_pod("known", "u1"), api_pod("no-cgroup", "u2")]
     usages = [usage("u1", 1.0), usage("unknown", 5.0, qos="BE")]
-    assert names(choose_victims(report(9.0, pods=usages), pods, EvictionConfig())) == ["known"]
+    assert names(choose_victims(report(9.0, pods=usages), pods, EvictionConfig(memory_threshold=WATERMARK))) == ["known"]
 
 
 def test_cpu_pressure_ranks_by_cpu_and_skips_pods_that_release_none_of_it() -> None:
@@ -129,8 +132,8 @@ def test_pods_already_leaving_count_as_released() -> None:
             api_pod("next", "u3")]
     usages = [usage("u1", 1.0), usage("u2", 1.0), usage("u3", 2.0)]
     # need 2.2 GiB, 2 GiB already on its way out: one more pod, never the leaving ones
-    assert names(choose_victims(report(9.0, pods=usages), pods, EvictionConfig(), pending={"u2"})) == ["next"]
-    assert choose_victims(report(8.5, pods=usages), pods, EvictionConfig(), pending={"u2"}) == []
+    assert names(choose_victims(report(9.0, pods=usages), pods, EvictionConfig(memory_threshold=WATERMARK), pending={"u2"})) == ["next"]
+    assert choose_victims(report(8.5, pods=usages), pods, EvictionConfig(memory_threshold=WATERMARK), pending={"u2"}) == []
 
 
 # --- the manager, with a recording evictor -------------------------------------------------
@@ -165,7 +168,7 @@ USAGES = [usage("u1", 2.5), usage("u2", 2.0), usage("u3", 1.0)]
 
 def test_acts_only_after_n_consecutive_samples_then_cools_down() -> None:
     evictor, clock = RecordingEvictor(), FakeClock()
-    manager = EvictionManager(EvictionConfig(samples=3, cooldown_seconds=10), evictor, clock)
+    manager = EvictionManager(EvictionConfig(memory_threshold=WATERMARK, samples=3, cooldown_seconds=10), evictor, clock)
     hot, calm = report(9.0, pods=USAGES), report(5.0, pods=USAGES)
     for now, sample in ((0, hot), (1, hot), (2, calm), (3, hot), (4, hot)):  # the calm sample resets the count
         clock.now = now
@@ -189,14 +192,14 @@ def test_acts_only_after_n_consecutive_samples_then_cools_down() -> None:
 def test_refusals_move_on_to_the_next_victim_and_an_unreachable_api_ends_the_round() -> None:
     refused = TooManyRequests(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget")
     evictor = RecordingEvictor({"a": refused})
-    manager = EvictionManager(EvictionConfig(samples=1), evictor, FakeClock())
+    manager = EvictionManager(EvictionConfig(memory_threshold=WATERMARK, samples=1), evictor, FakeClock())
     records = manager.step(report(9.0, pods=USAGES), PODS, 0)
     assert [(r.name, r.outcome) for r in records] == [("a", REFUSED), ("b", EVICTED), ("c", EVICTED)]
     assert "disruption budget" in records[0].message
     assert manager.refusals == {"memory_pressure": 1} and manager.counts == {"memory_pressure": 2}
 
     down = RecordingEvictor({"a": ApiUnavailable("connection refused")})
-    manager = EvictionManager(EvictionConfig(samples=1), down, FakeClock())
+    manager = EvictionManager(EvictionConfig(memory_threshold=WATERMARK, samples=1), down, FakeClock())
     assert [(r.name, r.outcome) for r in manager.step(report(9.0, pods=USAGES), PODS, 0)] == [("a", UNAVAILABLE)]
     assert [r.outcome for r in manager.step(report(9.0, pods=USAGES), PODS, 1)] == [UNAVAILABLE]  # no cool-down
 
@@ -205,18 +208,18 @@ def test_cpu_pressure_is_its_own_reason_and_disabled_means_nothing() -> None:
     pods = [api_pod("hog", "u1")]
     hot = report(2.0, cpu_used=3.9, pods=[usage("u1", 0.1, cpu=1.5)])
     evictor = RecordingEvictor()
-    manager = EvictionManager(EvictionConfig(samples=1), evictor, FakeClock())
+    manager = EvictionManager(EvictionConfig(memory_threshold=WATERMARK, samples=1), evictor, FakeClock())
     assert [(r.name, r.reason) for r in manager.step(hot, pods, 0)] == [("hog", "cpu_pressure")]
-    off = EvictionManager(EvictionConfig(samples=1, enabled=False), RecordingEvictor(), FakeClock())
+    off = EvictionManager(EvictionConfig(memory_threshold=WATERMARK, samples=1, enabled=False), RecordingEvictor(), FakeClock())
     assert off.step(hot, pods, 0) == []
-    manager = EvictionManager(EvictionConfig(samples=1, enabled=False), RecordingEvictor(), FakeClock())
+    manager = EvictionManager(EvictionConfig(memory_threshold=WATERMARK, samples=1, enabled=False), RecordingEvictor(), FakeClock())
     manager.step(hot, pods, 0)
-    manager.reconfigure(EvictionConfig(samples=1))  # samples counted while disabled still count
+    manager.reconfigure(EvictionConfig(memory_threshold=WATERMARK, samples=1))  # samples counted while disabled still count
     assert [r.name for r in manager.step(hot, pods, 1)] == ["hog"]
 
 
 def test_without_an_evictor_it_decides_and_logs_only() -> None:
-    manager = EvictionManager(EvictionConfig(samples=1, cooldown_seconds=5), None, FakeClock())
+    manager = EvictionManager(EvictionConfig(memory_threshold=WATERMARK, samples=1, cooldown_seconds=5), None, FakeClock())
     records = manager.step(report(9.0, pods=USAGES), PODS, 0)
     assert [(r.name, r.outcome) for r in records] == [("a", DRY_RUN)]
     assert manager.counts == {}
@@ -282,7 +285,7 @@ def test_real_evictions_honour_the_budget_and_record_events(api: KubeApi, namesp
     uid = {p["metadata"]["name"]: p["metadata"]["uid"] for p in (guarded, spare, later, online)}
     usages = [usage(uid["guarded"], 3.0), usage(uid["spare"], 2.5), usage(uid["later"], 2.0),
               usage(uid["online"], 5.0, qos="LS")]
-    manager = EvictionManager(EvictionConfig(samples=2, cooldown_seconds=30), Evictor(api, NODE))
+    manager = EvictionManager(EvictionConfig(memory_threshold=WATERMARK, samples=2, cooldown_seconds=30), Evictor(api, NODE))
     pods = node_pods(api, namespace)
 
     assert manager.step(report(9.0, pods=usages), pods, 0) == []  # one sample is not pressure
@@ -311,7 +314,7 @@ def test_real_eviction_uid_precondition_spares_a_recreated_pod(api: KubeApi, nam
     api.delete(kinds.POD, "reborn", namespace, grace_period_seconds=0)
     new = running(api, api_pod("reborn", "", namespace=namespace))
     assert new["metadata"]["uid"] != old["metadata"]["uid"]
-    manager = EvictionManager(EvictionConfig(samples=1), Evictor(api, NODE))
+    manager = EvictionManager(EvictionConfig(memory_threshold=WATERMARK, samples=1), Evictor(api, NODE))
     records = manager.step(report(9.0, pods=[usage(old["metadata"]["uid"], 3.0)]), stale_pods, 0)
     assert [(r.name, r.outcome) for r in records] == [("reborn", GONE)]
     assert not evicted(api, namespace, "reborn")  # the new pod of that name is untouched
@@ -323,7 +326,7 @@ def test_real_eviction_never_touches_online_pods(api: KubeApi, namespace: str) -
     pods = [running(api, api_pod(name, "", qos, priority=-10, namespace=namespace))
             for name, qos in (("lc", "LC"), ("ls", "LS"), ("sys", "SYSTEM"))]
     usages = [usage(p["metadata"]["uid"], 3.0, cpu=1.3, qos="LS") for p in pods]
-    manager = EvictionManager(EvictionConfig(samples=1), Evictor(api, NODE))
+    manager = EvictionManager(EvictionConfig(memory_threshold=WATERMARK, samples=1), Evictor(api, NODE))
     for now in range(3):
         assert manager.step(report(9.9, cpu_used=3.99, pods=usages), node_pods(api, namespace), now) == []
     assert not any(evicted(api, namespace, name) for name in ("lc", "ls", "sys"))

@@ -39,7 +39,7 @@ node_configs:
 def test_defaults() -> None:
     config = QosConfig()
     assert config.section("cpu_suppress").threshold == 0.65 and config.section("cpu_suppress").enabled
-    assert config.reassert_seconds == 10 and config.eviction.memory_threshold == 0.70
+    assert config.reassert_seconds == 10 and config.eviction.memory_threshold == 0.85
     assert QosConfig.from_mapping(None) == QosConfig.from_mapping({}) == QosConfig()
 
 
