@@ -1,7 +1,8 @@
 """Co-location: does the agent's QoS engine keep an online service's tail latency while
 best-effort (BE) work soaks up the CPU it leaves idle?
 
-    lahar bench colocation [--seconds N] [--rate RPS] [--json]
+    lahar bench colocation [--seconds N] [--rate RPS] [--step-rate RPS] [--work-ms MS]
+                           [--cpu-threshold RATIO] [--settle S] [--json] [--verbose]
 
 Runs on this machine's real cgroup v1 hierarchy, as root. Under a unique kubelet-like root
 (`kubepods-bench-<pid>-<hex>/burstable/pod<uid>/<container>`, `.../besteffort/pod<uid>/<container>`,
@@ -14,9 +15,12 @@ with kubelet's static cpu.shares) it starts
 Phases, in one run:
 1. online alone;
 2. online + BE, no QoS (kubelet's cgroups only);
-3. online + BE with the agent's QoS engine on (the real `Agent`, fed pod dicts for the pods above);
-4. load steps with the QoS engine on: the online rate jumps; how long until the BE CPU cap (read
-   from the cgroup files the executor writes) shrinks, with and without the PSI fast path.
+3. online + BE with the agent's QoS engine on, as deployed (the real `Agent` in a thread, fed pod
+   dicts for the pods above; its default QoS config, the CPU suppress threshold aside when
+   --cpu-threshold is given; no API, so evictions are only logged);
+4. load steps: the online rate jumps from --rate to --step-rate; how long until the BE CPU cap
+   (polled every 2 ms from the cgroup files the executor writes) shrinks for good, first with the
+   pressure (PSI) fast path, then with the 1 s tick alone.
 Reported: online p50/p99/p999 per phase, `online_p99_solo`, `online_p99_colocated_noqos`,
 `online_p99_colocated_qos`, their ratios to solo, `be_harvest_ratio` (BE CPU used / CPU the
 online service left idle) and the step reaction times. Targets (DESIGN.md, "Performance"): p99

@@ -35,7 +35,10 @@ The rules it keeps:
   cycles while it stands still after a quiet one (scheduler.py).
 
 Thread-safety: one re-entrant lock around every method; informer threads write, the scheduling
-loop snapshots, binder threads confirm and forget.
+loop snapshots, binder threads confirm and forget. A snapshot shares the cache's jobs, tasks and
+node rows' task dicts (`Snapshot.sharing`) and is read without the lock, so the cache never
+changes one of those after a snapshot: it copies a job or a node's dict before its first change
+since the last snapshot (`_own_job`, `_own_node`), and replaces tasks instead of changing them.
 """
 
 from __future__ import annotations
@@ -255,6 +258,9 @@ class Cache:
         self._priority_classes: dict[str, Obj] = {}
         self._assumed: dict[str, str] = {}  # uid -> node of a bind in flight
         self._evicting: set[str] = set()  # uids whose eviction is in flight
+        # The jobs and nodes' task dicts copied since the last snapshot (the others are shared).
+        self._owned_jobs: set[str] = set()
+        self._owned_nodes: set[str] = set()
         self._changes = 0  # see `changes`
         self._confirmations = 0  # see `confirmations`
 
@@ -266,9 +272,14 @@ class Cache:
             queues = dict(self._queues)
             if DEFAULT_QUEUE not in queues:  # Volcano creates it; a session must always have it
                 queues[DEFAULT_QUEUE] = default_queue_info(self.resources)
-            view = Snapshot(self.resources, self._rows.table, self._jobs, queues, self._priority_values())
-            snapshot = view.clone()
+            snapshot = Snapshot.sharing(self.resources, self._rows.table, self._jobs, queues, self._priority_values())
             _detach(snapshot.nodes)
+            # Shared from now on, but for the jobs the snapshot cloned: their objects here are no
+            # longer its. The set is the snapshot's own, so the jobs its session clones later
+            # (victims) join it too: from then on the session reads only its clone of the job
+            # (tasks are never changed in place, so a task it still holds stays as it was).
+            assert snapshot.owned is not None  # a sharing snapshot keeps the set
+            self._owned_jobs, self._owned_nodes = snapshot.owned, set()
         return snapshot
 
     def node_names(self) -> list[str]:
@@ -385,20 +396,45 @@ class Cache:
             else:
                 self._evicting.discard(task.uid)
 
+    # -- copy on write (see the module docstring) ----------------------------------------------------
+
+    def _own_job(self, key: str) -> JobInfo:
+        """The job, copied first if a snapshot may share it."""
+        job = self._jobs[key]
+        if key not in self._owned_jobs:
+            job = self._jobs[key] = job.copy()
+            self._owned_jobs.add(key)
+        return job
+
+    def _new_job(self, job: JobInfo) -> JobInfo:
+        self._jobs[job.key] = job
+        self._owned_jobs.add(job.key)
+        return job
+
+    def _own_node(self, name: str) -> dict[str, TaskInfo]:
+        """The node's task dict (its table row's), copied first if a snapshot may share it."""
+        tasks = self._on_node.get(name)
+        if tasks is None or name not in self._owned_nodes:
+            tasks = self._on_node[name] = dict(tasks or {})
+            row = self._rows.row_of(name)
+            if row is not None:
+                self._rows.table.tasks[row] = tasks
+            self._owned_nodes.add(name)
+        return tasks
+
     def _add(self, task: TaskInfo) -> None:
         self._tasks[task.uid] = task
         if task.node and task.status in OCCUPYING:
-            self._on_node.setdefault(task.node, {})[task.uid] = task
+            self._own_node(task.node)[task.uid] = task
             row = self._rows.row_of(task.node)
             if row is not None:
                 self._rows.table.add_task(row, task)
         if task.job == FOREIGN:
             return
-        job = self._jobs.get(task.job)
-        if job is None and task.pod.group_name is None:
-            job = self._jobs[task.job] = self._lone_job(task)
-        if job is not None:
-            job.add(task)
+        if task.job in self._jobs:
+            self._own_job(task.job).add(task)
+        elif task.pod.group_name is None:
+            self._new_job(self._lone_job(task)).add(task)
         else:
             self._waiting.setdefault(task.job, {})[task.uid] = task
 
@@ -406,17 +442,19 @@ class Cache:
         """Take a task out of every index; `keep_job`: its lone job stays even when empty (the
         task's next version goes back into it)."""
         del self._tasks[task.uid]
-        on_node = self._on_node.get(task.node)
-        if on_node is not None and on_node.pop(task.uid, None) is not None:
+        if task.uid in self._on_node.get(task.node, ()):
+            on_node = self._own_node(task.node)
+            del on_node[task.uid]
             row = self._rows.row_of(task.node)
             if row is not None:
                 self._rows.table.remove_task(row, task)
-            if not on_node and self._rows.row_of(task.node) is None:
+            elif not on_node:
                 del self._on_node[task.node]
         if task.job == FOREIGN:
             return
         job = self._jobs.get(task.job)
         if job is not None:
+            job = self._own_job(task.job)
             job.remove(task.uid)
             if job.podgroup is None and not job.tasks and not keep_job:
                 del self._jobs[task.job]
@@ -445,7 +483,7 @@ class Cache:
                 if task is None or task.status is not TaskStatus.PENDING or not placed.node:
                     continue  # deleted, or already bound meanwhile: the bind will tell
                 self._assumed[task.uid] = placed.node
-                self._refresh(task)
+                self._move(task, TaskStatus.BINDING, placed.node)
 
     def assume_evicted(self, tasks: Iterable[TaskInfo]) -> None:
         """Mark victims Releasing at once, so the next cycle neither evicts them again nor counts
@@ -455,7 +493,7 @@ class Cache:
                 task = self._tasks.get(victim.uid)
                 if task is not None and task.status in (TaskStatus.BOUND, TaskStatus.RUNNING):
                     self._evicting.add(task.uid)
-                    self._refresh(task)
+                    self._move(task, TaskStatus.RELEASING, task.node)
 
     def confirm(self, uid: str) -> None:
         """The bind was accepted. The task stays Binding until its pod update shows the node (the
@@ -475,6 +513,14 @@ class Cache:
     def assumed(self) -> dict[str, str]:
         with self._lock:
             return dict(self._assumed)
+
+    def _move(self, task: TaskInfo, status: TaskStatus, node: str) -> None:
+        """Put a task in another state or place, as an assumption does (what `_refresh` would
+        derive, without reading the pod again)."""
+        moved = task.clone()
+        moved.status, moved.node = status, node
+        self._remove(task, keep_job=True)
+        self._add(moved)
 
     def _refresh(self, task: TaskInfo) -> None:
         """Re-state a task from its pod object and the assumptions, and put it back in place."""
@@ -555,7 +601,7 @@ class Cache:
             members = old.tasks.values() if old is not None else self._waiting.pop(key, {}).values()
             for task in members:
                 job.add(task)
-            self._jobs[key] = job
+            self._new_job(job)
         if known is None:
             self._notify()
 
@@ -624,9 +670,11 @@ class Cache:
 
     def _reprioritise(self) -> None:
         # Rare (PriorityClasses change seldom): every PodGroup's job priority again.
-        for job in self._jobs.values():
+        for key, job in list(self._jobs.items()):
             if job.podgroup is not None:
-                job.priority = self._podgroup_priority(job.podgroup)
+                priority = self._podgroup_priority(job.podgroup)
+                if priority != job.priority:
+                    self._own_job(key).priority = priority
 
     # -- the resource axis -----------------------------------------------------------------------
 
@@ -640,13 +688,29 @@ class Cache:
         columns = np.array([new.column[name] for name in old.names], dtype=np.intp)
         width = len(new)
         self._rows.regrid(new, columns)
-        for task in self._tasks.values():
-            task.request = _remap(task.request, columns, width)
-        for job in self._jobs.values():
+        for task in list(self._tasks.values()):
+            wider = task.clone()  # a snapshot may hold the task: replace it, never change it
+            wider.request = _remap(task.request, columns, width)
+            self._replace(task, wider)
+        for key in list(self._jobs):
+            job = self._own_job(key)
             job.min_resources = _remap(job.min_resources, columns, width)
+            job.totals = {part: _remap(total, columns, width) for part, total in job.totals.items()}
         self._queues = {name: queue_info(queue, new) for name, queue in self._queue_views.items()}
         self.resources = new
         log.info("resource axis now %s", ", ".join(new.names))
+
+    def _replace(self, task: TaskInfo, same: TaskInfo) -> None:
+        """Put `same` (the task with the same state and place) wherever `task` is, node usage
+        aside (the caller keeps it right)."""
+        self._tasks[task.uid] = same
+        if task.uid in self._on_node.get(task.node, ()):
+            self._own_node(task.node)[task.uid] = same
+        if task.job in self._jobs:
+            job = self._own_job(task.job)
+            job.tasks[task.uid] = job.by_status[task.status][task.uid] = same
+        elif task.uid in self._waiting.get(task.job, ()):
+            self._waiting[task.job][task.uid] = same
 
     def _notify(self) -> None:
         if self.on_work is not None:

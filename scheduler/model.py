@@ -1,10 +1,15 @@
 """What a scheduling session works on: tasks (pods), jobs (gangs), queues and the node table.
 
-The cache builds these from the API objects; a session works on a snapshot (`clone()`s) and its
-statements change them in place. Resource amounts are int64 vectors over the snapshot's resource
-axis (`Resources`), in the base units of `lahar.api.resources` (cpu in millicores, memory in
-bytes, everything else a count). Nodes are rows of arrays (`NodeTable`), so a predicate or a score
-over every node is a few numpy operations.
+The cache builds these from the API objects; a session works on a snapshot and its statements
+change them in place. A snapshot is either a deep copy (`Snapshot.clone()`) or, as the cache
+takes them, shares what its session will not change (`Snapshot.sharing`): the jobs with nothing
+to place and the node rows' task dicts stay the cache's (which copies them before changing them
+itself), and the session clones one on its first change (`Session._own`).
+
+Resource amounts are int64 vectors over the snapshot's resource axis (`Resources`), in the base
+units of `lahar.api.resources` (cpu in millicores, memory in bytes, everything else a count).
+Nodes are rows of arrays (`NodeTable`), so a predicate or a score over every node is a few numpy
+operations.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import enum
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 import numpy as np
 
@@ -193,23 +198,39 @@ class JobInfo:
     creation: str = ""
     tasks: dict[str, TaskInfo] = field(default_factory=dict)
     by_status: dict[TaskStatus, dict[str, TaskInfo]] = field(default_factory=dict)
+    # The summed requests of the tasks by (status, best effort): every session asks what every
+    # job holds (queue shares, admission), too often to walk the tasks of thousands of jobs.
+    # Never changed in place, so copies of the job share them.
+    totals: dict[tuple[TaskStatus, bool], np.ndarray] = field(default_factory=dict)
     # Set by the session for the status writer: why the gang did not fit this cycle.
     unschedulable_message: str = ""
+
+    def _count_in(self, task: TaskInfo, sign: int) -> None:
+        key = (task.status, task.best_effort)
+        total = self.totals.get(key)
+        if total is None:
+            self.totals[key] = task.request.copy() if sign > 0 else -task.request
+        else:
+            self.totals[key] = total + task.request if sign > 0 else total - task.request
 
     def add(self, task: TaskInfo) -> None:
         self.tasks[task.uid] = task
         self.by_status.setdefault(task.status, {})[task.uid] = task
+        self._count_in(task, 1)
 
     def remove(self, uid: str) -> TaskInfo | None:
         task = self.tasks.pop(uid, None)
         if task is not None:
             self.by_status.get(task.status, {}).pop(uid, None)
+            self._count_in(task, -1)
         return task
 
     def set_status(self, task: TaskInfo, status: TaskStatus) -> None:
-        """The one way to change a task's state: keeps `by_status` right."""
+        """The one way to change a task's state: keeps `by_status` and `totals` right."""
         self.by_status.get(task.status, {}).pop(task.uid, None)
+        self._count_in(task, -1)
         task.status = status
+        self._count_in(task, 1)
         self.by_status.setdefault(status, {})[task.uid] = task
 
     def with_status(self, *statuses: TaskStatus) -> Iterator[TaskInfo]:
@@ -248,13 +269,13 @@ class JobInfo:
             return np.maximum(self.min_resources - self.allocated, 0)
         return np.zeros_like(self.min_resources)
 
-    def requested(self, statuses: Iterable[TaskStatus]) -> np.ndarray:
-        """The summed requests of this job's tasks in `statuses`."""
-        total = np.zeros_like(self.min_resources)
-        by_status = self.by_status
-        for status in statuses:
-            for task in by_status.get(status, {}).values():
-                total += task.request
+    def requested(self, statuses: Collection[TaskStatus], best_effort: bool | None = None) -> np.ndarray:
+        """The summed requests of this job's tasks in `statuses` (only BE ones, or only the
+        others, when `best_effort` says)."""
+        total = np.zeros(len(self.min_resources), dtype=np.int64)
+        for (status, be), part in self.totals.items():
+            if status in statuses and (best_effort is None or be is best_effort):
+                total += part
         return total
 
     @property
@@ -262,11 +283,27 @@ class JobInfo:
         """Resources this job's tasks hold (or were given this session)."""
         return self.requested(OCCUPYING)
 
+    def _empty_copy(self) -> JobInfo:
+        return JobInfo(self.key, self.namespace, self.name, self.queue, self.priority, self.min_member,
+                       dict(self.min_task_member), self.min_resources, self.podgroup, self.phase, self.creation)
+
     def clone(self) -> JobInfo:
-        job = JobInfo(self.key, self.namespace, self.name, self.queue, self.priority, self.min_member,
-                      dict(self.min_task_member), self.min_resources, self.podgroup, self.phase, self.creation)
+        """A copy whose tasks are copies too (a session changes task states)."""
+        job = self._empty_copy()
         for task in self.tasks.values():
-            job.add(task.clone())
+            clone = job.tasks[task.uid] = task.clone()
+            job.by_status.setdefault(clone.status, {})[clone.uid] = clone
+        job.totals = dict(self.totals)  # the same requests in the same states
+        return job
+
+    def copy(self) -> JobInfo:
+        """A copy with dicts of its own that shares the TaskInfo objects (for the cache, which
+        never changes a task in place but replaces it)."""
+        job = self._empty_copy()
+        job.tasks = dict(self.tasks)
+        job.by_status = {status: dict(tasks) for status, tasks in self.by_status.items() if tasks}
+        job.totals = dict(self.totals)
+        job.unschedulable_message = self.unschedulable_message
         return job
 
     def __repr__(self) -> str:
@@ -346,6 +383,9 @@ class NodeTable:
         self.labels: list[Mapping[str, str]] = []
         self.taints: list[tuple[Taint, ...]] = []
         self.tasks: list[dict[str, TaskInfo]] = [{} for _ in range(n)]
+        # The rows whose task dict is this table's own; None: all of them. A snapshot's table
+        # shares the cache's dicts until it changes one (`own_row`).
+        self.owned_rows: set[int] | None = None
         for i, node in enumerate(nodes):
             self.allocatable[i] = resources.vector(node.allocatable)
             self.schedulable[i] = node.ready and not node.unschedulable
@@ -355,17 +395,25 @@ class NodeTable:
     def __len__(self) -> int:
         return len(self.names)
 
+    def own_row(self, row: int) -> dict[str, TaskInfo]:
+        """The row's task dict, copied first if it is still shared (see `owned_rows`)."""
+        owned = self.owned_rows
+        if owned is not None and row not in owned:
+            self.tasks[row] = dict(self.tasks[row])
+            owned.add(row)
+        return self.tasks[row]
+
     def add_task(self, row: int, task: TaskInfo) -> None:
         (self.be_used if task.best_effort else self.used)[row] += task.request
         if task.status is TaskStatus.RELEASING:
             (self.be_releasing if task.best_effort else self.releasing)[row] += task.request
-        self.tasks[row][task.uid] = task
+        self.own_row(row)[task.uid] = task
 
     def remove_task(self, row: int, task: TaskInfo) -> None:
         (self.be_used if task.best_effort else self.used)[row] -= task.request
         if task.status is TaskStatus.RELEASING:
             (self.be_releasing if task.best_effort else self.releasing)[row] -= task.request
-        self.tasks[row].pop(task.uid, None)
+        self.own_row(row).pop(task.uid, None)
 
     @property
     def idle(self) -> np.ndarray:
@@ -431,13 +479,19 @@ class NodeTable:
         table._base = table._freed = table._be_freed = None
         table.labels, table.taints = self.labels, self.taints
         table.tasks = self.tasks
+        table.owned_rows = None  # a view never changes its rows
         return table
 
-    def clone(self) -> NodeTable:
+    def clone(self, share_rows: bool = False) -> NodeTable:
+        """The table with its own usage arrays and task dicts (re-pointed at cloned tasks by
+        Snapshot), or, with `share_rows`, dicts shared until changed (`own_row`)."""
         table = self._shell()
         table.used, table.be_used = self.used.copy(), self.be_used.copy()
         table.releasing, table.be_releasing = self.releasing.copy(), self.be_releasing.copy()
-        table.tasks = [dict(tasks) for tasks in self.tasks]  # re-pointed at cloned tasks by Snapshot
+        if share_rows:
+            table.tasks, table.owned_rows = list(self.tasks), set()
+        else:
+            table.tasks = [dict(tasks) for tasks in self.tasks]
         return table
 
     def what_if(self, freed: np.ndarray | None = None, be_freed: np.ndarray | None = None,
@@ -483,6 +537,41 @@ class Snapshot:
     jobs: dict[str, JobInfo]
     queues: dict[str, QueueInfo]
     priority_classes: dict[str, int] = field(default_factory=dict)
+    # The keys of the jobs that are this snapshot's own; None: all of them. The others are
+    # shared with the cache and cloned by the session before it changes them (`Session._own`).
+    owned: set[str] | None = None
+
+    @classmethod
+    def sharing(cls, resources: Resources, nodes: NodeTable, jobs: dict[str, JobInfo], queues: dict[str, QueueInfo],
+                priority_classes: dict[str, int]) -> Snapshot:
+        """A snapshot that shares jobs and node rows with their owner, which must not change
+        them afterwards (the cache copies before it writes). Cloned at once: the jobs a session
+        may change other than through its statements (tasks to place, admission pending, maybe
+        not ready, with per-task minimums: actions and plugins set their phase and messages);
+        the others only when a statement changes one of their tasks (an eviction)."""
+        table = nodes.clone(share_rows=True)
+        snapshot = cls(resources, table, dict(jobs), {name: q.clone() for name, q in queues.items()},
+                       dict(priority_classes), set())
+        for job in jobs.values():
+            if (job.by_status.get(TaskStatus.PENDING) or job.phase is PodGroupPhase.PENDING
+                    or job.count(READY) < job.min_member or job.min_task_member):
+                snapshot.own(job.key)
+        return snapshot
+
+    def own(self, key: str) -> JobInfo:
+        """The snapshot's own copy of a job (cloned on the first call for a shared one), its
+        placed tasks re-pointed on their node rows."""
+        owned = self.owned
+        if owned is None or key in owned:
+            return self.jobs[key]
+        job = self.jobs[key] = self.jobs[key].clone()
+        owned.add(key)
+        nodes = self.nodes
+        for task in job.tasks.values():
+            row = nodes.index.get(task.node) if task.node else None
+            if row is not None and task.uid in nodes.tasks[row]:
+                nodes.own_row(row)[task.uid] = task
+        return job
 
     def clone(self) -> Snapshot:
         """Deep enough that a session may change task states and node usage freely."""

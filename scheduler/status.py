@@ -164,16 +164,19 @@ def summarize(session: Session) -> CycleFigures:
     resources and not being evicted, as the proportion plugin charges them); deserved and share
     come from the proportion plugin's `session.data["queues"]` when it ran."""
     resources = session.resources
-    held: dict[str, list[np.ndarray]] = {name: [] for name in session.queues}
+    held: dict[str, np.ndarray] = {name: np.zeros(len(resources), dtype=np.int64) for name in session.queues}
     pending = unschedulable = 0
     for job in session.jobs.values():
         pending += job.count(WAITING)
         unschedulable += bool(job.unschedulable_message)
-        held.setdefault(job.queue, []).extend(task.request for task in job.with_status(*CHARGED))
+        charged = job.requested(CHARGED)
+        if job.queue in held:
+            held[job.queue] += charged
+        else:
+            held[job.queue] = charged
     computed: Mapping[str, Any] = session.data.get("queues") or {}
     figures: dict[str, QueueFigures] = {}
-    for name, requests in held.items():
-        allocated = np.sum(requests, axis=0) if requests else np.zeros(len(resources), dtype=np.int64)
+    for name, allocated in held.items():
         entry = computed.get(name)
         deserved_vector = _entry(entry, "deserved") if entry is not None else None
         deserved = None if deserved_vector is None else _as_list(resources.names, deserved_vector)

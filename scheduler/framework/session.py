@@ -249,11 +249,18 @@ class Session:
         return tuple(r.fn(task) for r in self._all("task_order")) + (task.creation, task.task_name, task.index,
                                                                      task.name)
 
+    def _every(self, kind: str, *args: Any) -> bool:
+        """Whether every callback of `kind` agrees (a plain loop: some run per placement)."""
+        for registered in self._all(kind):
+            if not registered.fn(*args):
+                return False
+        return True
+
     def job_ready(self, job: JobInfo) -> bool:
-        return all(r.fn(job) for r in self._all("job_ready"))
+        return self._every("job_ready", job)
 
     def job_pipelined(self, job: JobInfo) -> bool:
-        return all(r.fn(job) for r in self._all("job_pipelined"))
+        return self._every("job_pipelined", job)
 
     def job_valid(self, job: JobInfo) -> str | None:
         """None when the job may be scheduled this session, else why not."""
@@ -264,8 +271,7 @@ class Session:
         return None
 
     def job_starving(self, job: JobInfo) -> bool:
-        registered = list(self._all("job_starving"))
-        return bool(registered) and all(r.fn(job) for r in registered)
+        return self.has("job_starving") and self._every("job_starving", job)
 
     def job_enqueueable(self, job: JobInfo) -> bool:
         for tier in self._callbacks.get("job_enqueueable", ()):
@@ -284,10 +290,10 @@ class Session:
         return any(r.fn(queue) for r in self._all("overused"))
 
     def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
-        return all(r.fn(queue, task) for r in self._all("allocatable"))
+        return self._every("allocatable", queue, task)
 
     def preemptive(self, queue: QueueInfo, task: TaskInfo) -> bool:
-        return all(r.fn(queue, task) for r in self._all("preemptive"))
+        return self._every("preemptive", queue, task)
 
     def _victims(self, kind: str, preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
         for tier in self._callbacks.get(kind, ()):
@@ -412,7 +418,14 @@ class Session:
 
     # -- state changes (through Statement) ---------------------------------------------------
 
-    def _place(self, task: TaskInfo, row: int, status: TaskStatus) -> None:
+    def _own(self, task: TaskInfo) -> TaskInfo:
+        """The session's own TaskInfo for `task`: a job the snapshot still shares with the cache
+        (a victim's) is cloned on its first change (`Snapshot.own`); a caller may hold the
+        shared object, so the task is looked up again by uid."""
+        return self.snapshot.own(task.job).tasks[task.uid]
+
+    def _place(self, task: TaskInfo, row: int, status: TaskStatus) -> TaskInfo:
+        task = self._own(task)
         job = self.jobs[task.job]
         job.set_status(task, status)
         task.node = self.nodes.names[row]
@@ -421,8 +434,10 @@ class Session:
         for on_allocate, _ in self._handlers:
             if on_allocate is not None:
                 on_allocate(task)
+        return task
 
     def _unplace(self, task: TaskInfo) -> None:
+        task = self._own(task)
         row = self.nodes.index[task.node]
         self.nodes.remove_task(row, task)
         task.node = ""
@@ -432,8 +447,10 @@ class Session:
             if on_deallocate is not None:
                 on_deallocate(task)
 
-    def _release(self, task: TaskInfo) -> TaskStatus:
-        """Mark a placed task as being evicted; its resources become future-idle."""
+    def _release(self, task: TaskInfo) -> tuple[TaskInfo, TaskStatus]:
+        """Mark a placed task as being evicted; its resources become future-idle. Returns the
+        session's own task and its status before."""
+        task = self._own(task)
         row = self.nodes.index[task.node]
         previous = task.status
         self.nodes.remove_task(row, task)
@@ -443,9 +460,10 @@ class Session:
         for _, on_deallocate in self._handlers:
             if on_deallocate is not None:
                 on_deallocate(task)
-        return previous
+        return task, previous
 
     def _unrelease(self, task: TaskInfo, previous: TaskStatus) -> None:
+        task = self._own(task)
         row = self.nodes.index[task.node]
         self.nodes.remove_task(row, task)
         self.jobs[task.job].set_status(task, previous)
@@ -471,16 +489,14 @@ class Statement:
         self._ops: list[tuple[str, TaskInfo, Any]] = []
 
     def allocate(self, task: TaskInfo, row: int) -> None:
-        self.session._place(task, row, TaskStatus.ALLOCATED)
-        self._ops.append(("allocate", task, None))
+        self._ops.append(("allocate", self.session._place(task, row, TaskStatus.ALLOCATED), None))
 
     def pipeline(self, task: TaskInfo, row: int) -> None:
         """Place a task on resources that victims are still releasing; it binds in a later cycle."""
-        self.session._place(task, row, TaskStatus.PIPELINED)
-        self._ops.append(("pipeline", task, None))
+        self._ops.append(("pipeline", self.session._place(task, row, TaskStatus.PIPELINED), None))
 
     def evict(self, task: TaskInfo, reason: str, preemptor: TaskInfo | None = None) -> None:
-        previous = self.session._release(task)
+        task, previous = self.session._release(task)
         self._ops.append(("evict", task, (previous, reason, preemptor)))
 
     @property

@@ -27,7 +27,7 @@ Pod slots take no part. The figures go to `session.data["queues"]` for metrics a
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
@@ -108,12 +108,13 @@ class ProportionPlugin(Plugin):
         session.add_reclaimable_fn(self.victims)
         session.add_event_handler(self._allocate, self._deallocate)
 
-    def _charged(self, job: JobInfo, statuses: Iterable[TaskStatus]) -> np.ndarray:
-        """What the job's tasks in `statuses` count against its queue."""
+    def _charged(self, job: JobInfo, statuses: Collection[TaskStatus]) -> np.ndarray:
+        """What the job's tasks in `statuses` count against its queue (`charge` summed)."""
         if self._uncharged is None:
             return job.requested(statuses)
-        zero = np.zeros(len(self.session.resources), np.int64)
-        return sum((self.charge(t) for t in job.with_status(*statuses)), zero)
+        borrowed = job.requested(statuses, best_effort=True)
+        borrowed[self._uncharged] = 0
+        return job.requested(statuses, best_effort=False) + borrowed
 
     def _demand(self, queue: QueueInfo, job: JobInfo) -> None:
         """Add an admitted job's pending tasks to what its queue asks for."""

@@ -118,16 +118,15 @@ def guaranteed(obj: Obj) -> Obj:
     return obj
 
 
-def tried_tasks(monkeypatch: Any) -> list[str]:
-    """The names of the tasks preempt or reclaim walk nodes for (`VictimSearch.place`), in order."""
-    from lahar.scheduler.actions.preempt import VictimSearch
 
-    tried: list[str] = []
-    place = VictimSearch.place
+def spy(monkeypatch: Any, owner: type, name: str) -> list[tuple[Any, ...]]:
+    """The arguments (after self) of every call of the method `owner.name`, which still runs."""
+    calls: list[tuple[Any, ...]] = []
+    original = getattr(owner, name)
 
-    def spied(self: VictimSearch, task: TaskInfo, *rest: Any) -> Any:
-        tried.append(task.name)
-        return place(self, task, *rest)
+    def spied(self: Any, *args: Any) -> Any:
+        calls.append(args)
+        return original(self, *args)
 
-    monkeypatch.setattr(VictimSearch, "place", spied)
-    return tried
+    monkeypatch.setattr(owner, name, spied)
+    return calls

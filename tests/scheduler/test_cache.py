@@ -171,7 +171,10 @@ def test_snapshot_is_a_clone_the_session_may_change() -> None:
     snapshot = cache.snapshot()
     snapshot.nodes.used[0] += 5
     snapshot.nodes.names.append("ghost")
-    job = snapshot.jobs["default/a"]
+    shared = snapshot.jobs["default/a"]  # running, nothing to place: still the cache's
+    assert shared is cache.job("default/a")
+    job = snapshot.own("default/a")  # what a session changes it clones first
+    assert job is not shared and snapshot.jobs["default/a"] is job
     job.set_status(next(iter(job.tasks.values())), TaskStatus.RELEASING)
     cache.update_node(None, node("n1", cpu="8"))  # the cache changes after the snapshot was taken
     assert snapshot.nodes.allocatable[0, 0] == 4000
@@ -331,3 +334,18 @@ def test_the_status_writers_own_writes_come_back_without_counting_a_change() -> 
     cache.update_podgroup(None, {**group, "metadata": {**group["metadata"], "resourceVersion": "3"},
                                  "status": {"phase": "Pending"}})  # not ours: counts
     assert cache.changes == before + 2
+
+
+def test_the_cache_copies_what_a_snapshot_shares_before_changing_it() -> None:
+    cache = Cache()
+    cache.add_node(node("n1"))
+    cache.add_podgroup({**podgroup("g", 1), "status": {"phase": "Running"}})
+    cache.add_pod(bound(a_pod("g-0", group="g"), "n1"))
+    snapshot = cache.snapshot()
+    job, row = snapshot.jobs["default/g"], snapshot.nodes.tasks[0]
+    assert job is cache.job("default/g") and list(row) == ["uid-g-0"]
+    cache.add_pod(bound(a_pod("g-1", group="g"), "n1"))  # while a session may be reading both
+    cache.delete_pod(bound(a_pod("g-0", group="g"), "n1"))
+    assert list(job.tasks) == ["uid-g-0"] and list(row) == ["uid-g-0"]  # the snapshot's view holds
+    assert list(cache.job("default/g").tasks) == ["uid-g-1"]
+    assert list(cache.snapshot().nodes.tasks[0]) == ["uid-g-1"]

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import pytest
 
+from lahar.scheduler.actions.preempt import VictimSearch
 from lahar.scheduler.conf import parse_conf
 from lahar.scheduler.framework.plugin import ConfError
 from lahar.scheduler.framework.session import Session
 from lahar.scheduler.model import TaskStatus
 from tests.scheduler.preempt_builders import (
-    a_pod, annotate, cluster, conf, gang, node, prioritised, priority_class, queue, run, running, tried_tasks,
+    a_pod, annotate, cluster, conf, gang, node, prioritised, priority_class, queue, run, running, spy,
 )
 
 PREEMPT = conf("preempt", ["priority", {"name": "gang", "enablePreemptable": False}], ["predicates", "proportion"])
@@ -151,12 +152,27 @@ def test_a_gang_the_nodes_cannot_hold_even_with_every_victim_gone_is_not_tried(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # Three 3-CPU members, two nodes: even with every lower-priority pod gone each node holds
     # one. The gang is skipped before any member is pipelined (and undone) one by one.
-    tried = tried_tasks(monkeypatch)
+    tried = spy(monkeypatch, VictimSearch, "place")  # (task, ...) per task walked for
     members = [prioritised(a_pod(f"g-{i}", cpu="3", memory="500Mi", group="g"), 10) for i in range(3)]
     objects = [priority_class("high", 10), gang("g", 3, priority_class="high"), *members,
                *full_node("n1", [0, 0, 0, 0]), *full_node("n2", [0, 0, 0, 0])]
     session = run(cluster(*objects), PREEMPT)
-    assert session.evictions == [] and session.pipelined == [] and tried == []
+    assert session.evictions == [] and session.pipelined == [] and not tried
     # Room for all three once a third node comes: tried, and placed whole.
     session = run(cluster(*objects, *full_node("n3", [0, 0, 0, 0])), PREEMPT)
-    assert len(session.pipelined) == 3 and sorted(tried) == ["g-0", "g-1", "g-2"]
+    assert len(session.pipelined) == 3 and sorted(call[0].name for call in tried) == ["g-0", "g-1", "g-2"]
+
+
+def test_a_preemptor_its_queue_refuses_as_things_stand_gets_its_best_node_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Queue q runs 7.2 CPUs of low-priority pods on two nodes; the 2-CPU preemptor is refused
+    # as things stand (7.2 + 2 over the queue's share). Evicting its own queue's pods gives the
+    # queue room back, so its best node is still tried, but no other.
+    walked = spy(monkeypatch, VictimSearch, "_evict_until_fits")  # (task, row, ...) per node walked
+    high = prioritised(a_pod("high", cpu="2", memory="500Mi", queue="q"), 10)
+    nodes = [*full_node("n1", [0, 0, 0, 0], queue="q"), *full_node("n2", [0, 0, 0, 0], queue="q")]
+    # Capability 5: even with a node's four victims gone, 3.6 + 2 > 5.
+    session = run(cluster(queue("q", capability={"cpu": "5"}), *nodes, high), PREEMPT)
+    assert session.evictions == [] and session.pipelined == [] and len(walked) == 1
+    # Capability 8: two victims on its best node make room in the node and in the queue.
+    session = run(cluster(queue("q", capability={"cpu": "8"}), *nodes, high), PREEMPT)
+    assert len(pipelined(session)) == 1 and len(session.evictions) == 2
