@@ -39,6 +39,8 @@ loop snapshots, binder threads confirm and forget. A snapshot shares the cache's
 node rows' task dicts (`Snapshot.sharing`) and is read without the lock, so the cache never
 changes one of those after a snapshot: it copies a job or a node's dict before its first change
 since the last snapshot (`_own_job`, `_own_node`), and replaces tasks instead of changing them.
+A snapshot stays true until the next one is taken (the loop takes them one at a time, and
+nothing reads a session's jobs once the next cycle starts).
 """
 
 from __future__ import annotations
@@ -695,7 +697,8 @@ class Cache:
         for key in list(self._jobs):
             job = self._own_job(key)
             job.min_resources = _remap(job.min_resources, columns, width)
-            job.totals = {part: _remap(total, columns, width) for part, total in job.totals.items()}
+            if job.totals is not None:
+                job.totals = _remap(job.totals, columns, width)
         self._queues = {name: queue_info(queue, new) for name, queue in self._queue_views.items()}
         self.resources = new
         log.info("resource axis now %s", ", ".join(new.names))

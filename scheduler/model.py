@@ -181,6 +181,23 @@ class TaskInfo:
         return f"TaskInfo({self.key}, {self.status.value}, node={self.node or '-'})"
 
 
+# JobInfo.totals: the row of each status (the next row holds its best-effort tasks).
+_TOTALS_ROW = {status: 2 * i for i, status in enumerate(TaskStatus)}
+_ROWS: dict[tuple[Collection[TaskStatus], bool | None], np.ndarray] = {}
+
+
+def _totals_rows(statuses: Collection[TaskStatus], best_effort: bool | None) -> np.ndarray:
+    """Which rows of JobInfo.totals hold `statuses` (all tasks, or only BE ones, or only the
+    others), as 0/1 weights: summing them is one dot product."""
+    key = (statuses, best_effort)
+    rows = _ROWS.get(key)
+    if rows is None:
+        offsets = (0, 1) if best_effort is None else (int(best_effort),)
+        rows = _ROWS[key] = np.zeros(len(_TOTALS_ROW) * 2, dtype=np.int64)
+        rows[[_TOTALS_ROW[s] + o for s in statuses for o in offsets]] = 1
+    return rows
+
+
 @dataclass(slots=True, eq=False)
 class JobInfo:
     """A gang: a PodGroup and its pods, or a lone pod (a gang of one, `podgroup` None)."""
@@ -198,20 +215,21 @@ class JobInfo:
     creation: str = ""
     tasks: dict[str, TaskInfo] = field(default_factory=dict)
     by_status: dict[TaskStatus, dict[str, TaskInfo]] = field(default_factory=dict)
-    # The summed requests of the tasks by (status, best effort): every session asks what every
-    # job holds (queue shares, admission), too often to walk the tasks of thousands of jobs.
-    # Never changed in place, so copies of the job share them.
-    totals: dict[tuple[TaskStatus, bool], np.ndarray] = field(default_factory=dict)
+    # The summed requests of the tasks by status and best effort, a row each (`_TOTALS_ROW`):
+    # every session asks what every job holds (queue shares, admission), too often to walk the
+    # tasks of thousands of jobs. One array, not a dict of them: the collector never scans it.
+    totals: np.ndarray | None = None
     # Set by the session for the status writer: why the gang did not fit this cycle.
     unschedulable_message: str = ""
 
     def _count_in(self, task: TaskInfo, sign: int) -> None:
-        key = (task.status, task.best_effort)
-        total = self.totals.get(key)
-        if total is None:
-            self.totals[key] = task.request.copy() if sign > 0 else -task.request
+        if self.totals is None:
+            self.totals = np.zeros((len(_TOTALS_ROW) * 2, len(task.request)), dtype=np.int64)
+        row = self.totals[_TOTALS_ROW[task.status] + task.best_effort]
+        if sign > 0:
+            row += task.request
         else:
-            self.totals[key] = total + task.request if sign > 0 else total - task.request
+            row -= task.request
 
     def add(self, task: TaskInfo) -> None:
         self.tasks[task.uid] = task
@@ -272,11 +290,9 @@ class JobInfo:
     def requested(self, statuses: Collection[TaskStatus], best_effort: bool | None = None) -> np.ndarray:
         """The summed requests of this job's tasks in `statuses` (only BE ones, or only the
         others, when `best_effort` says)."""
-        total = np.zeros(len(self.min_resources), dtype=np.int64)
-        for (status, be), part in self.totals.items():
-            if status in statuses and (best_effort is None or be is best_effort):
-                total += part
-        return total
+        if self.totals is None:
+            return np.zeros(len(self.min_resources), dtype=np.int64)
+        return np.dot(_totals_rows(statuses, best_effort), self.totals)
 
     @property
     def allocated(self) -> np.ndarray:
@@ -284,8 +300,9 @@ class JobInfo:
         return self.requested(OCCUPYING)
 
     def _empty_copy(self) -> JobInfo:
+        # min_task_member and min_resources are never changed in place: shared.
         return JobInfo(self.key, self.namespace, self.name, self.queue, self.priority, self.min_member,
-                       dict(self.min_task_member), self.min_resources, self.podgroup, self.phase, self.creation)
+                       self.min_task_member, self.min_resources, self.podgroup, self.phase, self.creation)
 
     def clone(self) -> JobInfo:
         """A copy whose tasks are copies too (a session changes task states)."""
@@ -293,7 +310,7 @@ class JobInfo:
         for task in self.tasks.values():
             clone = job.tasks[task.uid] = task.clone()
             job.by_status.setdefault(clone.status, {})[clone.uid] = clone
-        job.totals = dict(self.totals)  # the same requests in the same states
+        job.totals = None if self.totals is None else self.totals.copy()  # the same requests and states
         return job
 
     def copy(self) -> JobInfo:
@@ -302,7 +319,7 @@ class JobInfo:
         job = self._empty_copy()
         job.tasks = dict(self.tasks)
         job.by_status = {status: dict(tasks) for status, tasks in self.by_status.items() if tasks}
-        job.totals = dict(self.totals)
+        job.totals = None if self.totals is None else self.totals.copy()
         job.unschedulable_message = self.unschedulable_message
         return job
 

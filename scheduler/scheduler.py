@@ -16,13 +16,12 @@ burst of arrivals (a 1000-pod job) is decided in one cycle. Each cycle:
 Idle cycles are skipped: a cycle is a function of the cache, the configuration and, through the
 report-based plugins, the agents' reports and the clock. After a quiet cycle (no eviction, no
 pipelined task, no status write or new Event, and no bind or none left pending) the next one
-would be quiet too while none of these
-moved: the cache's change counter (`Cache.changes`), the configuration, the status writer's
-failures (a refused write is retried by a later cycle) and, with work pending, reports and bind
-confirmations (a session that read reports places pending tasks with them; a confirmed bind is a
-possible victim). Such a turn of the loop costs a few comparisons, so binds and informers keep
-the CPU a full cycle over thousands of nodes would take; a cycle still runs every
-`resync_period` seconds whatever happens, as a safety net.
+would be quiet too while none of these moved: the cache's change counter (`Cache.changes`), the
+configuration, the status writer's failures (a refused write is retried by a later cycle) and,
+with work pending, reports and bind confirmations (a session that read reports places pending
+tasks with them; a confirmed bind is a possible victim). Such a turn of the loop costs a few
+comparisons, so binds and informers keep the CPU a full cycle over thousands of nodes would
+take; a cycle still runs every `resync_period` seconds whatever happens, as a safety net.
 
 Faults: informers retry an unreachable API with backoff and re-list after a watch expires, keeping
 what they have; a cycle that raises is logged and counted and the next one waits with capped
@@ -235,8 +234,8 @@ class Scheduler:
         self.last_cycle_at = time.monotonic()
         self.last_session = session
         # Binds that leave nothing pending are quiet too: once assumed, the cache is the state the
-        # session ended on, with nothing left to place (a status write they cause comes back as a
-        # change).
+        # session ended on, with nothing left to place (the statuses they change are written by
+        # this cycle, which is then not quiet: the next one compares again).
         quiet = (not (session.evictions or session.pipelined or written)
                  and (not session.binds or not self.cache.pending_work()))
         self._quiet = _Quiet(self.last_cycle_at, changes, confirmations, conf, status_failures,

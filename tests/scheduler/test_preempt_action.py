@@ -176,3 +176,17 @@ def test_a_preemptor_its_queue_refuses_as_things_stand_gets_its_best_node_only(m
     # Capability 8: two victims on its best node make room in the node and in the queue.
     session = run(cluster(queue("q", capability={"cpu": "8"}), *nodes, high), PREEMPT)
     assert len(pipelined(session)) == 1 and len(session.evictions) == 2
+
+
+def test_a_session_evicts_from_its_own_copies_and_leaves_the_cache_as_it_was() -> None:
+    # The snapshot shares running jobs with the cache; an eviction clones the victim's job first.
+    cache = cluster(*full_node("n1", [5, 1, 3, 2]), prioritised(a_pod("high", cpu="2", memory="500Mi"), 10))
+    before = {name: cache.job(f"default/{name}") for name in ("n1-p1-1", "n1-p2-3", "n1-p5-0")}
+    session = run(cache, PREEMPT)
+    assert evicted(session) == ["n1-p1-1", "n1-p2-3"]
+    for name, job in before.items():
+        assert cache.job(f"default/{name}") is job
+        assert next(iter(job.tasks.values())).status is TaskStatus.RUNNING
+    assert session.jobs["default/n1-p1-1"] is not before["n1-p1-1"]  # cloned, then evicted
+    assert session.jobs["default/n1-p5-0"] is before["n1-p5-0"]  # untouched: still shared
+    assert {t.status for t in cache.snapshot().nodes.tasks[0].values()} == {TaskStatus.RUNNING}
