@@ -613,7 +613,8 @@ def reaction(watcher: CapWatcher, step_at: float, expected_drop: float) -> dict[
         lowest = min((cap for when, cap in watcher.changes if when >= step_at), default=before)
         return {**result, "reaction_seconds": None,
                 "why": f"the cap did not settle at or under {limit:.2f} cores after the step (before: "
-                       f"{before:.2f}, lowest after: {lowest:.2f}; a cap at the engine's floor cannot shrink)"}
+                       f"{before:.2f}, lowest after: {lowest:.2f}; it may have been as tight as the new load "
+                       "calls for already, e.g. at the engine's floor)"}
     return {**result, "reaction_seconds": round(shrunk - step_at, 3)}
 
 
