@@ -237,17 +237,9 @@ def role_main(argv: list[str]) -> int:
 
 def cgroup_problem(root: Path = CGROUP_ROOT) -> str | None:
     """Why this bench cannot run here, or None."""
-    from lahar.agent.cgroups.layout import CgroupVersion, detect_version, v1_controller_dirs
+    from lahar.agent.cgroups.layout import v1_write_problem
 
-    if os.geteuid() != 0:
-        return "it needs root to create cgroups"
-    if detect_version(root) is not CgroupVersion.V1:
-        return f"{root} is not a cgroup v1 root (this bench drives v1 hierarchies)"
-    mounts = v1_controller_dirs(root)
-    for controller in CONTROLLERS:
-        if controller not in mounts or not os.access(mounts[controller], os.W_OK):
-            return f"cgroup v1 controller {controller} is not mounted writable under {root}"
-    return None
+    return v1_write_problem(root, CONTROLLERS)
 
 
 @dataclass

@@ -18,6 +18,7 @@ from lahar.api import kinds
 from lahar.api.job import Job, JobPhase, TaskSpec, job_phase
 from lahar.client.api import KubeApi
 from lahar.client.errors import AlreadyExists, Conflict, KubeError, NotFound
+from lahar.client.events import EventRecorder, ObjectRef
 from lahar.client.informer import Informer
 from lahar.controller.desired import desired_podgroup
 from lahar.controller.lifecycle import QUEUE_HOLD_REASONS, Decision, next_state, queue_hold
@@ -110,6 +111,7 @@ class JobController:
         self.admission_required = admission_required
         self.resync_seconds = resync_seconds
         self.clock = clock
+        self.events = EventRecorder(api, "lahar-controller", clock=clock)
         self.queue = WorkQueue()
         enqueue_job = lambda obj, *_: self.queue.add(_key(obj))  # noqa: E731
         self.jobs = Informer(kinds.JOB, api, on_add=enqueue_job, on_update=lambda old, new: enqueue_job(new),
@@ -349,16 +351,5 @@ class JobController:
 
     def _record_event(self, job_obj: dict[str, Any], reason: str, message: str, event_type: str = "Normal") -> None:
         meta = job_obj["metadata"]
-        event = {
-            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta.get("namespace", "default")},
-            "involvedObject": {"apiVersion": kinds.JOB.api_version, "kind": "Job", "name": meta["name"],
-                               "namespace": meta.get("namespace", ""), "uid": meta.get("uid", "")},
-            "reason": reason, "message": message or reason, "type": event_type,
-            "source": {"component": "lahar-controller"},
-            "firstTimestamp": self.clock().strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "lastTimestamp": self.clock().strftime("%Y-%m-%dT%H:%M:%SZ"), "count": 1,
-        }
-        try:
-            self.api.create(kinds.EVENT, event, meta.get("namespace", "default"))
-        except KubeError as exc:  # an event is informative; never fail a reconcile for it
-            log.debug("event for job %s not recorded: %s", meta["name"], exc)
+        about = ObjectRef(kinds.JOB, meta.get("namespace", ""), meta["name"], meta.get("uid", ""))
+        self.events.record(about, event_type, reason, message or reason)

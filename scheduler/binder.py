@@ -35,7 +35,8 @@ from lahar.client.errors import AlreadyExists, Conflict, KubeError, NotFound
 from lahar.scheduler.framework.session import BindBatch, Eviction
 from lahar.scheduler.metrics import SchedulerMetrics
 from lahar.scheduler.model import TaskInfo
-from lahar.scheduler.status import EventRecorder, ObjectRef, job_ref
+from lahar.client.events import EventRecorder, ObjectRef
+from lahar.scheduler.status import COMPONENT, job_ref
 
 log = logging.getLogger("lahar.scheduler.binder")
 
@@ -98,7 +99,7 @@ class Binder:
         self.api = api
         self.cache = cache
         self.metrics = metrics
-        self.events = events or EventRecorder(api)
+        self.events = events or EventRecorder(api, COMPONENT)
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="lahar-bind")
         self._inflight: set[Future[Any]] = set()
         self._lock = threading.Lock()

@@ -50,7 +50,8 @@ from lahar.scheduler.conf import ConfWatcher, SchedulerConf
 from lahar.scheduler.framework.session import REPORT_STALENESS_SECONDS, Session, run_cycle
 from lahar.scheduler.metrics import SchedulerMetrics
 from lahar.scheduler.node_reports import NodeReportStore
-from lahar.scheduler.status import EventRecorder, StatusWriter, summarize
+from lahar.client.events import EventRecorder
+from lahar.scheduler.status import COMPONENT, StatusWriter, summarize
 
 log = logging.getLogger("lahar.scheduler")
 
@@ -108,7 +109,7 @@ class Scheduler:
         self._stopping = threading.Event()
         self.cache = SchedulerCache(api, scheduler_names, on_work=self._work.set)
         self.metrics = metrics or SchedulerMetrics(self.reports, self.cache.node_names, report_staleness)
-        events = EventRecorder(api)
+        events = EventRecorder(api, COMPONENT)
         self.binder = Binder(api, self.cache, self.metrics, events, workers=bind_workers)
         self.status = StatusWriter(api, events, on_written=self._written)
         self.cycles = 0

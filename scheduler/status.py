@@ -31,8 +31,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -43,6 +42,7 @@ from lahar.api.podgroup import PodGroupConditionType, PodGroupPhase
 from lahar.api.quantity import QuantityError
 from lahar.api.resources import ResourceList
 from lahar.client.errors import KubeError, NotFound
+from lahar.client.events import EventRecorder, ObjectRef, rfc3339, utc_now
 from lahar.scheduler.framework.session import Session, SessionEvent
 from lahar.scheduler.metrics import CycleFigures, QueueFigures
 from lahar.scheduler.model import CHARGED, JobInfo, TaskStatus
@@ -59,14 +59,6 @@ SCHEDULED = (TaskStatus.ALLOCATED, TaskStatus.BINDING, TaskStatus.BOUND, TaskSta
 WAITING = (TaskStatus.PENDING, TaskStatus.PIPELINED)
 STATUS_COUNTS = {"running": TaskStatus.RUNNING, "succeeded": TaskStatus.SUCCEEDED, "failed": TaskStatus.FAILED}
 EVENT_KINDS = {kind.kind: kind for kind in (kinds.POD, kinds.PODGROUP, kinds.QUEUE, kinds.NODE)}
-
-
-def rfc3339(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def utc_now() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 # -- PodGroup status (pure) --------------------------------------------------------------------------
@@ -201,41 +193,6 @@ def _share(allocated: Mapping[str, int], deserved: Mapping[str, int]) -> float:
 
 # -- Events -----------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class ObjectRef:
-    """The object an Event is about."""
-
-    kind: Kind
-    namespace: str
-    name: str
-    uid: str = ""
-
-
-class EventRecorder:
-    """Events through the API, recorded by `lahar-scheduler`; a failure is logged, never raised
-    (an Event only informs)."""
-
-    def __init__(self, api: Any, clock: Callable[[], datetime] = utc_now) -> None:
-        self.api = api
-        self.clock = clock
-
-    def record(self, about: ObjectRef, event_type: str, reason: str, message: str) -> None:
-        stamp = rfc3339(self.clock())
-        event = {
-            "metadata": {"generateName": f"{about.name}.", "namespace": about.namespace or "default"},
-            "involvedObject": {"apiVersion": about.kind.api_version, "kind": about.kind.kind, "name": about.name,
-                               "namespace": about.namespace, "uid": about.uid},
-            "type": event_type, "reason": reason, "message": message, "count": 1,
-            "firstTimestamp": stamp, "lastTimestamp": stamp,
-            "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
-        }
-        try:
-            self.api.create(kinds.EVENT, event, about.namespace or "default")
-        except KubeError as exc:
-            log.warning("event %s on %s %s/%s not recorded: %s", reason, about.kind.kind, about.namespace, about.name,
-                        exc)
-
-
 EventKey = tuple[str, str, str, str]  # kind, namespace, name, reason
 
 
@@ -277,7 +234,7 @@ class StatusWriter:
                  on_written: Callable[[Kind, Obj], None] | None = None, clock: Callable[[], datetime] = utc_now,
                  workers: int = 8) -> None:
         self.api = api
-        self.events = events or EventRecorder(api, clock)
+        self.events = events or EventRecorder(api, COMPONENT, clock=clock)
         self.on_written = on_written
         self.clock = clock
         self._said: dict[EventKey, str] = {}

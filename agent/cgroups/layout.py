@@ -17,6 +17,7 @@ from __future__ import annotations
 import enum
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,6 +61,20 @@ def v1_controller_dirs(root: Path) -> dict[str, Path]:
             for controller in entry.name.split(","):
                 dirs.setdefault(controller, Path(entry.path))
     return dirs
+
+
+def v1_write_problem(root: Path, controllers: Iterable[str]) -> str | None:
+    """Why cgroups of these v1 controllers cannot be created under `root` here, or None (the
+    real-kernel tests, the co-location bench and the local runtime's tests ask this)."""
+    if os.geteuid() != 0:
+        return "creating cgroups needs root"
+    if detect_version(root) is not CgroupVersion.V1:
+        return f"{root} is not a cgroup v1 root (v2 is tested on fake trees)"
+    mounts = v1_controller_dirs(root)
+    for name in controllers:
+        if name not in mounts or not os.access(mounts[name], os.W_OK):
+            return f"cgroup v1 controller {name} is not mounted writable under {root}"
+    return None
 
 
 def pod_hierarchy(root: Path, version: CgroupVersion | None = None) -> Path:

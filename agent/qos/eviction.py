@@ -21,7 +21,6 @@ import types
 import typing
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 from lahar.agent.report import NodeReport
@@ -29,6 +28,7 @@ from lahar.api import kinds
 from lahar.api.qos import QoSClass, qos_class
 from lahar.api.quantity import QuantityError, parse_quantity
 from lahar.client.errors import ApiUnavailable, Conflict, KubeError, NotFound, TooManyRequests
+from lahar.client.events import EventRecorder, ObjectRef
 
 if typing.TYPE_CHECKING:
     from lahar.client.api import KubeApi
@@ -306,6 +306,7 @@ class Evictor:
     def __init__(self, api: KubeApi, node: str) -> None:
         self.api = api
         self.node = node
+        self.events = EventRecorder(api, COMPONENT, host=node)
 
     def evict(self, victim: Victim, grace_period_seconds: int | None = None) -> None:
         """policy/v1 Eviction with the UID as precondition; raises the API's KubeError
@@ -313,22 +314,10 @@ class Evictor:
         self.api.evict(victim.namespace, victim.name, uid=victim.uid, grace_period_seconds=grace_period_seconds)
 
     def record_event(self, victim: Victim, message: str) -> None:
-        """A Warning Event on the pod, as kubelet's own evictions leave; failing to record it is
-        logged, never raised: the eviction itself went through."""
-        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        event = {
-            "metadata": {"generateName": f"{victim.name}.", "namespace": victim.namespace},
-            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": victim.name,
-                               "namespace": victim.namespace, "uid": victim.uid},
-            "reason": EVENT_REASON, "message": message, "type": "Warning",
-            "source": {"component": COMPONENT, "host": self.node},
-            "reportingComponent": COMPONENT, "reportingInstance": self.node,
-            "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
-        }
-        try:
-            self.api.create(kinds.EVENT, event, victim.namespace)
-        except KubeError as exc:
-            log.warning("event for the eviction of %s/%s not recorded: %s", victim.namespace, victim.name, exc)
+        """A Warning Event on the pod, as kubelet's own evictions leave (never raises: the eviction
+        itself went through)."""
+        self.events.record(ObjectRef(kinds.POD, victim.namespace, victim.name, victim.uid), "Warning",
+                           EVENT_REASON, message)
 
 
 # --- the manager ----------------------------------------------------------------------------

@@ -149,20 +149,3 @@ def qos_tree_params() -> list[Any]:
 def qos_tree(request: pytest.FixtureRequest, tmp_path: Path) -> QosTree:
     version, driver = request.param
     return QosTree(tmp_path / "cgroup", version, driver)
-
-
-def cgroup_v1_problem(controllers: tuple[str, ...], root: Path = Path("/sys/fs/cgroup")) -> str | None:
-    """Why real-kernel tests cannot create cgroups of these v1 controllers here, or None."""
-    import os
-
-    from lahar.agent.cgroups.layout import CgroupVersion, detect_version, v1_controller_dirs
-
-    if os.geteuid() != 0:
-        return "creating cgroups needs root"
-    if detect_version(root) is not CgroupVersion.V1:
-        return f"{root} is not a cgroup v1 root (v2 is tested on fake trees)"
-    mounts = v1_controller_dirs(root)
-    for name in controllers:
-        if name not in mounts or not os.access(mounts[name], os.W_OK):
-            return f"cgroup v1 controller {name} is not mounted writable under {root}"
-    return None

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from lahar.agent.cgroups.layout import CgroupVersion, detect_version, v1_controller_dirs
+from lahar.agent.cgroups.layout import v1_controller_dirs, v1_write_problem
 from lahar.agent.collectors.host import Host
 from lahar.agent.collectors.pods import OpenFiles, PodCollector
 
@@ -36,19 +36,7 @@ while True:
 """
 
 
-def _skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "creating cgroups needs root"
-    if detect_version(CGROUP_ROOT) is not CgroupVersion.V1:
-        return f"{CGROUP_ROOT} is not a cgroup v1 root (v2 is tested on fake trees)"
-    controllers = v1_controller_dirs(CGROUP_ROOT)
-    for name in CONTROLLERS:
-        if name not in controllers or not os.access(controllers[name], os.W_OK):
-            return f"cgroup v1 controller {name} is not mounted writable under {CGROUP_ROOT}"
-    return None
-
-
-SKIP_REASON = _skip_reason()
+SKIP_REASON = v1_write_problem(CGROUP_ROOT, CONTROLLERS)
 pytestmark = pytest.mark.skipif(SKIP_REASON is not None, reason=SKIP_REASON or "")
 
 

@@ -23,12 +23,11 @@ import pytest
 
 from lahar.agent.agent import Agent, AgentSettings
 from lahar.agent.collectors.host import Host
-from lahar.agent.cgroups.layout import v1_controller_dirs
+from lahar.agent.cgroups.layout import v1_controller_dirs, v1_write_problem
 from lahar.agent.qos.config import QosConfig
 from lahar.agent.qos.engine import QosEngine
 from lahar.agent.report import CpuUsage, MemoryUsage, NodeReport, PodUsage
 from lahar.api.qos import BEST_EFFORT, BURSTABLE, GUARANTEED
-from tests.agent.conftest import cgroup_v1_problem
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CONTROLLERS = ("cpu", "cpuacct", "cpuset", "memory", "blkio")
@@ -42,7 +41,7 @@ BUSY = GATE + "while True:\n    pass\n"
 
 
 def _skip_reason() -> str | None:
-    problem = cgroup_v1_problem(CONTROLLERS, CGROUP_ROOT)
+    problem = v1_write_problem(CGROUP_ROOT, CONTROLLERS)
     if problem is None and not (v1_controller_dirs(CGROUP_ROOT)["cpu"] / "cpu.idle").exists():
         return "this kernel has no cpu.idle (5.15+)"
     return problem

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from lahar.agent.cgroups.layout import v1_controller_dirs
+from lahar.agent.cgroups.layout import v1_write_problem
 from lahar.node.cgroups import CGROUP_ROOT, CgroupTree
 from lahar.node.runtime import LocalNode
 
@@ -19,15 +19,7 @@ RUNTIME_THREADS = ("lahar-node-", "node-local-", "informer-pods", "lahar-sim", "
 
 
 def cgroups_skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "creating cgroups needs root"
-    if (CGROUP_ROOT / "cgroup.controllers").exists():
-        return f"{CGROUP_ROOT} is cgroup v2 (the real-kernel tests are written for this machine's v1)"
-    controllers = v1_controller_dirs(CGROUP_ROOT)
-    for name in ("cpu", "cpuacct", "memory"):
-        if name not in controllers or not os.access(controllers[name], os.W_OK):
-            return f"cgroup v1 controller {name} is not mounted writable under {CGROUP_ROOT}"
-    return None
+    return v1_write_problem(CGROUP_ROOT, ("cpu", "cpuacct", "memory"))
 
 
 def processes_marked(mark: str) -> list[int]:

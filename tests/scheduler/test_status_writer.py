@@ -17,8 +17,9 @@ from lahar.scheduler.conf import SchedulerConf
 from lahar.scheduler.framework.session import Session, SessionEvent
 from lahar.scheduler.metrics import CycleFigures, QueueFigures
 from lahar.scheduler.model import JobInfo, TaskStatus
+from lahar.client.events import EventRecorder
 from lahar.scheduler.status import (
-    EventRecorder, StatusWriter, news, podgroup_phase, podgroup_status_patch, queue_status_patch, summarize,
+    COMPONENT, StatusWriter, news, podgroup_phase, podgroup_status_patch, queue_status_patch, summarize,
 )
 from tests.scheduler.test_cache import a_pod, bound, node, pod, podgroup, queue
 
@@ -257,7 +258,7 @@ def test_writer_against_the_api_without_churn(api: KubeApi) -> None:
     for i in range(2):
         cache.add_pod(api.create(kinds.POD, pod(f"written-{i}", "250m", group="written"), "default"))
     written = Written(cache)
-    writer = StatusWriter(api, EventRecorder(api, clock), on_written=written, clock=clock, workers=2)
+    writer = StatusWriter(api, EventRecorder(api, COMPONENT, clock=clock), on_written=written, clock=clock, workers=2)
     try:
         def cycle(message: str = "", placed: int = 0) -> int:
             session = Session(cache.snapshot(), NO_ACTIONS)
