@@ -18,7 +18,7 @@ from typing import Any
 
 from lahar.agent.qos.eviction import CPU, MEMORY, QUANTITY_UNIT, check_at_least, check_ratio, config_from_mapping
 from lahar.agent.report import NodeReport
-from lahar.api.qos import QoSClass, qos_class
+from lahar.api.qos import QoSClass
 
 
 @dataclass(frozen=True)
@@ -50,9 +50,12 @@ def capacity(report: NodeReport) -> dict[str, int]:
 def online_usage(report: NodeReport, pods: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     """Node usage less BE pods' usage (millicores, bytes), floored at 0. BE is decided by the API
     object; a pod the API does not know stays in the online share."""
-    best_effort = {uid for uid, pod in ((pod_uid(p), p) for p in pods) if qos_class(pod) is QoSClass.BE}
-    be_cpu = sum(usage.cpu_usage_cores for usage in report.pods if usage.uid in best_effort)
-    be_memory = sum(usage.memory_working_set_bytes for usage in report.pods if usage.uid in best_effort)
+    # The report already classed each pod from its API object; re-deriving classes every tick cost
+    # a third of the tick. Only pods the API knows may count as BE.
+    known = {pod_uid(p) for p in pods}
+    best_effort = [usage for usage in report.pods if usage.qos_class == QoSClass.BE and usage.uid in known]
+    be_cpu = sum(usage.cpu_usage_cores for usage in best_effort)
+    be_memory = sum(usage.memory_working_set_bytes for usage in best_effort)
     return {CPU: max(0, round((report.cpu.usage_cores - be_cpu) * 1000)),
             MEMORY: max(0, report.memory.used_bytes - be_memory)}
 

@@ -34,8 +34,9 @@ def report(cpu_used: float, memory_used: float, pods: list[PodUsage] | None = No
                       memory=MemoryUsage(total, used, total - used, 0), pods=pods or [])
 
 
-def usage(uid: str, cpu: float, memory: float) -> PodUsage:
-    return PodUsage("team", f"p-{uid}", uid, "BE", "BestEffort", f"kubepods/besteffort/pod{uid}", cpu,
+def usage(uid: str, cpu: float, memory: float, qos: str = "BE") -> PodUsage:
+    """A pod's usage as the collector reports it: classed from its API object (BE without one)."""
+    return PodUsage("team", f"p-{uid}", uid, qos, "BestEffort", f"kubepods/besteffort/pod{uid}", cpu,
                     int(memory * GiB))
 
 
@@ -67,7 +68,7 @@ def test_config_refuses_bad_values(data: dict[str, Any], message: str) -> None:
 
 def test_online_usage_is_node_usage_less_be_pods() -> None:
     pods = [pod("be", "BE"), pod("ls", "LS"), pod("sys", "SYSTEM")]
-    usages = [usage("be", 1.5, 4.0), usage("ls", 0.5, 2.0), usage("sys", 0.1, 0.5),
+    usages = [usage("be", 1.5, 4.0), usage("ls", 0.5, 2.0, "LS"), usage("sys", 0.1, 0.5, "SYSTEM"),
               usage("unknown", 0.7, 1.0)]  # in the report (besteffort cgroup) but not in the API: online
     assert online_usage(report(3.0, 10.0, usages), pods) == {"cpu": 1500, "memory": 6 * GiB}
     assert online_usage(report(1.0, 3.0, usages), pods) == {"cpu": 0, "memory": 0}  # skewed samples: floor 0
