@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from lahar.cli.signals import stop_event
+from lahar.cli.signals import run_until_signalled, stop_event
 
 DEFAULT_METRICS_PORT = 9318  # the agent serves on 9316
 
@@ -36,15 +36,8 @@ def run_controller(args: argparse.Namespace) -> int:
     controller = JobController(KubeApi(new_api_client(args.kubeconfig)), admission_required=not args.no_admission,
                                resync_seconds=args.resync)
     metrics = MetricsServer(controller.metrics.registry, controller.healthy, args.metrics_address, args.metrics_port)
-    stop = stop_event()
+    stopped = stop_event()
     metrics.start()  # before the informers sync, so /healthz can say that they have not yet
     print(f"lahar controller using {describe_source(args.kubeconfig)}: metrics on "
           f"http://{args.metrics_address}:{metrics.port}/metrics", flush=True)
-    try:
-        controller.start()
-        stop.wait()
-    finally:
-        controller.stop()
-        metrics.stop()
-        print("lahar controller stopped", flush=True)
-    return 0
+    return run_until_signalled(stopped, "controller", controller.start, controller.stop, metrics.stop)

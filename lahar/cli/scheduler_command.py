@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from lahar.cli.signals import stop_event
+from lahar.cli.signals import run_until_signalled, stop_event
 
 DEFAULT_METRICS_PORT = 9317  # the agent serves on 9316, the controller on 9318
 DEFAULT_REPORT_PORT = 9400
@@ -140,19 +140,11 @@ def run_scheduler(args: argparse.Namespace) -> int:
                           report_staleness=staleness, bind_workers=workers)
     metrics = MetricsServer(scheduler.metrics.registry, scheduler.healthy, args.metrics_address, args.metrics_port)
     reports = report_server(args, store)
-    stop = stop_event()
+    stopped = stop_event()
     metrics.start()
     names = ", ".join(sorted(scheduler.cache.scheduler_names))
     print(f"lahar scheduler for {names} using {describe_source(args.kubeconfig)}, "
           f"{args.conf or 'the default configuration'}: metrics on "
           f"http://{args.metrics_address}:{metrics.port}/metrics", flush=True)
-    try:
-        scheduler.start()
-        stop.wait()
-    finally:
-        scheduler.stop()
-        if reports is not None:
-            reports.stop()
-        metrics.stop()
-        print("lahar scheduler stopped", flush=True)
-    return 0
+    cleanups = ([reports.stop] if reports is not None else []) + [metrics.stop]
+    return run_until_signalled(stopped, "scheduler", scheduler.start, scheduler.stop, *cleanups)

@@ -19,3 +19,19 @@ def stop_event() -> threading.Event:
     stop = threading.Event()
     on_stop_signals(stop.set)
     return stop
+
+
+def run_until_signalled(stopped: threading.Event, name: str, start: Callable[[], None], stop: Callable[[], None],
+                        *cleanups: Callable[[], None]) -> int:
+    """Start a program, wait for `stopped` (a `stop_event()` made before the program announced
+    itself, so a signal right after the announcement is not lost), then stop it and run
+    `cleanups` (its servers)."""
+    try:
+        start()
+        stopped.wait()
+    finally:
+        stop()
+        for cleanup in cleanups:
+            cleanup()
+        print(f"lahar {name} stopped", flush=True)
+    return 0
