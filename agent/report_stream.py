@@ -88,6 +88,7 @@ class ReportStreamer:
         self._pending_lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._task: asyncio.Task[None] | None = None  # when run in a caller's loop (start_in)
         self._wake = asyncio.Event()  # a report is pending, or stop() was called
         self._stopping = False
 
@@ -100,6 +101,25 @@ class ReportStreamer:
         self._thread = threading.Thread(target=self._loop.run_until_complete, args=(self._run(),),
                                         name="lahar-report-stream", daemon=True)
         self._thread.start()
+
+    def start_in(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Stream as a task of a running loop the caller owns, instead of on a thread and loop of
+        its own (a thousand simulated nodes need one thread, not a thousand); call from `loop`."""
+        self._loop = loop
+        self._task = loop.create_task(self._run())
+
+    async def stop_in_loop(self, timeout: float = 5.0) -> None:
+        """The counterpart of `start_in`: close the stream and await its task."""
+        task = self._task
+        if task is None:
+            return
+        self._stopping = True
+        self._wake.set()
+        try:
+            await asyncio.wait_for(task, timeout)
+        except (TimeoutError, asyncio.CancelledError):
+            pass
+        self._task = None
 
     def offer(self, report: NodeReport) -> None:
         """Hand over the newest report; returns at once. Never raises: a report that cannot be sent

@@ -216,30 +216,6 @@ def synthetic_report(node: SimNode, usage: SyntheticUsage, rng: random.Random, n
                       pods=pods, reclaimable=reclaimable, health=AgentHealth(f"lahar-sim-{lahar.__version__}", 0.0))
 
 
-class _LoopStreamer(ReportStreamer):
-    """ReportStreamer's protocol, reconnects and backoff, run as a task of the simulation's loop
-    instead of on a thread and loop of its own: a thousand streams need one thread, not a
-    thousand. It drives ReportStreamer's `_run` coroutine and its stop flag and wake event."""
-
-    _task: asyncio.Task[None] | None = None
-
-    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Start streaming; call from inside `loop`."""
-        self._loop = loop
-        self._task = loop.create_task(self._run())
-
-    async def detach(self, timeout: float = 5.0) -> None:
-        if self._task is None:
-            return
-        self._stopping = True
-        self._wake.set()
-        try:
-            await asyncio.wait_for(self._task, timeout)
-        except (TimeoutError, asyncio.CancelledError):
-            pass
-        self._task = None
-
-
 class _FromSimulation(logging.Filter):
     """Keeps the per-stream reconnect warnings of a thousand simulated nodes out of the log; the
     simulation sums them up in one line instead."""
@@ -280,7 +256,7 @@ class SimulatedNodes:
                                  on_delete=lambda pod: self._from_informer(pod, deleted=True))
         self._placed: dict[str, SimNode] = {}  # running pod uid -> its node; loop thread only
         self._finalized: set[str] = set()
-        self._streamers: dict[str, _LoopStreamer] = {}
+        self._streamers: dict[str, ReportStreamer] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._reporting: asyncio.Task[None] | None = None
@@ -412,8 +388,8 @@ class SimulatedNodes:
     async def _start_reports(self) -> None:
         assert self.report_address is not None and self._loop is not None
         for name in self.nodes:
-            streamer = _LoopStreamer(self.report_address, name, self.token, self.ca_file)
-            streamer.attach(self._loop)
+            streamer = ReportStreamer(self.report_address, name, self.token, self.ca_file)
+            streamer.start_in(self._loop)
             self._streamers[name] = streamer
         self._reporting = self._loop.create_task(self._report_every_interval())
 
@@ -442,7 +418,7 @@ class SimulatedNodes:
             self._reporting.cancel()
             await asyncio.gather(self._reporting, return_exceptions=True)
             self._reporting = None
-        await asyncio.gather(*(streamer.detach() for streamer in self._streamers.values()))
+        await asyncio.gather(*(streamer.stop_in_loop() for streamer in self._streamers.values()))
         self._streamers.clear()
         for uid in list(self._placed):
             self._forget(uid)
