@@ -182,7 +182,9 @@ def test_a_be_busy_loop_is_held_to_the_suppress_cap(pods: KernelPods, agent_for:
     [used] = usage_over(pods, [be_pod], 2.0)
     print(f"\nsuppress: cap {cap:.3f} cores (budget 2 x 0.4 - online - system), BE loop used {used:.3f}")
     assert agent.qos.snapshot().figures["be_cpu_quota_cores"] == pytest.approx(cap, abs=0.011)
-    assert 0.05 < cap < 0.8  # it binds: the loop alone would take a whole core
+    # It binds (the loop alone would take a whole core) and never exceeds 2 x 0.4: on a quiet
+    # machine online and system usage are ~0, so the cap sits at exactly 0.8.
+    assert 0.05 < cap <= 0.8
     assert used == pytest.approx(cap, rel=0.10)
 
 
