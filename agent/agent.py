@@ -55,8 +55,9 @@ class AgentSettings:
 
 
 class Agent:
-    def __init__(self, settings: AgentSettings, pods: Callable[[], list[dict[str, Any]]] = list,
-                 api: KubeApi | None = None) -> None:
+    def __init__(
+        self, settings: AgentSettings, pods: Callable[[], list[dict[str, Any]]] = list, api: KubeApi | None = None
+    ) -> None:
         """`pods` returns the Pod objects bound to this node (an informer's cache; none standalone);
         `api`, when there is one, lets QoS evict pods and read this node's labels."""
         self.settings = settings
@@ -91,8 +92,10 @@ class Agent:
 
         cpu = guarded("cpu", self.cpu.collect, CpuUsage(0, 0.0, 0.0))
         pods = guarded("pods-source", self.pods, [])
-        pods_by_uid = {meta.get("uid", ""): (meta.get("namespace", ""), meta.get("name", ""))
-                       for meta in (p.get("metadata") or {} for p in pods)}
+        pods_by_uid = {
+            meta.get("uid", ""): (meta.get("namespace", ""), meta.get("name", ""))
+            for meta in (p.get("metadata") or {} for p in pods)
+        }
         self.sequence += 1
         report = NodeReport(
             node=self.settings.node,
@@ -173,6 +176,12 @@ def qos_engine(settings: AgentSettings, host: Host, api: KubeApi | None) -> QosE
         config = settings.qos or QosConfig()
     if api is None:
         return QosEngine(host, settings.kubepods, config, dry_run=settings.dry_run)
-    return QosEngine(host, settings.kubepods, config, node_labels=NodeLabels(api, settings.node),
-                     dry_run=settings.dry_run, evictor=Evictor(api, settings.node),
-                     patch_allocatable=functools.partial(patch_batch_allocatable, api, settings.node))
+    return QosEngine(
+        host,
+        settings.kubepods,
+        config,
+        node_labels=NodeLabels(api, settings.node),
+        dry_run=settings.dry_run,
+        evictor=Evictor(api, settings.node),
+        patch_allocatable=functools.partial(patch_batch_allocatable, api, settings.node),
+    )

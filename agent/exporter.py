@@ -33,14 +33,17 @@ QOS_FIGURES = {
     "lc_exclusive_cpus": "CPUs latency-critical pods hold alone, kept free of best-effort pods.",
     "be_cpuset_cpus": "CPUs best-effort pods may run on.",
     "burst_cgroups": "Online pod and container cgroups given a CFS burst.",
-    "be_memory_cap_bytes": "Memory cap on best-effort groups while node memory is past its threshold "
-                           "(+Inf: uncapped).",
+    "be_memory_cap_bytes": "Memory cap on best-effort groups while node memory is past its threshold (+Inf: uncapped).",
     "be_memory_capped_groups": "Best-effort groups under a memory cap.",
     "online_memory_protected_bytes": "Memory of online pods protected from reclaim (memory.low/min, v2).",
     "be_io_limited_cgroups": "Best-effort cgroups under per-device IO limits.",
 }
-IO_UNITS = {"read_bps": ("bytes_per_second", "read"), "write_bps": ("bytes_per_second", "write"),
-            "read_iops": ("iops", "read"), "write_iops": ("iops", "write")}
+IO_UNITS = {
+    "read_bps": ("bytes_per_second", "read"),
+    "write_bps": ("bytes_per_second", "write"),
+    "read_iops": ("iops", "read"),
+    "write_iops": ("iops", "write"),
+}
 
 
 class _Family:
@@ -57,9 +60,12 @@ class _Family:
 class ReportCollector(Collector):
     """Samples of the latest report; nothing before the first collection."""
 
-    def __init__(self, latest: Callable[[], NodeReport | None],
-                 agent_counters: Callable[[], dict[str, float]] | None = None,
-                 qos: Callable[[], QosSnapshot] | None = None) -> None:
+    def __init__(
+        self,
+        latest: Callable[[], NodeReport | None],
+        agent_counters: Callable[[], dict[str, float]] | None = None,
+        qos: Callable[[], QosSnapshot] | None = None,
+    ) -> None:
         """`qos`: the QoS engine's snapshot, when the agent runs one."""
         self.latest = latest
         self.agent_counters = agent_counters or dict
@@ -113,10 +119,16 @@ class ReportCollector(Collector):
             numa_cpu.add(numa.cpu_usage_cores, str(numa.id))
             numa_total.add(numa.memory_total_bytes, str(numa.id))
             numa_used.add(numa.memory_used_bytes, str(numa.id))
-        stalled = gauge("lahar_node_pressure_ratio", "Share of wall time tasks stalled on a resource (PSI), 0-1.",
-                        "resource", "kind", "window")
-        stalled_total = counter("lahar_node_pressure_stalled_seconds", "Time tasks stalled on a resource (PSI).",
-                                "resource", "kind")
+        stalled = gauge(
+            "lahar_node_pressure_ratio",
+            "Share of wall time tasks stalled on a resource (PSI), 0-1.",
+            "resource",
+            "kind",
+            "window",
+        )
+        stalled_total = counter(
+            "lahar_node_pressure_stalled_seconds", "Time tasks stalled on a resource (PSI).", "resource", "kind"
+        )
         for pressure in report.pressure:
             for kind in ("some", "full"):
                 for window, field in PRESSURE_WINDOWS:
@@ -125,26 +137,40 @@ class ReportCollector(Collector):
         reclaimable = report.reclaimable
         if "cpu" in reclaimable:
             gauge("lahar_node_reclaimable_cpu_cores", "CPU best-effort pods may borrow, in cores.").add(
-                reclaimable["cpu"] / 1000.0)
+                reclaimable["cpu"] / 1000.0
+            )
         if "memory" in reclaimable:
             gauge("lahar_node_reclaimable_memory_bytes", "Memory best-effort pods may borrow.").add(
-                reclaimable["memory"])
+                reclaimable["memory"]
+            )
 
     @staticmethod
     def _pods(report: NodeReport, gauge: Any, counter: Any) -> None:
         pod_labels = ("namespace", "pod", "qos_class")
         cpu = gauge("lahar_pod_cpu_usage_cores", "CPU a pod used over the last interval, in cores.", *pod_labels)
-        memory = gauge("lahar_pod_memory_working_set_bytes", "A pod's memory working set (usage minus inactive "
-                                                             "file pages).", *pod_labels)
-        throttled = counter("lahar_pod_cpu_throttled_periods", "CFS periods in which a pod was throttled.",
-                            *pod_labels)
+        memory = gauge(
+            "lahar_pod_memory_working_set_bytes",
+            "A pod's memory working set (usage minus inactive file pages).",
+            *pod_labels,
+        )
+        throttled = counter("lahar_pod_cpu_throttled_periods", "CFS periods in which a pod was throttled.", *pod_labels)
         throttled_time = counter("lahar_pod_cpu_throttled_seconds", "Time a pod was throttled.", *pod_labels)
         read = counter("lahar_pod_io_read_bytes", "Bytes a pod read from block devices.", *pod_labels)
         written = counter("lahar_pod_io_write_bytes", "Bytes a pod wrote to block devices.", *pod_labels)
-        container_cpu = gauge("lahar_container_cpu_usage_cores", "CPU a container used over the last interval.",
-                              "namespace", "pod", "container")
-        container_memory = gauge("lahar_container_memory_working_set_bytes", "A container's memory working set.",
-                                 "namespace", "pod", "container")
+        container_cpu = gauge(
+            "lahar_container_cpu_usage_cores",
+            "CPU a container used over the last interval.",
+            "namespace",
+            "pod",
+            "container",
+        )
+        container_memory = gauge(
+            "lahar_container_memory_working_set_bytes",
+            "A container's memory working set.",
+            "namespace",
+            "pod",
+            "container",
+        )
         for pod in report.pods:
             labels = (pod.namespace, pod.name, pod.qos_class)
             cpu.add(pod.cpu_usage_cores, *labels)
@@ -159,8 +185,9 @@ class ReportCollector(Collector):
 
     @staticmethod
     def _accelerators(report: NodeReport, gauge: Any) -> None:
-        available = gauge("lahar_accelerator_available", "1 when the node's GPUs or NPUs can be read, else 0.",
-                          "kind", "source")
+        available = gauge(
+            "lahar_accelerator_available", "1 when the node's GPUs or NPUs can be read, else 0.", "kind", "source"
+        )
         available.add(float(report.gpu.available), "gpu", report.gpu.source)
         available.add(float(report.npu.available), "npu", report.npu.source)
         gpu_labels = ("gpu", "uuid", "model")
@@ -169,8 +196,15 @@ class ReportCollector(Collector):
         total = gauge("lahar_gpu_memory_total_bytes", "GPU memory.", *gpu_labels)
         power = gauge("lahar_gpu_power_watts", "GPU power draw.", *gpu_labels)
         temperature = gauge("lahar_gpu_temperature_celsius", "GPU temperature.", *gpu_labels)
-        process_memory = gauge("lahar_gpu_process_memory_bytes", "GPU memory held by a process, with its pod.",
-                               "gpu", "uuid", "pid", "namespace", "pod")
+        process_memory = gauge(
+            "lahar_gpu_process_memory_bytes",
+            "GPU memory held by a process, with its pod.",
+            "gpu",
+            "uuid",
+            "pid",
+            "namespace",
+            "pod",
+        )
         for device in report.gpu.gpus:
             labels = (str(device.index), device.uuid, device.model)
             utilization.add(device.utilization_ratio, *labels)
@@ -179,11 +213,18 @@ class ReportCollector(Collector):
             power.add(device.power_watts, *labels)
             temperature.add(device.temperature_celsius, *labels)
             for process in device.processes:
-                process_memory.add(process.memory_bytes, str(device.index), device.uuid, str(process.pid),
-                                   process.namespace, process.pod)
+                process_memory.add(
+                    process.memory_bytes,
+                    str(device.index),
+                    device.uuid,
+                    str(process.pid),
+                    process.namespace,
+                    process.pod,
+                )
         npu_labels = ("npu", "chip", "model")
-        npu_utilization = gauge("lahar_npu_utilization_ratio", "Share of time an NPU's AI cores were busy, 0-1.",
-                                *npu_labels)
+        npu_utilization = gauge(
+            "lahar_npu_utilization_ratio", "Share of time an NPU's AI cores were busy, 0-1.", *npu_labels
+        )
         hbm_used = gauge("lahar_npu_hbm_used_bytes", "NPU high-bandwidth memory in use.", *npu_labels)
         hbm_total = gauge("lahar_npu_hbm_total_bytes", "NPU high-bandwidth memory.", *npu_labels)
         npu_power = gauge("lahar_npu_power_watts", "NPU power draw.", *npu_labels)
@@ -200,29 +241,38 @@ class ReportCollector(Collector):
 
     def _agent(self, report: NodeReport, gauge: Any, counter: Any) -> None:
         gauge("lahar_agent_collect_duration_seconds", "Wall time of the agent's last collection.").add(
-            report.health.collect_seconds)
+            report.health.collect_seconds
+        )
         gauge("lahar_agent_last_report_timestamp_seconds", "When the agent's last report was taken.").add(
-            report.timestamp)
+            report.timestamp
+        )
         failing = gauge("lahar_agent_collector_failing", "1 when a collector's last run failed.", "collector")
         for collector in report.health.errors:
             failing.add(1.0, collector)
         counters = self.agent_counters()
-        for name, documentation in (("reports_sent", "Reports the agent streamed to the scheduler."),
-                                    ("stream_reconnects", "Times the agent reconnected its report stream.")):
+        for name, documentation in (
+            ("reports_sent", "Reports the agent streamed to the scheduler."),
+            ("stream_reconnects", "Times the agent reconnected its report stream."),
+        ):
             if name in counters:
                 counter(f"lahar_agent_{name}", documentation).add(counters[name])
         if "stream_connected" in counters:
             gauge("lahar_agent_stream_connected", "1 while the report stream to the scheduler is up.").add(
-                counters["stream_connected"])
+                counters["stream_connected"]
+            )
 
     @staticmethod
     def _qos(qos: QosSnapshot, gauge: Any, counter: Any) -> None:
         gauge("lahar_qos_available", "1 when the QoS engine can write cgroups, 0 when it cannot (no rights).").add(
-            float(qos.available))
+            float(qos.available)
+        )
         gauge("lahar_qos_dry_run", "1 when QoS only logs the writes and evictions it would make.").add(
-            float(qos.dry_run))
-        gauge("lahar_qos_config_valid", "0 while the QoS config file on disk is refused (the last good one "
-                                        "stays), else 1.").add(float(qos.config_error is None))
+            float(qos.dry_run)
+        )
+        gauge(
+            "lahar_qos_config_valid",
+            "0 while the QoS config file on disk is refused (the last good one stays), else 1.",
+        ).add(float(qos.config_error is None))
         reloads = counter("lahar_qos_config_reloads", "QoS config file reloads, by result (ok, refused).", "result")
         for result, count in sorted(qos.config_reloads.items()):
             reloads.add(count, result)
@@ -231,29 +281,43 @@ class ReportCollector(Collector):
             enabled.add(float(on), strategy)
         for name, value in sorted(qos.figures.items()):
             gauge(f"lahar_qos_{name}", QOS_FIGURES.get(name, f"QoS figure {name}.")).add(value)
-        limits = {unit: gauge(f"lahar_qos_be_io_limit_{unit}", f"Per-device IO limit of each best-effort pod, "
-                                                               f"in {unit.replace('_', ' ')} (0: none).",
-                              "device", "direction")
-                  for unit in ("bytes_per_second", "iops")}
+        limits = {
+            unit: gauge(
+                f"lahar_qos_be_io_limit_{unit}",
+                f"Per-device IO limit of each best-effort pod, in {unit.replace('_', ' ')} (0: none).",
+                "device",
+                "direction",
+            )
+            for unit in ("bytes_per_second", "iops")
+        }
         for device, kind, limit in qos.io_limits:
             unit, direction = IO_UNITS[kind]
             limits[unit].add(limit, device, direction)
         counter("lahar_qos_be_cpu_throttled_periods", "CFS periods in which best-effort groups were throttled.").add(
-            qos.be_throttled_periods)
+            qos.be_throttled_periods
+        )
         counter("lahar_qos_be_cpu_throttled_seconds", "Time best-effort groups were throttled.").add(
-            qos.be_throttled_seconds)
-        writes = counter("lahar_qos_cgroup_writes", "Cgroup file writes by the QoS engine (in dry-run: the "
-                                                    "writes it would have made), by logical knob.", "knob")
+            qos.be_throttled_seconds
+        )
+        writes = counter(
+            "lahar_qos_cgroup_writes",
+            "Cgroup file writes by the QoS engine (in dry-run: the writes it would have made), by logical knob.",
+            "knob",
+        )
         for knob, count in sorted(qos.writes.items()):
             writes.add(count, knob)
-        errors = counter("lahar_qos_cgroup_write_errors", "Cgroup reads or writes the kernel refused, by knob.",
-                         "knob")
+        errors = counter("lahar_qos_cgroup_write_errors", "Cgroup reads or writes the kernel refused, by knob.", "knob")
         for knob, count in sorted(qos.write_errors.items()):
             errors.add(count, knob)
-        counter("lahar_qos_cgroup_writes_refused", "Writes refused because the path was outside the pod "
-                                                   "hierarchy.").add(qos.refused)
-        actions = counter("lahar_qos_actions", "QoS decisions taken, by strategy and action (shrink, grow, "
-                                               "fast_shrink, cap, release, reclaim, update).", "strategy", "action")
+        counter(
+            "lahar_qos_cgroup_writes_refused", "Writes refused because the path was outside the pod hierarchy."
+        ).add(qos.refused)
+        actions = counter(
+            "lahar_qos_actions",
+            "QoS decisions taken, by strategy and action (shrink, grow, fast_shrink, cap, release, reclaim, update).",
+            "strategy",
+            "action",
+        )
         for (strategy, action), count in sorted(qos.actions.items()):
             actions.add(count, strategy, action)
         evictions = counter("lahar_evictions", "Best-effort pods evicted by the agent, by reason.", "reason")
@@ -264,8 +328,9 @@ class ReportCollector(Collector):
             refusals.add(count, reason)
 
 
-def health_of(last_report_at: Callable[[], float | None], interval: float,
-              qos: Callable[[], QosSnapshot] | None = None) -> Health:
+def health_of(
+    last_report_at: Callable[[], float | None], interval: float, qos: Callable[[], QosSnapshot] | None = None
+) -> Health:
     """Healthy while collections keep coming: the last one at most three intervals old. QoS being
     unable to act does not make the agent unhealthy (restarting would not help); it is said."""
 

@@ -58,8 +58,12 @@ class StreamStats:
     last_error: str = ""
 
 
-def backoff_delay(attempt: int, initial: float = BACKOFF_INITIAL_SECONDS, maximum: float = BACKOFF_MAX_SECONDS,
-                  rng: random.Random | None = None) -> float:
+def backoff_delay(
+    attempt: int,
+    initial: float = BACKOFF_INITIAL_SECONDS,
+    maximum: float = BACKOFF_MAX_SECONDS,
+    rng: random.Random | None = None,
+) -> float:
     """Seconds to wait before reconnection `attempt` (0, 1, ...): doubling from `initial`, capped at
     `maximum`, with the upper half jittered so that agents cut off together do not come back
     together."""
@@ -72,9 +76,17 @@ class ReportStreamer:
     (the CA that signed the scheduler's certificate); without one, only a loopback address is
     allowed, since the bearer token would cross the network in clear."""
 
-    def __init__(self, address: str, node: str, token: str, ca_file: Path | None = None, *,
-                 backoff_initial: float = BACKOFF_INITIAL_SECONDS, backoff_max: float = BACKOFF_MAX_SECONDS,
-                 connect_timeout: float = CONNECT_TIMEOUT_SECONDS) -> None:
+    def __init__(
+        self,
+        address: str,
+        node: str,
+        token: str,
+        ca_file: Path | None = None,
+        *,
+        backoff_initial: float = BACKOFF_INITIAL_SECONDS,
+        backoff_max: float = BACKOFF_MAX_SECONDS,
+        connect_timeout: float = CONNECT_TIMEOUT_SECONDS,
+    ) -> None:
         if ca_file is None and not is_loopback_address(address):
             raise ValueError(f"streaming reports to {address} (not loopback) requires a CA file for TLS")
         self.address = address
@@ -98,8 +110,9 @@ class ReportStreamer:
         if self._thread is not None:
             return
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_until_complete, args=(self._run(),),
-                                        name="lahar-report-stream", daemon=True)
+        self._thread = threading.Thread(
+            target=self._loop.run_until_complete, args=(self._run(),), name="lahar-report-stream", daemon=True
+        )
         self._thread.start()
 
     def start_in(self, loop: asyncio.AbstractEventLoop) -> None:

@@ -39,27 +39,50 @@ def synthetic_pods(tree: FakeCgroups, count: int) -> list[dict[str, Any]]:
     pods = []
     for index in range(count):
         uid = str(uuid.UUID(int=index + 1))
-        containers = {f"{index:04d}{'a' * 60}": Usage(cpu_seconds=index, memory_bytes=64 << 20),
-                      f"{index:04d}{'b' * 60}": Usage(cpu_seconds=index / 2, memory_bytes=32 << 20)}
+        containers = {
+            f"{index:04d}{'a' * 60}": Usage(cpu_seconds=index, memory_bytes=64 << 20),
+            f"{index:04d}{'b' * 60}": Usage(cpu_seconds=index / 2, memory_bytes=32 << 20),
+        }
         tree.add_pod(uid, "Burstable", Usage(cpu_seconds=1.5 * index, memory_bytes=96 << 20), containers)
-        pods.append({
-            "metadata": {"name": f"pod-{index}", "namespace": "bench", "uid": uid},
-            "spec": {"containers": [{"name": "main", "resources": {"requests": {"cpu": "100m"}}},
-                                    {"name": "sidecar"}]},
-            "status": {"qosClass": "Burstable", "containerStatuses": [
-                {"name": "main", "containerID": f"containerd://{index:04d}{'a' * 60}"},
-                {"name": "sidecar", "containerID": f"containerd://{index:04d}{'b' * 60}"}]},
-        })
+        pods.append(
+            {
+                "metadata": {"name": f"pod-{index}", "namespace": "bench", "uid": uid},
+                "spec": {
+                    "containers": [{"name": "main", "resources": {"requests": {"cpu": "100m"}}}, {"name": "sidecar"}]
+                },
+                "status": {
+                    "qosClass": "Burstable",
+                    "containerStatuses": [
+                        {"name": "main", "containerID": f"containerd://{index:04d}{'a' * 60}"},
+                        {"name": "sidecar", "containerID": f"containerd://{index:04d}{'b' * 60}"},
+                    ],
+                },
+            }
+        )
     return pods
-
 
 
 def measure_process(cgroup_root: Path, seconds: float) -> tuple[float, float]:
     """(CPU share of one core, RSS in MiB) of a standalone `lahar agent` process, after warm-up."""
-    proc = subprocess.Popen([sys.executable, "-m", "lahar", "agent", "--standalone", "--node", "bench",
-                             "--cgroup-root", str(cgroup_root), "--metrics-address", "127.0.0.1",
-                             "--metrics-port", str(free_loopback_port())],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "lahar",
+            "agent",
+            "--standalone",
+            "--node",
+            "bench",
+            "--cgroup-root",
+            str(cgroup_root),
+            "--metrics-address",
+            "127.0.0.1",
+            "--metrics-port",
+            str(free_loopback_port()),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         process = psutil.Process(proc.pid)
         time.sleep(3.0)  # imports, first collections
@@ -91,8 +114,12 @@ def run(pods: int, cycles: int, seconds: float, version: CgroupVersion, driver: 
         process_share, process_rss = measure_process(Path(tmp), seconds) if seconds > 0 else (0.0, 0.0)
     costs.sort()
     return {
-        "benchmark": "agent", "pods": pods, "reported_pods": len(report.pods), "cycles": cycles,
-        "cgroup": f"v{version.value}", "driver": driver.value,
+        "benchmark": "agent",
+        "pods": pods,
+        "reported_pods": len(report.pods),
+        "cycles": cycles,
+        "cgroup": f"v{version.value}",
+        "driver": driver.value,
         "cpu_ms_per_cycle_median": round(statistics.median(costs) * 1000, 2),
         "cpu_ms_per_cycle_p95": round(costs[int(0.95 * (len(costs) - 1))] * 1000, 2),
         "core_share_at_1s": round(statistics.median(costs), 4),
@@ -103,12 +130,14 @@ def run(pods: int, cycles: int, seconds: float, version: CgroupVersion, driver: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="lahar bench agent", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="lahar bench agent", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--pods", type=int, default=100)
     parser.add_argument("--cycles", type=int, default=50)
-    parser.add_argument("--seconds", type=float, default=10.0,
-                        help="how long to measure the standalone agent process (0: skip)")
+    parser.add_argument(
+        "--seconds", type=float, default=10.0, help="how long to measure the standalone agent process (0: skip)"
+    )
     parser.add_argument("--cgroup", choices=("v1", "v2"), default="v1")
     parser.add_argument("--driver", choices=("cgroupfs", "systemd"), default="cgroupfs")
     parser.add_argument("--json", action="store_true")
@@ -120,11 +149,15 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result))
     else:
         print(f"{result['pods']} pods ({result['cgroup']}, {result['driver']}), {result['cycles']} cycles")
-        print(f"  CPU per cycle: {result['cpu_ms_per_cycle_median']} ms median, "
-              f"{result['cpu_ms_per_cycle_p95']} ms p95  (target <= 20 ms)")
+        print(
+            f"  CPU per cycle: {result['cpu_ms_per_cycle_median']} ms median, "
+            f"{result['cpu_ms_per_cycle_p95']} ms p95  (target <= 20 ms)"
+        )
         if args.seconds > 0:
-            print(f"  agent process: {100 * result['process_core_share']:.2f}% of a core at 1 s, "
-                  f"{result['process_rss_mib']} MiB RSS  (targets <= 2%, <= 80 MiB)")
+            print(
+                f"  agent process: {100 * result['process_core_share']:.2f}% of a core at 1 s, "
+                f"{result['process_rss_mib']} MiB RSS  (targets <= 2%, <= 80 MiB)"
+            )
         if result["collector_errors"]:
             print(f"  collector errors: {result['collector_errors']}")
     return 0 if result["reported_pods"] == args.pods and not result["collector_errors"] else 1

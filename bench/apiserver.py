@@ -31,11 +31,23 @@ from lahar.endpoints import free_loopback_port
 NODES = 100
 
 
-
 def start_server(data_dir: Path, port: int, fsync: str) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen([sys.executable, "-m", "lahar", "apiserver", "--data-dir", str(data_dir),
-                             "--port", str(port), "--fsync", fsync],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "lahar",
+            "apiserver",
+            "--data-dir",
+            str(data_dir),
+            "--port",
+            str(port),
+            "--fsync",
+            fsync,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
@@ -49,11 +61,15 @@ def start_server(data_dir: Path, port: int, fsync: str) -> subprocess.Popen[byte
 
 def pod_body(index: int) -> dict[str, Any]:
     return {
-        "apiVersion": "v1", "kind": "Pod",
+        "apiVersion": "v1",
+        "kind": "Pod",
         "metadata": {"name": f"bench-{index}", "labels": {"app": "bench"}},
-        "spec": {"schedulerName": "lahar", "containers": [{
-            "name": "main", "image": "busybox",
-            "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}]},
+        "spec": {
+            "schedulerName": "lahar",
+            "containers": [
+                {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}
+            ],
+        },
     }
 
 
@@ -85,22 +101,29 @@ def run(pods: int, threads: int, fsync: str) -> dict[str, Any]:
                 drain(api.create_namespaced_pod("default", pod_body(i), _preload_content=False))
 
             def bind(i: int) -> None:
-                body = client.V1Binding(metadata=client.V1ObjectMeta(name=f"bench-{i}"),
-                                        target=client.V1ObjectReference(kind="Node", name=f"node-{i % NODES}"))
+                body = client.V1Binding(
+                    metadata=client.V1ObjectMeta(name=f"bench-{i}"),
+                    target=client.V1ObjectReference(kind="Node", name=f"node-{i % NODES}"),
+                )
                 drain(api.create_namespaced_pod_binding(f"bench-{i}", "default", body, _preload_content=False))
 
             create_seconds = timed(pods, threads, create)
             bind_seconds = timed(pods, threads, bind)
-            bound = json.loads(api.list_namespaced_pod("default", field_selector="spec.nodeName!=",
-                                                       _preload_content=False).data)["items"]
+            bound = json.loads(
+                api.list_namespaced_pod("default", field_selector="spec.nodeName!=", _preload_content=False).data
+            )["items"]
         finally:
             proc.terminate()
             proc.wait(10)
     return {
-        "benchmark": "apiserver", "pods": pods, "threads": threads, "fsync": fsync,
+        "benchmark": "apiserver",
+        "pods": pods,
+        "threads": threads,
+        "fsync": fsync,
         "creates_per_second": round(pods / create_seconds, 1),
         "binds_per_second": round(pods / bind_seconds, 1),
-        "bound_pods": len(bound), "cpus": os.cpu_count(),
+        "bound_pods": len(bound),
+        "cpus": os.cpu_count(),
     }
 
 
@@ -117,8 +140,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result))
     else:
-        print(f"{result['pods']} pods, {result['threads']} client threads, fsync={result['fsync']}, "
-              f"{result['cpus']} CPUs (client and server share them)")
+        print(
+            f"{result['pods']} pods, {result['threads']} client threads, fsync={result['fsync']}, "
+            f"{result['cpus']} CPUs (client and server share them)"
+        )
         print(f"  creates: {result['creates_per_second']:>8.1f} /s")
         print(f"  binds:   {result['binds_per_second']:>8.1f} /s   ({result['bound_pods']} pods bound)")
     return 0 if result["bound_pods"] == args.pods else 1

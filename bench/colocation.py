@@ -67,6 +67,7 @@ PR_SET_PDEATHSIG = 1
 
 # --- child processes: the online server, the load generator, the BE hogs ----------------------
 
+
 def _die_with_parent(deadline: float) -> Callable[[], bool]:
     """Ask the kernel to kill this process with its parent (the bench); answer a check that is
     true once the parent is gone or the deadline passed, for loops that must stop by themselves."""
@@ -123,7 +124,7 @@ def serve(work_ms: float, deadline: float) -> None:
                         break
                     pending += data
                     while len(pending) >= MESSAGE.size:
-                        request, pending = pending[:MESSAGE.size], pending[MESSAGE.size:]
+                        request, pending = pending[: MESSAGE.size], pending[MESSAGE.size :]
                         burn(iterations)
                         connection.sendall(request)
                 except TimeoutError:
@@ -190,7 +191,7 @@ def load(port: int, start: float, segments: list[Segment], warmup: float, deadli
             sent += 1
         if outgoing:
             with contextlib.suppress(BlockingIOError):
-                del outgoing[:connection.send(outgoing)]
+                del outgoing[: connection.send(outgoing)]
         wait = max(0.0, times[sent] - time.monotonic()) if sent < len(times) else 0.05
         selector.modify(connection, selectors.EVENT_READ | (selectors.EVENT_WRITE if outgoing else 0))
         for _key, events in selector.select(min(wait, 0.05)):
@@ -212,8 +213,15 @@ def load(port: int, start: float, segments: list[Segment], warmup: float, deadli
         skip = warmup if index == 0 else 0.0
         window = [lat for t, lat in zip(times, latencies) if at + skip <= t < at + segment.seconds]
         answered = [lat for lat in window if lat is not None]
-        result["segments"].append({"start": at, "rate": segment.rate, "requests": len(window),
-                                   "unanswered": len(window) - len(answered), **percentiles(answered)})
+        result["segments"].append(
+            {
+                "start": at,
+                "rate": segment.rate,
+                "requests": len(window),
+                "unanswered": len(window) - len(answered),
+                **percentiles(answered),
+            }
+        )
         at += segment.seconds
     return result
 
@@ -235,6 +243,7 @@ def role_main(argv: list[str]) -> int:
 
 # --- the kubelet-like cgroup tree --------------------------------------------------------------
 
+
 def cgroup_problem(root: Path = CGROUP_ROOT) -> str | None:
     """Why this bench cannot run here, or None."""
     from lahar.agent.cgroups.layout import v1_write_problem
@@ -254,16 +263,26 @@ class BenchPod:
 
     def as_api_object(self) -> dict[str, Any]:
         """The pod as the API would list it on this node."""
-        resources = ({"requests": {"cpu": f"{self.cpu_request_millicores}m"}}
-                     if self.cpu_request_millicores else {})
+        resources = {"requests": {"cpu": f"{self.cpu_request_millicores}m"}} if self.cpu_request_millicores else {}
         return {
-            "metadata": {"name": self.name, "namespace": "bench", "uid": self.uid,
-                         "labels": {"lahar.dev/qos-class": self.qos}},
-            "spec": {"nodeName": "bench", "priority": self.priority,
-                     "containers": [{"name": name, "resources": resources} for name in self.containers]},
-            "status": {"phase": "Running", "qosClass": self.kube_qos,
-                       "containerStatuses": [{"name": name, "containerID": f"containerd://{cid}"}
-                                             for name, cid in self.containers.items()]},
+            "metadata": {
+                "name": self.name,
+                "namespace": "bench",
+                "uid": self.uid,
+                "labels": {"lahar.dev/qos-class": self.qos},
+            },
+            "spec": {
+                "nodeName": "bench",
+                "priority": self.priority,
+                "containers": [{"name": name, "resources": resources} for name in self.containers],
+            },
+            "status": {
+                "phase": "Running",
+                "qosClass": self.kube_qos,
+                "containerStatuses": [
+                    {"name": name, "containerID": f"containerd://{cid}"} for name, cid in self.containers.items()
+                ],
+            },
         }
 
 
@@ -313,8 +332,9 @@ class BenchTree:
         self.write("cpu", pod_dir, "cpu.shares", shares)
         # kubelet: the besteffort level gets the minimum, burstable the sum of its pods' requests
         self.qos_shares[pod.kube_qos] = self.qos_shares.get(pod.kube_qos, 0) + shares
-        self.write("cpu", qos_dir, "cpu.shares",
-                   MIN_SHARES if pod.kube_qos == BEST_EFFORT else self.qos_shares[pod.kube_qos])
+        self.write(
+            "cpu", qos_dir, "cpu.shares", MIN_SHARES if pod.kube_qos == BEST_EFFORT else self.qos_shares[pod.kube_qos]
+        )
         return pod_dir
 
     def procs_files(self, relative: str) -> list[Path]:
@@ -351,7 +371,7 @@ def sweep_stale(root: Path = CGROUP_ROOT) -> list[str]:
         if controller not in CONTROLLERS:
             continue
         for top in mount.glob(f"{BENCH_PREFIX}*-*"):
-            pid = top.name[len(BENCH_PREFIX):].partition("-")[0]
+            pid = top.name[len(BENCH_PREFIX) :].partition("-")[0]
             if not pid.isdigit() or _alive(int(pid)):
                 continue
             for directory, _, _ in sorted(os.walk(top), key=lambda entry: -len(Path(entry[0]).parts)):
@@ -386,6 +406,7 @@ def _rmdir(path: Path, timeout: float = 5.0) -> bool:
 
 # --- the run -----------------------------------------------------------------------------------
 
+
 @dataclass
 class Processes:
     """Children of this bench, killed at the end whatever happens."""
@@ -396,8 +417,16 @@ class Processes:
         """Start a role in a cgroup: a shell joins the cgroup, then becomes the Python child, so
         not one instruction of it runs outside."""
         joins = " && ".join(f"echo $$ > {shlex.quote(str(f))}" for f in tree.procs_files(cgroup))
-        command = ["sh", "-c", f'{joins} && exec "$@"', "sh", sys.executable, str(Path(__file__).resolve()),
-                   role, json.dumps(options)]
+        command = [
+            "sh",
+            "-c",
+            f'{joins} && exec "$@"',
+            "sh",
+            sys.executable,
+            str(Path(__file__).resolve()),
+            role,
+            json.dumps(options),
+        ]
         child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
         self.children.append(child)
         return child
@@ -441,19 +470,27 @@ class CpuMeter:
     best_effort: list[str]
 
     def read(self) -> tuple[float, float, float, float]:
-        return (time.monotonic(), self.tree.cpu_seconds(self.online),
-                sum(self.tree.cpu_seconds(p) for p in self.best_effort), node_busy_seconds())
+        return (
+            time.monotonic(),
+            self.tree.cpu_seconds(self.online),
+            sum(self.tree.cpu_seconds(p) for p in self.best_effort),
+            node_busy_seconds(),
+        )
 
     @staticmethod
-    def usage(before: tuple[float, float, float, float], after: tuple[float, float, float, float],
-              cores: int) -> dict[str, float]:
+    def usage(
+        before: tuple[float, float, float, float], after: tuple[float, float, float, float], cores: int
+    ) -> dict[str, float]:
         elapsed = after[0] - before[0]
         online, best_effort, node = ((a - b) / elapsed for a, b in zip(after[1:], before[1:]))
         other = max(0.0, node - online - best_effort)  # other tenants of this shared machine, this bench
-        return {"online_cpu_cores": round(online, 3), "be_cpu_cores": round(best_effort, 3),
-                "other_cpu_cores": round(other, 3),
-                "be_harvest_ratio": _share(best_effort, cores - online),
-                "be_harvest_ratio_net_of_other": _share(best_effort, cores - online - other)}
+        return {
+            "online_cpu_cores": round(online, 3),
+            "be_cpu_cores": round(best_effort, 3),
+            "other_cpu_cores": round(other, 3),
+            "be_harvest_ratio": _share(best_effort, cores - online),
+            "be_harvest_ratio_net_of_other": _share(best_effort, cores - online - other),
+        }
 
 
 @dataclass
@@ -472,21 +509,32 @@ class Bench:
     def start_online(self) -> None:
         from lahar.api.qos import BURSTABLE
 
-        pod = BenchPod("online", str(uuid.uuid4()), BURSTABLE, "LS", 1000,
-                       {"server": secrets.token_hex(32), "client": secrets.token_hex(32)},
-                       cpu_request_millicores=ONLINE_REQUEST_MILLICORES)
+        pod = BenchPod(
+            "online",
+            str(uuid.uuid4()),
+            BURSTABLE,
+            "LS",
+            1000,
+            {"server": secrets.token_hex(32), "client": secrets.token_hex(32)},
+            cpu_request_millicores=ONLINE_REQUEST_MILLICORES,
+        )
         self.online_dir = self.tree.add_pod(pod)
         self.pods.append(pod)
-        server = self.processes.spawn(self.tree, f"{self.online_dir}/{pod.containers['server']}", "serve",
-                                      {"work_ms": self.work_ms, "deadline": self.deadline})
+        server = self.processes.spawn(
+            self.tree,
+            f"{self.online_dir}/{pod.containers['server']}",
+            "serve",
+            {"work_ms": self.work_ms, "deadline": self.deadline},
+        )
         self.server_port = int(_read_line(server.stdout, 30, "the online server's port").split()[0])
 
     def start_best_effort(self) -> None:
         from lahar.api.qos import BEST_EFFORT
 
         for index in range(self.cores):
-            pod = BenchPod(f"batch-{index}", str(uuid.uuid4()), BEST_EFFORT, "BE", index,
-                           {"hog": secrets.token_hex(32)})
+            pod = BenchPod(
+                f"batch-{index}", str(uuid.uuid4()), BEST_EFFORT, "BE", index, {"hog": secrets.token_hex(32)}
+            )
             pod_dir = self.tree.add_pod(pod)
             self.pods.append(pod)
             self.be_dirs.append(pod_dir)
@@ -501,9 +549,18 @@ class Bench:
         client_dir = f"{self.online_dir}/{self.pods[0].containers['client']}"
         start = time.monotonic() + 0.5  # the generator's own start-up
         total = sum(s.seconds for s in segments)
-        generator = self.processes.spawn(self.tree, client_dir, "load", {
-            "port": self.server_port, "start": start, "warmup": WARMUP_SECONDS, "deadline": self.deadline,
-            "segments": [(s.seconds, s.rate) for s in segments]})
+        generator = self.processes.spawn(
+            self.tree,
+            client_dir,
+            "load",
+            {
+                "port": self.server_port,
+                "start": start,
+                "warmup": WARMUP_SECONDS,
+                "deadline": self.deadline,
+                "segments": [(s.seconds, s.rate) for s in segments],
+            },
+        )
         if on_start is not None:
             on_start(start)
         meter = CpuMeter(self.tree, self.online_dir, self.be_dirs)
@@ -526,6 +583,7 @@ def _sleep_until(at: float) -> None:
 
 
 # --- the BE CPU cap, as the cgroup files say ---------------------------------------------------
+
 
 def cpu_cap_cores(tree: BenchTree, relative: str) -> float:
     """A cgroup's CFS cap in cores; infinity when unlimited."""
@@ -603,14 +661,18 @@ def reaction(watcher: CapWatcher, step_at: float, expected_drop: float) -> dict[
     result["cap_after_cores"] = watcher.changes[-1][1] if watcher.changes else None
     if shrunk is None:
         lowest = min((cap for when, cap in watcher.changes if when >= step_at), default=before)
-        return {**result, "reaction_seconds": None,
-                "why": f"the cap did not settle at or under {limit:.2f} cores after the step (before: "
-                       f"{before:.2f}, lowest after: {lowest:.2f}; it may have been as tight as the new load "
-                       "calls for already, e.g. at the engine's floor)"}
+        return {
+            **result,
+            "reaction_seconds": None,
+            "why": f"the cap did not settle at or under {limit:.2f} cores after the step (before: "
+            f"{before:.2f}, lowest after: {lowest:.2f}; it may have been as tight as the new load "
+            "calls for already, e.g. at the engine's floor)",
+        }
     return {**result, "reaction_seconds": round(shrunk - step_at, 3)}
 
 
 # --- the agent with its QoS engine -------------------------------------------------------------
+
 
 @contextlib.contextmanager
 def qos_agent(bench: Bench, fast_path: bool, cpu_threshold: float | None) -> Iterator[Any]:
@@ -623,8 +685,12 @@ def qos_agent(bench: Bench, fast_path: bool, cpu_threshold: float | None) -> Ite
     suppress: dict[str, Any] = {"fast_path": fast_path}
     if cpu_threshold is not None:
         suppress["threshold"] = cpu_threshold
-    settings = AgentSettings(node="bench", cgroup_root=bench.tree.root, kubepods=bench.tree.kubepods,
-                             qos=QosConfig.from_mapping({"cpu_suppress": suppress}))
+    settings = AgentSettings(
+        node="bench",
+        cgroup_root=bench.tree.root,
+        kubepods=bench.tree.kubepods,
+        qos=QosConfig.from_mapping({"cpu_suppress": suppress}),
+    )
     agent = Agent(settings, pods=bench.api_pods)
     thread = threading.Thread(target=agent.run, name="agent", daemon=True)
     thread.start()
@@ -643,27 +709,43 @@ def health_errors(agent: Any) -> dict[str, str]:
 
 # --- main --------------------------------------------------------------------------------------
 
+
 def phase_summary(phase: dict[str, Any]) -> dict[str, Any]:
     segment = phase["segments"][0]
     return {key: segment[key] for key in ("p50_ms", "p99_ms", "p999_ms", "requests", "unanswered")} | {
-        key: phase[key] for key in ("online_cpu_cores", "be_cpu_cores", "other_cpu_cores", "be_harvest_ratio",
-                                    "be_harvest_ratio_net_of_other")}
+        key: phase[key]
+        for key in (
+            "online_cpu_cores",
+            "be_cpu_cores",
+            "other_cpu_cores",
+            "be_harvest_ratio",
+            "be_harvest_ratio_net_of_other",
+        )
+    }
 
 
 def ratio(value: float | None, base: float | None) -> float | None:
     return round(value / base, 3) if value is not None and base else None
 
 
-def run(seconds: float, rate: float, step_rate: float, work_ms: float, cpu_threshold: float | None,
-        settle: float) -> dict[str, Any]:
+def run(
+    seconds: float, rate: float, step_rate: float, work_ms: float, cpu_threshold: float | None, settle: float
+) -> dict[str, Any]:
     cores = os.cpu_count() or 1
     step_seconds = max(2.0, seconds / 2)
     budget = 4 * seconds + 4 * step_seconds + 2 * settle + 60  # every phase, start-up and slack
     sweep_stale()
     tree, processes = BenchTree(), Processes()
     bench = Bench(tree, processes, cores, seconds, work_ms, time.monotonic() + budget)
-    result: dict[str, Any] = {"benchmark": "colocation", "cores": cores, "seconds": seconds, "rate": rate,
-                              "step_rate": step_rate, "work_ms": work_ms, "kubepods": tree.kubepods}
+    result: dict[str, Any] = {
+        "benchmark": "colocation",
+        "cores": cores,
+        "seconds": seconds,
+        "rate": rate,
+        "step_rate": step_rate,
+        "work_ms": work_ms,
+        "kubepods": tree.kubepods,
+    }
     phases: dict[str, Any] = {}
     try:
         bench.start_online()
@@ -689,14 +771,19 @@ def run(seconds: float, rate: float, step_rate: float, work_ms: float, cpu_thres
     steady = {name: phase_summary(phases[name]) for name in ("solo", "colocated_noqos", "colocated_qos")}
     result["phases"] = {**steady, "step_psi": phases["step_psi"], "step": phases["step"]}
     solo, noqos, qos = (steady[name]["p99_ms"] for name in ("solo", "colocated_noqos", "colocated_qos"))
-    result.update({
-        "online_p99_solo": solo, "online_p99_colocated_noqos": noqos, "online_p99_colocated_qos": qos,
-        "p99_ratio_noqos": ratio(noqos, solo), "p99_ratio_qos": ratio(qos, solo),
-        "be_harvest_ratio": steady["colocated_qos"]["be_harvest_ratio"],
-        "be_harvest_ratio_noqos": steady["colocated_noqos"]["be_harvest_ratio"],
-        "step_reaction_seconds": phases["step"]["reaction_seconds"],
-        "step_reaction_seconds_psi": phases["step_psi"]["reaction_seconds"],
-    })
+    result.update(
+        {
+            "online_p99_solo": solo,
+            "online_p99_colocated_noqos": noqos,
+            "online_p99_colocated_qos": qos,
+            "p99_ratio_noqos": ratio(noqos, solo),
+            "p99_ratio_qos": ratio(qos, solo),
+            "be_harvest_ratio": steady["colocated_qos"]["be_harvest_ratio"],
+            "be_harvest_ratio_noqos": steady["colocated_noqos"]["be_harvest_ratio"],
+            "step_reaction_seconds": phases["step"]["reaction_seconds"],
+            "step_reaction_seconds_psi": phases["step_psi"]["reaction_seconds"],
+        }
+    )
     return result
 
 
@@ -707,19 +794,24 @@ def step_phase(bench: Bench, rate: float, step_rate: float, seconds: float, stea
     with CapWatcher(lambda: be_cap_cores(bench.tree, bench.be_dirs)) as watcher:
         figures = bench.drive([Segment(seconds, rate), Segment(seconds, step_rate)], on_start=starts.append)
     step_at = starts[0] + seconds
-    return {**reaction(watcher, step_at, (step_rate - rate) * per_request),
-            "p99_ms_before": figures["segments"][0]["p99_ms"], "p99_ms_after": figures["segments"][1]["p99_ms"]}
+    return {
+        **reaction(watcher, step_at, (step_rate - rate) * per_request),
+        "p99_ms_before": figures["segments"][0]["p99_ms"],
+        "p99_ms_after": figures["segments"][1]["p99_ms"],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="lahar bench colocation", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="lahar bench colocation", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--seconds", type=float, default=10.0, help="measured seconds per phase (default 10)")
     parser.add_argument("--rate", type=float, default=200.0, help="online requests per second (default 200)")
     parser.add_argument("--step-rate", type=float, help="online rate after the load step (default 2 x --rate)")
     parser.add_argument("--work-ms", type=float, default=1.0, help="CPU work per online request (default 1 ms)")
-    parser.add_argument("--cpu-threshold", type=float,
-                        help="the QoS engine's CPU suppress threshold (default: the engine's own)")
+    parser.add_argument(
+        "--cpu-threshold", type=float, help="the QoS engine's CPU suppress threshold (default: the engine's own)"
+    )
     parser.add_argument("--settle", type=float, default=3.0, help="seconds the QoS engine gets before measuring")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--verbose", action="store_true", help="show the agent's cgroup writes as it makes them")
@@ -736,8 +828,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.verbose:  # each cap change is an INFO line: a few hundred per run
         agent_log.setLevel(logging.WARNING)
     try:
-        result = run(args.seconds, args.rate, args.step_rate or 2 * args.rate, args.work_ms, args.cpu_threshold,
-                     args.settle)
+        result = run(
+            args.seconds, args.rate, args.step_rate or 2 * args.rate, args.work_ms, args.cpu_threshold, args.settle
+        )
     except KeyboardInterrupt:
         print("lahar bench colocation: interrupted; its processes and cgroups are removed", file=sys.stderr)
         return 130
@@ -753,18 +846,25 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def render(result: dict[str, Any]) -> str:
-    lines = [f"co-location on {result['cores']} cores, online {result['rate']:g} req/s x {result['work_ms']:g} ms "
-             f"of CPU, {result['seconds']:g} s per phase"]
+    lines = [
+        f"co-location on {result['cores']} cores, online {result['rate']:g} req/s x {result['work_ms']:g} ms "
+        f"of CPU, {result['seconds']:g} s per phase"
+    ]
     for name, phase in result["phases"].items():
         if "p99_ms" in phase:
-            lines.append(f"  {name:16} p50 {phase['p50_ms']} ms  p99 {phase['p99_ms']} ms  p999 {phase['p999_ms']} ms"
-                         f"  online {phase['online_cpu_cores']} / BE {phase['be_cpu_cores']} / other "
-                         f"{phase['other_cpu_cores']} cores  harvest {phase['be_harvest_ratio']}")
-    lines.append(f"  p99 ratio to solo: no QoS {result['p99_ratio_noqos']}, QoS {result['p99_ratio_qos']} "
-                 "(target <= 1.15)")
+            lines.append(
+                f"  {name:16} p50 {phase['p50_ms']} ms  p99 {phase['p99_ms']} ms  p999 {phase['p999_ms']} ms"
+                f"  online {phase['online_cpu_cores']} / BE {phase['be_cpu_cores']} / other "
+                f"{phase['other_cpu_cores']} cores  harvest {phase['be_harvest_ratio']}"
+            )
+    lines.append(
+        f"  p99 ratio to solo: no QoS {result['p99_ratio_noqos']}, QoS {result['p99_ratio_qos']} (target <= 1.15)"
+    )
     lines.append(f"  BE harvest with QoS: {result['be_harvest_ratio']} (target >= 0.8)")
-    lines.append(f"  load step: BE cap shrank after {result['step_reaction_seconds']} s (target <= 1), "
-                 f"{result['step_reaction_seconds_psi']} s with PSI (target <= 0.2)")
+    lines.append(
+        f"  load step: BE cap shrank after {result['step_reaction_seconds']} s (target <= 1), "
+        f"{result['step_reaction_seconds_psi']} s with PSI (target <= 0.2)"
+    )
     if "agent_errors" in result:
         lines.append(f"  agent errors: {result['agent_errors']}")
     if "cgroups_left" in result:
@@ -773,5 +873,6 @@ def render(result: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    raise SystemExit(role_main(sys.argv[1:]) if len(sys.argv) > 2 and sys.argv[1] in ("serve", "load", "hog")
-                     else main())
+    raise SystemExit(
+        role_main(sys.argv[1:]) if len(sys.argv) > 2 and sys.argv[1] in ("serve", "load", "hog") else main()
+    )

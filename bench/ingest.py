@@ -36,8 +36,16 @@ from typing import Any
 import grpc
 import psutil
 
-from lahar.agent.report import (AgentHealth, ContainerUsage, CpuUsage, MemoryUsage, NodeReport, NumaNode, PodUsage,
-                                Pressure)
+from lahar.agent.report import (
+    AgentHealth,
+    ContainerUsage,
+    CpuUsage,
+    MemoryUsage,
+    NodeReport,
+    NumaNode,
+    PodUsage,
+    Pressure,
+)
 from lahar.rpc import STREAM_ACCEPTED
 from lahar.rpc.convert import report_to_proto
 from lahar.rpc.v1 import agent_pb2 as pb
@@ -52,28 +60,42 @@ def realistic_report(node: str, pods: int, rng: random.Random) -> NodeReport:
     """A 32-CPU, 128 GiB node running `pods` pods of mixed QoS, as an agent would report it."""
     cpus = 32
     pod_usages = [
-        PodUsage(namespace=f"team-{index % 7}", name=f"job-{index:03d}-worker-{index % 4}",
-                 uid=f"{rng.getrandbits(128):032x}", qos_class=("LS", "BE", "LC")[index % 3],
-                 kube_qos_class=("Burstable", "BestEffort", "Guaranteed")[index % 3],
-                 cgroup=f"kubepods/burstable/pod{index:08x}", cpu_usage_cores=rng.uniform(0, 2),
-                 memory_working_set_bytes=rng.randrange(64 * MIB, 4 * GIB),
-                 cpu_throttled_periods_total=rng.randrange(10_000), cpu_throttled_seconds_total=rng.uniform(0, 100),
-                 io_read_bytes_total=rng.randrange(GIB), io_write_bytes_total=rng.randrange(GIB),
-                 containers=[ContainerUsage("main", rng.uniform(0, 2), rng.randrange(64 * MIB, 4 * GIB))])
-        for index in range(pods)]
+        PodUsage(
+            namespace=f"team-{index % 7}",
+            name=f"job-{index:03d}-worker-{index % 4}",
+            uid=f"{rng.getrandbits(128):032x}",
+            qos_class=("LS", "BE", "LC")[index % 3],
+            kube_qos_class=("Burstable", "BestEffort", "Guaranteed")[index % 3],
+            cgroup=f"kubepods/burstable/pod{index:08x}",
+            cpu_usage_cores=rng.uniform(0, 2),
+            memory_working_set_bytes=rng.randrange(64 * MIB, 4 * GIB),
+            cpu_throttled_periods_total=rng.randrange(10_000),
+            cpu_throttled_seconds_total=rng.uniform(0, 100),
+            io_read_bytes_total=rng.randrange(GIB),
+            io_write_bytes_total=rng.randrange(GIB),
+            containers=[ContainerUsage("main", rng.uniform(0, 2), rng.randrange(64 * MIB, 4 * GIB))],
+        )
+        for index in range(pods)
+    ]
     per_core = [rng.random() for _ in range(cpus)]
     return NodeReport(
-        node=node, sequence=0, timestamp=time.time(),
+        node=node,
+        sequence=0,
+        timestamp=time.time(),
         cpu=CpuUsage(cpus, sum(per_core), sum(per_core) / cpus, per_core),
         memory=MemoryUsage(128 * GIB, 70 * GIB, 58 * GIB, 20 * GIB),
         numa=[NumaNode(index, list(range(index * 16, index * 16 + 16)), 64 * GIB, 35 * GIB, 8.0) for index in (0, 1)],
-        pressure=[Pressure(resource, 1.5, 1.2, 1.0, 1234.5, 0.3, 0.2, 0.1, 99.0)
-                  for resource in ("cpu", "memory", "io")],
-        pods=pod_usages, reclaimable={"cpu": 9_000, "memory": 40 * GIB},
-        health=AgentHealth("bench", 0.02))
+        pressure=[
+            Pressure(resource, 1.5, 1.2, 1.0, 1234.5, 0.3, 0.2, 0.1, 99.0) for resource in ("cpu", "memory", "io")
+        ],
+        pods=pod_usages,
+        reclaimable={"cpu": 9_000, "memory": 40 * GIB},
+        health=AgentHealth("bench", 0.02),
+    )
 
 
 # --- the server process ---------------------------------------------------------------------------
+
 
 def serve(read_interval: float, baseline: bool) -> int:
     """The server side: print the port, serve until SIGTERM, print the counts as JSON."""
@@ -115,8 +137,9 @@ class BareServer:
                 yield ack
 
         self.server = grpc.aio.server(options=SERVER_OPTIONS)
-        self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
-            SERVICE, {METHOD: grpc.stream_stream_rpc_method_handler(report)}),))
+        self.server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler(SERVICE, {METHOD: grpc.stream_stream_rpc_method_handler(report)}),)
+        )
         port = self.server.add_insecure_port(address)
         await self.server.start()
         return port
@@ -165,6 +188,7 @@ class ServerProcess:
 
 # --- the simulated agents -------------------------------------------------------------------------
 
+
 @dataclass
 class Tally:
     connected: int = 0
@@ -174,8 +198,9 @@ class Tally:
     measuring: bool = False
 
 
-async def agent(stub: agent_pb2_grpc.NodeReportsStub, message: pb.NodeReport, phase: float, tally: Tally,
-                stop: asyncio.Event) -> None:
+async def agent(
+    stub: agent_pb2_grpc.NodeReportsStub, message: pb.NodeReport, phase: float, tally: Tally, stop: asyncio.Event
+) -> None:
     """One agent's stream: a report every second at its phase, acks read as they come."""
     call = stub.Report(metadata=(("authorization", f"Bearer {TOKEN}"),))
     sent_at: collections.deque[float] = collections.deque()
@@ -209,15 +234,18 @@ async def agent(stub: agent_pb2_grpc.NodeReportsStub, message: pb.NodeReport, ph
         await asyncio.gather(reader, return_exceptions=True)
 
 
-async def simulate(port: int, agents: int, pods: int, seconds: float, streams_per_channel: int,
-                   server: ServerProcess) -> dict[str, Any]:
+async def simulate(
+    port: int, agents: int, pods: int, seconds: float, streams_per_channel: int, server: ServerProcess
+) -> dict[str, Any]:
     rng = random.Random(7)
     messages = [report_to_proto(realistic_report(f"node-{index:05d}", pods, rng)) for index in range(agents)]
     channels = [grpc.aio.insecure_channel(f"127.0.0.1:{port}") for _ in range(math.ceil(agents / streams_per_channel))]
     stubs = [agent_pb2_grpc.NodeReportsStub(channel) for channel in channels]
     tally, stop = Tally(), asyncio.Event()
-    tasks = [asyncio.create_task(agent(stubs[index % len(stubs)], message, index / agents, tally, stop))
-             for index, message in enumerate(messages)]
+    tasks = [
+        asyncio.create_task(agent(stubs[index % len(stubs)], message, index / agents, tally, stop))
+        for index, message in enumerate(messages)
+    ]
     while tally.connected < agents and not any(task.done() for task in tasks):
         await asyncio.sleep(0.1)
     await asyncio.sleep(3.0)  # warm-up: every agent has sent a few reports
@@ -233,14 +261,19 @@ async def simulate(port: int, agents: int, pods: int, seconds: float, streams_pe
     wall = wall_after - wall_before
     latencies = sorted(tally.latencies) or [math.nan]
     return {
-        "agents": agents, "connected": tally.connected, "pods_per_report": pods, "channels": len(channels),
-        "report_bytes": messages[0].ByteSize(), "seconds": round(wall, 2),
+        "agents": agents,
+        "connected": tally.connected,
+        "pods_per_report": pods,
+        "channels": len(channels),
+        "report_bytes": messages[0].ByteSize(),
+        "seconds": round(wall, 2),
         "server_cpu_cores": round((cpu_after - cpu_before) / wall, 3),
         "client_cpu_cores": round((client_after - client_before) / wall, 3),
         "reports_per_second": round(tally.acked / wall, 1),
         "ack_latency_p50_ms": round(latencies[len(latencies) // 2] * 1000, 2),
         "ack_latency_p99_ms": round(latencies[int(len(latencies) * 0.99)] * 1000, 2),
-        "errors": dict(tally.errors), "machine_cpus": os.cpu_count(),
+        "errors": dict(tally.errors),
+        "machine_cpus": os.cpu_count(),
     }
 
 
@@ -250,10 +283,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=20.0, help="length of the measured window")
     parser.add_argument("--pods", type=int, default=20, help="pods in each report")
     parser.add_argument("--streams-per-channel", type=int, default=500)
-    parser.add_argument("--read-interval", type=float, default=0.0,
-                        help="in the server process, read every node's latest report this often (0: never)")
-    parser.add_argument("--baseline", action="store_true",
-                        help="a bare gRPC server that only acks, for what gRPC alone costs")
+    parser.add_argument(
+        "--read-interval",
+        type=float,
+        default=0.0,
+        help="in the server process, read every node's latest report this often (0: never)",
+    )
+    parser.add_argument(
+        "--baseline", action="store_true", help="a bare gRPC server that only acks, for what gRPC alone costs"
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -261,8 +299,9 @@ def main(argv: list[str] | None = None) -> int:
         return serve(args.read_interval, args.baseline)
     server = ServerProcess.start(args.read_interval, args.baseline)
     try:
-        result = asyncio.run(simulate(server.port, args.agents, args.pods, args.seconds, args.streams_per_channel,
-                                      server))
+        result = asyncio.run(
+            simulate(server.port, args.agents, args.pods, args.seconds, args.streams_per_channel, server)
+        )
     finally:
         counts = server.stop()
     result.update(server_counts=counts, read_interval=args.read_interval, baseline=args.baseline)
@@ -272,13 +311,15 @@ def main(argv: list[str] | None = None) -> int:
 
 def summary(result: dict[str, Any]) -> str:
     server = "bare gRPC server (--baseline)" if result["baseline"] else "ReportServer"
-    return (f"{result['agents']} agents -> {server}: {result['pods_per_report']} pods, {result['report_bytes']} B "
-            f"a report, {result['channels']} channels, measured over {result['seconds']} s\n"
-            f"  server CPU        {result['server_cpu_cores']:.3f} of one core (the simulated agents: "
-            f"{result['client_cpu_cores']:.3f}, on the same {result['machine_cpus']} CPUs)\n"
-            f"  reports acked     {result['reports_per_second']:.0f}/s\n"
-            f"  ack latency       p50 {result['ack_latency_p50_ms']} ms, p99 {result['ack_latency_p99_ms']} ms\n"
-            f"  server counts     {result['server_counts'] or '-'}; errors {result['errors'] or 'none'}")
+    return (
+        f"{result['agents']} agents -> {server}: {result['pods_per_report']} pods, {result['report_bytes']} B "
+        f"a report, {result['channels']} channels, measured over {result['seconds']} s\n"
+        f"  server CPU        {result['server_cpu_cores']:.3f} of one core (the simulated agents: "
+        f"{result['client_cpu_cores']:.3f}, on the same {result['machine_cpus']} CPUs)\n"
+        f"  reports acked     {result['reports_per_second']:.0f}/s\n"
+        f"  ack latency       p50 {result['ack_latency_p50_ms']} ms, p99 {result['ack_latency_p99_ms']} ms\n"
+        f"  server counts     {result['server_counts'] or '-'}; errors {result['errors'] or 'none'}"
+    )
 
 
 if __name__ == "__main__":

@@ -93,6 +93,7 @@ Obj = dict[str, Any]
 
 # --- progress -------------------------------------------------------------------------------
 
+
 class Progress:
     """Lines on stderr with the seconds since the benchmark started (silent with --quiet)."""
 
@@ -107,6 +108,7 @@ class Progress:
 
 # --- API-shaped objects (scheduler_perf's templates) ------------------------------------------
 
+
 def rfc3339(at: float) -> str:
     return datetime.fromtimestamp(at, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -116,25 +118,47 @@ def _uid(kind: str, name: str) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"lahar-bench/{kind}/{name}"))
 
 
-def node_dict(name: str, cpu: str = "4", memory: str = "32Gi", pods: str = "110",
-              labels: dict[str, str] | None = None) -> Obj:
+def node_dict(
+    name: str, cpu: str = "4", memory: str = "32Gi", pods: str = "110", labels: dict[str, str] | None = None
+) -> Obj:
     """scheduler_perf's node-default.yaml: 4 CPU, 32Gi, 110 pods, Ready."""
     capacity = {"cpu": cpu, "memory": memory, "pods": pods}
     return {
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name, "uid": _uid("node", name), "resourceVersion": "1",
-                     "creationTimestamp": rfc3339(EPOCH),
-                     "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "uid": _uid("node", name),
+            "resourceVersion": "1",
+            "creationTimestamp": rfc3339(EPOCH),
+            "labels": {"kubernetes.io/hostname": name, **(labels or {})},
+        },
         "spec": {},
-        "status": {"capacity": capacity, "allocatable": dict(capacity), "phase": "Running",
-                   "conditions": [{"type": "Ready", "status": "True"}]},
+        "status": {
+            "capacity": capacity,
+            "allocatable": dict(capacity),
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
     }
 
 
-def pod_dict(name: str, cpu: str = "100m", memory: str = "500Mi", *, node: str = "", priority: int | None = None,
-             group: str = "", qos: str = "", limits: bool = False, created: float = EPOCH,
-             phase: str = "", namespace: str = NAMESPACE, scheduler: str = SCHEDULER_NAME,
-             priority_class: str = "") -> Obj:
+def pod_dict(
+    name: str,
+    cpu: str = "100m",
+    memory: str = "500Mi",
+    *,
+    node: str = "",
+    priority: int | None = None,
+    group: str = "",
+    qos: str = "",
+    limits: bool = False,
+    created: float = EPOCH,
+    phase: str = "",
+    namespace: str = NAMESPACE,
+    scheduler: str = SCHEDULER_NAME,
+    priority_class: str = "",
+) -> Obj:
     """scheduler_perf's pod-default.yaml (100m / 500Mi requests) for the scheduler `lahar`, as the
     API server stores it. `node` makes it a bound pod, `group` puts it in a PodGroup, `qos` sets
     lahar.dev/qos-class, `limits` makes it Guaranteed (limits = requests), `scheduler` hands it
@@ -142,14 +166,23 @@ def pod_dict(name: str, cpu: str = "100m", memory: str = "500Mi", *, node: str =
     resources: Obj = {"requests": {"cpu": cpu, "memory": memory}}
     if limits:
         resources["limits"] = {"cpu": cpu, "memory": memory}
-    metadata: Obj = {"name": name, "namespace": namespace, "uid": _uid("pod", f"{namespace}/{name}"),
-                     "resourceVersion": "1", "creationTimestamp": rfc3339(created), "labels": {"app": "bench"}}
+    metadata: Obj = {
+        "name": name,
+        "namespace": namespace,
+        "uid": _uid("pod", f"{namespace}/{name}"),
+        "resourceVersion": "1",
+        "creationTimestamp": rfc3339(created),
+        "labels": {"app": "bench"},
+    }
     if group:
         metadata["annotations"] = {GROUP_ANNOTATION: group}
     if qos:
         metadata["labels"][QOS_KEY] = qos
-    spec: Obj = {"schedulerName": scheduler, "terminationGracePeriodSeconds": 0,
-                 "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10", "resources": resources}]}
+    spec: Obj = {
+        "schedulerName": scheduler,
+        "terminationGracePeriodSeconds": 0,
+        "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10", "resources": resources}],
+    }
     if priority is not None:
         spec["priority"] = priority  # as admission resolves it from the PriorityClass
     if priority_class:
@@ -162,9 +195,17 @@ def pod_dict(name: str, cpu: str = "100m", memory: str = "500Mi", *, node: str =
     return pod_defaults(pod)  # as the API server stores it (status.phase, status.qosClass, ...)
 
 
-def podgroup_dict(name: str, min_member: int, *, queue: str = "default", min_resources: dict[str, str] | None = None,
-                  created: float = EPOCH, phase: str = "Pending", namespace: str = NAMESPACE,
-                  priority_class: str = "") -> Obj:
+def podgroup_dict(
+    name: str,
+    min_member: int,
+    *,
+    queue: str = "default",
+    min_resources: dict[str, str] | None = None,
+    created: float = EPOCH,
+    phase: str = "Pending",
+    namespace: str = NAMESPACE,
+    priority_class: str = "",
+) -> Obj:
     """A Volcano PodGroup as the controller writes it (minResources = what minMember pods ask)."""
     spec: Obj = {"minMember": min_member, "queue": queue}
     if min_resources:
@@ -172,25 +213,40 @@ def podgroup_dict(name: str, min_member: int, *, queue: str = "default", min_res
     if priority_class:
         spec["priorityClassName"] = priority_class
     return {
-        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": namespace, "uid": _uid("podgroup", f"{namespace}/{name}"),
-                     "resourceVersion": "1", "creationTimestamp": rfc3339(created)},
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": _uid("podgroup", f"{namespace}/{name}"),
+            "resourceVersion": "1",
+            "creationTimestamp": rfc3339(created),
+        },
         "spec": spec,
         "status": {"phase": phase},
     }
 
 
 def priority_class_dict(name: str, value: int) -> Obj:
-    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-            "metadata": {"name": name, "uid": _uid("priorityclass", name), "resourceVersion": "1"},
-            "value": value, "globalDefault": False}
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name, "uid": _uid("priorityclass", name), "resourceVersion": "1"},
+        "value": value,
+        "globalDefault": False,
+    }
 
 
 def queue_dict(name: str, weight: int = 1) -> Obj:
     return {
-        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
-        "metadata": {"name": name, "uid": _uid("queue", name), "resourceVersion": "1",
-                     "creationTimestamp": rfc3339(EPOCH)},
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {
+            "name": name,
+            "uid": _uid("queue", name),
+            "resourceVersion": "1",
+            "creationTimestamp": rfc3339(EPOCH),
+        },
         "spec": {"weight": weight, "reclaimable": True},
         "status": {"state": "Open"},
     }
@@ -210,6 +266,7 @@ def scaled_quantity(millis: int) -> str:
 
 # --- figures ----------------------------------------------------------------------------------
 
+
 def percentile(values: list[float], q: float) -> float:
     if not values:
         return 0.0
@@ -222,6 +279,7 @@ def rate(count: int, seconds: float) -> float:
 
 
 # --- in process: the cache core and scheduling cycles -----------------------------------------
+
 
 @dataclass
 class Cycle:
@@ -253,8 +311,18 @@ class Timings:
 
     def add(self, cycle: Cycle) -> Cycle:
         # Keep the costs only: the session holds a whole snapshot.
-        self.cycles.append(Cycle(cycle.snapshot_seconds, cycle.session_seconds, cycle.assume_seconds,
-                                 cycle.confirm_seconds, None, [], [], []))
+        self.cycles.append(
+            Cycle(
+                cycle.snapshot_seconds,
+                cycle.session_seconds,
+                cycle.assume_seconds,
+                cycle.confirm_seconds,
+                None,
+                [],
+                [],
+                [],
+            )
+        )
         if cycle.session is not None:
             self.actions.update(cycle.session.action_seconds)
         return cycle
@@ -351,16 +419,22 @@ class InProcess:
             if patch is not None:
                 obj = self.podgroups[job.key]
                 version = str(int(obj["metadata"]["resourceVersion"]) + 1)
-                written = {**obj, "metadata": {**obj["metadata"], "resourceVersion": version},
-                           "status": {**(obj.get("status") or {}), **patch}}
+                written = {
+                    **obj,
+                    "metadata": {**obj["metadata"], "resourceVersion": version},
+                    "status": {**(obj.get("status") or {}), **patch},
+                }
                 self.podgroups[job.key] = written
                 cache.update_podgroup(obj, written)
         assumed = time.perf_counter()
         for task, node in bound:
             key = task.key
             obj = self.pods[key]
-            confirmed = {**obj, "spec": {**obj["spec"], "nodeName": node},
-                         "status": {**(obj.get("status") or {}), "phase": "Running"}}
+            confirmed = {
+                **obj,
+                "spec": {**obj["spec"], "nodeName": node},
+                "status": {**(obj.get("status") or {}), "phase": "Running"},
+            }
             cache.confirm(task.uid)
             self.pods[key] = confirmed
             self.bound[key] = node
@@ -369,8 +443,16 @@ class InProcess:
             if task.key in self.pods:
                 self.delete_pod(task.key)
         confirmed_at = time.perf_counter()
-        return Cycle(snapped - started, decided - snapped, assumed - decided, confirmed_at - assumed, session, bound,
-                     list(session.pipelined), evicted)
+        return Cycle(
+            snapped - started,
+            decided - snapped,
+            assumed - decided,
+            confirmed_at - assumed,
+            session,
+            bound,
+            list(session.pipelined),
+            evicted,
+        )
 
 
 def feed_nodes(sim: InProcess, count: int, progress: Progress) -> None:
@@ -379,8 +461,16 @@ def feed_nodes(sim: InProcess, count: int, progress: Progress) -> None:
     progress(f"{count} nodes fed to the cache")
 
 
-def run_until(sim: InProcess, timings: Timings, done: Callable[[], bool], progress: Progress, what: str,
-              stall_limit: int = 2, on_cycle: Callable[[Cycle], None] | None = None, max_cycles: int = 100_000) -> bool:
+def run_until(
+    sim: InProcess,
+    timings: Timings,
+    done: Callable[[], bool],
+    progress: Progress,
+    what: str,
+    stall_limit: int = 2,
+    on_cycle: Callable[[Cycle], None] | None = None,
+    max_cycles: int = 100_000,
+) -> bool:
     """Run cycles until `done()`; give up after `stall_limit` cycles in a row that bind,
     pipeline and evict nothing. True when done."""
     stalled = 0
@@ -390,8 +480,10 @@ def run_until(sim: InProcess, timings: Timings, done: Callable[[], bool], progre
         cycle = timings.add(sim.cycle())
         if on_cycle is not None:
             on_cycle(cycle)
-        progress(f"{what}: cycle {len(timings.cycles)}: {len(cycle.bound)} bound, {len(cycle.pipelined)} pipelined, "
-                 f"{len(cycle.evicted)} evicted in {cycle.seconds:.3f}s (snapshot {cycle.snapshot_seconds:.3f}s)")
+        progress(
+            f"{what}: cycle {len(timings.cycles)}: {len(cycle.bound)} bound, {len(cycle.pipelined)} pipelined, "
+            f"{len(cycle.evicted)} evicted in {cycle.seconds:.3f}s (snapshot {cycle.snapshot_seconds:.3f}s)"
+        )
         stalled = 0 if (cycle.bound or cycle.pipelined or cycle.evicted) else stalled + 1
         if stalled >= stall_limit:
             return done()
@@ -405,8 +497,14 @@ def target(metric: str, op: str, value: float, actual: float) -> dict[str, Any]:
 
 # --- basic --------------------------------------------------------------------------------------
 
-def scenario_basic(args: argparse.Namespace, progress: Progress, name: str = "basic", default_pods: int = 10_000,
-                   default_init: int = 1000) -> dict[str, Any]:
+
+def scenario_basic(
+    args: argparse.Namespace,
+    progress: Progress,
+    name: str = "basic",
+    default_pods: int = 10_000,
+    default_init: int = 1000,
+) -> dict[str, Any]:
     nodes = args.nodes or 5000
     pods = args.pods or default_pods
     init = args.init if args.init is not None else (default_init if args.pods is None else pods // 10)
@@ -423,9 +521,17 @@ def scenario_basic(args: argparse.Namespace, progress: Progress, name: str = "ba
     run_until(sim, timings, lambda: all(key in sim.bound for key in measured), progress, name)
     placed = sum(1 for key in measured if key in sim.bound)
     seconds = timings.seconds
-    result = {"scenario": name, "nodes": nodes, "init_pods": init, "pods": pods, "placed": placed,
-              "pods_per_second": rate(placed, seconds), "seconds": round(seconds, 4),
-              "pods_per_second_with_confirm": rate(placed, seconds + timings.confirm_seconds), **timings.figures()}
+    result = {
+        "scenario": name,
+        "nodes": nodes,
+        "init_pods": init,
+        "pods": pods,
+        "placed": placed,
+        "pods_per_second": rate(placed, seconds),
+        "seconds": round(seconds, 4),
+        "pods_per_second_with_confirm": rate(placed, seconds + timings.confirm_seconds),
+        **timings.figures(),
+    }
     result["target"] = target("pods_per_second", ">=", 5000, result["pods_per_second"])
     result["ok"] = placed == pods
     return result
@@ -437,15 +543,34 @@ def scenario_basic_50k(args: argparse.Namespace, progress: Progress) -> dict[str
 
 # --- gang ---------------------------------------------------------------------------------------
 
-def gang_objects(name: str, size: int, cpu: str = "100m", memory: str = "500Mi", queue: str = "default",
-                 created: float = EPOCH, priority: int | None = None,
-                 priority_class: str = "") -> tuple[Obj, list[Obj]]:
+
+def gang_objects(
+    name: str,
+    size: int,
+    cpu: str = "100m",
+    memory: str = "500Mi",
+    queue: str = "default",
+    created: float = EPOCH,
+    priority: int | None = None,
+    priority_class: str = "",
+) -> tuple[Obj, list[Obj]]:
     """A PodGroup of `size` (minMember = size, minResources = what the pods ask) and its pods."""
     min_resources = {"cpu": scaled_quantity(millicores(cpu) * size), "memory": f"{_mebibytes(memory) * size}Mi"}
-    group = podgroup_dict(name, size, queue=queue, min_resources=min_resources, created=created,
-                          priority_class=priority_class)
-    pods = [pod_dict(f"{name}-{i:05d}", cpu, memory, group=name, created=created, priority=priority,
-                     priority_class=priority_class) for i in range(size)]
+    group = podgroup_dict(
+        name, size, queue=queue, min_resources=min_resources, created=created, priority_class=priority_class
+    )
+    pods = [
+        pod_dict(
+            f"{name}-{i:05d}",
+            cpu,
+            memory,
+            group=name,
+            created=created,
+            priority=priority,
+            priority_class=priority_class,
+        )
+        for i in range(size)
+    ]
     return group, pods
 
 
@@ -476,8 +601,9 @@ def free_slots(sim: InProcess, cpu_millis: int, memory_bytes: int) -> tuple[int,
     table = snapshot.nodes
     column = snapshot.resources.column
     idle = table.idle[table.schedulable]
-    fit = np.minimum(np.minimum(idle[:, column[CPU]] // cpu_millis, idle[:, column[MEMORY]] // memory_bytes),
-                     idle[:, column[PODS]])
+    fit = np.minimum(
+        np.minimum(idle[:, column[CPU]] // cpu_millis, idle[:, column[MEMORY]] // memory_bytes), idle[:, column[PODS]]
+    )
     return int(fit.clip(min=0).sum()), int(idle[:, column[CPU]].clip(min=0).sum())
 
 
@@ -505,11 +631,18 @@ def scenario_gang(args: argparse.Namespace, progress: Progress) -> dict[str, Any
         run_until(sim, timings, lambda: all(key in sim.bound for key in keys), progress, name)
         cycles = timings.cycles[before:]
         placed = sum(1 for key in keys if key in sim.bound)
-        per_gang.append({"gang": name, "pods": gang_size, "placed": placed, "cycles": len(cycles),
-                         "seconds": round(sum(c.seconds for c in cycles), 4),
-                         "snapshot": round(sum(c.snapshot_seconds for c in cycles), 4),
-                         "session": round(sum(c.session_seconds for c in cycles), 4),
-                         "assume": round(sum(c.assume_seconds for c in cycles), 4)})
+        per_gang.append(
+            {
+                "gang": name,
+                "pods": gang_size,
+                "placed": placed,
+                "cycles": len(cycles),
+                "seconds": round(sum(c.seconds for c in cycles), 4),
+                "snapshot": round(sum(c.snapshot_seconds for c in cycles), 4),
+                "session": round(sum(c.session_seconds for c in cycles), 4),
+                "assume": round(sum(c.assume_seconds for c in cycles), 4),
+            }
+        )
         progress(f"{name}: {placed}/{gang_size} placed in {per_gang[-1]['seconds']:.3f}s")
     placed_total = sum(g["placed"] for g in per_gang)
     decided_seconds = timings.seconds
@@ -540,14 +673,26 @@ def scenario_gang(args: argparse.Namespace, progress: Progress) -> dict[str, Any
     pending_mean = statistics.mean(c.seconds for c in pending.cycles) if pending.cycles else 0.0
     max_gang = max(g["seconds"] for g in per_gang)
     result = {
-        "scenario": "gang", "nodes": nodes, "pods": sum(sizes), "gangs": len(sizes), "placed": placed_total,
-        "pods_per_second": rate(placed_total, decided_seconds), "seconds": round(decided_seconds, 4),
-        "max_gang_decision_seconds": round(max_gang, 4), "partial_gangs": len(partial),
-        "per_gang": per_gang, **figures,
+        "scenario": "gang",
+        "nodes": nodes,
+        "pods": sum(sizes),
+        "gangs": len(sizes),
+        "placed": placed_total,
+        "pods_per_second": rate(placed_total, decided_seconds),
+        "seconds": round(decided_seconds, 4),
+        "max_gang_decision_seconds": round(max_gang, 4),
+        "partial_gangs": len(partial),
+        "per_gang": per_gang,
+        **figures,
         "unfit_gang": {
-            "pods": unfit_size, "cpu_per_pod": 1, "room": room, "fits_by_sum": unfit_size * cpu <= free_cpu,
-            "placed": unfit_placed, "first_cycle_seconds": round(first.seconds, 4),
-            "later_cycle_seconds": round(pending_mean, 4), "idle_cycle_seconds": round(idle_mean, 4),
+            "pods": unfit_size,
+            "cpu_per_pod": 1,
+            "room": room,
+            "fits_by_sum": unfit_size * cpu <= free_cpu,
+            "placed": unfit_placed,
+            "first_cycle_seconds": round(first.seconds, 4),
+            "later_cycle_seconds": round(pending_mean, 4),
+            "idle_cycle_seconds": round(idle_mean, 4),
             "extra_seconds_per_cycle": round(pending_mean - idle_mean, 4),
             "first_cycle_action_seconds": {k: round(v, 4) for k, v in first.session.action_seconds.items()},
             "later_cycle_action_seconds": {k: round(v / len(pending.cycles), 4) for k, v in pending.actions.items()},
@@ -560,6 +705,7 @@ def scenario_gang(args: argparse.Namespace, progress: Progress) -> dict[str, Any
 
 
 # --- preempt ------------------------------------------------------------------------------------
+
 
 def scenario_preempt(args: argparse.Namespace, progress: Progress) -> dict[str, Any]:
     """scheduler_perf's PreemptionBasic: low-priority 900m pods fill every node (4 per node, 3.6 of
@@ -575,8 +721,9 @@ def scenario_preempt(args: argparse.Namespace, progress: Progress) -> dict[str, 
     for i in range(low):
         sim.add_pod(pod_dict(f"low-{i:06d}", "900m", "500Mi", node=node_name(i // 4), priority=0, limits=True))
     for i in range(preemptors):
-        sim.add_pod(pod_dict(f"high-{i:06d}", "3000m", "500Mi", priority=1000, limits=True,
-                             created=EPOCH + 1 + i // 1000))
+        sim.add_pod(
+            pod_dict(f"high-{i:06d}", "3000m", "500Mi", priority=1000, limits=True, created=EPOCH + 1 + i // 1000)
+        )
     progress(f"{low} low-priority pods (bound) and {preemptors} high-priority pods fed")
     keys = [f"{NAMESPACE}/high-{i:06d}" for i in range(preemptors)]
     decided: dict[str, float] = {}  # preemptor -> cumulative seconds when first pipelined or bound
@@ -597,16 +744,26 @@ def scenario_preempt(args: argparse.Namespace, progress: Progress) -> dict[str, 
     run_until(sim, timings, lambda: len(decided) == preemptors, progress, "preempt", on_cycle=on_cycle)
     decide_seconds = timings.seconds
     decide_figures = timings.figures()
-    run_until(sim, timings, lambda: all(key in sim.bound for key in keys), progress, "preempt (binding)",
-              on_cycle=on_cycle)
+    run_until(
+        sim, timings, lambda: all(key in sim.bound for key in keys), progress, "preempt (binding)", on_cycle=on_cycle
+    )
     bound = sum(1 for key in keys if key in sim.bound)
     result = {
-        "scenario": "preempt", "nodes": nodes, "init_pods": low, "pods": preemptors, "decided": len(decided),
-        "pods_per_second": rate(len(decided), decide_seconds), "seconds": round(decide_seconds, 4),
-        "victims": len(victims), "victims_per_preemptor": round(len(victims) / max(1, len(decided)), 2),
-        "victims_not_lower_priority": bad_victims, **decide_figures,
-        "bound": bound, "seconds_to_bound": round(timings.seconds, 4),
-        "bound_pods_per_second": rate(bound, timings.seconds), "cycles_to_bound": len(timings.cycles),
+        "scenario": "preempt",
+        "nodes": nodes,
+        "init_pods": low,
+        "pods": preemptors,
+        "decided": len(decided),
+        "pods_per_second": rate(len(decided), decide_seconds),
+        "seconds": round(decide_seconds, 4),
+        "victims": len(victims),
+        "victims_per_preemptor": round(len(victims) / max(1, len(decided)), 2),
+        "victims_not_lower_priority": bad_victims,
+        **decide_figures,
+        "bound": bound,
+        "seconds_to_bound": round(timings.seconds, 4),
+        "bound_pods_per_second": rate(bound, timings.seconds),
+        "cycles_to_bound": len(timings.cycles),
     }
     result["target"] = target("pods_per_second", ">=", 1000, result["pods_per_second"])
     result["ok"] = len(decided) == preemptors and bound == preemptors and bad_victims == 0
@@ -614,6 +771,7 @@ def scenario_preempt(args: argparse.Namespace, progress: Progress) -> dict[str, 
 
 
 # --- queues -------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class JobClass:
@@ -627,8 +785,11 @@ class JobClass:
     share: float  # of a queue's jobs
 
 
-JOB_CLASSES = (JobClass("small", 1, 0.2, 0.1, 50, 0.7), JobClass("medium", 5, 0.5, 0.5, 100, 0.2),
-               JobClass("large", 20, 1.0, 1.2, 200, 0.1))
+JOB_CLASSES = (
+    JobClass("small", 1, 0.2, 0.1, 50, 0.7),
+    JobClass("medium", 5, 0.5, 0.5, 100, 0.2),
+    JobClass("large", 20, 1.0, 1.2, 200, 0.1),
+)
 QUEUE_WEIGHTS = (1, 2, 4)
 
 
@@ -683,8 +844,10 @@ def scenario_queues(args: argparse.Namespace, progress: Progress) -> dict[str, A
     for index, job in enumerate(jobs):
         job.name = f"{job.queue}-{job.job_class.name}-{index:05d}"
     last_arrival = jobs[-1].arrival
-    progress(f"{len(jobs)} jobs in {queue_count} queues over {last_arrival:.1f} virtual s, "
-             f"{sum(j.job_class.pods for j in jobs)} pods")
+    progress(
+        f"{len(jobs)} jobs in {queue_count} queues over {last_arrival:.1f} virtual s, "
+        f"{sum(j.job_class.pods for j in jobs)} pods"
+    )
 
     by_pod: dict[str, Job] = {}
     running: list[tuple[float, int, Job]] = []  # (finish, tiebreak, job)
@@ -706,9 +869,16 @@ def scenario_queues(args: argparse.Namespace, progress: Progress) -> dict[str, A
         job.group_name = job.name if not job.attempt else f"{job.name}-r{job.attempt}"
         job.pod_keys, job.bound = [], 0
         size = job.job_class.pods
-        sim.add_podgroup(podgroup_dict(job.group_name, size, queue=job.queue, created=EPOCH + at,
-                                       min_resources={"cpu": str(size), "memory": f"{size}Gi"},
-                                       priority_class=f"bench-{job.job_class.name}"))
+        sim.add_podgroup(
+            podgroup_dict(
+                job.group_name,
+                size,
+                queue=job.queue,
+                created=EPOCH + at,
+                min_resources={"cpu": str(size), "memory": f"{size}Gi"},
+                priority_class=f"bench-{job.job_class.name}",
+            )
+        )
         if args.eager_pods:
             create_pods(job)
         else:
@@ -716,8 +886,15 @@ def scenario_queues(args: argparse.Namespace, progress: Progress) -> dict[str, A
 
     def create_pods(job: Job) -> None:
         for i in range(job.job_class.pods):
-            pod = pod_dict(f"{job.group_name}-{i:05d}", "1", "1Gi", group=job.group_name, created=EPOCH + now,
-                           priority=job.job_class.priority, priority_class=f"bench-{job.job_class.name}")
+            pod = pod_dict(
+                f"{job.group_name}-{i:05d}",
+                "1",
+                "1Gi",
+                group=job.group_name,
+                created=EPOCH + now,
+                priority=job.job_class.priority,
+                priority_class=f"bench-{job.job_class.name}",
+            )
             key = f"{NAMESPACE}/{pod['metadata']['name']}"
             sim.add_pod(pod)
             by_pod[key] = job
@@ -792,10 +969,11 @@ def scenario_queues(args: argparse.Namespace, progress: Progress) -> dict[str, A
                 allocated_total += allocated
             utilization_sum += allocated_total / total_cpu
         if len(timings.cycles) % 100 == 0:
-            progress(f"queues: virtual {now:.1f}s, {len(timings.cycles)} cycles, {pending_jobs} jobs pending "
-                     f"({len(unborn)} not admitted), {len(running)} running, {timings.seconds:.1f}s of cycles")
-        if (upcoming is None and not running and not created
-                and not (cycle.bound or cycle.pipelined or cycle.evicted)):
+            progress(
+                f"queues: virtual {now:.1f}s, {len(timings.cycles)} cycles, {pending_jobs} jobs pending "
+                f"({len(unborn)} not admitted), {len(running)} running, {timings.seconds:.1f}s of cycles"
+            )
+        if upcoming is None and not running and not created and not (cycle.bound or cycle.pipelined or cycle.evicted):
             break  # what is left cannot be placed
         now += period
         if now > last_arrival * 20 + 60:
@@ -814,26 +992,46 @@ def scenario_queues(args: argparse.Namespace, progress: Progress) -> dict[str, A
     for q in queues:
         allocated_share = share_sum[q][0] / max(1, loaded_cycles)
         deserved_share = share_sum[q][1] / max(1, loaded_cycles)
-        queue_rows.append({"queue": q, "weight": weights[q], "share": round(allocated_share, 4),
-                           "deserved": round(deserved_share, 4),
-                           "ratio": round(allocated_share / deserved_share, 3) if deserved_share else None})
+        queue_rows.append(
+            {
+                "queue": q,
+                "weight": weights[q],
+                "share": round(allocated_share, 4),
+                "deserved": round(deserved_share, 4),
+                "ratio": round(allocated_share / deserved_share, 3) if deserved_share else None,
+            }
+        )
     by_weight: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for row in queue_rows:
         by_weight[row["weight"]].append(row)
     result = {
-        "scenario": "queues", "nodes": nodes, "queues": queue_count, "jobs": len(jobs), "admitted": len(admitted),
-        "pods": sum(job.job_class.pods for job in jobs), "pods_per_second": rate(bound_pods, seconds),
-        "seconds": round(seconds, 4), "virtual_seconds": round(now, 2), "period": period,
+        "scenario": "queues",
+        "nodes": nodes,
+        "queues": queue_count,
+        "jobs": len(jobs),
+        "admitted": len(admitted),
+        "pods": sum(job.job_class.pods for job in jobs),
+        "pods_per_second": rate(bound_pods, seconds),
+        "seconds": round(seconds, 4),
+        "virtual_seconds": round(now, 2),
+        "period": period,
         "pods_created": "with the PodGroup" if args.eager_pods else "once Inqueue",
-        "partial_gangs": partial, "never_admitted": dict(stuck),
-        "evicted_pods": evicted_pods, "job_restarts": restarts,
+        "partial_gangs": partial,
+        "never_admitted": dict(stuck),
+        "evicted_pods": evicted_pods,
+        "job_restarts": restarts,
         "utilization": round(utilization_sum / max(1, loaded_cycles), 4),
         "mean_time_to_admission": {name: round(statistics.mean(values), 3) for name, values in by_class.items()},
         "p90_time_to_admission": {name: round(percentile(values, 0.9), 3) for name, values in by_class.items()},
-        "share_by_weight": {str(w): {"share": round(statistics.mean(r["share"] for r in rows), 4),
-                                     "deserved": round(statistics.mean(r["deserved"] for r in rows), 4)}
-                            for w, rows in sorted(by_weight.items())},
-        "per_queue": queue_rows, **timings.figures(),
+        "share_by_weight": {
+            str(w): {
+                "share": round(statistics.mean(r["share"] for r in rows), 4),
+                "deserved": round(statistics.mean(r["deserved"] for r in rows), 4),
+            }
+            for w, rows in sorted(by_weight.items())
+        },
+        "per_queue": queue_rows,
+        **timings.figures(),
     }
     result["ok"] = len(admitted) == len(jobs) and partial == 0
     return result
@@ -847,10 +1045,15 @@ RECLAIM_THRESHOLD = 0.65  # of capacity, per resource (Koordinator's / DESIGN.md
 def synthetic_report(node: str, usage_cores: float, memory_used: int, reclaimable: dict[str, int]) -> Any:
     from lahar.agent.report import AgentHealth, CpuUsage, MemoryUsage, NodeReport
 
-    return NodeReport(node=node, sequence=1, timestamp=time.time(),
-                      cpu=CpuUsage(4, usage_cores, usage_cores / 4, []),
-                      memory=MemoryUsage(32 * GIB, memory_used, 32 * GIB - memory_used, 0),
-                      reclaimable=reclaimable, health=AgentHealth("bench", 0.0))
+    return NodeReport(
+        node=node,
+        sequence=1,
+        timestamp=time.time(),
+        cpu=CpuUsage(4, usage_cores, usage_cores / 4, []),
+        memory=MemoryUsage(32 * GIB, memory_used, 32 * GIB - memory_used, 0),
+        reclaimable=reclaimable,
+        health=AgentHealth("bench", 0.0),
+    )
 
 
 def scenario_oversub(args: argparse.Namespace, progress: Progress) -> dict[str, Any]:
@@ -878,15 +1081,19 @@ def scenario_oversub(args: argparse.Namespace, progress: Progress) -> dict[str, 
             continue
         usage_cores = 4 * rng.uniform(0.30, 0.50)
         memory_used = int(32 * GIB * rng.uniform(0.30, 0.50))
-        lent = {"cpu": max(0, int(4000 * RECLAIM_THRESHOLD - usage_cores * 1000)),
-                "memory": max(0, int(32 * GIB * RECLAIM_THRESHOLD) - memory_used)}
+        lent = {
+            "cpu": max(0, int(4000 * RECLAIM_THRESHOLD - usage_cores * 1000)),
+            "memory": max(0, int(32 * GIB * RECLAIM_THRESHOLD) - memory_used),
+        }
         reclaimable[name] = lent
         received = -stale_age if name in stale else 0.0
         store.submit(synthetic_report(name, usage_cores, memory_used, lent), received_at=received)
     for i in range(be_pods):
         sim.add_pod(pod_dict(f"be-{i:06d}", "500m", "2Gi", qos="BE", created=EPOCH + 1 + i // 1000))
-    progress(f"{4 * nodes} LS pods (bound), {len(reclaimable) - len(stale)} fresh reports, {len(stale)} stale, "
-             f"{len(unreported)} nodes without one, {be_pods} BE pods fed")
+    progress(
+        f"{4 * nodes} LS pods (bound), {len(reclaimable) - len(stale)} fresh reports, {len(stale)} stale, "
+        f"{len(unreported)} nodes without one, {be_pods} BE pods fed"
+    )
     keys = [f"{NAMESPACE}/be-{i:06d}" for i in range(be_pods)]
     timings = Timings()
     gc.collect()
@@ -900,29 +1107,43 @@ def scenario_oversub(args: argparse.Namespace, progress: Progress) -> dict[str, 
             placed += 1
             be_cpu[node] += 500
             be_memory[node] += 2 * GIB
-    violations = sum(1 for node in be_cpu
-                     if node not in reclaimable or be_cpu[node] > reclaimable[node]["cpu"]
-                     or be_memory[node] > reclaimable[node]["memory"])
+    violations = sum(
+        1
+        for node in be_cpu
+        if node not in reclaimable
+        or be_cpu[node] > reclaimable[node]["cpu"]
+        or be_memory[node] > reclaimable[node]["memory"]
+    )
     fresh_cpu = sum(lent["cpu"] for node, lent in reclaimable.items() if node not in stale)
     seconds = timings.seconds
     total_cpu, total_memory = nodes * 4000, nodes * 32 * GIB
     result = {
-        "scenario": "oversub", "nodes": nodes, "init_pods": 4 * nodes, "pods": be_pods, "placed": placed,
-        "pending": be_pods - placed, "pods_per_second": rate(placed, seconds), "seconds": round(seconds, 4),
+        "scenario": "oversub",
+        "nodes": nodes,
+        "init_pods": 4 * nodes,
+        "pods": be_pods,
+        "placed": placed,
+        "pending": be_pods - placed,
+        "pods_per_second": rate(placed, seconds),
+        "seconds": round(seconds, 4),
         "extra_utilization_cpu": round(sum(be_cpu.values()) / total_cpu, 4),
         "extra_utilization_memory": round(sum(be_memory.values()) / total_memory, 4),
         "reclaimable_cpu_lent_ratio": round(sum(be_cpu.values()) / fresh_cpu, 4) if fresh_cpu else 0.0,
         "violations": violations,
         "be_on_stale_nodes": sum(be_cpu[node] > 0 for node in stale),
         "be_on_unreported_nodes": sum(be_cpu[node] > 0 for node in unreported),
-        "stale_nodes": len(stale), "unreported_nodes": len(unreported), **timings.figures(),
+        "stale_nodes": len(stale),
+        "unreported_nodes": len(unreported),
+        **timings.figures(),
     }
-    result["ok"] = (placed > 0 and violations == 0 and result["be_on_stale_nodes"] == 0
-                    and result["be_on_unreported_nodes"] == 0)
+    result["ok"] = (
+        placed > 0 and violations == 0 and result["be_on_stale_nodes"] == 0 and result["be_on_unreported_nodes"] == 0
+    )
     return result
 
 
 # --- http ---------------------------------------------------------------------------------------
+
 
 def api_shaped(obj: Obj) -> Obj:
     """The object as a client would POST it: the server sets uid, version and creation time."""
@@ -971,10 +1192,17 @@ def scenario_http(args: argparse.Namespace, progress: Progress) -> dict[str, Any
             api = KubeApi(client.ApiClient(configuration))
             api.create(kinds.NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
             create_all(api, kinds.NODE, [node_dict(node_name(i)) for i in range(nodes)], threads, progress, "nodes")
-            create_all(api, kinds.POD, [pod_dict(f"init-{i:06d}", node=node_name(i % nodes)) for i in range(init)],
-                       threads, progress, "init pods (bound)")
-            create_all(api, kinds.POD, [pod_dict(f"pod-{i:06d}") for i in range(pods)], threads, progress,
-                       "pending pods")
+            create_all(
+                api,
+                kinds.POD,
+                [pod_dict(f"init-{i:06d}", node=node_name(i % nodes)) for i in range(init)],
+                threads,
+                progress,
+                "init pods (bound)",
+            )
+            create_all(
+                api, kinds.POD, [pod_dict(f"pod-{i:06d}") for i in range(pods)], threads, progress, "pending pods"
+            )
 
             def unbound() -> int:
                 page = api.list(kinds.POD, NAMESPACE, field_selector="spec.nodeName=", limit=1)
@@ -1007,8 +1235,9 @@ def scenario_http(args: argparse.Namespace, progress: Progress) -> dict[str, Any
                 if now > deadline:
                     break
                 if now >= next_report:
-                    progress(f"http: {now - started:.1f}s, {scheduler.cycles} cycles, cache synced: "
-                             f"{scheduler.cache.synced}")
+                    progress(
+                        f"http: {now - started:.1f}s, {scheduler.cycles} cycles, cache synced: {scheduler.cache.synced}"
+                    )
                     next_report = now + 2
                 time.sleep(0.05)
             seconds = time.perf_counter() - started
@@ -1027,14 +1256,21 @@ def scenario_http(args: argparse.Namespace, progress: Progress) -> dict[str, Any
         if decided_at is None and committed >= pods:
             decided_at = ended - started
     result = {
-        "scenario": "http", "nodes": nodes, "init_pods": init, "pods": pods, "placed": placed,
-        "pods_per_second": rate(placed, seconds), "seconds": round(seconds, 3),
+        "scenario": "http",
+        "nodes": nodes,
+        "init_pods": init,
+        "pods": pods,
+        "placed": placed,
+        "pods_per_second": rate(placed, seconds),
+        "seconds": round(seconds, 3),
         "sync_seconds": round(synced_at - started, 3) if synced_at is not None else None,
         "first_cycle_seconds": round(log[0][1], 3) if log else None,
         "all_decided_at_seconds": round(decided_at, 3) if decided_at is not None else None,
         "binding_seconds_after_decisions": round(seconds - decided_at, 3) if decided_at is not None else None,
-        "cycles": cycles, "cycle_seconds_total": round(sum(duration for _, duration, _ in log), 3),
-        "bind_threads": 32, "loop_period": args.loop_period,
+        "cycles": cycles,
+        "cycle_seconds_total": round(sum(duration for _, duration, _ in log), 3),
+        "bind_threads": 32,
+        "loop_period": args.loop_period,
     }
     result["target"] = target("pods_per_second", ">=", 1000, result["pods_per_second"])
     result["ok"] = placed == pods
@@ -1067,12 +1303,15 @@ def _format(value: Any) -> str:
 
 
 def print_human(result: dict[str, Any]) -> None:
-    head = (f"{result['scenario']}: {result['nodes']:,} nodes, {result['pods']:,} pods: "
-            f"{result['pods_per_second']:,.1f} pods/s in {result['seconds']:.3f}s")
+    head = (
+        f"{result['scenario']}: {result['nodes']:,} nodes, {result['pods']:,} pods: "
+        f"{result['pods_per_second']:,.1f} pods/s in {result['seconds']:.3f}s"
+    )
     goal = result.get("target")
     if goal:
-        head += (f"   target {goal['metric']} {goal['op']} {_format(goal['value'])}: "
-                 f"{'met' if goal['met'] else 'MISSED'}")
+        head += (
+            f"   target {goal['metric']} {goal['op']} {_format(goal['value'])}: {'met' if goal['met'] else 'MISSED'}"
+        )
     print(head)
     skip = {"scenario", "nodes", "pods", "pods_per_second", "seconds", "target"}
     width = max(len(key) for key in result)
@@ -1089,23 +1328,36 @@ def print_human(result: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="lahar bench scheduler", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="lahar bench scheduler", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--scenario", required=True, choices=[*SCENARIOS, "all"])
     parser.add_argument("--nodes", type=int, help="nodes (default: the scenario's shape)")
     parser.add_argument("--pods", type=int, help="measured pods (default: the scenario's shape)")
     parser.add_argument("--init", type=int, help="init pods for basic/basic-50k/http (default 1/10 of --pods)")
     parser.add_argument("--gangs", type=int, default=10, help="gang: gangs of the common size (default 10)")
     parser.add_argument("--queues", type=int, default=30, help="queues: how many queues (default 30)")
-    parser.add_argument("--period", type=float, default=0.1,
-                        help="queues: virtual seconds between cycles (default 0.1)")
-    parser.add_argument("--eager-pods", action="store_true",
-                        help="queues: create a job's pods with its PodGroup, as Spark and Ray do (default: "
-                             "once the PodGroup is Inqueue, as the job controller does)")
-    parser.add_argument("--loop-period", type=float, default=1.0,
-                        help="http: the scheduler loop's period in seconds (default 1, the scheduler's own)")
-    parser.add_argument("--repeat", type=int, default=5,
-                        help="gang: idle cycles and cycles with the unfit gang pending that are averaged (default 5)")
+    parser.add_argument(
+        "--period", type=float, default=0.1, help="queues: virtual seconds between cycles (default 0.1)"
+    )
+    parser.add_argument(
+        "--eager-pods",
+        action="store_true",
+        help="queues: create a job's pods with its PodGroup, as Spark and Ray do (default: "
+        "once the PodGroup is Inqueue, as the job controller does)",
+    )
+    parser.add_argument(
+        "--loop-period",
+        type=float,
+        default=1.0,
+        help="http: the scheduler loop's period in seconds (default 1, the scheduler's own)",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=5,
+        help="gang: idle cycles and cycles with the unfit gang pending that are averaged (default 5)",
+    )
     parser.add_argument("--seed", type=int, default=1, help="random seed for queues and oversub (default 1)")
     parser.add_argument("--profile", metavar="FILE", help="write a cProfile of the run to FILE")
     parser.add_argument("--json", action="store_true", help="one JSON object per scenario")

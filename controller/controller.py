@@ -105,8 +105,13 @@ class WritesFailed(KubeError):
 
 
 class JobController:
-    def __init__(self, api: KubeApi, admission_required: bool = True, resync_seconds: float = 30.0,
-                 clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> None:
+    def __init__(
+        self,
+        api: KubeApi,
+        admission_required: bool = True,
+        resync_seconds: float = 30.0,
+        clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+    ) -> None:
         self.api = api
         self.admission_required = admission_required
         self.resync_seconds = resync_seconds
@@ -114,14 +119,27 @@ class JobController:
         self.events = EventRecorder(api, "lahar-controller", clock=clock)
         self.queue = WorkQueue()
         enqueue_job = lambda obj, *_: self.queue.add(_key(obj))  # noqa: E731
-        self.jobs = Informer(kinds.JOB, api, on_add=enqueue_job, on_update=lambda old, new: enqueue_job(new),
-                             on_delete=enqueue_job)
-        self.podgroups = Informer(kinds.PODGROUP, api, on_add=self._enqueue_owner,
-                                  on_update=lambda old, new: self._enqueue_owner(new), on_delete=self._enqueue_owner)
-        self.pods = Informer(kinds.POD, api, label_selector=JOB_NAME_KEY, on_add=self._enqueue_owner,
-                             on_update=lambda old, new: self._enqueue_owner(new), on_delete=self._enqueue_owner)
-        self.queues = Informer(kinds.QUEUE, api, on_add=self._queue_changed, on_update=self._queue_changed,
-                               on_delete=self._queue_changed)
+        self.jobs = Informer(
+            kinds.JOB, api, on_add=enqueue_job, on_update=lambda old, new: enqueue_job(new), on_delete=enqueue_job
+        )
+        self.podgroups = Informer(
+            kinds.PODGROUP,
+            api,
+            on_add=self._enqueue_owner,
+            on_update=lambda old, new: self._enqueue_owner(new),
+            on_delete=self._enqueue_owner,
+        )
+        self.pods = Informer(
+            kinds.POD,
+            api,
+            label_selector=JOB_NAME_KEY,
+            on_add=self._enqueue_owner,
+            on_update=lambda old, new: self._enqueue_owner(new),
+            on_delete=self._enqueue_owner,
+        )
+        self.queues = Informer(
+            kinds.QUEUE, api, on_add=self._queue_changed, on_update=self._queue_changed, on_delete=self._queue_changed
+        )
         self._informers = (self.jobs, self.podgroups, self.pods, self.queues)
         self.metrics = ControllerMetrics(self.jobs.list)
         self._stop = threading.Event()
@@ -136,8 +154,7 @@ class JobController:
             informer.start()
         for informer in self._informers:
             if not informer.wait_for_sync(sync_timeout):
-                log.warning("%s informer not synced after %ss; reconciling as it fills", informer.name,
-                            sync_timeout)
+                log.warning("%s informer not synced after %ss; reconciling as it fills", informer.name, sync_timeout)
         self._worker = threading.Thread(target=self._run, name="job-controller", daemon=True)
         self._worker.start()
 
@@ -220,13 +237,23 @@ class JobController:
         held = job.phase == JobPhase.PENDING and queue_hold(job.queue, queue_state) is not None
         podgroup = self.podgroups.get(job.name, job.namespace) if held else self._ensure_podgroup(job)
         self._ensure_plugin_objects(job_obj, namespace)
-        pods = [p for p in self.pods.list()
-                if p["metadata"].get("namespace") == namespace
-                and (p["metadata"].get("labels") or {}).get(JOB_NAME_KEY) == name]
+        pods = [
+            p
+            for p in self.pods.list()
+            if p["metadata"].get("namespace") == namespace
+            and (p["metadata"].get("labels") or {}).get(JOB_NAME_KEY) == name
+        ]
         command = (job_obj["metadata"].get("annotations") or {}).get(COMMAND_ANNOTATION)
-        decision = next_state(job_obj, pods, podgroup, self.clock(), command=command,
-                              admission_required=self.admission_required, mutators=[_plugin_mutator],
-                              queue_state=queue_state)
+        decision = next_state(
+            job_obj,
+            pods,
+            podgroup,
+            self.clock(),
+            command=command,
+            admission_required=self.admission_required,
+            mutators=[_plugin_mutator],
+            queue_state=queue_state,
+        )
         self._apply(job_obj, decision)
         if decision.requeue_after is not None:
             self.queue.add(key, after=max(decision.requeue_after, 0.1))
@@ -269,8 +296,12 @@ class JobController:
             return
         existing = []
         for kind in plugin_kinds.values():
-            existing += [o for o in self.api.list(kind, namespace, label_selector=
-                                                   f"{JOB_NAME_KEY}={job_obj['metadata']['name']}")["items"]]
+            existing += [
+                o
+                for o in self.api.list(kind, namespace, label_selector=f"{JOB_NAME_KEY}={job_obj['metadata']['name']}")[
+                    "items"
+                ]
+            ]
         present = {(o.get("kind"), o["metadata"]["name"]) for o in existing}
         for obj in job_objects(job_obj, existing):
             kind_name = obj.get("kind", "")
@@ -291,8 +322,12 @@ class JobController:
         meta = job_obj["metadata"]
         namespace, name = meta.get("namespace", ""), meta["name"]
         if decision.delete_job:
-            log.info("job %s/%s: finished %ss ago, deleting (ttlSecondsAfterFinished)", namespace, name,
-                     (job_obj.get("spec") or {}).get("ttlSecondsAfterFinished"))
+            log.info(
+                "job %s/%s: finished %ss ago, deleting (ttlSecondsAfterFinished)",
+                namespace,
+                name,
+                (job_obj.get("spec") or {}).get("ttlSecondsAfterFinished"),
+            )
             try:
                 self.api.delete(kinds.JOB, name, namespace)
             except NotFound:
@@ -302,8 +337,13 @@ class JobController:
         patch = status_patch(old_status, decision.status)
         if patch is not None:
             try:
-                self.api.patch(kinds.JOB, name, {"metadata": {"resourceVersion": meta.get("resourceVersion")},
-                                                 "status": patch}, namespace, subresource="status")
+                self.api.patch(
+                    kinds.JOB,
+                    name,
+                    {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "status": patch},
+                    namespace,
+                    subresource="status",
+                )
             except Conflict:  # our view is stale: decide again on the fresh one, write nothing now
                 self.queue.add((namespace, name), after=0.2)
                 return
@@ -312,11 +352,15 @@ class JobController:
             self._announce(job_obj, old_status.get("state") or {}, decision)
         if decision.command_consumed:  # after the status: this write changes the resourceVersion
             self.api.patch(kinds.JOB, name, {"metadata": {"annotations": {COMMAND_ANNOTATION: None}}}, namespace)
-        failures = [f"delete pod {d.name}: {exc}" for d, exc in
-                    self._each(decision.pods_to_delete, lambda d: self.api.delete(kinds.POD, d.name, namespace))]
+        failures = [
+            f"delete pod {d.name}: {exc}"
+            for d, exc in self._each(decision.pods_to_delete, lambda d: self.api.delete(kinds.POD, d.name, namespace))
+        ]
         # Deterministic names: a pod a previous run of this controller made is already there.
-        failures += [f"create pod {p['metadata']['name']}: {exc}" for p, exc in
-                     self._each(decision.pods_to_create, lambda p: self.api.create(kinds.POD, p, namespace))]
+        failures += [
+            f"create pod {p['metadata']['name']}: {exc}"
+            for p, exc in self._each(decision.pods_to_create, lambda p: self.api.create(kinds.POD, p, namespace))
+        ]
         if failures:
             self._record_event(job_obj, "FailedPodWrites", "; ".join(failures), "Warning")
             raise WritesFailed(failures)
@@ -341,8 +385,14 @@ class JobController:
         old_phase = old_state.get("phase")
         if old_phase == decision.phase and old_state.get("reason", "") == decision.reason:
             return
-        log.info("job %s/%s: %s -> %s (%s)", meta.get("namespace", ""), meta["name"], old_phase or "-",
-                 decision.phase, decision.message or decision.reason)
+        log.info(
+            "job %s/%s: %s -> %s (%s)",
+            meta.get("namespace", ""),
+            meta["name"],
+            old_phase or "-",
+            decision.phase,
+            decision.message or decision.reason,
+        )
         held = decision.reason in QUEUE_HOLD_REASONS
         # The Event's reason is the new phase, or what changed within it (e.g. QueueNotOpen).
         reason = decision.reason if held or old_phase == decision.phase else str(decision.phase)

@@ -11,7 +11,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from lahar.controller.naming import (
-    job_owner_reference, pod_annotations, pod_labels, pod_name, podgroup_name,
+    job_owner_reference,
+    pod_annotations,
+    pod_labels,
+    pod_name,
+    podgroup_name,
 )
 from lahar.api.job import STATUS_VERSION, Job, TaskSpec
 from lahar.api.resources import ResourceList, pod_requests
@@ -68,8 +72,11 @@ def desired_podgroup(job: Job) -> dict[str, Any]:
     return {
         "apiVersion": PODGROUP_API_VERSION,
         "kind": PODGROUP_KIND,
-        "metadata": {"name": podgroup_name(job), "namespace": job.namespace,
-                     "ownerReferences": [job_owner_reference(job)]},
+        "metadata": {
+            "name": podgroup_name(job),
+            "namespace": job.namespace,
+            "ownerReferences": [job_owner_reference(job)],
+        },
         "spec": spec,
     }
 
@@ -78,8 +85,9 @@ def job_version(job: Job) -> int:
     return (job.raw.get("status") or {}).get(STATUS_VERSION) or 0
 
 
-def build_pod(job: Job, task: TaskSpec, index: int, retry_count: int,
-              mutators: Sequence[PodMutator] = ()) -> dict[str, Any]:
+def build_pod(
+    job: Job, task: TaskSpec, index: int, retry_count: int, mutators: Sequence[PodMutator] = ()
+) -> dict[str, Any]:
     """One pod from the task's template, before and then through the plugin mutators."""
     template = task.template
     template_meta: Mapping[str, Any] = template.get("metadata") or {}
@@ -96,8 +104,10 @@ def build_pod(job: Job, task: TaskSpec, index: int, retry_count: int,
             "name": pod_name(job.name, task.name, index),
             "namespace": job.namespace,
             "labels": {**(template_meta.get("labels") or {}), **pod_labels(job, task.name, index)},
-            "annotations": {**(template_meta.get("annotations") or {}),
-                            **pod_annotations(job, task.name, index, job_version(job), retry_count)},
+            "annotations": {
+                **(template_meta.get("annotations") or {}),
+                **pod_annotations(job, task.name, index, job_version(job), retry_count),
+            },
             "ownerReferences": [job_owner_reference(job)],
         },
         "spec": spec,
@@ -107,8 +117,10 @@ def build_pod(job: Job, task: TaskSpec, index: int, retry_count: int,
     return pod
 
 
-def desired_pods(job: Job, retry_count: int,
-                 mutators: Sequence[PodMutator] = ()) -> dict[str, dict[str, Any]]:
+def desired_pods(job: Job, retry_count: int, mutators: Sequence[PodMutator] = ()) -> dict[str, dict[str, Any]]:
     """Every pod of every task, by name, in task order then index order."""
-    return {pod_name(job.name, task.name, index): build_pod(job, task, index, retry_count, mutators)
-            for task in job.tasks for index in range(task.replicas)}
+    return {
+        pod_name(job.name, task.name, index): build_pod(job, task, index, retry_count, mutators)
+        for task in job.tasks
+        for index in range(task.replicas)
+    }

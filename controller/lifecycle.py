@@ -35,9 +35,20 @@ from datetime import datetime, timezone
 from typing import Any
 
 from lahar.api.job import (
-    FINISHED_PHASES, POD_COUNTERS, STATE_LAST_TRANSITION, STATUS_CONDITIONS,
-    STATUS_MIN_AVAILABLE, STATUS_RETRY_COUNT, STATUS_STATE, STATUS_TASK_STATUS_COUNT,
-    STATUS_VERSION, Job, JobPhase, LifecyclePolicy, TaskSpec, job_state,
+    FINISHED_PHASES,
+    POD_COUNTERS,
+    STATE_LAST_TRANSITION,
+    STATUS_CONDITIONS,
+    STATUS_MIN_AVAILABLE,
+    STATUS_RETRY_COUNT,
+    STATUS_STATE,
+    STATUS_TASK_STATUS_COUNT,
+    STATUS_VERSION,
+    Job,
+    JobPhase,
+    LifecyclePolicy,
+    TaskSpec,
+    job_state,
 )
 from lahar.api.podgroup import PodGroupPhase
 from lahar.api.queue import QueueState
@@ -65,11 +76,17 @@ RESTART_ACTIONS = frozenset({RESTART_JOB, RESTART_TASK, RESTART_POD})
 # PodGroup phases in which the scheduler has admitted the gang (Volcano: "not Pending").
 ADMITTED_PODGROUP_PHASES = frozenset({PodGroupPhase.INQUEUE, PodGroupPhase.RUNNING, PodGroupPhase.UNKNOWN})
 # Phases that kill the job's unfinished pods and then settle in the paired phase.
-WINDING_DOWN = {JobPhase.COMPLETING: JobPhase.COMPLETED, JobPhase.TERMINATING: JobPhase.TERMINATED,
-                JobPhase.ABORTING: JobPhase.ABORTED}
+WINDING_DOWN = {
+    JobPhase.COMPLETING: JobPhase.COMPLETED,
+    JobPhase.TERMINATING: JobPhase.TERMINATED,
+    JobPhase.ABORTING: JobPhase.ABORTED,
+}
 # The transitional phase each stopping action enters.
-STOPPING_ACTIONS = {ABORT_JOB: JobPhase.ABORTING, TERMINATE_JOB: JobPhase.TERMINATING,
-                    COMPLETE_JOB: JobPhase.COMPLETING}
+STOPPING_ACTIONS = {
+    ABORT_JOB: JobPhase.ABORTING,
+    TERMINATE_JOB: JobPhase.TERMINATING,
+    COMPLETE_JOB: JobPhase.COMPLETING,
+}
 EVICTED_REASON = "Evicted"
 
 # Why a Pending job creates no pods: its queue (state.reason values).
@@ -154,10 +171,21 @@ class PodFacts:
         phase = status.get("phase") or POD_PENDING_PHASE
         deleting = meta.get("deletionTimestamp") is not None
         evicted = status.get("reason") == EVICTED_REASON or (deleting and phase not in POD_FINISHED_PHASES)
-        restarts = sum(container.get("restartCount") or 0 for container in
-                       (*(status.get("initContainerStatuses") or ()), *(status.get("containerStatuses") or ())))
-        return cls(meta.get("name") or "", pod_task_name(pod), pod_index(pod), phase, deleting,
-                   evicted, _exit_code(status), parse_time(meta.get("creationTimestamp")), restarts)
+        restarts = sum(
+            container.get("restartCount") or 0
+            for container in (*(status.get("initContainerStatuses") or ()), *(status.get("containerStatuses") or ()))
+        )
+        return cls(
+            meta.get("name") or "",
+            pod_task_name(pod),
+            pod_index(pod),
+            phase,
+            deleting,
+            evicted,
+            _exit_code(status),
+            parse_time(meta.get("creationTimestamp")),
+            restarts,
+        )
 
     @property
     def running_or_done(self) -> bool:
@@ -176,8 +204,12 @@ def _exit_code(status: Mapping[str, Any]) -> int | None:
 def count_pods(pods: Iterable[PodFacts]) -> dict[str, int]:
     """Volcano's status counters: a pod being deleted counts as terminating only."""
     counts = dict.fromkeys(POD_COUNTERS, 0)
-    by_phase = {POD_PENDING_PHASE: "pending", POD_RUNNING_PHASE: "running",
-                POD_SUCCEEDED_PHASE: "succeeded", POD_FAILED_PHASE: "failed"}
+    by_phase = {
+        POD_PENDING_PHASE: "pending",
+        POD_RUNNING_PHASE: "running",
+        POD_SUCCEEDED_PHASE: "succeeded",
+        POD_FAILED_PHASE: "failed",
+    }
     for pod in pods:
         counts["terminating" if pod.deleting else by_phase.get(pod.phase, "unknown")] += 1
     return counts
@@ -216,8 +248,11 @@ def _policy_matches(policy: LifecyclePolicy, event: Event) -> bool:
         return False
     if event.name == POD_PENDING:
         # Pending is only an event once it has lasted the policy's timeout.
-        return (policy.timeout_seconds is not None and event.pending_seconds is not None
-                and event.pending_seconds >= policy.timeout_seconds)
+        return (
+            policy.timeout_seconds is not None
+            and event.pending_seconds is not None
+            and event.pending_seconds >= policy.timeout_seconds
+        )
     return True
 
 
@@ -336,15 +371,17 @@ def _restart_targets(action: str, event: Event, pods: Sequence[PodFacts]) -> lis
     return list(pods)
 
 
-def _apply_action(plan: _Plan, job: Job, action: str, event: Event | None,
-                  pods: Sequence[PodFacts]) -> None:
+def _apply_action(plan: _Plan, job: Job, action: str, event: Event | None, pods: Sequence[PodFacts]) -> None:
     """An action in Pending or Running (Volcano's pendingState/runningState Execute)."""
     why = event.describe() if event else "command"
     if action in RESTART_ACTIONS:
         plan.action = action
         if plan.retry_count >= job.max_retry:
-            plan.move(JobPhase.FAILED, "MaxRetryExceeded",
-                      f"{why}: {action} refused after {plan.retry_count} of {job.max_retry} retries")
+            plan.move(
+                JobPhase.FAILED,
+                "MaxRetryExceeded",
+                f"{why}: {action} refused after {plan.retry_count} of {job.max_retry} retries",
+            )
             plan.delete(_unfinished(pods), "JobFailed")
             return
         plan.retry_count += 1
@@ -361,28 +398,35 @@ def _dependencies_met(job: Job, task: TaskSpec, pods: Sequence[PodFacts]) -> boo
     """Volcano's dependsOn: a dependency is met once minAvailable of its pods run or ran."""
     if task.depends_on is None:
         return True
+
     def ready(name: str) -> bool:
         dependency = job.task(name)
         if dependency is None:
             return False
-        started = sum(1 for p in pods if p.task == name and not p.deleting
-                      and p.phase in (POD_RUNNING_PHASE, POD_SUCCEEDED_PHASE))
+        started = sum(
+            1 for p in pods if p.task == name and not p.deleting and p.phase in (POD_RUNNING_PHASE, POD_SUCCEEDED_PHASE)
+        )
         return started >= dependency.min_available
+
     check = any if task.depends_on.iteration == "any" else all
     return check(ready(name) for name in task.depends_on.names)
 
 
-def _pods_to_create(job: Job, pods: Sequence[PodFacts], retry_count: int,
-                    mutators: Sequence[PodMutator]) -> list[dict[str, Any]]:
+def _pods_to_create(
+    job: Job, pods: Sequence[PodFacts], retry_count: int, mutators: Sequence[PodMutator]
+) -> list[dict[str, Any]]:
     existing = {p.name for p in pods}
     ready_tasks = {t.name for t in job.tasks if _dependencies_met(job, t, pods)}
-    return [pod for name, pod in desired_pods(job, retry_count, mutators).items()
-            if name not in existing
-            and (pod["metadata"]["labels"][TASK_SPEC_KEY] in ready_tasks)]
+    return [
+        pod
+        for name, pod in desired_pods(job, retry_count, mutators).items()
+        if name not in existing and (pod["metadata"]["labels"][TASK_SPEC_KEY] in ready_tasks)
+    ]
 
 
-def _sync_running(plan: _Plan, job: Job, counts: Mapping[str, int],
-                  task_counts: Mapping[str, Mapping[str, Mapping[str, int]]]) -> None:
+def _sync_running(
+    plan: _Plan, job: Job, counts: Mapping[str, int], task_counts: Mapping[str, Mapping[str, Mapping[str, int]]]
+) -> None:
     """Volcano's runningState sync: minSuccess, then the verdict once every pod finished."""
     succeeded, failed = counts["succeeded"], counts["failed"]
     if job.min_success is not None and succeeded >= job.min_success:
@@ -392,8 +436,11 @@ def _sync_running(plan: _Plan, job: Job, counts: Mapping[str, int],
         if counts["pending"] > job.total_replicas - job.min_available:
             plan.move(JobPhase.PENDING, "PodsPending", f"{counts['pending']} pods pending")
         return
-    short = [t.name for t in job.tasks
-             if task_counts.get(t.name, {}).get("phase", {}).get(POD_SUCCEEDED_PHASE, 0) < t.min_available]
+    short = [
+        t.name
+        for t in job.tasks
+        if task_counts.get(t.name, {}).get("phase", {}).get(POD_SUCCEEDED_PHASE, 0) < t.min_available
+    ]
     if short:
         plan.move(JobPhase.FAILED, "TaskMinAvailable", f"tasks below minAvailable successes: {', '.join(short)}")
     elif job.min_success is not None:
@@ -409,10 +456,17 @@ def _finish_time(job: Job) -> datetime | None:
     return parse_time(state.get(STATE_LAST_TRANSITION))
 
 
-def next_state(job_obj: Mapping[str, Any], pods: Iterable[Mapping[str, Any]],
-               podgroup: Mapping[str, Any] | None, now: datetime, *,
-               command: str | None = None, admission_required: bool = True,
-               mutators: Sequence[PodMutator] = (), queue_state: str | None = QueueState.OPEN.value) -> Decision:
+def next_state(
+    job_obj: Mapping[str, Any],
+    pods: Iterable[Mapping[str, Any]],
+    podgroup: Mapping[str, Any] | None,
+    now: datetime,
+    *,
+    command: str | None = None,
+    admission_required: bool = True,
+    mutators: Sequence[PodMutator] = (),
+    queue_state: str | None = QueueState.OPEN.value,
+) -> Decision:
     """One step of the Job state machine. `command` is a user request (AbortJob, ResumeJob,
     ...; e.g. from `lahar job suspend|resume`); `admission_required=False` creates pods without
     waiting for the PodGroup to be Inqueue; `queue_state` is the state of the job's queue, None
@@ -420,9 +474,13 @@ def next_state(job_obj: Mapping[str, Any], pods: Iterable[Mapping[str, Any]],
     job = Job.from_dict(job_obj)
     status = job.raw.get("status") or {}
     facts = sorted((PodFacts.of(p) for p in pods), key=_pod_order(job))
-    plan = _Plan(job.phase, (status.get(STATUS_STATE) or {}).get("reason", ""),
-                 (status.get(STATUS_STATE) or {}).get("message", ""),
-                 status.get(STATUS_RETRY_COUNT) or 0, status.get(STATUS_VERSION) or 0)
+    plan = _Plan(
+        job.phase,
+        (status.get(STATUS_STATE) or {}).get("reason", ""),
+        (status.get(STATUS_STATE) or {}).get("message", ""),
+        status.get(STATUS_RETRY_COUNT) or 0,
+        status.get(STATUS_VERSION) or 0,
+    )
     # A command is used once, acted on or not where its phase has no use for it (Volcano deletes
     # its Command object either way): a leftover ResumeJob must not resume a later abort.
     plan.command_consumed = command is not None
@@ -460,8 +518,7 @@ def next_state(job_obj: Mapping[str, Any], pods: Iterable[Mapping[str, Any]],
         if plan.phase == JobPhase.PENDING:
             _hold_for_queue(plan, job.queue, queue_state)
 
-    pods_to_create = (_pods_to_create(job, facts, plan.retry_count, mutators)
-                      if plan.may_create else [])
+    pods_to_create = _pods_to_create(job, facts, plan.retry_count, mutators) if plan.may_create else []
     return _decision(job, plan, counts, task_counts, pods_to_create, delete_job, requeue, now)
 
 
@@ -489,9 +546,15 @@ def _hold_for_queue(plan: _Plan, queue: str, queue_state: str | None) -> None:
         plan.move(JobPhase.PENDING, QUEUE_OPENED, f'queue "{queue}" is Open')
 
 
-def _step_active(plan: _Plan, job: Job, facts: Sequence[PodFacts], counts: Mapping[str, int],
-                 task_counts: Mapping[str, Mapping[str, Mapping[str, int]]], now: datetime,
-                 command: str | None) -> None:
+def _step_active(
+    plan: _Plan,
+    job: Job,
+    facts: Sequence[PodFacts],
+    counts: Mapping[str, int],
+    task_counts: Mapping[str, Mapping[str, Mapping[str, int]]],
+    now: datetime,
+    command: str | None,
+) -> None:
     if command:
         if command != RESUME_JOB:  # nothing to resume in Pending/Running
             _apply_action(plan, job, command, None, facts)
@@ -533,14 +596,24 @@ def _ttl(job: Job, now: datetime) -> tuple[bool, float | None]:
     return (True, None) if remaining <= 0 else (False, remaining)
 
 
-def _decision(job: Job, plan: _Plan, counts: dict[str, int],
-              task_counts: dict[str, dict[str, dict[str, int]]], pods_to_create: list[dict[str, Any]],
-              delete_job: bool, requeue: float | None, now: datetime) -> Decision:
+def _decision(
+    job: Job,
+    plan: _Plan,
+    counts: dict[str, int],
+    task_counts: dict[str, dict[str, dict[str, int]]],
+    pods_to_create: list[dict[str, Any]],
+    delete_job: bool,
+    requeue: float | None,
+    now: datetime,
+) -> Decision:
     previous = job.raw.get("status") or {}
     old_state = previous.get(STATUS_STATE) or {}
     # A new phase, or the same phase for a new reason (a queue hold starting or ending).
-    changed = (not old_state or plan.phase != job.phase
-               or (plan.reason, plan.message) != (old_state.get("reason", ""), old_state.get("message", "")))
+    changed = (
+        not old_state
+        or plan.phase != job.phase
+        or (plan.reason, plan.message) != (old_state.get("reason", ""), old_state.get("message", ""))
+    )
     stamp = format_time(now)
     state = job_state(plan.phase, plan.reason, plan.message, stamp) if changed else dict(old_state)
     conditions = [_condition(plan, stamp)] if changed else []
@@ -556,13 +629,22 @@ def _decision(job: Job, plan: _Plan, counts: dict[str, int],
     if plan.phase == JobPhase.RESTARTING:
         status[STATUS_RESTARTING_PODS] = list(plan.restart_targets)
     return Decision(
-        phase=plan.phase, reason=plan.reason, message=plan.message, counters=counts,
-        task_status_count=task_counts, retry_count=plan.retry_count, version=plan.version,
+        phase=plan.phase,
+        reason=plan.reason,
+        message=plan.message,
+        counters=counts,
+        task_status_count=task_counts,
+        retry_count=plan.retry_count,
+        version=plan.version,
         pods_to_create=pods_to_create,
         pods_to_delete=[PodDeletion(name, why) for name, why in plan.deletions.items()],
-        new_conditions=conditions, delete_job=delete_job, command_consumed=plan.command_consumed,
-        requeue_after=requeue, action=plan.action,
-        retry_incremented=plan.retry_count > (previous.get(STATUS_RETRY_COUNT) or 0), status=status,
+        new_conditions=conditions,
+        delete_job=delete_job,
+        command_consumed=plan.command_consumed,
+        requeue_after=requeue,
+        action=plan.action,
+        retry_incremented=plan.retry_count > (previous.get(STATUS_RETRY_COUNT) or 0),
+        status=status,
     )
 
 

@@ -64,15 +64,25 @@ class ControllerMetrics:
         self.registry = CollectorRegistry()
         self.registry.register(JobPhaseCollector(jobs))
         self.reconcile_duration = Histogram(
-            "lahar_controller_reconcile_duration_seconds", "Wall time of one reconcile.", ["kind"],
-            buckets=RECONCILE_BUCKETS, registry=self.registry)
+            "lahar_controller_reconcile_duration_seconds",
+            "Wall time of one reconcile.",
+            ["kind"],
+            buckets=RECONCILE_BUCKETS,
+            registry=self.registry,
+        )
         self.reconcile_errors = Counter(
-            "lahar_controller_reconcile_errors", "Reconciles that failed and were retried.", ["kind"],
-            registry=self.registry)
+            "lahar_controller_reconcile_errors",
+            "Reconciles that failed and were retried.",
+            ["kind"],
+            registry=self.registry,
+        )
         self.policy_actions = Counter(
             "lahar_controller_policy_actions",
             "Actions a policy or a command made the controller take on a job (a restart refused by maxRetry, "
-            "which fails the job, included).", ["action"], registry=self.registry)
+            "which fails the job, included).",
+            ["action"],
+            registry=self.registry,
+        )
         # Every series exists from the start, at 0, so rate() sees the first increment.
         for kind in RECONCILE_KINDS:
             self.reconcile_duration.labels(kind)

@@ -38,20 +38,36 @@ def podgroup_name(job: Job) -> str:
 def job_owner_reference(job: Job) -> dict[str, Any]:
     """The reference that makes the Job the controller of its pods and PodGroup, so deleting
     the Job garbage-collects them and nothing else adopts them."""
-    return {"apiVersion": JOB_API_VERSION, "kind": JOB_KIND, "name": job.name,
-            "uid": job.meta.uid, "controller": True, "blockOwnerDeletion": True}
+    return {
+        "apiVersion": JOB_API_VERSION,
+        "kind": JOB_KIND,
+        "name": job.name,
+        "uid": job.meta.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
 
 
 def pod_labels(job: Job, task_name: str, index: int) -> dict[str, str]:
-    return {JOB_NAME_KEY: job.name, JOB_NAMESPACE_KEY: job.namespace, TASK_SPEC_KEY: task_name,
-            TASK_INDEX_KEY: str(index), QUEUE_NAME_KEY: job.queue}
+    return {
+        JOB_NAME_KEY: job.name,
+        JOB_NAMESPACE_KEY: job.namespace,
+        TASK_SPEC_KEY: task_name,
+        TASK_INDEX_KEY: str(index),
+        QUEUE_NAME_KEY: job.queue,
+    }
 
 
-def pod_annotations(job: Job, task_name: str, index: int, version: int,
-                    retry_count: int) -> dict[str, str]:
-    return {JOB_NAME_KEY: job.name, TASK_SPEC_KEY: task_name, TASK_INDEX_KEY: str(index),
-            QUEUE_NAME_KEY: job.queue, GROUP_NAME_KEY: podgroup_name(job),
-            JOB_VERSION_KEY: str(version), JOB_RETRY_COUNT_KEY: str(retry_count)}
+def pod_annotations(job: Job, task_name: str, index: int, version: int, retry_count: int) -> dict[str, str]:
+    return {
+        JOB_NAME_KEY: job.name,
+        TASK_SPEC_KEY: task_name,
+        TASK_INDEX_KEY: str(index),
+        QUEUE_NAME_KEY: job.queue,
+        GROUP_NAME_KEY: podgroup_name(job),
+        JOB_VERSION_KEY: str(version),
+        JOB_RETRY_COUNT_KEY: str(retry_count),
+    }
 
 
 def _metadata(pod: Mapping[str, Any]) -> Mapping[str, Any]:

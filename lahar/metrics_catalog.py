@@ -81,34 +81,112 @@ class MetricInfo:
 
 def sample_report(node: str = SAMPLE_NODE, timestamp: float = 1_700_000_000.0) -> Any:
     """A NodeReport in which every list and mapping is filled: every agent family has samples."""
-    from lahar.agent.report import (Accelerators, AgentHealth, ContainerUsage, CpuUsage, GpuDevice, GpuProcess,
-                                    MemoryUsage, NodeReport, NpuDevice, NumaNode, PodUsage, Pressure)
+    from lahar.agent.report import (
+        Accelerators,
+        AgentHealth,
+        ContainerUsage,
+        CpuUsage,
+        GpuDevice,
+        GpuProcess,
+        MemoryUsage,
+        NodeReport,
+        NpuDevice,
+        NumaNode,
+        PodUsage,
+        Pressure,
+    )
 
     pods = [
-        PodUsage("web", "frontend-0", "uid-lc", "LC", "Guaranteed", "kubepods/poduid-lc", 1.0, 2 * GiB,
-                 0, 0.0, 1 * MiB, 2 * MiB, [ContainerUsage("nginx", 1.0, 2 * GiB)]),
-        PodUsage("web", "api-0", "uid-ls", "LS", "Burstable", "kubepods/burstable/poduid-ls", 1.5, 3 * GiB,
-                 12, 0.4, 4 * MiB, 8 * MiB, [ContainerUsage("api", 1.5, 3 * GiB, 12, 0.4)]),
-        PodUsage("batch", "train-0", "uid-be", "BE", "BestEffort", "kubepods/besteffort/poduid-be", 2.5, 6 * GiB,
-                 300, 12.5, 64 * MiB, 128 * MiB, [ContainerUsage("trainer", 2.5, 6 * GiB, 300, 12.5)]),
-        PodUsage("kube-system", "node-exporter-x", "uid-sys", "SYSTEM", "Burstable",
-                 "kubepods/burstable/poduid-sys", 0.1, 64 * MiB, containers=[ContainerUsage("exporter", 0.1,
-                                                                                            64 * MiB)]),
+        PodUsage(
+            "web",
+            "frontend-0",
+            "uid-lc",
+            "LC",
+            "Guaranteed",
+            "kubepods/poduid-lc",
+            1.0,
+            2 * GiB,
+            0,
+            0.0,
+            1 * MiB,
+            2 * MiB,
+            [ContainerUsage("nginx", 1.0, 2 * GiB)],
+        ),
+        PodUsage(
+            "web",
+            "api-0",
+            "uid-ls",
+            "LS",
+            "Burstable",
+            "kubepods/burstable/poduid-ls",
+            1.5,
+            3 * GiB,
+            12,
+            0.4,
+            4 * MiB,
+            8 * MiB,
+            [ContainerUsage("api", 1.5, 3 * GiB, 12, 0.4)],
+        ),
+        PodUsage(
+            "batch",
+            "train-0",
+            "uid-be",
+            "BE",
+            "BestEffort",
+            "kubepods/besteffort/poduid-be",
+            2.5,
+            6 * GiB,
+            300,
+            12.5,
+            64 * MiB,
+            128 * MiB,
+            [ContainerUsage("trainer", 2.5, 6 * GiB, 300, 12.5)],
+        ),
+        PodUsage(
+            "kube-system",
+            "node-exporter-x",
+            "uid-sys",
+            "SYSTEM",
+            "Burstable",
+            "kubepods/burstable/poduid-sys",
+            0.1,
+            64 * MiB,
+            containers=[ContainerUsage("exporter", 0.1, 64 * MiB)],
+        ),
     ]
     return NodeReport(
-        node=node, sequence=42, timestamp=timestamp,
+        node=node,
+        sequence=42,
+        timestamp=timestamp,
         cpu=CpuUsage(8, 5.6, 0.7, [0.9, 0.8, 0.7, 0.6, 0.7, 0.6, 0.7, 0.6]),
         memory=MemoryUsage(32 * GiB, 14 * GiB, 18 * GiB, 4 * GiB),
         numa=[NumaNode(0, [0, 1, 2, 3], 16 * GiB, 8 * GiB, 3.0), NumaNode(1, [4, 5, 6, 7], 16 * GiB, 6 * GiB, 2.6)],
-        pressure=[Pressure("cpu", 12.0, 8.0, 5.0, 120.0),
-                  Pressure("memory", 1.0, 0.5, 0.2, 3.0, 0.5, 0.2, 0.1, 1.0),
-                  Pressure("io", 2.0, 1.0, 0.5, 9.0, 1.0, 0.5, 0.2, 4.0)],
+        pressure=[
+            Pressure("cpu", 12.0, 8.0, 5.0, 120.0),
+            Pressure("memory", 1.0, 0.5, 0.2, 3.0, 0.5, 0.2, 0.1, 1.0),
+            Pressure("io", 2.0, 1.0, 0.5, 9.0, 1.0, 0.5, 0.2, 4.0),
+        ],
         pods=pods,
-        gpu=Accelerators(True, source="nvml", gpus=[
-            GpuDevice(0, "GPU-8d3f", "NVIDIA H100 80GB HBM3", 0.65, 40 * GiB, 80 * GiB, 310.0, 61.0,
-                      [GpuProcess(4242, 38 * GiB, "batch", "train-0")])]),
-        npu=Accelerators(True, source="dcmi", npus=[
-            NpuDevice(0, 0, "Ascend910B", 0.4, 20 * GiB, 64 * GiB, 180.0, 52.0, "OK")]),
+        gpu=Accelerators(
+            True,
+            source="nvml",
+            gpus=[
+                GpuDevice(
+                    0,
+                    "GPU-8d3f",
+                    "NVIDIA H100 80GB HBM3",
+                    0.65,
+                    40 * GiB,
+                    80 * GiB,
+                    310.0,
+                    61.0,
+                    [GpuProcess(4242, 38 * GiB, "batch", "train-0")],
+                )
+            ],
+        ),
+        npu=Accelerators(
+            True, source="dcmi", npus=[NpuDevice(0, 0, "Ascend910B", 0.4, 20 * GiB, 64 * GiB, 180.0, 52.0, "OK")]
+        ),
         reclaimable={"cpu": 1500, "memory": 6 * GiB},
         health=AgentHealth("0.0.0", 0.004, {"npu": "npu-smi timed out"}),
     )
@@ -120,8 +198,10 @@ def sample_agent_counters() -> dict[str, float]:
 
 
 SAMPLE_QOS_CONFIG: Mapping[str, Any] = {
-    "io": {"be_weight": 50, "devices": [{"device": "vda", "read_bps": "100Mi", "write_bps": "50Mi",
-                                         "read_iops": 2000, "write_iops": 1000}]},
+    "io": {
+        "be_weight": 50,
+        "devices": [{"device": "vda", "read_bps": "100Mi", "write_bps": "50Mi", "read_iops": 2000, "write_iops": 1000}],
+    },
 }
 
 
@@ -131,8 +211,16 @@ def _sample_node_state(version: Any) -> Any:
     from lahar.agent.qos.knobs import KNOBS
     from lahar.agent.qos.model import NodeState
 
-    return NodeState(version, KubeLayout(CgroupDriver.CGROUPFS), frozenset(range(8)), 5.6, 32 * GiB, 30 * GiB,
-                     frozenset(KNOBS), {"vda": "254:0"})
+    return NodeState(
+        version,
+        KubeLayout(CgroupDriver.CGROUPFS),
+        frozenset(range(8)),
+        5.6,
+        32 * GiB,
+        30 * GiB,
+        frozenset(KNOBS),
+        {"vda": "254:0"},
+    )
 
 
 def _sample_qos_pods(node: Any) -> list[Any]:
@@ -142,18 +230,38 @@ def _sample_qos_pods(node: Any) -> list[Any]:
 
     pods = []
     for uid, qos, kube_qos, usage, working_set, extra in (
-            ("uid-be", QoSClass.BE, BEST_EFFORT, 2.5, 6 * GiB, {}),
-            ("uid-beb", QoSClass.BE, BURSTABLE, 0.3, 1 * GiB,
-             {"cpu_request_millicores": 500, "cpu_limit_millicores": 1000, "memory_limit_bytes": 2 * GiB}),
-            ("uid-ls", QoSClass.LS, BURSTABLE, 1.5, 3 * GiB,
-             {"cpu_limit_millicores": 2000, "memory_request_bytes": 2 * GiB}),
-            ("uid-lc", QoSClass.LC, GUARANTEED, 1.0, 2 * GiB,
-             {"cpu_request_millicores": 1000, "cpu_limit_millicores": 1000, "memory_request_bytes": 2 * GiB})):
+        ("uid-be", QoSClass.BE, BEST_EFFORT, 2.5, 6 * GiB, {}),
+        (
+            "uid-beb",
+            QoSClass.BE,
+            BURSTABLE,
+            0.3,
+            1 * GiB,
+            {"cpu_request_millicores": 500, "cpu_limit_millicores": 1000, "memory_limit_bytes": 2 * GiB},
+        ),
+        (
+            "uid-ls",
+            QoSClass.LS,
+            BURSTABLE,
+            1.5,
+            3 * GiB,
+            {"cpu_limit_millicores": 2000, "memory_request_bytes": 2 * GiB},
+        ),
+        (
+            "uid-lc",
+            QoSClass.LC,
+            GUARANTEED,
+            1.0,
+            2 * GiB,
+            {"cpu_request_millicores": 1000, "cpu_limit_millicores": 1000, "memory_request_bytes": 2 * GiB},
+        ),
+    ):
         path = node.layout.pod_dir(uid, kube_qos)
         pinned = frozenset({7}) if qos is QoSClass.LC else frozenset()
         container = QosContainer(f"c-{uid}", "main", f"{path}/c-{uid}", extra.get("cpu_limit_millicores"), pinned)
-        pods.append(QosPod(uid, "default", uid, qos, kube_qos, path, usage, working_set, **extra,
-                           containers=(container,)))
+        pods.append(
+            QosPod(uid, "default", uid, qos, kube_qos, path, usage, working_set, **extra, containers=(container,))
+        )
     return pods
 
 
@@ -183,15 +291,27 @@ def sample_qos_snapshot() -> Any:
                 io_limits.update(plan.memo.get("limits", {}))
     reasons = sorted(REASONS.values())
     return QosSnapshot(
-        available=True, status=ACTIVE, reason="", dry_run=False, config_error=None,
+        available=True,
+        status=ACTIVE,
+        reason="",
+        dry_run=False,
+        config_error=None,
         config_reloads={"ok": 2, "refused": 1},
         enabled={strategy.name: True for strategy in STRATEGIES},
         figures=figures,
-        io_limits=tuple((device, kind, limit) for device, limits in sorted(io_limits.items())
-                        for kind, limit in limits._asdict().items()),
-        writes=dict.fromkeys(KNOBS, 3), write_errors={"cpu.max": 1}, refused=1, actions=actions,
-        be_throttled_periods=300, be_throttled_seconds=12.5,
-        evictions=dict.fromkeys(reasons, 1), eviction_refusals=dict.fromkeys(reasons, 1),
+        io_limits=tuple(
+            (device, kind, limit)
+            for device, limits in sorted(io_limits.items())
+            for kind, limit in limits._asdict().items()
+        ),
+        writes=dict.fromkeys(KNOBS, 3),
+        write_errors={"cpu.max": 1},
+        refused=1,
+        actions=actions,
+        be_throttled_periods=300,
+        be_throttled_seconds=12.5,
+        evictions=dict.fromkeys(reasons, 1),
+        eviction_refusals=dict.fromkeys(reasons, 1),
     )
 
 
@@ -219,15 +339,29 @@ def scheduler_registry() -> CollectorRegistry:
     store.submit(sample_report("node-b"), received_at=900.0)
     store.refuse("invalid")
     metrics = SchedulerMetrics(store, lambda: ["node-a", "node-b", "node-c"], staleness=30.0)
-    metrics.observe_cycle(0.012, {"enqueue": 0.001, "allocate": 0.008, "backfill": 0.001, "preempt": 0.001,
-                                  "reclaim": 0.001},
-                          CycleFigures(pending_pods=7, unschedulable_gangs=1, queues={
-                              "default": QueueFigures({"cpu": 4000, "memory": 8 * GiB, "nvidia.com/gpu": 1},
-                                                      {"cpu": 6000, "memory": 12 * GiB, "nvidia.com/gpu": 2}, 0.67),
-                              "research": QueueFigures({"cpu": 2000, "memory": 4 * GiB},
-                                                       {"cpu": 2000, "memory": 4 * GiB}, 1.0)}))
-    for counter in (metrics.pods_scheduled, metrics.bind_errors, metrics.gang_rollbacks,
-                    metrics.conf_reload_failures, metrics.cycle_failures):
+    metrics.observe_cycle(
+        0.012,
+        {"enqueue": 0.001, "allocate": 0.008, "backfill": 0.001, "preempt": 0.001, "reclaim": 0.001},
+        CycleFigures(
+            pending_pods=7,
+            unschedulable_gangs=1,
+            queues={
+                "default": QueueFigures(
+                    {"cpu": 4000, "memory": 8 * GiB, "nvidia.com/gpu": 1},
+                    {"cpu": 6000, "memory": 12 * GiB, "nvidia.com/gpu": 2},
+                    0.67,
+                ),
+                "research": QueueFigures({"cpu": 2000, "memory": 4 * GiB}, {"cpu": 2000, "memory": 4 * GiB}, 1.0),
+            },
+        ),
+    )
+    for counter in (
+        metrics.pods_scheduled,
+        metrics.bind_errors,
+        metrics.gang_rollbacks,
+        metrics.conf_reload_failures,
+        metrics.cycle_failures,
+    ):
         counter.inc()
     for reason in EVICTION_REASONS:
         metrics.evictions.labels(reason).inc()
@@ -237,8 +371,10 @@ def scheduler_registry() -> CollectorRegistry:
 def sample_jobs() -> list[dict[str, Any]]:
     from lahar.api.job import JobPhase
 
-    return [{"metadata": {"namespace": "batch", "name": f"job-{index}"},
-             "status": {"state": {"phase": phase.value}}} for index, phase in enumerate(JobPhase)]
+    return [
+        {"metadata": {"namespace": "batch", "name": f"job-{index}"}, "status": {"state": {"phase": phase.value}}}
+        for index, phase in enumerate(JobPhase)
+    ]
 
 
 def controller_registry() -> CollectorRegistry:
@@ -256,7 +392,9 @@ def controller_registry() -> CollectorRegistry:
 
 
 REGISTRIES: Mapping[str, Callable[[], CollectorRegistry | Collector]] = {
-    "agent": agent_registry, "scheduler": scheduler_registry, "controller": controller_registry,
+    "agent": agent_registry,
+    "scheduler": scheduler_registry,
+    "controller": controller_registry,
 }
 
 
@@ -274,8 +412,9 @@ def families(component: str, registry: CollectorRegistry | Collector) -> list[Me
             for label in sample.labels:
                 if not (label == BUCKET_LABEL and metric.type in ("histogram", "gaugehistogram")):
                     labels[label] = None
-        found.append(MetricInfo(component, metric.name, metric.type, metric.documentation, tuple(labels),
-                                tuple(series)))
+        found.append(
+            MetricInfo(component, metric.name, metric.type, metric.documentation, tuple(labels), tuple(series))
+        )
     return found
 
 
@@ -296,14 +435,19 @@ def series_names(entries: Mapping[str, list[MetricInfo]] | None = None) -> dict[
 # --- docs/metrics.md ----------------------------------------------------------------------------
 
 TITLES = {
-    "agent": ("Agent", "`lahar agent`, one per node; port 9316. Every series carries `node`. Pod series carry "
-                       "the workload pod's `namespace` and `pod`, so they join with kube-state-metrics (the "
-                       "agent's ServiceMonitor keeps them with `honorLabels`). GPU and NPU families appear only on "
-                       "nodes whose NVML or DCMI can be read; `lahar_qos_*` and `lahar_eviction*` only while QoS "
-                       "runs (not with `--no-qos`); a counter with a label appears once its first label value "
-                       "has counted."),
-    "scheduler": ("Scheduler", "`lahar scheduler`; port 9317. Queue figures are replaced whole every cycle: a "
-                               "deleted queue's series go away."),
+    "agent": (
+        "Agent",
+        "`lahar agent`, one per node; port 9316. Every series carries `node`. Pod series carry "
+        "the workload pod's `namespace` and `pod`, so they join with kube-state-metrics (the "
+        "agent's ServiceMonitor keeps them with `honorLabels`). GPU and NPU families appear only on "
+        "nodes whose NVML or DCMI can be read; `lahar_qos_*` and `lahar_eviction*` only while QoS "
+        "runs (not with `--no-qos`); a counter with a label appears once its first label value "
+        "has counted.",
+    ),
+    "scheduler": (
+        "Scheduler",
+        "`lahar scheduler`; port 9317. Queue figures are replaced whole every cycle: a deleted queue's series go away.",
+    ),
     "controller": ("Controller", "`lahar controller`; port 9318."),
 }
 HEADER = """# Metrics reference
@@ -340,12 +484,17 @@ def render_markdown(entries: Mapping[str, list[MetricInfo]] | None = None) -> st
     lines = [HEADER]
     for component in COMPONENTS:
         title, intro = TITLES[component]
-        lines += [f"## {title}", "", intro, "", "| Metric | Type | Unit | Labels | Description |",
-                  "|---|---|---|---|---|"]
+        lines += [
+            f"## {title}",
+            "",
+            intro,
+            "",
+            "| Metric | Type | Unit | Labels | Description |",
+            "|---|---|---|---|---|",
+        ]
         for info in entries[component]:
             labels = ", ".join(f"`{label}`" for label in info.labels) or "—"
-            lines.append(f"| `{info.name}` | {_type_cell(info)} | {info.unit or '—'} | {labels} | "
-                         f"{_cell(info.help)} |")
+            lines.append(f"| `{info.name}` | {_type_cell(info)} | {info.unit or '—'} | {labels} | {_cell(info.help)} |")
         lines.append("")
     return "\n".join(lines)
 

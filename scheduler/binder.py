@@ -94,8 +94,14 @@ class _Batch:
 class Binder:
     """Binds batches and evicts victims on a thread pool; `submit` and `evict` return at once."""
 
-    def __init__(self, api: Any, cache: Assumptions, metrics: SchedulerMetrics | None = None,
-                 events: EventRecorder | None = None, workers: int = 32) -> None:
+    def __init__(
+        self,
+        api: Any,
+        cache: Assumptions,
+        metrics: SchedulerMetrics | None = None,
+        events: EventRecorder | None = None,
+        workers: int = 32,
+    ) -> None:
         self.api = api
         self.cache = cache
         self.metrics = metrics
@@ -106,8 +112,9 @@ class Binder:
 
     # -- binds -----------------------------------------------------------------------------------
 
-    def submit(self, batches: Sequence[BindBatch], gpu_index: Mapping[str, str] | None = None
-               ) -> list[Future[BatchOutcome]]:
+    def submit(
+        self, batches: Sequence[BindBatch], gpu_index: Mapping[str, str] | None = None
+    ) -> list[Future[BatchOutcome]]:
         """Bind every batch (tasks already assumed in the cache). `gpu_index` maps a task's uid to
         the `lahar.dev/gpu-index` value to write first."""
         futures = []
@@ -153,8 +160,10 @@ class Binder:
         """Delete the bound members of a gang that cannot run whole (see the module docstring)."""
         job = state.batch.job
         failed = ", ".join(f"{task.name}: {why}" for task, why in state.failed[:3])
-        message = (f"{len(state.failed)} of {len(state.batch.tasks)} binds failed ({failed}); deleting the "
-                   f"{len(state.bound)} bound pods so no partial gang runs (minMember {job.min_member})")
+        message = (
+            f"{len(state.failed)} of {len(state.batch.tasks)} binds failed ({failed}); deleting the "
+            f"{len(state.bound)} bound pods so no partial gang runs (minMember {job.min_member})"
+        )
         log.warning("gang %s rolled back: %s", job.key, message)
         if self.metrics is not None:
             self.metrics.gang_rollbacks.inc()
@@ -190,9 +199,12 @@ class Binder:
         if self.metrics is not None:
             self.metrics.evictions.labels(eviction.reason).inc()
         preemptor = f" to make room for {eviction.preemptor.key}" if eviction.preemptor is not None else ""
-        self.events.record(ObjectRef(kinds.POD, task.namespace, task.name, task.uid), "Warning",
-                           EVICTION_EVENT_REASONS.get(eviction.reason, "Evicted"),
-                           f"evicted by the lahar scheduler ({eviction.reason}){preemptor}")
+        self.events.record(
+            ObjectRef(kinds.POD, task.namespace, task.name, task.uid),
+            "Warning",
+            EVICTION_EVENT_REASONS.get(eviction.reason, "Evicted"),
+            f"evicted by the lahar scheduler ({eviction.reason}){preemptor}",
+        )
         return True
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -226,8 +238,9 @@ def bind_error(api: Any, task: TaskInfo, gpu_index: str | None = None) -> str | 
     """Bind one task to its node; None when the pod is bound there, else why not."""
     try:
         if gpu_index is not None:
-            api.patch(kinds.POD, task.name, {"metadata": {"annotations": {GPU_INDEX_ANNOTATION: gpu_index}}},
-                      task.namespace)
+            api.patch(
+                kinds.POD, task.name, {"metadata": {"annotations": {GPU_INDEX_ANNOTATION: gpu_index}}}, task.namespace
+            )
         api.bind(task.namespace, task.name, task.node, uid=task.uid)
         return None
     except (Conflict, AlreadyExists) as exc:
@@ -244,4 +257,3 @@ def already_bound_here(api: Any, task: TaskInfo) -> bool:
         return False
     metadata, spec = pod.get("metadata") or {}, pod.get("spec") or {}
     return metadata.get("uid") == task.uid and spec.get("nodeName") == task.node
-

@@ -61,8 +61,19 @@ from lahar.api.queue import DEFAULT_QUEUE, Queue
 from lahar.client.informer import Informer
 from lahar.scheduler.framework.session import BindBatch
 from lahar.scheduler.model import (
-    OCCUPYING, JobInfo, NodeTable, QueueInfo, Resources, Snapshot, TaskInfo, TaskStatus, default_queue_info,
-    job_info, queue_info, status_of, task_info,
+    OCCUPYING,
+    JobInfo,
+    NodeTable,
+    QueueInfo,
+    Resources,
+    Snapshot,
+    TaskInfo,
+    TaskStatus,
+    default_queue_info,
+    job_info,
+    queue_info,
+    status_of,
+    task_info,
 )
 
 log = logging.getLogger("lahar.scheduler.cache")
@@ -106,10 +117,10 @@ class _NodeRows:
         capacity = max(rows, capacity * 2)
         for name, buffer in self._buffers.items():
             grown = np.zeros((capacity, buffer.shape[1]), dtype=np.int64)
-            grown[:len(buffer)] = buffer
+            grown[: len(buffer)] = buffer
             self._buffers[name] = grown
         schedulable = np.zeros(capacity, dtype=bool)
-        schedulable[:len(self._schedulable)] = self._schedulable
+        schedulable[: len(self._schedulable)] = self._schedulable
         self._schedulable = schedulable
 
     def regrid(self, resources: Resources, columns: np.ndarray) -> None:
@@ -243,8 +254,9 @@ class Cache:
     caller's thread (keep it short: set an event), when something arrives that a cycle may
     place: a pending pod of ours, a PodGroup, a Queue, a node."""
 
-    def __init__(self, scheduler_names: Sequence[str] = DEFAULT_SCHEDULER_NAMES,
-                 on_work: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self, scheduler_names: Sequence[str] = DEFAULT_SCHEDULER_NAMES, on_work: Callable[[], None] | None = None
+    ) -> None:
         self.scheduler_names = frozenset(scheduler_names)
         self.on_work = on_work
         self._lock = threading.RLock()
@@ -724,8 +736,12 @@ class SchedulerCache(Cache):
     """The core fed by informers on Pods, Nodes, PodGroups, Queues and PriorityClasses. Informers
     re-list on watch expiry and retry an unreachable API with backoff, keeping what they have."""
 
-    def __init__(self, api: Any, scheduler_names: Sequence[str] = DEFAULT_SCHEDULER_NAMES,
-                 on_work: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        api: Any,
+        scheduler_names: Sequence[str] = DEFAULT_SCHEDULER_NAMES,
+        on_work: Callable[[], None] | None = None,
+    ) -> None:
         super().__init__(scheduler_names, on_work)
         self.api = api
         wiring = (
@@ -735,8 +751,9 @@ class SchedulerCache(Cache):
             (kinds.PODGROUP, self.add_podgroup, self.update_podgroup, self.delete_podgroup),
             (kinds.POD, self.add_pod, self.update_pod, self.delete_pod),
         )
-        self.informers = [Informer(kind, api, on_add=add, on_update=update, on_delete=delete)
-                          for kind, add, update, delete in wiring]
+        self.informers = [
+            Informer(kind, api, on_add=add, on_update=update, on_delete=delete) for kind, add, update, delete in wiring
+        ]
 
     def start(self, sync_timeout: float = 30.0) -> bool:
         """Start every informer; True once all have listed (False: the API is not reachable yet,

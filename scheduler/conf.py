@@ -56,8 +56,17 @@ SWITCHES: dict[str, str] = {
     "enableAllocatable": "allocatable",
 }
 # Volcano switches Lahar accepts for compatibility but has no callbacks for.
-IGNORED_SWITCHES = frozenset({"enableHierarchy", "enableBestNode", "enableTargetJob", "enableReservedNodes",
-                              "enableVictim", "enableClusterOrder", "enabledHyperNodeOrder"})
+IGNORED_SWITCHES = frozenset(
+    {
+        "enableHierarchy",
+        "enableBestNode",
+        "enableTargetJob",
+        "enableReservedNodes",
+        "enableVictim",
+        "enableClusterOrder",
+        "enabledHyperNodeOrder",
+    }
+)
 
 DEFAULT_CONF = """\
 actions: "enqueue, allocate, backfill, preempt, reclaim"
@@ -155,7 +164,7 @@ def parse_conf(text: str, source: str = "<text>") -> SchedulerConf:
         raise ConfError(f"{source}: unknown top-level keys {sorted(unknown)}")
     raw_actions = document.get("actions")
     if not isinstance(raw_actions, str) or not raw_actions.strip():
-        raise ConfError(f"{source}: actions must be a comma-separated string such as \"enqueue, allocate\"")
+        raise ConfError(f'{source}: actions must be a comma-separated string such as "enqueue, allocate"')
     actions = tuple(part.strip() for part in raw_actions.split(",") if part.strip())
     if len(set(actions)) != len(actions):
         raise ConfError(f"{source}: actions lists an action twice: {raw_actions!r}")
@@ -172,8 +181,10 @@ def parse_conf(text: str, source: str = "<text>") -> SchedulerConf:
     seen: set[str] = set()
     for t, raw_tier in enumerate(_list(document.get("tiers"), f"{source}: tiers")):
         tier = _mapping(raw_tier, f"{source}: tiers[{t}]")
-        options = tuple(_plugin_option(raw, f"{source}: tiers[{t}].plugins[{p}]")
-                        for p, raw in enumerate(_list(tier.get("plugins"), f"{source}: tiers[{t}].plugins")))
+        options = tuple(
+            _plugin_option(raw, f"{source}: tiers[{t}].plugins[{p}]")
+            for p, raw in enumerate(_list(tier.get("plugins"), f"{source}: tiers[{t}].plugins"))
+        )
         for option in options:
             if option.name in seen:
                 raise ConfError(f"{source}: plugin {option.name!r} appears twice")
@@ -231,6 +242,10 @@ class ConfWatcher:
             else:
                 self.conf, self.error = conf, None
                 self.reloads += 1
-                log.info("scheduler configuration reloaded from %s: actions %s, plugins %s",
-                         self.path, ", ".join(conf.actions), ", ".join(conf.plugin_names))
+                log.info(
+                    "scheduler configuration reloaded from %s: actions %s, plugins %s",
+                    self.path,
+                    ", ".join(conf.actions),
+                    ", ".join(conf.plugin_names),
+                )
         return self.conf

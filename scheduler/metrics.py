@@ -77,18 +77,31 @@ class CycleCollector(Collector):
 
     @staticmethod
     def _families(figures: CycleFigures) -> Iterator[Metric]:
-        yield GaugeMetricFamily("lahar_scheduler_pending_pods", "Pods of ours still pending after the latest cycle.",
-                                value=figures.pending_pods)
-        yield GaugeMetricFamily("lahar_scheduler_unschedulable_gangs",
-                                "Gangs (jobs) that did not fit in the latest cycle.", value=figures.unschedulable_gangs)
-        allocated = GaugeMetricFamily("lahar_scheduler_queue_allocated",
-                                      "Resources held by each queue's pods (cpu in cores, memory in bytes).",
-                                      labels=["queue", "resource"])
-        deserved = GaugeMetricFamily("lahar_scheduler_queue_deserved", "Each queue's fair share (proportion plugin).",
-                                     labels=["queue", "resource"])
-        share = GaugeMetricFamily("lahar_scheduler_queue_share",
-                                  "Each queue's allocated / deserved on its dominant resource (1 = its share).",
-                                  labels=["queue"])
+        yield GaugeMetricFamily(
+            "lahar_scheduler_pending_pods",
+            "Pods of ours still pending after the latest cycle.",
+            value=figures.pending_pods,
+        )
+        yield GaugeMetricFamily(
+            "lahar_scheduler_unschedulable_gangs",
+            "Gangs (jobs) that did not fit in the latest cycle.",
+            value=figures.unschedulable_gangs,
+        )
+        allocated = GaugeMetricFamily(
+            "lahar_scheduler_queue_allocated",
+            "Resources held by each queue's pods (cpu in cores, memory in bytes).",
+            labels=["queue", "resource"],
+        )
+        deserved = GaugeMetricFamily(
+            "lahar_scheduler_queue_deserved",
+            "Each queue's fair share (proportion plugin).",
+            labels=["queue", "resource"],
+        )
+        share = GaugeMetricFamily(
+            "lahar_scheduler_queue_share",
+            "Each queue's allocated / deserved on its dominant resource (1 = its share).",
+            labels=["queue"],
+        )
         for name, queue in sorted(figures.queues.items()):
             for resource, amount in sorted(queue.allocated.items()):
                 allocated.add_metric([name, resource], in_base_units(resource, amount))
@@ -115,19 +128,25 @@ class NodeReportCollector(Collector):
         present = sorted(age for age in ages if age is not None)
         buckets = [(str(le), sum(1 for age in present if age <= le)) for le in AGE_BUCKETS]
         buckets.append(("+Inf", len(present)))
-        yield GaugeHistogramMetricFamily("lahar_scheduler_node_report_age_seconds",
-                                         "Nodes by the age of their latest agent report.", buckets=buckets,
-                                         gsum_value=sum(present))
-        states = GaugeMetricFamily("lahar_scheduler_node_reports",
-                                   "Nodes whose latest report is fresh, stale (older than the staleness limit) "
-                                   "or missing.", labels=["state"])
+        yield GaugeHistogramMetricFamily(
+            "lahar_scheduler_node_report_age_seconds",
+            "Nodes by the age of their latest agent report.",
+            buckets=buckets,
+            gsum_value=sum(present),
+        )
+        states = GaugeMetricFamily(
+            "lahar_scheduler_node_reports",
+            "Nodes whose latest report is fresh, stale (older than the staleness limit) or missing.",
+            labels=["state"],
+        )
         stale = sum(1 for age in present if age > self.staleness)
         states.add_metric([FRESH], len(present) - stale)
         states.add_metric([STALE], stale)
         states.add_metric([MISSING], len(ages) - len(present))
         yield states
-        results = CounterMetricFamily("lahar_scheduler_reports", "Agent reports received, by result.",
-                                      labels=["result"])
+        results = CounterMetricFamily(
+            "lahar_scheduler_reports", "Agent reports received, by result.", labels=["result"]
+        )
         for result, count in sorted(self.store.counts().items()):
             results.add_metric([result], count)
         yield results
@@ -136,29 +155,43 @@ class NodeReportCollector(Collector):
 class SchedulerMetrics:
     """The registry and the instruments the loop, the binder and the status writer update."""
 
-    def __init__(self, reports: NodeReportStore | None = None, nodes: Callable[[], Iterable[str]] = list,
-                 staleness: float = 30.0) -> None:
+    def __init__(
+        self, reports: NodeReportStore | None = None, nodes: Callable[[], Iterable[str]] = list, staleness: float = 30.0
+    ) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self.cycle_duration = Histogram(
-            "lahar_scheduler_e2e_scheduling_duration_seconds", "One scheduling cycle: snapshot, session, hand-off.",
-            buckets=CYCLE_BUCKETS, registry=self.registry)
+            "lahar_scheduler_e2e_scheduling_duration_seconds",
+            "One scheduling cycle: snapshot, session, hand-off.",
+            buckets=CYCLE_BUCKETS,
+            registry=self.registry,
+        )
         self.action_duration = Histogram(
-            "lahar_scheduler_action_duration_seconds", "One action within a cycle.", ["action"],
-            buckets=CYCLE_BUCKETS, registry=self.registry)
-        self.pods_scheduled = Counter("lahar_scheduler_pods_scheduled", "Pods bound to a node.",
-                                      registry=self.registry)
-        self.bind_errors = Counter("lahar_scheduler_bind_errors", "Binds the API refused or that could not be sent.",
-                                   registry=self.registry)
-        self.gang_rollbacks = Counter("lahar_scheduler_gang_rollbacks",
-                                      "Gangs whose bound members were deleted because another member's bind failed.",
-                                      registry=self.registry)
-        self.evictions = Counter("lahar_scheduler_evictions", "Pods evicted to make room.", ["reason"],
-                                 registry=self.registry)
-        self.conf_reload_failures = Counter("lahar_scheduler_conf_reload_failures",
-                                            "Configuration files refused (the last good one stayed).",
-                                            registry=self.registry)
-        self.cycle_failures = Counter("lahar_scheduler_cycle_failures", "Cycles that raised (retried with backoff).",
-                                      registry=self.registry)
+            "lahar_scheduler_action_duration_seconds",
+            "One action within a cycle.",
+            ["action"],
+            buckets=CYCLE_BUCKETS,
+            registry=self.registry,
+        )
+        self.pods_scheduled = Counter("lahar_scheduler_pods_scheduled", "Pods bound to a node.", registry=self.registry)
+        self.bind_errors = Counter(
+            "lahar_scheduler_bind_errors", "Binds the API refused or that could not be sent.", registry=self.registry
+        )
+        self.gang_rollbacks = Counter(
+            "lahar_scheduler_gang_rollbacks",
+            "Gangs whose bound members were deleted because another member's bind failed.",
+            registry=self.registry,
+        )
+        self.evictions = Counter(
+            "lahar_scheduler_evictions", "Pods evicted to make room.", ["reason"], registry=self.registry
+        )
+        self.conf_reload_failures = Counter(
+            "lahar_scheduler_conf_reload_failures",
+            "Configuration files refused (the last good one stayed).",
+            registry=self.registry,
+        )
+        self.cycle_failures = Counter(
+            "lahar_scheduler_cycle_failures", "Cycles that raised (retried with backoff).", registry=self.registry
+        )
         for reason in EVICTION_REASONS:  # present from the start, at 0, so rate() sees the first one
             self.evictions.labels(reason)
         self.cycle = CycleCollector()

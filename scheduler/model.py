@@ -49,8 +49,9 @@ class Resources:
         self.column: dict[str, int] = {name: i for i, name in enumerate(self.names)}
         # The columns queue quotas and fair shares count: every resource but pod slots (Volcano's
         # Resource keeps the pod count apart too), so a queue's share is never its pod count.
-        self.quota_columns: np.ndarray = np.array([i for i, name in enumerate(self.names) if name != PODS],
-                                                  dtype=np.intp)
+        self.quota_columns: np.ndarray = np.array(
+            [i for i, name in enumerate(self.names) if name != PODS], dtype=np.intp
+        )
 
     def __len__(self) -> int:
         return len(self.names)
@@ -92,11 +93,20 @@ class TaskStatus(enum.Enum):
 
 
 # Tasks that hold resources on their node.
-OCCUPYING = frozenset({TaskStatus.ALLOCATED, TaskStatus.PIPELINED, TaskStatus.BINDING, TaskStatus.BOUND,
-                       TaskStatus.RUNNING, TaskStatus.RELEASING})
+OCCUPYING = frozenset(
+    {
+        TaskStatus.ALLOCATED,
+        TaskStatus.PIPELINED,
+        TaskStatus.BINDING,
+        TaskStatus.BOUND,
+        TaskStatus.RUNNING,
+        TaskStatus.RELEASING,
+    }
+)
 # Tasks that count towards a gang being ready (Volcano's ReadyTaskNum).
-READY = frozenset({TaskStatus.ALLOCATED, TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING,
-                   TaskStatus.SUCCEEDED})
+READY = frozenset(
+    {TaskStatus.ALLOCATED, TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING, TaskStatus.SUCCEEDED}
+)
 # Tasks charged to their job's and queue's share: occupying and not being given back. The
 # session's allocate/deallocate handlers move a task in and out of exactly this set.
 CHARGED = OCCUPYING - {TaskStatus.RELEASING}
@@ -173,9 +183,22 @@ class TaskInfo:
 
     def clone(self) -> TaskInfo:
         # The request vector and the pod view are never mutated, so a snapshot shares them.
-        return TaskInfo(self.uid, self.namespace, self.name, self.job, self.task_name, self.priority,
-                        self.request, self.status, self.node, self.qos, self.pod, self.placement,
-                        self.creation, self.index)
+        return TaskInfo(
+            self.uid,
+            self.namespace,
+            self.name,
+            self.job,
+            self.task_name,
+            self.priority,
+            self.request,
+            self.status,
+            self.node,
+            self.qos,
+            self.pod,
+            self.placement,
+            self.creation,
+            self.index,
+        )
 
     def __repr__(self) -> str:
         return f"TaskInfo({self.key}, {self.status.value}, node={self.node or '-'})"
@@ -301,8 +324,19 @@ class JobInfo:
 
     def _empty_copy(self) -> JobInfo:
         # min_task_member and min_resources are never changed in place: shared.
-        return JobInfo(self.key, self.namespace, self.name, self.queue, self.priority, self.min_member,
-                       self.min_task_member, self.min_resources, self.podgroup, self.phase, self.creation)
+        return JobInfo(
+            self.key,
+            self.namespace,
+            self.name,
+            self.queue,
+            self.priority,
+            self.min_member,
+            self.min_task_member,
+            self.min_resources,
+            self.podgroup,
+            self.phase,
+            self.creation,
+        )
 
     def clone(self) -> JobInfo:
         """A copy whose tasks are copies too (a session changes task states)."""
@@ -351,9 +385,21 @@ class QueueInfo:
         return self.state is QueueState.OPEN
 
     def clone(self) -> QueueInfo:
-        return QueueInfo(self.name, self.weight, self.capability, self.guarantee, self.deserved_spec,
-                         self.reclaimable, self.state, self.priority, self.parent, self.queue,
-                         self.allocated.copy(), self.request.copy(), self.deserved.copy())
+        return QueueInfo(
+            self.name,
+            self.weight,
+            self.capability,
+            self.guarantee,
+            self.deserved_spec,
+            self.reclaimable,
+            self.state,
+            self.priority,
+            self.parent,
+            self.queue,
+            self.allocated.copy(),
+            self.request.copy(),
+            self.deserved.copy(),
+        )
 
 
 def queue_info(queue: Queue, resources: Resources) -> QueueInfo:
@@ -361,15 +407,40 @@ def queue_info(queue: Queue, resources: Resources) -> QueueInfo:
     for name, amount in queue.capability.items():
         capability[resources.column[name]] = amount
     zeros = np.zeros(len(resources), dtype=np.int64)
-    return QueueInfo(queue.name, queue.weight, capability, resources.vector(queue.guarantee),
-                     resources.vector(queue.deserved), queue.reclaimable, queue.state, queue.priority,
-                     queue.parent, queue, zeros.copy(), zeros.copy(), zeros.copy())
+    return QueueInfo(
+        queue.name,
+        queue.weight,
+        capability,
+        resources.vector(queue.guarantee),
+        resources.vector(queue.deserved),
+        queue.reclaimable,
+        queue.state,
+        queue.priority,
+        queue.parent,
+        queue,
+        zeros.copy(),
+        zeros.copy(),
+        zeros.copy(),
+    )
 
 
 def default_queue_info(resources: Resources) -> QueueInfo:
     zeros = np.zeros(len(resources), dtype=np.int64)
-    return QueueInfo(DEFAULT_QUEUE, 1, np.full(len(resources), -1, dtype=np.int64), zeros.copy(), zeros.copy(),
-                     True, QueueState.OPEN, 0, "", None, zeros.copy(), zeros.copy(), zeros.copy())
+    return QueueInfo(
+        DEFAULT_QUEUE,
+        1,
+        np.full(len(resources), -1, dtype=np.int64),
+        zeros.copy(),
+        zeros.copy(),
+        True,
+        QueueState.OPEN,
+        0,
+        "",
+        None,
+        zeros.copy(),
+        zeros.copy(),
+        zeros.copy(),
+    )
 
 
 class NodeTable:
@@ -442,8 +513,9 @@ class NodeTable:
         """idle once the tasks being evicted are gone (where preemptors are pipelined)."""
         return self.idle + self.releasing + self.be_releasing
 
-    def free(self, task: TaskInfo, rows: Rows = slice(None), be_capacity: np.ndarray | None = None,
-             future: bool = False) -> np.ndarray:
+    def free(
+        self, task: TaskInfo, rows: Rows = slice(None), be_capacity: np.ndarray | None = None, future: bool = False
+    ) -> np.ndarray:
         """What the task may still take on each of `rows`, per resource: the one resource-fit
         rule (`fits` is `request <= free` in every column), also used to count how many copies
         of a task a node holds and which resources fall short.
@@ -467,8 +539,9 @@ class NodeTable:
                 free[:, :lent] = allocatable[:, :lent] - used[:, :lent]
         return free
 
-    def fits(self, task: TaskInfo, rows: Rows = slice(None), be_capacity: np.ndarray | None = None,
-             future: bool = False) -> np.ndarray:
+    def fits(
+        self, task: TaskInfo, rows: Rows = slice(None), be_capacity: np.ndarray | None = None, future: bool = False
+    ) -> np.ndarray:
         """Whether the task's request fits on each of `rows` (the rule is `free`'s)."""
         return (task.request <= self.free(task, rows, be_capacity, future)).all(axis=1)
 
@@ -482,8 +555,13 @@ class NodeTable:
         """Kube-scheduler's reasons for the rows of `free` (from `free()`) that cannot take the
         task: one "Insufficient <resource>" ("Too many pods" for pod slots) per short resource."""
         short = (task.request > free).sum(axis=0)
-        return Counter({("Too many pods" if name == PODS else f"Insufficient {name}"): int(count)
-                        for name, count in zip(self.resources.names, short) if count})
+        return Counter(
+            {
+                ("Too many pods" if name == PODS else f"Insufficient {name}"): int(count)
+                for name, count in zip(self.resources.names, short)
+                if count
+            }
+        )
 
     def _shell(self) -> NodeTable:
         """A table sharing what never changes within a session; the caller sets the usage."""
@@ -511,8 +589,9 @@ class NodeTable:
             table.tasks = [dict(tasks) for tasks in self.tasks]
         return table
 
-    def what_if(self, freed: np.ndarray | None = None, be_freed: np.ndarray | None = None,
-                empty: bool = False) -> NodeTable:
+    def what_if(
+        self, freed: np.ndarray | None = None, be_freed: np.ndarray | None = None, empty: bool = False
+    ) -> NodeTable:
         """A read-only view of this table as it would be once the tasks being evicted are gone
         and, beyond them, `freed` / `be_freed` (per-row requests of non-BE / BE tasks that a
         preemption could evict) too; with `empty`, as if no task held anything. Preempt and
@@ -559,19 +638,30 @@ class Snapshot:
     owned: set[str] | None = None
 
     @classmethod
-    def sharing(cls, resources: Resources, nodes: NodeTable, jobs: dict[str, JobInfo], queues: dict[str, QueueInfo],
-                priority_classes: dict[str, int]) -> Snapshot:
+    def sharing(
+        cls,
+        resources: Resources,
+        nodes: NodeTable,
+        jobs: dict[str, JobInfo],
+        queues: dict[str, QueueInfo],
+        priority_classes: dict[str, int],
+    ) -> Snapshot:
         """A snapshot that shares jobs and node rows with their owner, which must not change
         them afterwards (the cache copies before it writes). Cloned at once: the jobs a session
         may change other than through its statements (tasks to place, admission pending, maybe
         not ready, with per-task minimums: actions and plugins set their phase and messages);
         the others only when a statement changes one of their tasks (an eviction)."""
         table = nodes.clone(share_rows=True)
-        snapshot = cls(resources, table, dict(jobs), {name: q.clone() for name, q in queues.items()},
-                       dict(priority_classes), set())
+        snapshot = cls(
+            resources, table, dict(jobs), {name: q.clone() for name, q in queues.items()}, dict(priority_classes), set()
+        )
         for job in jobs.values():
-            if (job.by_status.get(TaskStatus.PENDING) or job.phase is PodGroupPhase.PENDING
-                    or job.count(READY) < job.min_member or job.min_task_member):
+            if (
+                job.by_status.get(TaskStatus.PENDING)
+                or job.phase is PodGroupPhase.PENDING
+                or job.count(READY) < job.min_member
+                or job.min_task_member
+            ):
                 snapshot.own(job.key)
         return snapshot
 
@@ -595,10 +685,18 @@ class Snapshot:
         jobs = {key: job.clone() for key, job in self.jobs.items()}
         nodes = self.nodes.clone()
         for row, tasks in enumerate(nodes.tasks):
-            nodes.tasks[row] = {uid: jobs[task.job].tasks[uid] for uid, task in tasks.items()
-                                if task.job in jobs and uid in jobs[task.job].tasks}
-        return Snapshot(self.resources, nodes, jobs, {name: q.clone() for name, q in self.queues.items()},
-                        dict(self.priority_classes))
+            nodes.tasks[row] = {
+                uid: jobs[task.job].tasks[uid]
+                for uid, task in tasks.items()
+                if task.job in jobs and uid in jobs[task.job].tasks
+            }
+        return Snapshot(
+            self.resources,
+            nodes,
+            jobs,
+            {name: q.clone() for name, q in self.queues.items()},
+            dict(self.priority_classes),
+        )
 
 
 def task_info(pod: Pod, job_key: str, resources: Resources) -> TaskInfo:
@@ -609,24 +707,85 @@ def task_info(pod: Pod, job_key: str, resources: Resources) -> TaskInfo:
     request[resources.column[PODS]] = 1  # every pod takes one of the node's pod slots
     name = pod.name
     suffix = name.rsplit("-", 1)[-1]
-    return TaskInfo(pod.uid, pod.namespace, name, job_key, task_name, pod.priority, request, status_of(pod),
-                    pod.node_name, pod.qos_class, pod, placement_class(pod),
-                    pod.meta.creation_timestamp or "", int(suffix) if suffix.isdigit() else 0)
+    return TaskInfo(
+        pod.uid,
+        pod.namespace,
+        name,
+        job_key,
+        task_name,
+        pod.priority,
+        request,
+        status_of(pod),
+        pod.node_name,
+        pod.qos_class,
+        pod,
+        placement_class(pod),
+        pod.meta.creation_timestamp or "",
+        int(suffix) if suffix.isdigit() else 0,
+    )
 
 
-def job_info(key: str, namespace: str, name: str, podgroup: PodGroup | None, priority: int,
-             resources: Resources, creation: str = "") -> JobInfo:
+def job_info(
+    key: str,
+    namespace: str,
+    name: str,
+    podgroup: PodGroup | None,
+    priority: int,
+    resources: Resources,
+    creation: str = "",
+) -> JobInfo:
     """A job for a PodGroup (or, with `podgroup` None, for a lone pod: a gang of one)."""
     if podgroup is None:
-        return JobInfo(key, namespace, name, DEFAULT_QUEUE, priority, 1, {},
-                       np.zeros(len(resources), dtype=np.int64), None, PodGroupPhase.INQUEUE, creation)
-    return JobInfo(key, namespace, name, podgroup.queue or DEFAULT_QUEUE, priority, podgroup.min_member,
-                   dict(podgroup.min_task_member), resources.vector(podgroup.min_resources), podgroup,
-                   podgroup.phase, podgroup.meta.creation_timestamp or creation)
+        return JobInfo(
+            key,
+            namespace,
+            name,
+            DEFAULT_QUEUE,
+            priority,
+            1,
+            {},
+            np.zeros(len(resources), dtype=np.int64),
+            None,
+            PodGroupPhase.INQUEUE,
+            creation,
+        )
+    return JobInfo(
+        key,
+        namespace,
+        name,
+        podgroup.queue or DEFAULT_QUEUE,
+        priority,
+        podgroup.min_member,
+        dict(podgroup.min_task_member),
+        resources.vector(podgroup.min_resources),
+        podgroup,
+        podgroup.phase,
+        podgroup.meta.creation_timestamp or creation,
+    )
 
 
 __all__ = [
-    "BASE_RESOURCES", "CHARGED", "CPU", "MEMORY", "PODS", "PODS_COLUMN", "OCCUPYING", "READY", "JobInfo", "NodeTable", "QueueInfo",
-    "Resources", "Rows", "Snapshot", "TaskInfo", "TaskStatus", "Toleration", "default_queue_info", "job_info",
-    "placement_class", "queue_info", "status_of", "task_info",
+    "BASE_RESOURCES",
+    "CHARGED",
+    "CPU",
+    "MEMORY",
+    "PODS",
+    "PODS_COLUMN",
+    "OCCUPYING",
+    "READY",
+    "JobInfo",
+    "NodeTable",
+    "QueueInfo",
+    "Resources",
+    "Rows",
+    "Snapshot",
+    "TaskInfo",
+    "TaskStatus",
+    "Toleration",
+    "default_queue_info",
+    "job_info",
+    "placement_class",
+    "queue_info",
+    "status_of",
+    "task_info",
 ]

@@ -160,8 +160,13 @@ class ReportServer:
     """Serve `NodeReports` into `store`. Use start()/stop() from ordinary code (the server then
     runs its own event loop in a thread), or start_async()/stop_async() inside a running loop."""
 
-    def __init__(self, store: NodeReportStore, tokens: dict[str, str], tls: TlsFiles | None = None,
-                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+    def __init__(
+        self,
+        store: NodeReportStore,
+        tokens: dict[str, str],
+        tls: TlsFiles | None = None,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    ) -> None:
         self.store = store
         self.tls = tls
         self.max_message_bytes = max_message_bytes
@@ -186,8 +191,9 @@ class ReportServer:
         handler = grpc.stream_stream_rpc_method_handler(self._report)  # raw bytes in: parsed and counted here
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {METHOD: handler}),))
         try:
-            port = (server.add_secure_port(address, self._credentials()) if self.tls
-                    else server.add_insecure_port(address))
+            port = (
+                server.add_secure_port(address, self._credentials()) if self.tls else server.add_insecure_port(address)
+            )
         except RuntimeError as exc:
             raise ReportServerError(f"cannot listen on {address}: {exc}") from exc
         self._validator = _BatchValidator()
@@ -246,8 +252,9 @@ class ReportServer:
         try:
             pair = (self.tls.key.read_bytes(), self.tls.cert.read_bytes())
         except OSError as exc:
-            raise ReportServerError(f"cannot read the TLS certificate {self.tls.cert} or key {self.tls.key}: "
-                                    f"{exc.strerror}") from exc
+            raise ReportServerError(
+                f"cannot read the TLS certificate {self.tls.cert} or key {self.tls.key}: {exc.strerror}"
+            ) from exc
         return grpc.ssl_server_credentials([pair])
 
     # --- the stream ---
@@ -274,9 +281,11 @@ class ReportServer:
             return _ack(0, f"malformed report: {exc}")
         if node != ANY_NODE and message.node != node:
             self.store.refuse(FORBIDDEN)
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
-                                f"a node may only report for itself: this token is for {node}, "
-                                f"the report is for {message.node or '(no node)'}")
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"a node may only report for itself: this token is for {node}, "
+                f"the report is for {message.node or '(no node)'}",
+            )
         assert self._validator is not None
         problems = await self._validator.problems(message, raw)
         if problems:

@@ -92,11 +92,20 @@ class Scheduler:
     `run()` runs it on the caller's thread until `stop()`. `conf_path` None: the default
     configuration. A bad configuration file at construction raises ConfError."""
 
-    def __init__(self, api: Any, conf_path: str | Path | None = None,
-                 scheduler_names: Sequence[str] = DEFAULT_SCHEDULER_NAMES, period: float = DEFAULT_PERIOD,
-                 reports: NodeReportStore | None = None, *, metrics: SchedulerMetrics | None = None,
-                 debounce: float = DEFAULT_DEBOUNCE, report_staleness: float = DEFAULT_REPORT_STALENESS,
-                 bind_workers: int = 32, resync_period: float = DEFAULT_RESYNC_PERIOD) -> None:
+    def __init__(
+        self,
+        api: Any,
+        conf_path: str | Path | None = None,
+        scheduler_names: Sequence[str] = DEFAULT_SCHEDULER_NAMES,
+        period: float = DEFAULT_PERIOD,
+        reports: NodeReportStore | None = None,
+        *,
+        metrics: SchedulerMetrics | None = None,
+        debounce: float = DEFAULT_DEBOUNCE,
+        report_staleness: float = DEFAULT_REPORT_STALENESS,
+        bind_workers: int = 32,
+        resync_period: float = DEFAULT_RESYNC_PERIOD,
+    ) -> None:
         if period <= 0:
             raise ValueError(f"the scheduling period must be positive, not {period}")
         self.api = api
@@ -206,8 +215,12 @@ class Scheduler:
         quiet, cache = self._quiet, self.cache
         if quiet is None or time.monotonic() - quiet.ended >= self.resync_period:
             return False
-        if (cache.changes != quiet.changes or self.conf.current() is not quiet.conf
-                or self.conf.failures != self._reload_failures_seen or self.status.failures != quiet.status_failures):
+        if (
+            cache.changes != quiet.changes
+            or self.conf.current() is not quiet.conf
+            or self.conf.failures != self._reload_failures_seen
+            or self.status.failures != quiet.status_failures
+        ):
             return False
         if quiet.read_reports or cache.confirmations != quiet.confirmations:
             return not cache.pending_work()
@@ -237,10 +250,14 @@ class Scheduler:
         # Binds that leave nothing pending are quiet too: once assumed, the cache is the state the
         # session ended on, with nothing left to place (the statuses they change are written by
         # this cycle, which is then not quiet: the next one compares again).
-        quiet = (not (session.evictions or session.pipelined or written)
-                 and (not session.binds or not self.cache.pending_work()))
-        self._quiet = _Quiet(self.last_cycle_at, changes, confirmations, conf, status_failures,
-                             session.read_reports) if quiet else None
+        quiet = not (session.evictions or session.pipelined or written) and (
+            not session.binds or not self.cache.pending_work()
+        )
+        self._quiet = (
+            _Quiet(self.last_cycle_at, changes, confirmations, conf, status_failures, session.read_reports)
+            if quiet
+            else None
+        )
         return session
 
     def _written(self, kind: Kind, obj: dict[str, Any]) -> None:

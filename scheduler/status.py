@@ -63,6 +63,7 @@ EVENT_KINDS = {kind.kind: kind for kind in (kinds.POD, kinds.PODGROUP, kinds.QUE
 
 # -- PodGroup status (pure) --------------------------------------------------------------------------
 
+
 def podgroup_phase(job: JobInfo) -> PodGroupPhase:
     running = job.count([TaskStatus.RUNNING])
     if job.unschedulable_message and running:
@@ -74,8 +75,7 @@ def podgroup_phase(job: JobInfo) -> PodGroupPhase:
     return PodGroupPhase.INQUEUE if job.phase is PodGroupPhase.INQUEUE else PodGroupPhase.PENDING
 
 
-def set_condition(conditions: list[Obj], condition_type: str, status: str, reason: str, message: str,
-                  now: str) -> None:
+def set_condition(conditions: list[Obj], condition_type: str, status: str, reason: str, message: str, now: str) -> None:
     """Set a condition in place; its lastTransitionTime moves only when its status flips."""
     for condition in conditions:
         if condition.get("type") == condition_type:
@@ -83,8 +83,9 @@ def set_condition(conditions: list[Obj], condition_type: str, status: str, reaso
                 condition["lastTransitionTime"] = now
             condition.update(status=status, reason=reason, message=message)
             return
-    conditions.append({"type": condition_type, "status": status, "lastTransitionTime": now, "reason": reason,
-                       "message": message})
+    conditions.append(
+        {"type": condition_type, "status": status, "lastTransitionTime": now, "reason": reason, "message": message}
+    )
 
 
 def _lower(conditions: list[Obj], condition_type: str, reason: str, now: str) -> None:
@@ -93,16 +94,24 @@ def _lower(conditions: list[Obj], condition_type: str, reason: str, now: str) ->
         set_condition(conditions, condition_type, FALSE, reason, "", now)
 
 
-def podgroup_conditions(job: JobInfo, phase: PodGroupPhase, current: Iterable[Mapping[str, Any]],
-                        now: str) -> list[Obj]:
+def podgroup_conditions(
+    job: JobInfo, phase: PodGroupPhase, current: Iterable[Mapping[str, Any]], now: str
+) -> list[Obj]:
     conditions = [dict(condition) for condition in current]
     if job.unschedulable_message:
-        set_condition(conditions, PodGroupConditionType.UNSCHEDULABLE, TRUE, UNSCHEDULABLE_REASON,
-                      job.unschedulable_message, now)
+        set_condition(
+            conditions, PodGroupConditionType.UNSCHEDULABLE, TRUE, UNSCHEDULABLE_REASON, job.unschedulable_message, now
+        )
         _lower(conditions, PodGroupConditionType.SCHEDULED, UNSCHEDULABLE_REASON, now)
     elif phase in (PodGroupPhase.RUNNING, PodGroupPhase.COMPLETED):
-        set_condition(conditions, PodGroupConditionType.SCHEDULED, TRUE, SCHEDULED_REASON,
-                      f"at least {job.min_member} tasks of the gang are scheduled", now)
+        set_condition(
+            conditions,
+            PodGroupConditionType.SCHEDULED,
+            TRUE,
+            SCHEDULED_REASON,
+            f"at least {job.min_member} tasks of the gang are scheduled",
+            now,
+        )
         _lower(conditions, PodGroupConditionType.UNSCHEDULABLE, SCHEDULED_REASON, now)
     return conditions
 
@@ -126,6 +135,7 @@ def _absent(field: str) -> Any:
 
 
 # -- Queue status and the cycle's figures (pure) ---------------------------------------------------
+
 
 def queue_status_patch(current: Mapping[str, Any], figures: QueueFigures) -> Obj | None:
     """Merge-patch fields for the queue's `allocated` (and `deserved` when known), or None. A
@@ -196,8 +206,9 @@ def _share(allocated: Mapping[str, int], deserved: Mapping[str, int]) -> float:
 EventKey = tuple[str, str, str, str]  # kind, namespace, name, reason
 
 
-def news(said: Mapping[EventKey, str], events: Iterable[SessionEvent]
-         ) -> tuple[list[SessionEvent], dict[EventKey, str]]:
+def news(
+    said: Mapping[EventKey, str], events: Iterable[SessionEvent]
+) -> tuple[list[SessionEvent], dict[EventKey, str]]:
     """Which of a cycle's events to record: those not said in the previous cycle with the same
     message (plugins say "unschedulable" every cycle while it lasts). Returns them and what this
     cycle said, the memory for the next one: an event that stops and comes back is news again."""
@@ -223,6 +234,7 @@ def job_ref(job: JobInfo) -> ObjectRef:
 
 # -- the writer -------------------------------------------------------------------------------------
 
+
 class StatusWriter:
     """Writes a cycle's PodGroup and Queue statuses and Events on a thread pool, without waiting:
     a slow API slows the writes, not the scheduling. An object whose previous write is still in
@@ -230,9 +242,14 @@ class StatusWriter:
     status patch returned, so the cache holds what was written before its watch event arrives
     (no stale compare, no rewrite)."""
 
-    def __init__(self, api: Any, events: EventRecorder | None = None,
-                 on_written: Callable[[Kind, Obj], None] | None = None, clock: Callable[[], datetime] = utc_now,
-                 workers: int = 8) -> None:
+    def __init__(
+        self,
+        api: Any,
+        events: EventRecorder | None = None,
+        on_written: Callable[[Kind, Obj], None] | None = None,
+        clock: Callable[[], datetime] = utc_now,
+        workers: int = 8,
+    ) -> None:
         self.api = api
         self.events = events or EventRecorder(api, COMPONENT, clock=clock)
         self.on_written = on_written
@@ -264,8 +281,9 @@ class StatusWriter:
         for job in session.jobs.values():
             patch = podgroup_status_patch(job, now)
             if patch is not None:
-                sent += self._status(kinds.PODGROUP, job.name, job.namespace, patch, job.podgroup.meta.resource_version,
-                                     patched)
+                sent += self._status(
+                    kinds.PODGROUP, job.name, job.namespace, patch, job.podgroup.meta.resource_version, patched
+                )
         for name, queue_figures in figures.queues.items():
             queue = session.queues.get(name)
             if queue is None or queue.queue is None:
@@ -285,8 +303,9 @@ class StatusWriter:
             sent += 1
         return sent
 
-    def _status(self, kind: Kind, name: str, namespace: str | None, patch: Obj, version: str,
-                patched: set[tuple[str, str]]) -> int:
+    def _status(
+        self, kind: Kind, name: str, namespace: str | None, patch: Obj, version: str, patched: set[tuple[str, str]]
+    ) -> int:
         """Send a status patch computed against `version` of the object, unless one is in flight
         for it or the same patch against the same version was written already; adds the object's
         key to `patched`."""
@@ -295,8 +314,9 @@ class StatusWriter:
         with self._lock:
             if key in self._inflight or (version and self._done.get(key) == (version, patch)):
                 return 0
-            self._inflight[key] = future = self._pool.submit(self._patch_status, kind, name, namespace, patch,
-                                                             key, version)
+            self._inflight[key] = future = self._pool.submit(
+                self._patch_status, kind, name, namespace, patch, key, version
+            )
         future.add_done_callback(lambda _: self._status_done(key))
         return 1
 
@@ -308,15 +328,20 @@ class StatusWriter:
         with self._lock:
             self._events.discard(future)
 
-    def _patch_status(self, kind: Kind, name: str, namespace: str | None, patch: Obj, key: tuple[str, str],
-                      version: str) -> None:
+    def _patch_status(
+        self, kind: Kind, name: str, namespace: str | None, patch: Obj, key: tuple[str, str], version: str
+    ) -> None:
         try:
             written = self.api.patch(kind, name, {"status": patch}, namespace, subresource="status")
         except NotFound:
             return  # deleted meanwhile: nothing to report on
         except KubeError as exc:
-            log.warning("%s %s status not written (tried again next cycle): %s", kind.kind,
-                        f"{namespace}/{name}" if namespace else name, exc)
+            log.warning(
+                "%s %s status not written (tried again next cycle): %s",
+                kind.kind,
+                f"{namespace}/{name}" if namespace else name,
+                exc,
+            )
             self.failures += 1
             return
         with self._lock:

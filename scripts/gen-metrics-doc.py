@@ -28,16 +28,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from lahar.metrics_catalog import render_markdown
     except ImportError as exc:
-        print(f"gen-metrics-doc: cannot import Lahar ({exc}); run it with the project's environment, "
-              f"e.g. .venv/bin/python {sys.argv[0]}", file=sys.stderr)
+        print(
+            f"gen-metrics-doc: cannot import Lahar ({exc}); run it with the project's environment, "
+            f"e.g. .venv/bin/python {sys.argv[0]}",
+            file=sys.stderr,
+        )
         return 2
     text = render_markdown()
     if args.check:
         current = args.output.read_text() if args.output.exists() else ""
         if current == text:
             return 0
-        sys.stdout.writelines(difflib.unified_diff(current.splitlines(keepends=True), text.splitlines(keepends=True),
-                                                   str(args.output), "generated"))
+        sys.stdout.writelines(
+            difflib.unified_diff(
+                current.splitlines(keepends=True), text.splitlines(keepends=True), str(args.output), "generated"
+            )
+        )
         print(f"\n{args.output} is stale: run scripts/gen-metrics-doc.py and commit it", file=sys.stderr)
         return 1
     args.output.write_text(text)

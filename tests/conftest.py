@@ -16,7 +16,6 @@ import pytest
 from lahar.endpoints import free_loopback_port
 
 
-
 class ServerProcess:
     """`lahar apiserver` as a child process; restartable on the same data directory."""
 
@@ -35,9 +34,21 @@ class ServerProcess:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "lahar", "apiserver", "--data-dir", str(self.data_dir),
-                 "--port", str(self.port), *self.extra_args],
-                stdout=log, stderr=subprocess.STDOUT, env=env)
+                [
+                    sys.executable,
+                    "-m",
+                    "lahar",
+                    "apiserver",
+                    "--data-dir",
+                    str(self.data_dir),
+                    "--port",
+                    str(self.port),
+                    *self.extra_args,
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -70,7 +81,8 @@ class ServerProcess:
             f"clusters:\n- name: lahar\n  cluster:\n    server: {self.url}\n"
             "users:\n- name: lahar\n  user: {}\n"
             "contexts:\n- name: lahar\n  context:\n    cluster: lahar\n    user: lahar\n"
-            "current-context: lahar\n")
+            "current-context: lahar\n"
+        )
         return path
 
 

@@ -8,8 +8,9 @@ from collections.abc import Callable
 from typing import Any
 
 
-def wait_for(condition: Callable[[], Any], timeout: float = 10.0, what: str = "the condition",
-             interval: float = 0.05) -> Any:
+def wait_for(
+    condition: Callable[[], Any], timeout: float = 10.0, what: str = "the condition", interval: float = 0.05
+) -> Any:
     """Poll until condition() is truthy and return its value; fail naming what and the last value."""
     deadline = time.monotonic() + timeout
     last = None

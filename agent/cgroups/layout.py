@@ -132,7 +132,7 @@ class KubeLayout:
         prefix, suffix = self.pod_dir_prefix_suffix(kube_qos)
         if not (dir_name.startswith(prefix) and dir_name.endswith(suffix)):
             return None
-        encoded = dir_name[len(prefix):len(dir_name) - len(suffix)]
+        encoded = dir_name[len(prefix) : len(dir_name) - len(suffix)]
         # `kubepods-pod...` must not swallow `kubepods-burstable...`, whose uid would hold '-'.
         if not encoded or "/" in encoded or (self.driver is CgroupDriver.SYSTEMD and "-" in encoded):
             return None

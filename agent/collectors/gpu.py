@@ -38,7 +38,8 @@ T = TypeVar("T")
 # Static (mirror) pods carry a 32-hex-digit uid without dashes.
 _POD_UID = re.compile(
     r"pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12}|[0-9a-f]{32})(?=\.slice|/|$)",
-    re.IGNORECASE | re.MULTILINE)
+    re.IGNORECASE | re.MULTILINE,
+)
 
 # Newest first: the _v3 calls exist from driver R510, _v2 before that.
 _COMPUTE_PROCESS_CALLS = ("nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2")

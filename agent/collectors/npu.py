@@ -136,8 +136,11 @@ class _Dcmi:
         info, hbm = _ChipInfo(), _HbmInfo()
         aicore, power, temperature, health = c_uint(0), c_int(0), c_int(0), c_uint(0)
         _unless_unsupported(lambda: self.call("dcmi_get_device_chip_info", card, chip, byref(info)))
-        _unless_unsupported(lambda: self.call(
-            "dcmi_get_device_utilization_rate", card, chip, DCMI_UTILIZATION_RATE_AICORE, byref(aicore)))
+        _unless_unsupported(
+            lambda: self.call(
+                "dcmi_get_device_utilization_rate", card, chip, DCMI_UTILIZATION_RATE_AICORE, byref(aicore)
+            )
+        )
         _unless_unsupported(lambda: self.call("dcmi_get_device_hbm_info", card, chip, byref(hbm)))
         _unless_unsupported(lambda: self.call("dcmi_get_device_power_info", card, chip, byref(power)))
         _unless_unsupported(lambda: self.call("dcmi_get_device_temperature", card, chip, byref(temperature)))
@@ -178,8 +181,9 @@ class NpuCollector:
     """Samples every Ascend NPU chip. DCMI is loaded and initialised once and kept; a DCMI error
     drops it (the next collect starts again) and this collect falls back to `npu-smi info`."""
 
-    def __init__(self, host: Host, library_path: str = "libdcmi.so", npu_smi: str = "npu-smi",
-                 npu_smi_timeout: float = 10.0) -> None:
+    def __init__(
+        self, host: Host, library_path: str = "libdcmi.so", npu_smi: str = "npu-smi", npu_smi_timeout: float = 10.0
+    ) -> None:
         self.host = host
         self.library_path = library_path
         self.npu_smi = npu_smi
@@ -250,8 +254,9 @@ class NpuCollector:
     def _collect_npu_smi(self) -> Accelerators:
         npu_smi = self._find_npu_smi()
         try:
-            result = subprocess.run([npu_smi, "info"], capture_output=True, text=True,
-                                    timeout=self.npu_smi_timeout, check=False)
+            result = subprocess.run(
+                [npu_smi, "info"], capture_output=True, text=True, timeout=self.npu_smi_timeout, check=False
+            )
         except subprocess.TimeoutExpired:
             raise _Unavailable(f"{self.npu_smi} info timed out after {self.npu_smi_timeout:g}s") from None
         except OSError as exc:

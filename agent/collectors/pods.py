@@ -27,8 +27,14 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from lahar.agent.cgroups.layout import (
-    DEFAULT_KUBEPODS, CgroupVersion, PodCgroup, container_cgroups, detect_version, pod_hierarchy,
-    scan_pod_cgroups, v1_controller_dirs,
+    DEFAULT_KUBEPODS,
+    CgroupVersion,
+    PodCgroup,
+    container_cgroups,
+    detect_version,
+    pod_hierarchy,
+    scan_pod_cgroups,
+    v1_controller_dirs,
 )
 from lahar.agent.collectors.host import Host
 from lahar.agent.report import ContainerUsage, PodUsage
@@ -194,8 +200,9 @@ class V1Reader(CgroupReader):
     def cpu(self, cgroup: str) -> CpuStat:
         usage = int(self.files.read(f"{self._cpuacct}/{cgroup}/cpuacct.usage"))
         stat = self.files.read_optional(f"{self._cpu}/{cgroup}/cpu.stat")
-        return CpuStat(usage / NANOSECONDS, keyed_int(stat, b"nr_throttled"),
-                       keyed_int(stat, b"throttled_time") / NANOSECONDS)
+        return CpuStat(
+            usage / NANOSECONDS, keyed_int(stat, b"nr_throttled"), keyed_int(stat, b"throttled_time") / NANOSECONDS
+        )
 
     def memory_working_set_bytes(self, cgroup: str) -> int:
         usage = int(self.files.read(f"{self._memory}/{cgroup}/memory.usage_in_bytes"))
@@ -228,8 +235,11 @@ class V2Reader(CgroupReader):
     def cpu(self, cgroup: str) -> CpuStat:
         # One file: usage is always there; throttling only where the cpu controller is enabled.
         stat = self.files.read(f"{self._root}/{cgroup}/cpu.stat")
-        return CpuStat(keyed_int(stat, b"usage_usec") / MICROSECONDS, keyed_int(stat, b"nr_throttled"),
-                       keyed_int(stat, b"throttled_usec") / MICROSECONDS)
+        return CpuStat(
+            keyed_int(stat, b"usage_usec") / MICROSECONDS,
+            keyed_int(stat, b"nr_throttled"),
+            keyed_int(stat, b"throttled_usec") / MICROSECONDS,
+        )
 
     def memory_working_set_bytes(self, cgroup: str) -> int:
         usage = int(self.files.read(f"{self._root}/{cgroup}/memory.current"))
@@ -369,11 +379,13 @@ class PodCollector:
                 working_set = self.reader.memory_working_set_bytes(path)
             except (OSError, ValueError):  # the container ended while being read
                 continue
-            containers.append(ContainerUsage(
-                name=name,
-                cpu_usage_cores=self._cpu_rates.cores(path, cpu.usage_seconds, now),
-                memory_working_set_bytes=working_set,
-                cpu_throttled_periods_total=cpu.throttled_periods,
-                cpu_throttled_seconds_total=cpu.throttled_seconds,
-            ))
+            containers.append(
+                ContainerUsage(
+                    name=name,
+                    cpu_usage_cores=self._cpu_rates.cores(path, cpu.usage_seconds, now),
+                    memory_working_set_bytes=working_set,
+                    cpu_throttled_periods_total=cpu.throttled_periods,
+                    cpu_throttled_seconds_total=cpu.throttled_seconds,
+                )
+            )
         return containers

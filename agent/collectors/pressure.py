@@ -43,9 +43,7 @@ def parse_pressure_line(line: str) -> tuple[str, PressureLine] | None:
         except ValueError:
             return None
     try:
-        return kind, PressureLine(
-            values["avg10"], values["avg60"], values["avg300"], values["total"] / _MICROSECONDS
-        )
+        return kind, PressureLine(values["avg10"], values["avg60"], values["avg300"], values["total"] / _MICROSECONDS)
     except KeyError:
         return None
 

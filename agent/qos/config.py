@@ -47,11 +47,16 @@ if TYPE_CHECKING:
 log = logging.getLogger("lahar.agent.qos")
 
 EVICTION, RECLAIMABLE = "eviction", "reclaimable"
-SECTION_TYPES: dict[str, type] = {**{s.name: s.config_type for s in STRATEGIES},
-                                  EVICTION: EvictionConfig, RECLAIMABLE: ReclaimableConfig}
+SECTION_TYPES: dict[str, type] = {
+    **{s.name: s.config_type for s in STRATEGIES},
+    EVICTION: EvictionConfig,
+    RECLAIMABLE: ReclaimableConfig,
+}
 # Sections whose parsing belongs to their own module (agent/qos/eviction.py, reclaimable.py).
 DELEGATED: dict[str, Callable[[Mapping[str, Any]], Any]] = {
-    EVICTION: EvictionConfig.from_mapping, RECLAIMABLE: ReclaimableConfig.from_mapping}
+    EVICTION: EvictionConfig.from_mapping,
+    RECLAIMABLE: ReclaimableConfig.from_mapping,
+}
 REASSERT = "reassert_seconds"
 NODE_CONFIGS = "node_configs"
 OVERRIDE_KEYS = ("name", "node_selector")
@@ -74,8 +79,9 @@ def parse_section(cls: type, data: Any) -> Any:
         elif typing.get_origin(hint) is tuple:
             if not isinstance(value, list):
                 raise ValueError(f"{key}: expected a list, got {type(value).__name__} {value!r}")
-            special[key] = tuple(_nested(f"{key}[{index}]", typing.get_args(hint)[0], item)
-                                 for index, item in enumerate(value))
+            special[key] = tuple(
+                _nested(f"{key}[{index}]", typing.get_args(hint)[0], item) for index, item in enumerate(value)
+            )
         else:
             plain[key] = value
     parsed = config_from_mapping(cls, plain)
@@ -256,8 +262,11 @@ class QosConfigFile:
             except ValueError as exc:
                 self.error = str(exc)
                 self.reloads["refused"] += 1
-                log.error("QoS config refused, keeping the one loaded at %s: %s",
-                          time.strftime("%H:%M:%S", time.localtime(self.loaded_at)), exc)
+                log.error(
+                    "QoS config refused, keeping the one loaded at %s: %s",
+                    time.strftime("%H:%M:%S", time.localtime(self.loaded_at)),
+                    exc,
+                )
                 return False
             self.config, self.loaded_at, self.error = config, self.clock(), None
             self.reloads["ok"] += 1

@@ -43,10 +43,14 @@ def parse_cpu_manager_state(text: str) -> CpuManagerState:
     entries = data.get("entries") or {}
     if not isinstance(entries, dict):
         raise ValueError("CPU manager checkpoint: entries is not an object")
-    assignments = {uid: {name: frozenset(parse_cpulist(str(cpus))) for name, cpus in containers.items()}
-                   for uid, containers in entries.items() if isinstance(containers, dict)}
-    return CpuManagerState(data["policyName"], frozenset(parse_cpulist(str(data.get("defaultCpuSet") or ""))),
-                           assignments)
+    assignments = {
+        uid: {name: frozenset(parse_cpulist(str(cpus))) for name, cpus in containers.items()}
+        for uid, containers in entries.items()
+        if isinstance(containers, dict)
+    }
+    return CpuManagerState(
+        data["policyName"], frozenset(parse_cpulist(str(data.get("defaultCpuSet") or ""))), assignments
+    )
 
 
 class CpuManagerFile:

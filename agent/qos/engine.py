@@ -78,10 +78,19 @@ class _Tick:
 
 
 class QosEngine:
-    def __init__(self, host: Host, kubepods: str, config: QosConfig | QosConfigFile, *,
-                 node_labels: Callable[[], Mapping[str, str]] = dict, dry_run: bool = False,
-                 evictor: Evictor | None = None, clock: Callable[[], float] = time.monotonic,
-                 fast_path: bool = True, patch_allocatable: AllocatablePatch | None = None) -> None:
+    def __init__(
+        self,
+        host: Host,
+        kubepods: str,
+        config: QosConfig | QosConfigFile,
+        *,
+        node_labels: Callable[[], Mapping[str, str]] = dict,
+        dry_run: bool = False,
+        evictor: Evictor | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        fast_path: bool = True,
+        patch_allocatable: AllocatablePatch | None = None,
+    ) -> None:
         """`evictor` and `patch_allocatable` talk to the API (none standalone); neither acts in dry-run."""
         self.host = host
         self.source = config if isinstance(config, QosConfigFile) else None
@@ -134,8 +143,12 @@ class QosEngine:
         self.reclaimable.reconfigure(config.reclaimable)
         with self._lock:
             self._available = self.executor.availability()
-            node = self.state.node(report, [d.device for d in config.section(io.NAME).devices],
-                                   config.section(lc_cores.NAME).cpu_manager_state_file, now)
+            node = self.state.node(
+                report,
+                [d.device for d in config.section(io.NAME).devices],
+                config.section(lc_cores.NAME).cpu_manager_state_file,
+                now,
+            )
             qos_pods = self.state.pods(report, pods, node, now)
             desired = self._desired(node, qos_pods, config)
             if self._available[0]:
@@ -205,13 +218,18 @@ class QosEngine:
         with self._lock:
             tick = self._tick
             section = self._sections.get(cpu_suppress.NAME)
-            if (tick is None or section is None or not section.enabled or not section.fast_path
-                    or cpu_suppress.NAME not in self._plans or not self._available[0]
-                    or self.executor.existing_top() is None):
+            if (
+                tick is None
+                or section is None
+                or not section.enabled
+                or not section.fast_path
+                or cpu_suppress.NAME not in self._plans
+                or not self._available[0]
+                or self.executor.existing_top() is None
+            ):
                 return None
             groups = tuple(g.cgroup for g in be_groups(tick.node, tick.pods))
-            return FastTargets(tick.node.layout.top, groups, section.fast_interval_seconds,
-                               section.fast_window_seconds)
+            return FastTargets(tick.node.layout.top, groups, section.fast_interval_seconds, section.fast_window_seconds)
 
     def fast_tighten(self, online_cores: float, stall_ratio: float) -> bool:
         """Tighten the BE cap now if the fast readings call for it; True when it did."""
@@ -229,8 +247,13 @@ class QosEngine:
             self._plans[cpu_suppress.NAME] = tight
             self.actions.update((cpu_suppress.NAME, action) for action in tight.actions)
             self._tick.figures.update(tight.figures)
-            log.info("fast path: BE CPU cap %.2f -> %.2f cores (online %.2f, pressure %.0f%%)",
-                     plan.memo["cap"], cap, online_cores, stall_ratio * 100)
+            log.info(
+                "fast path: BE CPU cap %.2f -> %.2f cores (online %.2f, pressure %.0f%%)",
+                plan.memo["cap"],
+                cap,
+                online_cores,
+                stall_ratio * 100,
+            )
             return True
 
     # --- shutdown and reporting ------------------------------------------------------------
@@ -247,9 +270,12 @@ class QosEngine:
             tick = self._tick
             if tick is None or not self._available[0]:
                 return
-            desired = [value for strategy in STRATEGIES
-                       if (section := self._sections.get(strategy.name)) is not None and section.enabled
-                       for value in strategy.relax(tick.node, tick.pods, section, self._plans.get(strategy.name))]
+            desired = [
+                value
+                for strategy in STRATEGIES
+                if (section := self._sections.get(strategy.name)) is not None and section.enabled
+                for value in strategy.relax(tick.node, tick.pods, section, self._plans.get(strategy.name))
+            ]
             self.executor.apply(desired)
             self._plans.clear()
             self._sections.clear()
@@ -272,16 +298,25 @@ class QosEngine:
             io_plan = self._plans.get(io.NAME)
             limits = io_plan.memo.get("limits", {}) if io_plan else {}
             return QosSnapshot(
-                available=self._available[0], status=status, reason=reason, dry_run=self.dry_run,
+                available=self._available[0],
+                status=status,
+                reason=reason,
+                dry_run=self.dry_run,
                 config_error=self.source.error if self.source else None,
                 config_reloads=dict(self.source.reloads) if self.source else {},
                 enabled={name: section.enabled for name, section in self._sections.items()},
                 figures=dict(tick.figures) if tick else {},
-                io_limits=tuple((device, kind, limit) for device, per_kind in sorted(limits.items())
-                                for kind, limit in per_kind._asdict().items()),
-                writes=dict(self.executor.writes), write_errors=dict(self.executor.errors),
-                refused=self.executor.refused, actions=dict(self.actions),
+                io_limits=tuple(
+                    (device, kind, limit)
+                    for device, per_kind in sorted(limits.items())
+                    for kind, limit in per_kind._asdict().items()
+                ),
+                writes=dict(self.executor.writes),
+                write_errors=dict(self.executor.errors),
+                refused=self.executor.refused,
+                actions=dict(self.actions),
                 be_throttled_periods=tick.throttled[0] if tick else 0,
                 be_throttled_seconds=tick.throttled[1] if tick else 0.0,
-                evictions=dict(self.eviction.counts), eviction_refusals=dict(self.eviction.refusals),
+                evictions=dict(self.eviction.counts),
+                eviction_refusals=dict(self.eviction.refusals),
             )

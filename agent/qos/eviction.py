@@ -71,8 +71,9 @@ def config_from_mapping(cls: type[C], data: Mapping[str, Any]) -> C:
     if unknown:
         raise ValueError(f"unknown key(s) {', '.join(unknown)} (known: {', '.join(known)})")
     hints = typing.get_type_hints(cls)
-    values = {name: _coerce(name, hints[name], known[name].metadata.get(QUANTITY_UNIT), value)
-              for name, value in data.items()}
+    values = {
+        name: _coerce(name, hints[name], known[name].metadata.get(QUANTITY_UNIT), value) for name, value in data.items()
+    }
     return cls(**values)
 
 
@@ -137,8 +138,9 @@ class EvictionConfig:
         check_ratio("release_margin", self.release_margin, low_open=False)
         for name in ("memory_threshold", "cpu_threshold"):
             if getattr(self, name) <= self.release_margin:
-                raise ValueError(f"{name}: must be above release_margin ({self.release_margin}), "
-                                 f"got {getattr(self, name)}")
+                raise ValueError(
+                    f"{name}: must be above release_margin ({self.release_margin}), got {getattr(self, name)}"
+                )
         check_at_least("samples", self.samples, 1)
         check_at_least("cooldown_seconds", self.cooldown_seconds, 0)
         check_at_least("release_timeout_seconds", self.release_timeout_seconds, 0)
@@ -157,6 +159,7 @@ class EvictionConfig:
 
 
 # --- pure decisions -------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Victim:
@@ -204,9 +207,11 @@ def release_targets(report: NodeReport, config: EvictionConfig, resources: Colle
 def _evictable(pod: Mapping[str, Any]) -> bool:
     """A BE pod the API can evict: never LC/LS/SYSTEM, never a static pod's mirror, not finished."""
     metadata = pod.get("metadata") or {}
-    return (qos_class(pod) is QoSClass.BE
-            and MIRROR_POD_ANNOTATION not in (metadata.get("annotations") or {})
-            and (pod.get("status") or {}).get("phase") not in FINISHED_PHASES)
+    return (
+        qos_class(pod) is QoSClass.BE
+        and MIRROR_POD_ANNOTATION not in (metadata.get("annotations") or {})
+        and (pod.get("status") or {}).get("phase") not in FINISHED_PHASES
+    )
 
 
 def _priority(pod: Mapping[str, Any]) -> int:
@@ -214,8 +219,9 @@ def _priority(pod: Mapping[str, Any]) -> int:
     return priority if isinstance(priority, int) and not isinstance(priority, bool) else 0
 
 
-def candidates(report: NodeReport, pods: Sequence[Mapping[str, Any]],
-               pending: Collection[str] = ()) -> tuple[list[Victim], list[Victim]]:
+def candidates(
+    report: NodeReport, pods: Sequence[Mapping[str, Any]], pending: Collection[str] = ()
+) -> tuple[list[Victim], list[Victim]]:
     """(BE pods that may be chosen, BE pods already on their way out). Only pods both measured in
     the report and known to the API count: a cgroup with no API object cannot be evicted, and an
     API pod with no cgroup releases nothing. Pods being deleted or evicted earlier (`pending`
@@ -228,8 +234,14 @@ def candidates(report: NodeReport, pods: Sequence[Mapping[str, Any]],
         if pod is None or not _evictable(pod):
             continue
         metadata = pod.get("metadata") or {}
-        victim = Victim(usage.uid, metadata.get("namespace", ""), metadata.get("name", ""), _priority(pod),
-                        usage.cpu_usage_cores, usage.memory_working_set_bytes)
+        victim = Victim(
+            usage.uid,
+            metadata.get("namespace", ""),
+            metadata.get("name", ""),
+            _priority(pod),
+            usage.cpu_usage_cores,
+            usage.memory_working_set_bytes,
+        )
         (leaving if usage.uid in pending or metadata.get("deletionTimestamp") else choosable).append(victim)
     return choosable, leaving
 
@@ -269,8 +281,13 @@ class ReleasePlan:
                 yield victim
 
 
-def plan_round(report: NodeReport, pods: Sequence[Mapping[str, Any]], config: EvictionConfig,
-               resources: Collection[str], pending: Collection[str] = ()) -> tuple[ReleasePlan, list[Victim]]:
+def plan_round(
+    report: NodeReport,
+    pods: Sequence[Mapping[str, Any]],
+    config: EvictionConfig,
+    resources: Collection[str],
+    pending: Collection[str] = (),
+) -> tuple[ReleasePlan, list[Victim]]:
     """The needs of one round (less what pods already leaving will give back) and its ranked victims."""
     choosable, leaving = candidates(report, pods, pending)
     plan = ReleasePlan(release_targets(report, config, resources))
@@ -279,8 +296,13 @@ def plan_round(report: NodeReport, pods: Sequence[Mapping[str, Any]], config: Ev
     return plan, rank(choosable, resources)
 
 
-def choose_victims(report: NodeReport, pods: Sequence[Mapping[str, Any]], config: EvictionConfig,
-                   resources: Collection[str] | None = None, pending: Collection[str] = ()) -> list[Victim]:
+def choose_victims(
+    report: NodeReport,
+    pods: Sequence[Mapping[str, Any]],
+    config: EvictionConfig,
+    resources: Collection[str] | None = None,
+    pending: Collection[str] = (),
+) -> list[Victim]:
     """The BE pods one round evicts if every eviction goes through. `resources`: the pressured
     ones (default: those past their watermark in this report, ignoring the N-sample rule)."""
     pressured = over_watermark(report, config) if resources is None else resources
@@ -294,11 +316,14 @@ def choose_victims(report: NodeReport, pods: Sequence[Mapping[str, Any]], config
 
 def describe_pressure(report: NodeReport, config: EvictionConfig, resource: str) -> str:
     used, capacity = node_use(report, resource)
-    return (f"node {resource} use {used / capacity:.0%} stayed above the {config.threshold(resource):.0%} "
-            f"watermark for {config.samples} samples")
+    return (
+        f"node {resource} use {used / capacity:.0%} stayed above the {config.threshold(resource):.0%} "
+        f"watermark for {config.samples} samples"
+    )
 
 
 # --- the API edge ---------------------------------------------------------------------------
+
 
 class Evictor:
     """Evictions and their Events through the API, on behalf of this node's agent."""
@@ -316,11 +341,13 @@ class Evictor:
     def record_event(self, victim: Victim, message: str) -> None:
         """A Warning Event on the pod, as kubelet's own evictions leave (never raises: the eviction
         itself went through)."""
-        self.events.record(ObjectRef(kinds.POD, victim.namespace, victim.name, victim.uid), "Warning",
-                           EVENT_REASON, message)
+        self.events.record(
+            ObjectRef(kinds.POD, victim.namespace, victim.name, victim.uid), "Warning", EVENT_REASON, message
+        )
 
 
 # --- the manager ----------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class EvictionRecord:
@@ -337,8 +364,9 @@ class EvictionManager:
     """One `step` per sample: counts how long each watermark has been held and, past N samples
     and outside the cool-down, evicts a round of BE pods."""
 
-    def __init__(self, config: EvictionConfig, evictor: Evictor | None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, config: EvictionConfig, evictor: Evictor | None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         """`evictor` None: decide and log only (standalone, no API). `clock` must run on the
         timebase of step's `now`: the cool-down counts from the end of a round's API calls."""
         self.config = config
@@ -381,8 +409,10 @@ class EvictionManager:
         return records
 
     def _evict(self, victim: Victim, reason: str, why: str) -> EvictionRecord:
-        message = (f"{why}; {COMPONENT} evicts this best-effort pod to release "
-                   f"{victim.memory_bytes / (1 << 20):.0f} MiB of memory and {victim.cpu_cores:.2f} CPU")
+        message = (
+            f"{why}; {COMPONENT} evicts this best-effort pod to release "
+            f"{victim.memory_bytes / (1 << 20):.0f} MiB of memory and {victim.cpu_cores:.2f} CPU"
+        )
         outcome, detail = self._call(victim, message)
         if outcome == EVICTED:
             self.counts[reason] = self.counts.get(reason, 0) + 1
@@ -417,5 +447,8 @@ class EvictionManager:
         """Evicted pods stop being pending once gone from the node and the API, or after the
         release timeout."""
         present = {usage.uid for usage in report.pods} | {(p.get("metadata") or {}).get("uid") for p in pods}
-        self._pending = {uid: at for uid, at in self._pending.items()
-                         if uid in present and now - at < self.config.release_timeout_seconds}
+        self._pending = {
+            uid: at
+            for uid, at in self._pending.items()
+            if uid in present and now - at < self.config.release_timeout_seconds
+        }

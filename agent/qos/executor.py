@@ -22,7 +22,12 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from lahar.agent.cgroups.layout import (
-    DEFAULT_KUBEPODS, CgroupDriver, CgroupVersion, KubeLayout, detect_version, v1_controller_dirs,
+    DEFAULT_KUBEPODS,
+    CgroupDriver,
+    CgroupVersion,
+    KubeLayout,
+    detect_version,
+    v1_controller_dirs,
 )
 from lahar.agent.qos.knobs import KNOBS, Binding, Write, binding
 from lahar.agent.qos.model import Desired
@@ -54,9 +59,16 @@ class _Change:
 
 
 class CgroupExecutor:
-    def __init__(self, root: Path, kubepods: str = DEFAULT_KUBEPODS, *, version: CgroupVersion | None = None,
-                 dry_run: bool = False, reassert_seconds: float = DEFAULT_REASSERT_SECONDS,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        root: Path,
+        kubepods: str = DEFAULT_KUBEPODS,
+        *,
+        version: CgroupVersion | None = None,
+        dry_run: bool = False,
+        reassert_seconds: float = DEFAULT_REASSERT_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.root = root
         self.version = version or detect_version(root)
         self.dry_run = dry_run
@@ -91,7 +103,7 @@ class CgroupExecutor:
         if directory is not None:
             return directory
         parts = PurePosixPath(cgroup).parts
-        if not cgroup.startswith("/") and ".." not in parts and any(parts[:len(t)] == t for t in self._top_parts):
+        if not cgroup.startswith("/") and ".." not in parts and any(parts[: len(t)] == t for t in self._top_parts):
             directory = self._directories[key] = self.hierarchy(found.controller).joinpath(*parts)
             return directory
         self._refuse(cgroup, found)
@@ -110,8 +122,11 @@ class CgroupExecutor:
 
     def _refuse(self, cgroup: str, found: Binding) -> None:
         self.refused += 1
-        self._log_once((cgroup, found.filename), "refused",
-                       f"refusing to touch {cgroup!r}: outside the pod hierarchy ({', '.join(self.tops)})")
+        self._log_once(
+            (cgroup, found.filename),
+            "refused",
+            f"refusing to touch {cgroup!r}: outside the pod hierarchy ({', '.join(self.tops)})",
+        )
 
     # --- what the kernel offers ------------------------------------------------------------
 
@@ -124,9 +139,12 @@ class CgroupExecutor:
 
     def supported(self, cgroup: str) -> frozenset[str]:
         """The knobs whose files exist in a cgroup (e.g. cpu.idle needs kernel 5.15, memory.reclaim 5.19)."""
-        return frozenset(knob for knob, versions in KNOBS.items()
-                         if (found := versions.get(self.version)) is not None
-                         and (self.hierarchy(found.controller) / cgroup / found.filename).exists())
+        return frozenset(
+            knob
+            for knob, versions in KNOBS.items()
+            if (found := versions.get(self.version)) is not None
+            and (self.hierarchy(found.controller) / cgroup / found.filename).exists()
+        )
 
     def availability(self) -> tuple[bool, str]:
         """(whether writes can work, why not)."""

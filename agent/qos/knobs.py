@@ -245,10 +245,12 @@ class IoLimits(NamedTuple):
 
 NO_IO_LIMITS = IoLimits()
 # IoLimits field -> (v1 blkio.throttle file, v2 io.max key)
-IO_FILES = {"read_bps": ("blkio.throttle.read_bps_device", "rbps"),
-            "write_bps": ("blkio.throttle.write_bps_device", "wbps"),
-            "read_iops": ("blkio.throttle.read_iops_device", "riops"),
-            "write_iops": ("blkio.throttle.write_iops_device", "wiops")}
+IO_FILES = {
+    "read_bps": ("blkio.throttle.read_bps_device", "rbps"),
+    "write_bps": ("blkio.throttle.write_bps_device", "wbps"),
+    "read_iops": ("blkio.throttle.read_iops_device", "riops"),
+    "write_iops": ("blkio.throttle.write_iops_device", "wiops"),
+}
 
 
 class V1IoLimits(Binding):
@@ -296,15 +298,24 @@ class V2IoLimits(Binding):
         limits = {}
         for line in _read(directory, "io.max").splitlines():
             device, *pairs = line.split()
-            fields = {keys[key]: 0 if value == "max" else int(value)
-                      for key, _, value in (pair.partition("=") for pair in pairs) if key in keys}
+            fields = {
+                keys[key]: 0 if value == "max" else int(value)
+                for key, _, value in (pair.partition("=") for pair in pairs)
+                if key in keys
+            }
             limits[device] = IoLimits(**fields)
         return limits
 
     def writes(self, current: Mapping[str, IoLimits], desired: Mapping[str, IoLimits]) -> list[Write]:
-        return [Write("io.max", f"{device} " + " ".join(f"{key}={getattr(limits, field) or 'max'}"
-                                                        for field, (_, key) in IO_FILES.items()))
-                for device, limits in sorted(desired.items()) if current.get(device, NO_IO_LIMITS) != limits]
+        return [
+            Write(
+                "io.max",
+                f"{device} "
+                + " ".join(f"{key}={getattr(limits, field) or 'max'}" for field, (_, key) in IO_FILES.items()),
+            )
+            for device, limits in sorted(desired.items())
+            if current.get(device, NO_IO_LIMITS) != limits
+        ]
 
 
 class V2IoWeight(Binding):
@@ -325,15 +336,17 @@ class V2IoWeight(Binding):
 
 KNOBS: dict[str, dict[CgroupVersion, Binding]] = {
     "cpu.idle": {CgroupVersion.V1: IntBinding("cpu.idle", "cpu"), CgroupVersion.V2: IntBinding("cpu.idle")},
-    "cpu.weight": {CgroupVersion.V1: IntBinding("cpu.shares", "cpu"),
-                   CgroupVersion.V2: WeightFromShares("cpu.weight")},
+    "cpu.weight": {CgroupVersion.V1: IntBinding("cpu.shares", "cpu"), CgroupVersion.V2: WeightFromShares("cpu.weight")},
     "cpu.max": {CgroupVersion.V1: V1CpuMax(), CgroupVersion.V2: V2CpuMax()},
-    "cpu.burst": {CgroupVersion.V1: IntBinding("cpu.cfs_burst_us", "cpu"),
-                  CgroupVersion.V2: IntBinding("cpu.max.burst")},
-    "cpuset.cpus": {CgroupVersion.V1: CpusetBinding("cpuset", hierarchical=True),
-                    CgroupVersion.V2: CpusetBinding()},
-    "memory.cap": {CgroupVersion.V1: IntBinding("memory.limit_in_bytes", "memory"),
-                   CgroupVersion.V2: IntBinding("memory.high", unlimited="max")},
+    "cpu.burst": {
+        CgroupVersion.V1: IntBinding("cpu.cfs_burst_us", "cpu"),
+        CgroupVersion.V2: IntBinding("cpu.max.burst"),
+    },
+    "cpuset.cpus": {CgroupVersion.V1: CpusetBinding("cpuset", hierarchical=True), CgroupVersion.V2: CpusetBinding()},
+    "memory.cap": {
+        CgroupVersion.V1: IntBinding("memory.limit_in_bytes", "memory"),
+        CgroupVersion.V2: IntBinding("memory.high", unlimited="max"),
+    },
     "memory.soft_limit": {CgroupVersion.V1: IntBinding("memory.soft_limit_in_bytes", "memory")},
     "memory.reclaim": {CgroupVersion.V2: ActionBinding("memory.reclaim")},
     "memory.min": {CgroupVersion.V2: IntBinding("memory.min", unlimited="max")},
@@ -352,7 +365,7 @@ def binding(knob: str, version: CgroupVersion) -> Binding | None:
 
 
 def device_number(name: str, sys_root: Path) -> str | None:
-    """"major:minor" of a block device given as `vda`, `/dev/vda` or already `254:0`; None when
+    """ "major:minor" of a block device given as `vda`, `/dev/vda` or already `254:0`; None when
     the device does not exist."""
     if ":" in name:
         return name

@@ -129,13 +129,32 @@ def be_groups(node: NodeState, pods: Sequence[QosPod]) -> list[BeGroup]:
     each BE pod that lives outside it, with the limits kubelet gave it to return to."""
     inside = node.be_dir + "/"
     shared = [p for p in pods if p.qos is QoSClass.BE and p.cgroup.startswith(inside)]
-    groups = [BeGroup(node.be_dir, tuple(shared), True, sum(p.cpu_usage_cores for p in shared),
-                      sum(p.memory_working_set_bytes for p in shared), None, None, 2)]
+    groups = [
+        BeGroup(
+            node.be_dir,
+            tuple(shared),
+            True,
+            sum(p.cpu_usage_cores for p in shared),
+            sum(p.memory_working_set_bytes for p in shared),
+            None,
+            None,
+            2,
+        )
+    ]
     for pod in pods:
         if pod.qos is QoSClass.BE and not pod.cgroup.startswith(inside):
-            groups.append(BeGroup(pod.cgroup, (pod,), False, pod.cpu_usage_cores, pod.memory_working_set_bytes,
-                                  pod.cpu_limit_millicores, pod.memory_limit_bytes,
-                                  milli_to_shares(pod.cpu_request_millicores)))
+            groups.append(
+                BeGroup(
+                    pod.cgroup,
+                    (pod,),
+                    False,
+                    pod.cpu_usage_cores,
+                    pod.memory_working_set_bytes,
+                    pod.cpu_limit_millicores,
+                    pod.memory_limit_bytes,
+                    milli_to_shares(pod.cpu_request_millicores),
+                )
+            )
     return groups
 
 

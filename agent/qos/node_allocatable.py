@@ -44,8 +44,7 @@ def batch_resources_of(node: Mapping[str, Any]) -> dict[str, int]:
     return found
 
 
-def changed_meaningfully(carried: Mapping[str, int], wanted: Mapping[str, int],
-                         min_change: float = MIN_CHANGE) -> bool:
+def changed_meaningfully(carried: Mapping[str, int], wanted: Mapping[str, int], min_change: float = MIN_CHANGE) -> bool:
     """True when a resource is missing from the node or moved by more than both `min_change` of
     its carried value and its floor."""
     for resource, value in wanted.items():
@@ -58,14 +57,21 @@ def changed_meaningfully(carried: Mapping[str, int], wanted: Mapping[str, int],
 
 
 def batch_status_patch(reclaimable: Mapping[str, int]) -> dict[str, Any]:
-    quantities = {NODE_RESOURCES[resource]: str(max(0, int(value)))
-                  for resource, value in reclaimable.items() if resource in NODE_RESOURCES}
+    quantities = {
+        NODE_RESOURCES[resource]: str(max(0, int(value)))
+        for resource, value in reclaimable.items()
+        if resource in NODE_RESOURCES
+    }
     return {"status": {"capacity": quantities, "allocatable": quantities}}
 
 
-def patch_batch_allocatable(api: KubeApi, node: str, reclaimable: Mapping[str, int],
-                            carried: Mapping[str, int] | None = None,
-                            min_change: float = MIN_CHANGE) -> dict[str, int]:
+def patch_batch_allocatable(
+    api: KubeApi,
+    node: str,
+    reclaimable: Mapping[str, int],
+    carried: Mapping[str, int] | None = None,
+    min_change: float = MIN_CHANGE,
+) -> dict[str, int]:
     """Write the reclaimable capacity into the Node's status (the status subresource, a merge
     patch) when it moved meaningfully from what the node carries; answer what the node carries
     afterwards. `carried` None (the first call, or a periodic resync) reads the Node first, so a

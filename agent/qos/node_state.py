@@ -10,7 +10,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lahar.agent.cgroups.layout import (
-    CgroupDriver, CgroupVersion, KubeLayout, container_cgroups, pod_hierarchy,
+    CgroupDriver,
+    CgroupVersion,
+    KubeLayout,
+    container_cgroups,
+    pod_hierarchy,
 )
 from lahar.agent.collectors.files import parse_cpulist, read_text
 from lahar.agent.collectors.host import Host
@@ -48,8 +52,7 @@ class NodeStateReader:
         driver = CgroupDriver.SYSTEMD if top is not None and top.endswith(".slice") else CgroupDriver.CGROUPFS
         return KubeLayout(driver, self.kubepods)
 
-    def node(self, report: NodeReport, devices: Sequence[str], cpu_manager_file: str | None,
-             now: float) -> NodeState:
+    def node(self, report: NodeReport, devices: Sequence[str], cpu_manager_file: str | None, now: float) -> NodeState:
         layout = self.layout()
         return NodeState(
             version=self.executor.version,
@@ -104,8 +107,9 @@ class NodeStateReader:
 
     # --- pods ------------------------------------------------------------------------------
 
-    def pods(self, report: NodeReport, api_pods: Sequence[Mapping[str, Any]], node: NodeState,
-             now: float) -> list[QosPod]:
+    def pods(
+        self, report: NodeReport, api_pods: Sequence[Mapping[str, Any]], node: NodeState, now: float
+    ) -> list[QosPod]:
         """Every measured pod with its class, usage, requests, limits and containers. A pod the
         API does not know (standalone) is classed by its cgroup directory and has no spec."""
         by_uid = {str((p.get("metadata") or {}).get("uid") or ""): p for p in api_pods}
@@ -143,11 +147,18 @@ class NodeStateReader:
             exclusive = self._exclusive(spec.cgroup_uid, name, path, node) if qos is QoSClass.LC else frozenset()
             containers.append(QosContainer(container_id, name, path, spec.container_cpu_limits.get(name), exclusive))
         return QosPod(
-            uid=usage.uid, namespace=usage.namespace, name=usage.name, qos=qos, kube_qos=usage.kube_qos_class,
-            cgroup=usage.cgroup, cpu_usage_cores=usage.cpu_usage_cores,
+            uid=usage.uid,
+            namespace=usage.namespace,
+            name=usage.name,
+            qos=qos,
+            kube_qos=usage.kube_qos_class,
+            cgroup=usage.cgroup,
+            cpu_usage_cores=usage.cpu_usage_cores,
             memory_working_set_bytes=usage.memory_working_set_bytes,
-            cpu_request_millicores=spec.cpu_request_millicores, cpu_limit_millicores=spec.cpu_limit_millicores,
-            memory_request_bytes=spec.memory_request_bytes, memory_limit_bytes=spec.memory_limit_bytes,
+            cpu_request_millicores=spec.cpu_request_millicores,
+            cpu_limit_millicores=spec.cpu_limit_millicores,
+            memory_request_bytes=spec.memory_request_bytes,
+            memory_limit_bytes=spec.memory_limit_bytes,
             containers=tuple(containers),
         )
 

@@ -56,22 +56,28 @@ def online_usage(report: NodeReport, pods: Sequence[Mapping[str, Any]]) -> dict[
     best_effort = [usage for usage in report.pods if usage.qos_class == QoSClass.BE and usage.uid in known]
     be_cpu = sum(usage.cpu_usage_cores for usage in best_effort)
     be_memory = sum(usage.memory_working_set_bytes for usage in best_effort)
-    return {CPU: max(0, round((report.cpu.usage_cores - be_cpu) * 1000)),
-            MEMORY: max(0, report.memory.used_bytes - be_memory)}
+    return {
+        CPU: max(0, round((report.cpu.usage_cores - be_cpu) * 1000)),
+        MEMORY: max(0, report.memory.used_bytes - be_memory),
+    }
 
 
 def pod_uid(pod: Mapping[str, Any]) -> str:
     return str((pod.get("metadata") or {}).get("uid") or "")
 
 
-def reclaimable(node_capacity: Mapping[str, int], online_peak: Mapping[str, int],
-                config: ReclaimableConfig) -> dict[str, int]:
+def reclaimable(
+    node_capacity: Mapping[str, int], online_peak: Mapping[str, int], config: ReclaimableConfig
+) -> dict[str, int]:
     """`capacity × threshold − online peak − reserve` per resource, floored at 0."""
     thresholds = {CPU: config.cpu_threshold, MEMORY: config.memory_threshold}
     reserves = {CPU: config.cpu_reserve_millicores, MEMORY: config.memory_reserve_bytes}
-    return {resource: max(0, int(node_capacity[resource] * thresholds[resource])
-                          - online_peak[resource] - reserves[resource])
-            for resource in (CPU, MEMORY)}
+    return {
+        resource: max(
+            0, int(node_capacity[resource] * thresholds[resource]) - online_peak[resource] - reserves[resource]
+        )
+        for resource in (CPU, MEMORY)
+    }
 
 
 class WindowMax:

@@ -28,12 +28,10 @@ class JobPlugin(Protocol):
 
     name: str
 
-    def on_pod(self, pod: Obj, job: Mapping[str, Any], task_name: str, index: int,
-               args: list[str]) -> None:
+    def on_pod(self, pod: Obj, job: Mapping[str, Any], task_name: str, index: int, args: list[str]) -> None:
         """Mutate `pod` (the pod of `task_name` number `index`) in place; idempotent."""
 
-    def objects(self, job: Mapping[str, Any], args: list[str],
-                existing: Iterable[Mapping[str, Any]] = ()) -> list[Obj]:
+    def objects(self, job: Mapping[str, Any], args: list[str], existing: Iterable[Mapping[str, Any]] = ()) -> list[Obj]:
         """The objects the job needs. `existing` holds objects already in the cluster (any kinds,
         e.g. those owned by the job); a plugin reuses what it must not regenerate."""
 
@@ -42,8 +40,7 @@ class UnknownPluginError(ValueError):
     """A Job names a plugin Lahar does not implement."""
 
     def __init__(self, name: str) -> None:
-        super().__init__(f'unknown job plugin "{name}": supported plugins are '
-                         f'{", ".join(sorted(PLUGINS))}')
+        super().__init__(f'unknown job plugin "{name}": supported plugins are {", ".join(sorted(PLUGINS))}')
         self.plugin_name = name
 
 
@@ -53,8 +50,11 @@ class UnknownPluginError(ValueError):
 def owned_metadata(job: Mapping[str, Any], name: str) -> Obj:
     """Metadata for an object belonging to `job`: same namespace, labelled, owned by it."""
     meta = job.get("metadata") or {}
-    metadata: Obj = {"name": name, "labels": {JOB_NAME_KEY: meta.get("name", "")},
-                     "ownerReferences": [job_owner_reference(Job.from_dict(job))]}
+    metadata: Obj = {
+        "name": name,
+        "labels": {JOB_NAME_KEY: meta.get("name", "")},
+        "ownerReferences": [job_owner_reference(Job.from_dict(job))],
+    }
     if meta.get("namespace"):
         metadata["namespace"] = meta["namespace"]
         metadata["labels"][JOB_NAMESPACE_KEY] = meta["namespace"]
@@ -66,8 +66,9 @@ def job_name(job: Mapping[str, Any]) -> str:
 
 
 def find_existing(existing: Iterable[Mapping[str, Any]], kind: str, name: str) -> Mapping[str, Any] | None:
-    return next((obj for obj in existing
-                 if obj.get("kind") == kind and (obj.get("metadata") or {}).get("name") == name), None)
+    return next(
+        (obj for obj in existing if obj.get("kind") == kind and (obj.get("metadata") or {}).get("name") == name), None
+    )
 
 
 def parse_flags(args: Iterable[str]) -> dict[str, str]:

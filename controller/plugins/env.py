@@ -15,12 +15,10 @@ TASK_INDEX_ENV_NAMES = ("VC_TASK_INDEX", "VK_TASK_INDEX")
 class EnvPlugin:
     name = "env"
 
-    def on_pod(self, pod: Obj, job: Mapping[str, Any], task_name: str, index: int,
-               args: list[str]) -> None:
+    def on_pod(self, pod: Obj, job: Mapping[str, Any], task_name: str, index: int, args: list[str]) -> None:
         for container in pod_containers(pod):
             for env_name in TASK_INDEX_ENV_NAMES:
                 set_env(container, env_name, str(index))
 
-    def objects(self, job: Mapping[str, Any], args: list[str],
-                existing: Iterable[Mapping[str, Any]] = ()) -> list[Obj]:
+    def objects(self, job: Mapping[str, Any], args: list[str], existing: Iterable[Mapping[str, Any]] = ()) -> list[Obj]:
         return []

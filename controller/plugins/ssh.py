@@ -21,7 +21,15 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from lahar.controller.naming import pod_name
 from lahar.controller.plugins import (
-    Obj, find_existing, job_name, owned_metadata, parse_flags, pod_containers, set_volume, set_volume_mount, task_replicas,
+    Obj,
+    find_existing,
+    job_name,
+    owned_metadata,
+    parse_flags,
+    pod_containers,
+    set_volume,
+    set_volume_mount,
+    task_replicas,
 )
 
 DEFAULT_MOUNT_PATH = "/root/.ssh"
@@ -50,10 +58,10 @@ def mount_path(args: list[str]) -> str:
 def generate_key_pair() -> tuple[str, str]:
     """(private key PEM, public key `ssh-rsa AAAA...` line)."""
     key = rsa.generate_private_key(public_exponent=65537, key_size=KEY_BITS)
-    private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
-                                serialization.NoEncryption()).decode()
-    public = key.public_key().public_bytes(serialization.Encoding.OpenSSH,
-                                           serialization.PublicFormat.OpenSSH).decode()
+    private = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
+    ).decode()
+    public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
     return private, public + "\n"
 
 
@@ -98,22 +106,25 @@ def key_secret(job: Mapping[str, Any], existing: Mapping[str, Any] | None = None
     rebuilt each time (it follows the job's replicas); the key never is."""
     private, public = existing_key_pair(existing) or generate_key_pair()
     data = {PRIVATE_KEY: private, PUBLIC_KEY: public, AUTHORIZED_KEYS: public, CONFIG: ssh_config(job)}
-    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": owned_metadata(job, secret_name(job_name(job))),
-            "data": {key: encode(value) for key, value in data.items()}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": owned_metadata(job, secret_name(job_name(job))),
+        "data": {key: encode(value) for key, value in data.items()},
+    }
 
 
 class SshPlugin:
     name = "ssh"
 
-    def on_pod(self, pod: Obj, job: Mapping[str, Any], task_name: str, index: int,
-               args: list[str]) -> None:
+    def on_pod(self, pod: Obj, job: Mapping[str, Any], task_name: str, index: int, args: list[str]) -> None:
         name = job_name(job)
-        set_volume(pod, {"name": volume_name(name),
-                         "secret": {"secretName": secret_name(name), "defaultMode": FILE_MODE}})
+        set_volume(
+            pod, {"name": volume_name(name), "secret": {"secretName": secret_name(name), "defaultMode": FILE_MODE}}
+        )
         for container in pod_containers(pod):
             set_volume_mount(container, {"name": volume_name(name), "mountPath": mount_path(args)})
 
-    def objects(self, job: Mapping[str, Any], args: list[str],
-                existing: Iterable[Mapping[str, Any]] = ()) -> list[Obj]:
+    def objects(self, job: Mapping[str, Any], args: list[str], existing: Iterable[Mapping[str, Any]] = ()) -> list[Obj]:
         return [key_secret(job, find_existing(existing, "Secret", secret_name(job_name(job))))]

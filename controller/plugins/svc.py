@@ -19,7 +19,16 @@ from typing import Any
 
 from lahar.controller.naming import JOB_NAME_KEY, pod_name
 from lahar.controller.plugins import (
-    Obj, flag_bool, job_name, owned_metadata, parse_flags, pod_containers, set_env, set_volume, set_volume_mount, task_replicas,
+    Obj,
+    flag_bool,
+    job_name,
+    owned_metadata,
+    parse_flags,
+    pod_containers,
+    set_env,
+    set_volume,
+    set_volume_mount,
+    task_replicas,
 )
 
 CONFIG_MOUNT_PATH = "/etc/volcano"
@@ -58,10 +67,10 @@ def hosts_env(job: Mapping[str, Any]) -> dict[str, str]:
 def headless_service(job: Mapping[str, Any], publish_not_ready: bool = True) -> Obj:
     name = job_name(job)
     return {
-        "apiVersion": "v1", "kind": "Service",
+        "apiVersion": "v1",
+        "kind": "Service",
         "metadata": owned_metadata(job, name),
-        "spec": {"clusterIP": "None", "selector": {JOB_NAME_KEY: name},
-                 "publishNotReadyAddresses": publish_not_ready},
+        "spec": {"clusterIP": "None", "selector": {JOB_NAME_KEY: name}, "publishNotReadyAddresses": publish_not_ready},
     }
 
 
@@ -71,15 +80,18 @@ def hosts_config_map(job: Mapping[str, Any]) -> Obj:
     for task_name, replicas in task_replicas(job):
         data[f"{task_name}.host"] = "\n".join(task_hosts(name, task_name, replicas))
         data[f"{task_name}.num"] = str(replicas)
-    return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": owned_metadata(job, config_map_name(name)), "data": data}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": owned_metadata(job, config_map_name(name)),
+        "data": data,
+    }
 
 
 class SvcPlugin:
     name = "svc"
 
-    def on_pod(self, pod: Obj, job: Mapping[str, Any], task_name: str, index: int,
-               args: list[str]) -> None:
+    def on_pod(self, pod: Obj, job: Mapping[str, Any], task_name: str, index: int, args: list[str]) -> None:
         name = job_name(job)
         spec = pod.setdefault("spec", {})
         # A template may choose its own hostname; Volcano keeps it, and so do we.
@@ -92,7 +104,6 @@ class SvcPlugin:
             for env_name, value in env.items():
                 set_env(container, env_name, value)
 
-    def objects(self, job: Mapping[str, Any], args: list[str],
-                existing: Iterable[Mapping[str, Any]] = ()) -> list[Obj]:
+    def objects(self, job: Mapping[str, Any], args: list[str], existing: Iterable[Mapping[str, Any]] = ()) -> list[Obj]:
         publish_not_ready = flag_bool(parse_flags(args), PUBLISH_NOT_READY_FLAG, default=True)
         return [headless_service(job, publish_not_ready), hosts_config_map(job)]

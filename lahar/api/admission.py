@@ -13,8 +13,13 @@ from lahar.api import job, node, pod, podgroup, queue
 from lahar.api.errors import Field, FieldError, ValidationError
 from lahar.api.kinds import EVENT, JOB, NAMESPACE, NODE, POD, PODGROUP, QUEUE, SERVICE, Kind
 from lahar.api.meta import (
-    NameCheck, dns1035_label_problems, dns1123_label_problems, dns1123_subdomain_problems,
-    path_segment_problems, validate_object_meta, validate_object_meta_update,
+    NameCheck,
+    dns1035_label_problems,
+    dns1123_label_problems,
+    dns1123_subdomain_problems,
+    path_segment_problems,
+    validate_object_meta,
+    validate_object_meta_update,
 )
 
 Defaulter = Callable[[dict[str, Any]], dict[str, Any]]

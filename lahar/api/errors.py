@@ -47,7 +47,12 @@ class ValidationError(ValueError):
 _PLAIN_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
 _JSON_TYPE_NAMES: dict[type, str] = {
-    dict: "object", list: "array", str: "string", bool: "boolean", int: "integer", float: "number",
+    dict: "object",
+    list: "array",
+    str: "string",
+    bool: "boolean",
+    int: "integer",
+    float: "number",
 }
 
 
@@ -125,8 +130,7 @@ class Field:
         self.report(message, REQUIRED)
 
     def not_supported(self, value: Any, allowed: Iterable[str], what: str = "value") -> None:
-        self.report(f"unsupported {what} {json.dumps(value)} (supported: {quoted(allowed)})",
-                    NOT_SUPPORTED)
+        self.report(f"unsupported {what} {json.dumps(value)} (supported: {quoted(allowed)})", NOT_SUPPORTED)
 
     def as_choice(self, allowed: Collection[str], what: str = "value") -> str | None:
         """One of `allowed`; an empty string counts as unset, as in Kubernetes enums."""

@@ -26,7 +26,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lahar.api.errors import (
-    DUPLICATE, FORBIDDEN, TOO_LONG, Field, FieldError, child_dict, dict_elements, set_default,
+    DUPLICATE,
+    FORBIDDEN,
+    TOO_LONG,
+    Field,
+    FieldError,
+    child_dict,
+    dict_elements,
+    set_default,
 )
 from lahar.api.meta import MetaAccessors, ObjectMeta, check_name, dns1123_label_problems, dns1123_subdomain_problems
 from lahar.api.pod import validate_pod_template
@@ -40,10 +47,8 @@ JOB_NAME_MAX = 63
 
 KNOWN_PLUGINS = ("env", "svc", "ssh")
 ANY_EVENT = "*"
-EVENTS = ("PodFailed", "PodEvicted", "PodPending", "PodRunning", "TaskCompleted", "TaskFailed",
-          "Unknown", ANY_EVENT)
-ACTIONS = ("AbortJob", "RestartJob", "RestartTask", "RestartPod", "TerminateJob", "CompleteJob",
-           "ResumeJob")
+EVENTS = ("PodFailed", "PodEvicted", "PodPending", "PodRunning", "TaskCompleted", "TaskFailed", "Unknown", ANY_EVENT)
+ACTIONS = ("AbortJob", "RestartJob", "RestartTask", "RestartPod", "TerminateJob", "CompleteJob", "ResumeJob")
 # The event whose policy is meaningless without a timeout (how long is "pending too long").
 TIMED_EVENT = "PodPending"
 TOPOLOGY_POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
@@ -96,8 +101,9 @@ def job_phase(job: Mapping[str, Any]) -> JobPhase:
     return JobPhase(phase) if phase in JobPhase._value2member_map_ else JobPhase.PENDING
 
 
-def job_state(phase: JobPhase, reason: str = "", message: str = "",
-              transition_time: str | None = None) -> dict[str, Any]:
+def job_state(
+    phase: JobPhase, reason: str = "", message: str = "", transition_time: str | None = None
+) -> dict[str, Any]:
     """A `status.state` value."""
     state: dict[str, Any] = {STATE_PHASE: phase.value}
     if reason:
@@ -111,8 +117,7 @@ def job_state(phase: JobPhase, reason: str = "", message: str = "",
 
 # --- durations --------------------------------------------------------------------------------
 
-_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0,
-                   "h": 3600.0}
+_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 # Longer units first so "ms" is not read as "m" followed by garbage.
 _DURATION_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
 
@@ -131,8 +136,7 @@ def parse_duration(text: str) -> float:
         total += float(part.group(1)) * _DURATION_UNITS[part.group(2)]
         position = part.end()
     if not body or position != len(body):
-        raise ValueError(f'invalid duration "{text}": expected a Go duration such as "30s", "10m" '
-                         'or "1h30m"')
+        raise ValueError(f'invalid duration "{text}": expected a Go duration such as "30s", "10m" or "1h30m"')
     return sign * total
 
 
@@ -149,8 +153,12 @@ class LifecyclePolicy:
     @classmethod
     def from_dict(cls, policy: Mapping[str, Any]) -> LifecyclePolicy:
         timeout = policy.get("timeout")
-        return cls(policy.get("action", ""), _policy_events(policy), policy.get("exitCode"),
-                   parse_duration(timeout) if timeout else None)
+        return cls(
+            policy.get("action", ""),
+            _policy_events(policy),
+            policy.get("exitCode"),
+            parse_duration(timeout) if timeout else None,
+        )
 
     def matches_event(self, event: str) -> bool:
         return event in self.events or ANY_EVENT in self.events
@@ -430,7 +438,7 @@ def _find_cycle(graph: dict[str, list[str]]) -> list[str] | None:
 
     def visit(node: str, path: list[str]) -> list[str] | None:
         if node in path:
-            return path[path.index(node):] + [node]
+            return path[path.index(node) :] + [node]
         if node in done:
             return None
         path.append(node)
@@ -461,20 +469,17 @@ def _validate_totals(spec: Field, total: int | None) -> None:
     min_available = spec.child("minAvailable")
     min_value = min_available.as_int(minimum=0)
     if min_value is not None and total is not None and min_value > total:
-        min_available.report(f"minAvailable ({min_value}) must not be greater than the total "
-                             f"replicas ({total})")
+        min_available.report(f"minAvailable ({min_value}) must not be greater than the total replicas ({total})")
     min_success = spec.child("minSuccess")
     success_value = min_success.as_int(minimum=1)
     if success_value is not None and total is not None and success_value > total:
-        min_success.report(f"minSuccess ({success_value}) must not be greater than the total "
-                           f"replicas ({total})")
+        min_success.report(f"minSuccess ({success_value}) must not be greater than the total replicas ({total})")
 
 
 def _validate_job_name(name: Field) -> None:
     value = name.value
     if isinstance(value, str) and len(value) > JOB_NAME_MAX:
-        name.report(f"must be no more than {JOB_NAME_MAX} characters (it is used as a label value)",
-                    TOO_LONG)
+        name.report(f"must be no more than {JOB_NAME_MAX} characters (it is used as a label value)", TOO_LONG)
 
 
 def _validate_update(spec: Field, old: dict[str, Any], new: dict[str, Any]) -> None:
@@ -496,8 +501,7 @@ def _validate_update(spec: Field, old: dict[str, Any], new: dict[str, Any]) -> N
             _report_changes(task, old_task, new_task, MUTABLE_TASK_FIELDS)
 
 
-def _report_changes(at: Field, old: Mapping[str, Any], new: Mapping[str, Any],
-                    mutable: frozenset[str]) -> None:
+def _report_changes(at: Field, old: Mapping[str, Any], new: Mapping[str, Any], mutable: frozenset[str]) -> None:
     for key in sorted((old.keys() | new.keys()) - mutable):
         if old.get(key) != new.get(key):
             at.child(key).report("field is immutable", FORBIDDEN)

@@ -47,17 +47,39 @@ class Kind:
 
 
 POD = Kind(
-    "", "v1", "Pod", "pods", True, ("po",), ("status", "binding", "eviction"),
+    "",
+    "v1",
+    "Pod",
+    "pods",
+    True,
+    ("po",),
+    ("status", "binding", "eviction"),
     ("spec.nodeName", "spec.schedulerName", "spec.restartPolicy", "status.phase", "status.podIP"),
     ("all",),
 )
 NODE = Kind("", "v1", "Node", "nodes", False, ("no",), ("status",), ("spec.unschedulable",))
 NAMESPACE = Kind("", "v1", "Namespace", "namespaces", False, ("ns",), ("status",), ("status.phase",))
 EVENT = Kind(
-    "", "v1", "Event", "events", True, ("ev",), (),
-    ("involvedObject.kind", "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
-     "involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath",
-     "reason", "reportingComponent", "source", "type"),
+    "",
+    "v1",
+    "Event",
+    "events",
+    True,
+    ("ev",),
+    (),
+    (
+        "involvedObject.kind",
+        "involvedObject.namespace",
+        "involvedObject.name",
+        "involvedObject.uid",
+        "involvedObject.apiVersion",
+        "involvedObject.resourceVersion",
+        "involvedObject.fieldPath",
+        "reason",
+        "reportingComponent",
+        "source",
+        "type",
+    ),
 )
 SERVICE = Kind("", "v1", "Service", "services", True, ("svc",), ("status",), (), ("all",))
 CONFIGMAP = Kind("", "v1", "ConfigMap", "configmaps", True, ("cm",))
@@ -69,7 +91,18 @@ PODGROUP = Kind(VOLCANO_SCHEDULING, "v1beta1", "PodGroup", "podgroups", True, ("
 QUEUE = Kind(VOLCANO_SCHEDULING, "v1beta1", "Queue", "queues", False, ("q", "queue-v1beta1"), ("status",))
 
 ALL_KINDS: tuple[Kind, ...] = (
-    POD, NODE, NAMESPACE, EVENT, SERVICE, CONFIGMAP, SECRET, PDB, PRIORITY_CLASS, JOB, PODGROUP, QUEUE,
+    POD,
+    NODE,
+    NAMESPACE,
+    EVENT,
+    SERVICE,
+    CONFIGMAP,
+    SECRET,
+    PDB,
+    PRIORITY_CLASS,
+    JOB,
+    PODGROUP,
+    QUEUE,
 )
 
 

@@ -37,7 +37,8 @@ def dns1123_label_problems(value: str) -> list[str]:
     if not _DNS1123_LABEL.match(value):
         problems.append(
             "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
-            "and must start and end with an alphanumeric character (e.g. 'my-name' or '123-abc')")
+            "and must start and end with an alphanumeric character (e.g. 'my-name' or '123-abc')"
+        )
     return problems
 
 
@@ -46,7 +47,8 @@ def dns1123_subdomain_problems(value: str) -> list[str]:
     if not _DNS1123_SUBDOMAIN.match(value):
         problems.append(
             "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' "
-            "or '.', and must start and end with an alphanumeric character (e.g. 'example.com')")
+            "or '.', and must start and end with an alphanumeric character (e.g. 'example.com')"
+        )
     return problems
 
 
@@ -55,7 +57,8 @@ def dns1035_label_problems(value: str) -> list[str]:
     if not _DNS1035_LABEL.match(value):
         problems.append(
             "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with "
-            "an alphabetic character, and end with an alphanumeric character (e.g. 'my-name' or 'abc-123')")
+            "an alphabetic character, and end with an alphanumeric character (e.g. 'my-name' or 'abc-123')"
+        )
     return problems
 
 
@@ -78,7 +81,8 @@ def qualified_name_problems(value: str) -> list[str]:
     if not _QUALIFIED_NAME.match(name):
         problems.append(
             "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and "
-            "end with an alphanumeric character (e.g. 'MyName', 'my.name' or '123-abc')")
+            "end with an alphanumeric character (e.g. 'MyName', 'my.name' or '123-abc')"
+        )
     return problems
 
 
@@ -87,7 +91,8 @@ def label_value_problems(value: str) -> list[str]:
     if not _LABEL_VALUE.match(value):
         problems.append(
             "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' "
-            "or '.', and must start and end with an alphanumeric character")
+            "or '.', and must start and end with an alphanumeric character"
+        )
     return problems
 
 
@@ -99,15 +104,16 @@ def check_name(field: Field, check: NameCheck, allow_empty: bool = False) -> str
         return None
     problems = check(value)
     for problem in problems:
-        field.report(f"invalid value \"{value}\": {problem}",
-                     TOO_LONG if problem.startswith("must be no more than") else INVALID)
+        field.report(
+            f'invalid value "{value}": {problem}', TOO_LONG if problem.startswith("must be no more than") else INVALID
+        )
     return None if problems else value
 
 
 def validate_labels(labels: Field) -> None:
     for key, value in labels.entries():
         for problem in qualified_name_problems(key):
-            value.report(f"invalid label key \"{key}\": {problem}")
+            value.report(f'invalid label key "{key}": {problem}')
         check_name(value, label_value_problems)
 
 
@@ -116,12 +122,13 @@ def validate_annotations(annotations: Field) -> None:
     for key, value in annotations.entries():
         # Kubernetes lowercases annotation keys before checking them.
         for problem in qualified_name_problems(key.lower()):
-            value.report(f"invalid annotation key \"{key}\": {problem}")
+            value.report(f'invalid annotation key "{key}": {problem}')
         text = value.as_str()
         total += len(key) + len(text or "")
     if total > ANNOTATIONS_TOTAL_MAX:
-        annotations.report(f"annotations may not be larger than {ANNOTATIONS_TOTAL_MAX} bytes "
-                           f"(they are {total})", TOO_LONG)
+        annotations.report(
+            f"annotations may not be larger than {ANNOTATIONS_TOTAL_MAX} bytes (they are {total})", TOO_LONG
+        )
 
 
 def validate_owner_references(references: Field) -> None:
@@ -141,8 +148,7 @@ def _mask_trailing_dash(name: str) -> str:
     return name[:-1] + "a" if len(name) > 1 and name.endswith("-") else name
 
 
-def validate_object_meta(metadata: Field, namespaced: bool,
-                         name_check: NameCheck = dns1123_subdomain_problems) -> None:
+def validate_object_meta(metadata: Field, namespaced: bool, name_check: NameCheck = dns1123_subdomain_problems) -> None:
     """The rules every object's metadata follows, whatever its kind."""
     if not metadata.require_present():
         return
@@ -153,7 +159,7 @@ def validate_object_meta(metadata: Field, namespaced: bool,
     elif generate_name.as_str():
         prefix = generate_name.as_str() or ""
         for problem in name_check(_mask_trailing_dash(prefix)):
-            generate_name.report(f"invalid value \"{prefix}\": {problem}")
+            generate_name.report(f'invalid value "{prefix}": {problem}')
     else:
         name.required("name or generateName is required")
 
@@ -197,12 +203,24 @@ class OwnerReference:
 
     @classmethod
     def from_dict(cls, ref: Mapping[str, Any]) -> OwnerReference:
-        return cls(ref.get("apiVersion", ""), ref.get("kind", ""), ref.get("name", ""),
-                   ref.get("uid", ""), bool(ref.get("controller")), bool(ref.get("blockOwnerDeletion")))
+        return cls(
+            ref.get("apiVersion", ""),
+            ref.get("kind", ""),
+            ref.get("name", ""),
+            ref.get("uid", ""),
+            bool(ref.get("controller")),
+            bool(ref.get("blockOwnerDeletion")),
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"apiVersion": self.api_version, "kind": self.kind, "name": self.name, "uid": self.uid,
-                "controller": self.controller, "blockOwnerDeletion": self.block_owner_deletion}
+        return {
+            "apiVersion": self.api_version,
+            "kind": self.kind,
+            "name": self.name,
+            "uid": self.uid,
+            "controller": self.controller,
+            "blockOwnerDeletion": self.block_owner_deletion,
+        }
 
 
 _EMPTY: Mapping[str, Any] = {}

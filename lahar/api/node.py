@@ -28,8 +28,7 @@ class Taint:
 
     @classmethod
     def from_dict(cls, taint: Mapping[str, Any]) -> Taint:
-        return cls(taint.get("key", ""), taint.get("effect", ""), taint.get("value") or "",
-                   taint.get("timeAdded"))
+        return cls(taint.get("key", ""), taint.get("effect", ""), taint.get("value") or "", taint.get("timeAdded"))
 
     def to_dict(self) -> dict[str, Any]:
         result: dict[str, Any] = {"key": self.key, "effect": self.effect}
@@ -75,8 +74,9 @@ class Node(MetaAccessors):
         """What pods may request; Kubernetes defaults it to the capacity."""
         if self._allocatable is None:
             allocatable = self._status.get("allocatable")
-            self._allocatable = (self.capacity if allocatable is None
-                                 else ResourceList.from_k8s(allocatable, "status.allocatable"))
+            self._allocatable = (
+                self.capacity if allocatable is None else ResourceList.from_k8s(allocatable, "status.allocatable")
+            )
         return self._allocatable
 
     @property
@@ -117,8 +117,9 @@ def validate_taints(taints: Field) -> None:
         taint.child("timeAdded").as_str()
         if isinstance(key.value, str) and isinstance(effect.value, str):
             if (key.value, effect.value) in seen:
-                taint.report(f'taints must be unique by key and effect: "{key.value}:{effect.value}" '
-                             "is repeated", DUPLICATE)
+                taint.report(
+                    f'taints must be unique by key and effect: "{key.value}:{effect.value}" is repeated', DUPLICATE
+                )
             seen.add((key.value, effect.value))
 
 

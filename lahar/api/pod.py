@@ -11,13 +11,26 @@ from typing import Any
 
 from lahar.api.errors import DUPLICATE, Field, FieldError, child_dict, dict_elements, set_default
 from lahar.api.meta import (
-    MetaAccessors, ObjectMeta, OwnerReference, check_name, dns1123_label_problems, dns1123_subdomain_problems,
-    label_value_problems, qualified_name_problems, validate_annotations, validate_labels,
+    MetaAccessors,
+    ObjectMeta,
+    OwnerReference,
+    check_name,
+    dns1123_label_problems,
+    dns1123_subdomain_problems,
+    label_value_problems,
+    qualified_name_problems,
+    validate_annotations,
+    validate_labels,
 )
 from lahar.api.node import TAINT_EFFECTS, Taint, validate_conditions
 from lahar.api.podgroup import GROUP_NAME_ANNOTATION
 from lahar.api.qos import (
-    CONTAINER_LISTS, K8S_QOS_CLASSES, QoSClass, k8s_qos_class, qos_class, validate_qos_keys,
+    CONTAINER_LISTS,
+    K8S_QOS_CLASSES,
+    QoSClass,
+    k8s_qos_class,
+    qos_class,
+    validate_qos_keys,
 )
 from lahar.api.resources import ResourceList, pod_requests
 
@@ -46,9 +59,13 @@ class Toleration:
 
     @classmethod
     def from_dict(cls, toleration: Mapping[str, Any]) -> Toleration:
-        return cls(toleration.get("key") or "", toleration.get("operator") or "Equal",
-                   toleration.get("value") or "", toleration.get("effect") or "",
-                   toleration.get("tolerationSeconds"))
+        return cls(
+            toleration.get("key") or "",
+            toleration.get("operator") or "Equal",
+            toleration.get("value") or "",
+            toleration.get("effect") or "",
+            toleration.get("tolerationSeconds"),
+        )
 
     def tolerates(self, taint: Taint) -> bool:
         """Kubernetes' ToleratesTaint: an empty effect or key matches all, Exists ignores value."""
@@ -229,8 +246,7 @@ def _validate_resources(resources: Field) -> None:
     for name, request in requests.items():
         limit = limits.get(name)
         if limit is not None and request > limit:
-            resources.child("requests").child(name).report(
-                f"must be less than or equal to the {name} limit ({limit})")
+            resources.child("requests").child(name).report(f"must be less than or equal to the {name} limit ({limit})")
 
 
 def _validate_container(container: Field, names: set[str]) -> None:

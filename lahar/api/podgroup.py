@@ -76,8 +76,7 @@ class PodGroup(MetaAccessors):
     @property
     def phase(self) -> PodGroupPhase:
         raw_phase = self.status.get("phase") or PodGroupPhase.PENDING
-        return (PodGroupPhase(raw_phase) if raw_phase in PodGroupPhase._value2member_map_
-                else PodGroupPhase.UNKNOWN)
+        return PodGroupPhase(raw_phase) if raw_phase in PodGroupPhase._value2member_map_ else PodGroupPhase.UNKNOWN
 
     @property
     def conditions(self) -> tuple[Mapping[str, Any], ...]:

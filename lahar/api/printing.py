@@ -71,7 +71,7 @@ def _node_status(node: dict[str, Any]) -> str:
 
 def _node_roles(node: dict[str, Any]) -> str:
     prefix = "node-role.kubernetes.io/"
-    roles = [key[len(prefix):] for key in (_get(node, "metadata.labels", {}) or {}) if key.startswith(prefix)]
+    roles = [key[len(prefix) :] for key in (_get(node, "metadata.labels", {}) or {}) if key.startswith(prefix)]
     return ",".join(sorted(roles)) or "<none>"
 
 
@@ -118,37 +118,40 @@ COLUMNS: dict[Kind, list[tuple[str, str, int, Cell]]] = {
     kinds.EVENT: [
         ("Type", "string", 0, _path("type")),
         ("Reason", "string", 0, _path("reason")),
-        ("Object", "string", 0, lambda e: f'{_get(e, "involvedObject.kind").lower()}/{_get(e, "involvedObject.name")}'),
+        ("Object", "string", 0, lambda e: f"{_get(e, 'involvedObject.kind').lower()}/{_get(e, 'involvedObject.name')}"),
         ("Message", "string", 0, _path("message")),
     ],
 }
 
 
 def columns(kind: Kind) -> list[tuple[str, str, int, Cell]]:
-    return [("Name", "string", 0, _path("metadata.name")), *COLUMNS.get(kind, []),
-            ("Age", "string", 0, lambda o: human_age(_get(o, "metadata.creationTimestamp")))]
+    return [
+        ("Name", "string", 0, _path("metadata.name")),
+        *COLUMNS.get(kind, []),
+        ("Age", "string", 0, lambda o: human_age(_get(o, "metadata.creationTimestamp"))),
+    ]
 
 
 def aligned(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     """kubectl-style columns: each as wide as its widest cell, three spaces apart."""
     lines = [[str(cell) for cell in line] for line in [header, *rows]]
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    return "\n".join("   ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip()
-                     for line in lines) + "\n"
+    return (
+        "\n".join("   ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in lines) + "\n"
+    )
 
 
-def text_table(kind: Kind, objects: Iterable[dict[str, Any]], wide: bool = False,
-               with_namespace: bool = False) -> str:
+def text_table(kind: Kind, objects: Iterable[dict[str, Any]], wide: bool = False, with_namespace: bool = False) -> str:
     """A kind's columns as kubectl prints them: upper-case headers, `-o wide` adds priority 1."""
     shown = [c for c in columns(kind) if wide or c[2] == 0]
     header = ["NAMESPACE"] * with_namespace + [name.upper() for name, *_ in shown]
-    rows = ([_get(obj, "metadata.namespace")] * with_namespace + [cell(obj) for *_, cell in shown]
-            for obj in objects)
+    rows = ([_get(obj, "metadata.namespace")] * with_namespace + [cell(obj) for *_, cell in shown] for obj in objects)
     return aligned(header, rows)
 
 
-def table(kind: Kind, objects: Iterable[dict[str, Any]], resource_version: str, include_object: bool,
-          continue_token: str = "") -> dict[str, Any]:
+def table(
+    kind: Kind, objects: Iterable[dict[str, Any]], resource_version: str, include_object: bool, continue_token: str = ""
+) -> dict[str, Any]:
     """A `meta.k8s.io/v1 Table`."""
     all_columns = columns(kind)
     rows = []
@@ -157,8 +160,11 @@ def table(kind: Kind, objects: Iterable[dict[str, Any]], resource_version: str, 
         if include_object:
             row["object"] = obj
         else:
-            row["object"] = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
-                             "metadata": obj.get("metadata", {})}
+            row["object"] = {
+                "kind": "PartialObjectMetadata",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": obj.get("metadata", {}),
+            }
         rows.append(row)
     metadata: dict[str, Any] = {"resourceVersion": resource_version}
     if continue_token:
@@ -168,8 +174,13 @@ def table(kind: Kind, objects: Iterable[dict[str, Any]], resource_version: str, 
         "apiVersion": "meta.k8s.io/v1",
         "metadata": metadata,
         "columnDefinitions": [
-            {"name": name, "type": type_, "format": "name" if name == "Name" else "", "description": name,
-             "priority": priority}
+            {
+                "name": name,
+                "type": type_,
+                "format": "name" if name == "Name" else "",
+                "description": name,
+                "priority": priority,
+            }
             for name, type_, priority, _ in all_columns
         ],
         "rows": rows,

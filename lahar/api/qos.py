@@ -89,10 +89,16 @@ VOLCANO_QOS_KEY = "volcano.sh/qos-level"
 KOORDINATOR_QOS_KEY = "koordinator.sh/qosClass"
 
 VOLCANO_LEVELS: Mapping[str, QoSClass] = {
-    "LC": QoSClass.LC, "HLS": QoSClass.LC, "LS": QoSClass.LS, "BE": QoSClass.BE,
+    "LC": QoSClass.LC,
+    "HLS": QoSClass.LC,
+    "LS": QoSClass.LS,
+    "BE": QoSClass.BE,
 }
 KOORDINATOR_CLASSES: Mapping[str, QoSClass] = {
-    "LSE": QoSClass.LC, "LSR": QoSClass.LC, "LS": QoSClass.LS, "BE": QoSClass.BE,
+    "LSE": QoSClass.LC,
+    "LSR": QoSClass.LC,
+    "LS": QoSClass.LS,
+    "BE": QoSClass.BE,
     "SYSTEM": QoSClass.SYSTEM,
 }
 CRITICAL_PRIORITY_CLASSES = frozenset({"system-node-critical", "system-cluster-critical"})
@@ -138,7 +144,8 @@ def from_critical_priority(pod: Mapping[str, Any]) -> QoSClass | None:
     spec = _spec(pod)
     priority = spec.get("priority")
     if spec.get("priorityClassName") in CRITICAL_PRIORITY_CLASSES or (
-            isinstance(priority, int) and priority >= SYSTEM_CRITICAL_PRIORITY):
+        isinstance(priority, int) and priority >= SYSTEM_CRITICAL_PRIORITY
+    ):
         return QoSClass.SYSTEM
     return None
 
@@ -163,7 +170,10 @@ def from_resources(pod: Mapping[str, Any]) -> QoSClass | None:
 
 # First match wins, in the order of DESIGN.md's table.
 RULES: tuple[Rule, ...] = (
-    from_lahar_key, from_volcano_annotation, from_koordinator_label, from_critical_priority,
+    from_lahar_key,
+    from_volcano_annotation,
+    from_koordinator_label,
+    from_critical_priority,
     from_resources,
 )
 

@@ -52,16 +52,23 @@ class QuantityFormat(enum.Enum):
 
 BINARY_SUFFIXES: dict[str, int] = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
 DECIMAL_SUFFIXES: dict[str, int] = {
-    "n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18,
+    "n": -9,
+    "u": -6,
+    "m": -3,
+    "": 0,
+    "k": 3,
+    "M": 6,
+    "G": 9,
+    "T": 12,
+    "P": 15,
+    "E": 18,
 }
 _DECIMAL_SUFFIX_BY_EXPONENT = {exponent: suffix for suffix, exponent in DECIMAL_SUFFIXES.items()}
 _BINARY_SUFFIX_BY_POWER = {power // 10: suffix for suffix, power in BINARY_SUFFIXES.items()}
 _BINARY_SUFFIX_BY_POWER[0] = ""
 _MAX_BINARY_POWER = max(_BINARY_SUFFIX_BY_POWER)
 # Lower-cased spelling -> real suffix, to suggest "Gi" for "gi" or "Ki" for "KI".
-_SUFFIX_HINTS = {
-    suffix.lower(): suffix for suffix in (*BINARY_SUFFIXES, *DECIMAL_SUFFIXES) if suffix
-}
+_SUFFIX_HINTS = {suffix.lower(): suffix for suffix in (*BINARY_SUFFIXES, *DECIMAL_SUFFIXES) if suffix}
 
 _NUMBER = re.compile(r"([+-]?)([0-9]*)(?:\.([0-9]*))?")
 _EXPONENT = re.compile(r"[eE]([+-]?[0-9]+)")
@@ -226,9 +233,7 @@ class Quantity:
         other_quantity = _as_operand(other)
         if other_quantity is None:
             return NotImplemented
-        return Quantity.from_nanos(
-            self._nanos + other_quantity._nanos, _result_format(self, other_quantity)
-        )
+        return Quantity.from_nanos(self._nanos + other_quantity._nanos, _result_format(self, other_quantity))
 
     def __radd__(self, other: object) -> Quantity:
         other_quantity = _as_operand(other)
@@ -240,9 +245,7 @@ class Quantity:
         other_quantity = _as_operand(other)
         if other_quantity is None:
             return NotImplemented
-        return Quantity.from_nanos(
-            self._nanos - other_quantity._nanos, _result_format(self, other_quantity)
-        )
+        return Quantity.from_nanos(self._nanos - other_quantity._nanos, _result_format(self, other_quantity))
 
     def __rsub__(self, other: object) -> Quantity:
         other_quantity = _as_operand(other)
@@ -366,7 +369,7 @@ def _parse_string(text: str) -> Quantity:
     sign, integer_digits, fraction_digits = number.groups()
     if not integer_digits and not fraction_digits:
         raise _error(text, "missing number")
-    suffix = text[number.end():]
+    suffix = text[number.end() :]
     fmt, decimal_exponent, binary_power = _interpret_suffix(text, suffix)
 
     fraction_digits = fraction_digits or ""

@@ -98,8 +98,7 @@ def defaults(obj: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def _check_within(bounded: Field, bound: dict[str, Quantity], bound_name: str,
-                  amounts: dict[str, Quantity]) -> None:
+def _check_within(bounded: Field, bound: dict[str, Quantity], bound_name: str, amounts: dict[str, Quantity]) -> None:
     """Each resource of `amounts` must not exceed `bound`'s (a resource `bound` omits is unbounded)."""
     for name, amount in amounts.items():
         limit = bound.get(name)

@@ -34,14 +34,16 @@ INT64_MAX = 2**63 - 1
 
 HUGEPAGES_PREFIX = "hugepages-"
 MILLI_RESOURCES = frozenset({"cpu"})
-BYTE_RESOURCES = frozenset({
-    "memory",
-    "ephemeral-storage",
-    "storage",
-    "kubernetes.io/batch-memory",
-    "kubernetes.io/mid-memory",
-    "lahar.dev/gpu-memory",
-})
+BYTE_RESOURCES = frozenset(
+    {
+        "memory",
+        "ephemeral-storage",
+        "storage",
+        "kubernetes.io/batch-memory",
+        "kubernetes.io/mid-memory",
+        "lahar.dev/gpu-memory",
+    }
+)
 _QUOTA_PREFIXES = ("requests.", "limits.")
 
 
@@ -56,7 +58,7 @@ class ResourceUnit(enum.Enum):
 def resource_unit(name: str) -> ResourceUnit:
     for prefix in _QUOTA_PREFIXES:
         if name.startswith(prefix):
-            name = name[len(prefix):]
+            name = name[len(prefix) :]
             break
     if name in MILLI_RESOURCES:
         return ResourceUnit.MILLI
@@ -127,9 +129,7 @@ class ResourceList(Mapping[str, int]):
     # -- Kubernetes form ----------------------------------------------------------------------
 
     @classmethod
-    def from_k8s(
-        cls, resources: Mapping[str, Any] | None, field_path: str = ""
-    ) -> ResourceList:
+    def from_k8s(cls, resources: Mapping[str, Any] | None, field_path: str = "") -> ResourceList:
         """Parse a Kubernetes resource map (``{"cpu": "100m", "memory": "2Gi"}``).
 
         ``None`` is an empty list (an omitted field). A bad entry raises :class:`QuantityError`
@@ -139,10 +139,7 @@ class ResourceList(Mapping[str, int]):
             return cls._wrap({})
         if not isinstance(resources, Mapping):
             where = f"{field_path}: " if field_path else ""
-            raise QuantityError(
-                f"{where}expected a map of resource name to quantity, "
-                f"got {type(resources).__name__}"
-            )
+            raise QuantityError(f"{where}expected a map of resource name to quantity, got {type(resources).__name__}")
         prefix = f"{field_path}." if field_path else ""
         amounts: dict[str, int] = {}
         for name, value in resources.items():
@@ -220,15 +217,11 @@ class ResourceList(Mapping[str, int]):
 
     def max_with(self, other: ResourceList) -> ResourceList:
         """Element-wise maximum (missing counts as zero)."""
-        return ResourceList._wrap(
-            {name: max(self.get(name), other.get(name)) for name in self._ordered_union(other)}
-        )
+        return ResourceList._wrap({name: max(self.get(name), other.get(name)) for name in self._ordered_union(other)})
 
     def min_with(self, other: ResourceList) -> ResourceList:
         """Element-wise minimum (missing counts as zero)."""
-        return ResourceList._wrap(
-            {name: min(self.get(name), other.get(name)) for name in self._ordered_union(other)}
-        )
+        return ResourceList._wrap({name: min(self.get(name), other.get(name)) for name in self._ordered_union(other)})
 
     def _ordered_union(self, other: ResourceList) -> list[str]:
         # Keep self's order, then other's new names, so to_k8s() output stays predictable.
@@ -272,9 +265,7 @@ class ResourceList(Mapping[str, int]):
         return hash(frozenset((name, amount) for name, amount in self._amounts.items() if amount))
 
     def __repr__(self) -> str:
-        entries = ", ".join(
-            f"{name}={to_quantity(name, amount)}" for name, amount in sorted(self._amounts.items())
-        )
+        entries = ", ".join(f"{name}={to_quantity(name, amount)}" for name, amount in sorted(self._amounts.items()))
         return f"ResourceList({entries})"
 
     # -- numpy --------------------------------------------------------------------------------
@@ -287,9 +278,7 @@ class ResourceList(Mapping[str, int]):
         """
         if not allow_unlisted:
             listed = set(names)
-            unlisted = sorted(
-                name for name, amount in self._amounts.items() if amount and name not in listed
-            )
+            unlisted = sorted(name for name, amount in self._amounts.items() if amount and name not in listed)
             if unlisted:
                 raise ValueError(f"resources not in the vector's names: {', '.join(unlisted)}")
         import numpy as np
@@ -298,11 +287,7 @@ class ResourceList(Mapping[str, int]):
         try:
             return np.array(values, dtype=np.int64)
         except OverflowError:
-            too_large = [
-                f"{name}={value}"
-                for name, value in zip(names, values)
-                if not INT64_MIN <= value <= INT64_MAX
-            ]
+            too_large = [f"{name}={value}" for name, value in zip(names, values) if not INT64_MIN <= value <= INT64_MAX]
             raise OverflowError(f"resources do not fit in int64: {', '.join(too_large)}") from None
 
     @classmethod
@@ -312,9 +297,7 @@ class ResourceList(Mapping[str, int]):
 
         array = np.asarray(vector)
         if array.ndim != 1 or len(array) != len(names):
-            raise ValueError(
-                f"vector of shape {array.shape} does not match {len(names)} resource names"
-            )
+            raise ValueError(f"vector of shape {array.shape} does not match {len(names)} resource names")
         if len(array) and not np.issubdtype(array.dtype, np.integer):
             raise TypeError(f"vector must hold integers, got {array.dtype}")
         if len(set(names)) != len(names):
@@ -347,9 +330,7 @@ def _is_sidecar(container: Mapping[str, Any]) -> bool:
     return container.get("restartPolicy") == "Always"
 
 
-def _pod_total(
-    pod: Mapping[str, Any], select: Callable[[ContainerResources], ResourceList]
-) -> ResourceList:
+def _pod_total(pod: Mapping[str, Any], select: Callable[[ContainerResources], ResourceList]) -> ResourceList:
     """Kubernetes' PodRequests / PodLimits aggregation, before overhead.
 
     App containers and sidecars add up; each ordinary init container runs alone beside the
@@ -396,6 +377,4 @@ def pod_limits(pod: Mapping[str, Any]) -> ResourceList:
     """
     limits = _pod_total(pod, operator.attrgetter("limits"))
     overhead = _overhead(pod)
-    return ResourceList._wrap(
-        {name: amount + overhead.get(name) for name, amount in limits._amounts.items()}
-    )
+    return ResourceList._wrap({name: amount + overhead.get(name) for name, amount in limits._amounts.items()})

@@ -24,8 +24,13 @@ from lahar.api.printing import table
 from lahar.apiserver import discovery, errors
 from lahar.apiserver.errors import ApiError
 from lahar.apiserver.registry import Registry
-from lahar.apiserver.selectors import FieldSelector, LabelSelector, SelectorError, parse_field_selector, \
-    parse_label_selector
+from lahar.apiserver.selectors import (
+    FieldSelector,
+    LabelSelector,
+    SelectorError,
+    parse_field_selector,
+    parse_label_selector,
+)
 from lahar.apiserver.store import ADDED, DELETED, MODIFIED, Change, Entry, Store, TooOldError, encode
 
 log = logging.getLogger("lahar.apiserver")
@@ -66,8 +71,9 @@ def _event_line(kind: str, raw: bytes) -> bytes:
 
 
 class ApiServer:
-    def __init__(self, store: Store, token: str | None = None, bookmark_interval: float = 10.0,
-                 max_watch_seconds: float = 1800.0) -> None:
+    def __init__(
+        self, store: Store, token: str | None = None, bookmark_interval: float = 10.0, max_watch_seconds: float = 1800.0
+    ) -> None:
         self.store = store
         self.token = token
         self.bookmark_interval = bookmark_interval
@@ -80,8 +86,9 @@ class ApiServer:
     # -- wiring ----------------------------------------------------------------------------------
 
     def make_app(self) -> web.Application:
-        app = web.Application(middlewares=[self._errors_middleware, self._auth_middleware],
-                              client_max_size=MAX_BODY_BYTES)
+        app = web.Application(
+            middlewares=[self._errors_middleware, self._auth_middleware], client_max_size=MAX_BODY_BYTES
+        )
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
         app.on_startup.append(self._on_startup)
         app.on_shutdown.append(self._on_shutdown)
@@ -102,8 +109,9 @@ class ApiServer:
             self._loop.call_later(max(deadline - time.time(), 0.0), function)
 
     @web.middleware
-    async def _errors_middleware(self, request: web.Request,
-                                 handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+    async def _errors_middleware(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
         try:
             return await handler(request)
         except ApiError as exc:
@@ -117,8 +125,9 @@ class ApiServer:
             return _respond(ApiError(500, "InternalError", f"internal error: {exc}").status(), 500)
 
     @web.middleware
-    async def _auth_middleware(self, request: web.Request,
-                               handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+    async def _auth_middleware(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
         if self.token is not None and request.path not in HEALTH_PATHS:
             header = request.headers.get("Authorization", "")
             if not hmac.compare_digest(header.encode(), f"Bearer {self.token}".encode()):
@@ -217,17 +226,23 @@ class ApiServer:
         elif method == "POST" and sub == "eviction":
             self.registry.evict(ns or "", name, await self._json_body(request))
             return _success_status()
-        raise ApiError(405, "MethodNotAllowed", f"the server does not allow this method on the requested resource "
-                                                f"({method} {request.path})")
+        raise ApiError(
+            405,
+            "MethodNotAllowed",
+            f"the server does not allow this method on the requested resource ({method} {request.path})",
+        )
 
     # -- bodies ----------------------------------------------------------------------------------
 
     @staticmethod
     async def _json_body(request: web.Request) -> Any:
         if request.can_read_body and request.content_type not in JSON_BODY_TYPES:
-            raise ApiError(415, "UnsupportedMediaType",
-                           f'the body of the request was in an unknown format ("{request.content_type}"); '
-                           f"accepted media types include: {', '.join(sorted(JSON_BODY_TYPES - {''}))}")
+            raise ApiError(
+                415,
+                "UnsupportedMediaType",
+                f'the body of the request was in an unknown format ("{request.content_type}"); '
+                f"accepted media types include: {', '.join(sorted(JSON_BODY_TYPES - {''}))}",
+            )
         raw = await request.read()
         try:
             return json.loads(raw) if raw else {}
@@ -264,15 +279,16 @@ class ApiServer:
     @staticmethod
     def _selectors(request: web.Request, kind: Kind) -> tuple[LabelSelector, FieldSelector]:
         try:
-            return (parse_label_selector(request.query.get("labelSelector", "")),
-                    parse_field_selector(request.query.get("fieldSelector", ""), kind.field_selectors))
+            return (
+                parse_label_selector(request.query.get("labelSelector", "")),
+                parse_field_selector(request.query.get("fieldSelector", ""), kind.field_selectors),
+            )
         except SelectorError as exc:
             raise errors.bad_request(str(exc)) from exc
 
     def _selected(self, request: web.Request, target: Target) -> list[Entry]:
         labels, fields = self._selectors(request, target.kind)
-        return [e for e in self.store.entries(target.kind, target.namespace)
-                if _matches(e.obj, labels, fields)]
+        return [e for e in self.store.entries(target.kind, target.namespace) if _matches(e.obj, labels, fields)]
 
     def _list(self, request: web.Request, target: Target) -> web.Response:
         limit, after, list_rv = self._page_args(request)
@@ -309,12 +325,21 @@ class ApiServer:
             raise errors.bad_request(f"invalid continue token: {token!r}") from exc
 
     def _delete_collection(self, request: web.Request, target: Target, dry_run: bool) -> web.Response:
-        deleted = [self.registry.delete(target.kind, e.obj["metadata"].get("namespace"), e.obj["metadata"]["name"],
-                                        None, dry_run)
-                   for e in self._selected(request, target)]
+        deleted = [
+            self.registry.delete(
+                target.kind, e.obj["metadata"].get("namespace"), e.obj["metadata"]["name"], None, dry_run
+            )
+            for e in self._selected(request, target)
+        ]
         kind = target.kind
-        return _respond({"kind": f"{kind.kind}List", "apiVersion": kind.api_version,
-                         "metadata": {"resourceVersion": str(self.store.revision)}, "items": deleted})
+        return _respond(
+            {
+                "kind": f"{kind.kind}List",
+                "apiVersion": kind.api_version,
+                "metadata": {"resourceVersion": str(self.store.revision)},
+                "items": deleted,
+            }
+        )
 
     # -- watch -----------------------------------------------------------------------------------
 
@@ -334,8 +359,11 @@ class ApiServer:
         try:
             expired = False
             if since == 0:  # "any version": start with the current objects, as k8s does
-                lines = [_event_line(ADDED, e.raw) for e in self.store.entries(target.kind, target.namespace)
-                         if _matches(e.obj, labels, fields)]
+                lines = [
+                    _event_line(ADDED, e.raw)
+                    for e in self.store.entries(target.kind, target.namespace)
+                    if _matches(e.obj, labels, fields)
+                ]
             else:
                 try:
                     lines = self._watch_lines(self.store.changes_since(target.kind, since), target, labels, fields)
@@ -347,8 +375,9 @@ class ApiServer:
             try:
                 await response.write(b"".join(lines))
                 if not expired:
-                    await self._stream(response, queue, target, labels, fields, min(timeout, self.max_watch_seconds),
-                                       bookmarks)
+                    await self._stream(
+                        response, queue, target, labels, fields, min(timeout, self.max_watch_seconds), bookmarks
+                    )
                 await response.write_eof()
             except (ConnectionResetError, RuntimeError):
                 pass  # the client went away
@@ -357,8 +386,16 @@ class ApiServer:
             self._watches.discard(queue)
             unsubscribe()
 
-    async def _stream(self, response: web.StreamResponse, queue: asyncio.Queue[Change | None], target: Target,
-                      labels: LabelSelector, fields: FieldSelector, timeout: float, bookmarks: bool) -> None:
+    async def _stream(
+        self,
+        response: web.StreamResponse,
+        queue: asyncio.Queue[Change | None],
+        target: Target,
+        labels: LabelSelector,
+        fields: FieldSelector,
+        timeout: float,
+        bookmarks: bool,
+    ) -> None:
         """Write changes as they come until the timeout (or shutdown); with bookmarks, one every
         bookmark interval whatever else happens, and a last one when the watch ends."""
         loop = asyncio.get_running_loop()
@@ -392,12 +429,21 @@ class ApiServer:
             queue.put_nowait(None)
 
     def _bookmark(self, kind: Kind) -> bytes:
-        return _event_line("BOOKMARK", encode({"kind": kind.kind, "apiVersion": kind.api_version,
-                                               "metadata": {"resourceVersion": str(self.store.revision)}}))
+        return _event_line(
+            "BOOKMARK",
+            encode(
+                {
+                    "kind": kind.kind,
+                    "apiVersion": kind.api_version,
+                    "metadata": {"resourceVersion": str(self.store.revision)},
+                }
+            ),
+        )
 
     @staticmethod
-    def _watch_lines(changes: list[Change], target: Target, labels: LabelSelector,
-                     fields: FieldSelector) -> list[bytes]:
+    def _watch_lines(
+        changes: list[Change], target: Target, labels: LabelSelector, fields: FieldSelector
+    ) -> list[bytes]:
         """Events as a filtered watcher sees them: leaving the selection is a DELETED, entering an ADDED."""
         lines = []
         for change in changes:
@@ -420,8 +466,7 @@ def _matches(obj: dict[str, Any], labels: LabelSelector, fields: FieldSelector) 
     return labels.matches(obj["metadata"].get("labels")) and fields.matches(obj)
 
 
-def _in_view(obj: dict[str, Any] | None, namespace: str | None, labels: LabelSelector,
-             fields: FieldSelector) -> bool:
+def _in_view(obj: dict[str, Any] | None, namespace: str | None, labels: LabelSelector, fields: FieldSelector) -> bool:
     if obj is None:
         return False
     if namespace is not None and obj["metadata"].get("namespace") != namespace:
@@ -429,8 +474,7 @@ def _in_view(obj: dict[str, Any] | None, namespace: str | None, labels: LabelSel
     return _matches(obj, labels, fields)
 
 
-def _filtered_event(change: Change, namespace: str | None, labels: LabelSelector,
-                    fields: FieldSelector) -> str | None:
+def _filtered_event(change: Change, namespace: str | None, labels: LabelSelector, fields: FieldSelector) -> str | None:
     now_in = change.type != DELETED and _in_view(change.entry.obj, namespace, labels, fields)
     was_in = change.previous is not None and _in_view(change.previous.obj, namespace, labels, fields)
     if change.type == DELETED:
@@ -438,4 +482,3 @@ def _filtered_event(change: Change, namespace: str | None, labels: LabelSelector
     if now_in:
         return MODIFIED if was_in else ADDED
     return DELETED if was_in else None
-

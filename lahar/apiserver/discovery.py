@@ -9,8 +9,11 @@ import lahar
 from lahar.api.kinds import ALL_KINDS, Kind, group_versions
 
 OBJECT_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
-SUBRESOURCE_KINDS = {"binding": ("Binding", ["create"]), "eviction": ("Eviction", ["create"]),
-                     "status": (None, ["get", "patch", "update"])}
+SUBRESOURCE_KINDS = {
+    "binding": ("Binding", ["create"]),
+    "eviction": ("Eviction", ["create"]),
+    "status": (None, ["get", "patch", "update"]),
+}
 # The Kubernetes version whose REST semantics the embedded server follows.
 KUBE_MINOR = "32"
 
@@ -46,8 +49,13 @@ def _resource(kind: Kind) -> dict[str, Any]:
 
 def _subresource(kind: Kind, sub: str) -> dict[str, Any]:
     sub_kind, verbs = SUBRESOURCE_KINDS[sub]
-    entry: dict[str, Any] = {"name": f"{kind.plural}/{sub}", "singularName": "", "namespaced": kind.namespaced,
-                             "kind": sub_kind or kind.kind, "verbs": verbs}
+    entry: dict[str, Any] = {
+        "name": f"{kind.plural}/{sub}",
+        "singularName": "",
+        "namespaced": kind.namespaced,
+        "kind": sub_kind or kind.kind,
+        "verbs": verbs,
+    }
     if sub == "eviction":
         entry.update(group="policy", version="v1")
     return entry
@@ -65,8 +73,11 @@ def resource_list(api_version: str) -> dict[str, Any] | None:
 
 
 def core_versions(server_address: str) -> dict[str, Any]:
-    return {"kind": "APIVersions", "versions": ["v1"],
-            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}]}
+    return {
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}],
+    }
 
 
 def group_list() -> dict[str, Any]:
@@ -80,9 +91,11 @@ def group_list() -> dict[str, Any]:
         "kind": "APIGroupList",
         "apiVersion": "v1",
         "groups": [
-            {"name": group,
-             "versions": [{"groupVersion": f"{group}/{v}", "version": v} for v in versions],
-             "preferredVersion": {"groupVersion": f"{group}/{versions[0]}", "version": versions[0]}}
+            {
+                "name": group,
+                "versions": [{"groupVersion": f"{group}/{v}", "version": v} for v in versions],
+                "preferredVersion": {"groupVersion": f"{group}/{versions[0]}", "version": versions[0]},
+            }
             for group, versions in groups.items()
         ],
     }

@@ -60,8 +60,9 @@ def disruptions_allowed(pdb: dict[str, Any], namespace_pods: list[dict[str, Any]
     return sum(1 for p in covered if is_healthy(p)) - desired_healthy(pdb, len(covered))
 
 
-def eviction_refusal(pod: dict[str, Any], pdbs: list[dict[str, Any]],
-                     namespace_pods: list[dict[str, Any]]) -> tuple[int, str] | None:
+def eviction_refusal(
+    pod: dict[str, Any], pdbs: list[dict[str, Any]], namespace_pods: list[dict[str, Any]]
+) -> tuple[int, str] | None:
     """None when the pod may be evicted, else (HTTP code, message) as kube-apiserver answers."""
     budgets = covering_budgets(pod, pdbs)
     if not budgets:
@@ -73,8 +74,9 @@ def eviction_refusal(pod: dict[str, Any], pdbs: list[dict[str, Any]],
     budget = budgets[0]
     if disruptions_allowed(budget, namespace_pods) <= 0:
         name = budget["metadata"]["name"]
-        return 429, (f"Cannot evict pod as it would violate the pod's disruption budget. "
-                     f'The disruption budget {name} needs {desired_healthy(budget, len(covered_pods(budget, namespace_pods)))} '
-                     "healthy pods and has fewer to spare.")
+        return 429, (
+            f"Cannot evict pod as it would violate the pod's disruption budget. "
+            f"The disruption budget {name} needs {desired_healthy(budget, len(covered_pods(budget, namespace_pods)))} "
+            "healthy pods and has fewer to spare."
+        )
     return None
-

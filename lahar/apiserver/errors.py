@@ -38,33 +38,53 @@ def qualified(kind: Kind) -> str:
 
 
 def not_found(kind: Kind, name: str) -> ApiError:
-    return ApiError(404, "NotFound", f'{qualified(kind)} "{name}" not found',
-                    {"name": name, "group": kind.group, "kind": kind.plural})
+    return ApiError(
+        404,
+        "NotFound",
+        f'{qualified(kind)} "{name}" not found',
+        {"name": name, "group": kind.group, "kind": kind.plural},
+    )
 
 
 def already_exists(kind: Kind, name: str) -> ApiError:
-    return ApiError(409, "AlreadyExists", f'{qualified(kind)} "{name}" already exists',
-                    {"name": name, "group": kind.group, "kind": kind.plural})
+    return ApiError(
+        409,
+        "AlreadyExists",
+        f'{qualified(kind)} "{name}" already exists',
+        {"name": name, "group": kind.group, "kind": kind.plural},
+    )
 
 
 def conflict(kind: Kind, name: str, why: str) -> ApiError:
-    return ApiError(409, "Conflict", f'Operation cannot be fulfilled on {qualified(kind)} "{name}": {why}',
-                    {"name": name, "group": kind.group, "kind": kind.plural})
+    return ApiError(
+        409,
+        "Conflict",
+        f'Operation cannot be fulfilled on {qualified(kind)} "{name}": {why}',
+        {"name": name, "group": kind.group, "kind": kind.plural},
+    )
 
 
 def stale(kind: Kind, name: str) -> ApiError:
-    return conflict(kind, name, "the object has been modified; please apply your changes to the latest version "
-                                "and try again")
+    return conflict(
+        kind, name, "the object has been modified; please apply your changes to the latest version and try again"
+    )
 
 
 def invalid(kind: Kind, name: str, causes: list[tuple[str, str, str]]) -> ApiError:
     """422 Invalid; causes are (field, message, reason) triples."""
     summary = "; ".join(f"{field}: {message}" for field, message, _ in causes)
     group_kind = f"{kind.kind}.{kind.group}" if kind.group else kind.kind
-    return ApiError(422, "Invalid", f'{group_kind} "{name}" is invalid: {summary}', {
-        "name": name, "group": kind.group, "kind": kind.kind,
-        "causes": [{"field": f, "message": m, "reason": r} for f, m, r in causes],
-    })
+    return ApiError(
+        422,
+        "Invalid",
+        f'{group_kind} "{name}" is invalid: {summary}',
+        {
+            "name": name,
+            "group": kind.group,
+            "kind": kind.kind,
+            "causes": [{"field": f, "message": m, "reason": r} for f, m, r in causes],
+        },
+    )
 
 
 def bad_request(message: str) -> ApiError:

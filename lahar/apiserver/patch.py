@@ -135,9 +135,7 @@ def _expect_object(value: Any, what: str) -> dict[str, Any]:
 
 def _expect_object_result(value: Any, what: str) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise PatchError(
-            f"the {what} turns the object into {_json_type(value)}; the result must be an object"
-        )
+        raise PatchError(f"the {what} turns the object into {_json_type(value)}; the result must be an object")
     return value
 
 
@@ -386,9 +384,7 @@ def strategic_merge_patch(target: dict[str, Any], patch: dict[str, Any], kind: s
     return {} if isinstance(merged, _Deleted) else merged
 
 
-def _merge_map(
-    original: dict[str, Any], patch: dict[str, Any], schema: Schema, path: str
-) -> dict[str, Any] | _Deleted:
+def _merge_map(original: dict[str, Any], patch: dict[str, Any], schema: Schema, path: str) -> dict[str, Any] | _Deleted:
     # ``original`` is a private copy (see strategic_merge_patch), so untouched subtrees are reused.
     _reject_unknown_directives(patch, path)
     directive = patch.get(PATCH_DIRECTIVE)
@@ -500,18 +496,14 @@ def _merge_primitive_list(original: list[Any], patch: list[Any], path: str) -> l
     return result
 
 
-def _merge_keyed_list(
-    original: list[Any], patch: list[Any], spec: MergeList, key: str, path: str
-) -> list[Any]:
+def _merge_keyed_list(original: list[Any], patch: list[Any], spec: MergeList, key: str, path: str) -> list[Any]:
     """Merge element-wise by ``key``: deletions first, then merges in place, then appends."""
     items = list(original)
     updates: list[dict[str, Any]] = []
     replace = False
     for element in patch:
         if not isinstance(element, dict):
-            raise PatchError(
-                f"{path}: elements must be objects identified by {key!r}, got {_json_type(element)}"
-            )
+            raise PatchError(f"{path}: elements must be objects identified by {key!r}, got {_json_type(element)}")
         directive = element.get(PATCH_DIRECTIVE)
         if directive == "delete":
             identity = _require_merge_key(element, key, path)

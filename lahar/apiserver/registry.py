@@ -63,10 +63,15 @@ class Registry:
                 self.create(kinds.NAMESPACE, None, {"metadata": {"name": name}})
         for name, value in SYSTEM_PRIORITY_CLASSES.items():
             if self.store.get(kinds.PRIORITY_CLASS, "", name) is None:
-                self.create(kinds.PRIORITY_CLASS, None, {"metadata": {"name": name}, "value": value,
-                                                          "description": "built in, as in Kubernetes"})
+                self.create(
+                    kinds.PRIORITY_CLASS,
+                    None,
+                    {"metadata": {"name": name}, "value": value, "description": "built in, as in Kubernetes"},
+                )
         if self.store.get(kinds.QUEUE, "", "default") is None:
-            self.create(kinds.QUEUE, None, {"metadata": {"name": "default"}, "spec": {"weight": 1, "reclaimable": True}})
+            self.create(
+                kinds.QUEUE, None, {"metadata": {"name": "default"}, "spec": {"weight": 1, "reclaimable": True}}
+            )
         for entry in self.store.entries(kinds.POD):
             deadline = entry.obj["metadata"].get("deletionTimestamp")
             if deadline:
@@ -86,16 +91,18 @@ class Registry:
         if kind.namespaced:
             ns = self.store.get(kinds.NAMESPACE, "", namespace)
             if ns is not None and ns.obj["metadata"].get("deletionTimestamp"):
-                raise errors.forbidden(f'unable to create new content in namespace {namespace} because it is being '
-                                       "terminated")
+                raise errors.forbidden(
+                    f"unable to create new content in namespace {namespace} because it is being terminated"
+                )
 
     def _admit(self, kind: Kind, obj: dict[str, Any], old: dict[str, Any] | None) -> dict[str, Any]:
         obj = admission.apply_defaults(kind, obj)
         try:
             admission.validate(kind, obj, old)
         except ValidationError as exc:
-            raise errors.invalid(kind, obj.get("metadata", {}).get("name", ""),
-                                 [(e.field, e.message, e.reason) for e in exc.errors]) from exc
+            raise errors.invalid(
+                kind, obj.get("metadata", {}).get("name", ""), [(e.field, e.message, e.reason) for e in exc.errors]
+            ) from exc
         return obj
 
     def _stamp(self, obj: dict[str, Any]) -> dict[str, Any]:
@@ -107,10 +114,14 @@ class Registry:
             raise errors.bad_request("the request body must be a JSON object")
         api_version, kind_name = obj.get("apiVersion"), obj.get("kind")
         if api_version is not None and api_version != kind.api_version:
-            raise errors.bad_request(f'the API version in the data ({api_version}) does not match the expected '
-                                     f"API version ({kind.api_version})")
+            raise errors.bad_request(
+                f"the API version in the data ({api_version}) does not match the expected "
+                f"API version ({kind.api_version})"
+            )
         if kind_name is not None and kind_name != kind.kind:
-            raise errors.bad_request(f'the kind in the data ({kind_name}) does not match the expected kind ({kind.kind})')
+            raise errors.bad_request(
+                f"the kind in the data ({kind_name}) does not match the expected kind ({kind.kind})"
+            )
         meta = obj.get("metadata")
         if meta is None:
             meta = obj["metadata"] = {}
@@ -119,14 +130,18 @@ class Registry:
         if kind.namespaced:
             given = meta.get("namespace")
             if given and namespace and given != namespace:
-                raise errors.bad_request("the namespace of the provided object does not match the namespace sent "
-                                         "on the request")
+                raise errors.bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request"
+                )
             meta["namespace"] = given or namespace or "default"
         else:
             meta.pop("namespace", None)
         # apiVersion and kind lead, as kube-apiserver writes them.
-        return {"apiVersion": kind.api_version, "kind": kind.kind,
-                **{k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}}
+        return {
+            "apiVersion": kind.api_version,
+            "kind": kind.kind,
+            **{k: v for k, v in obj.items() if k not in ("apiVersion", "kind")},
+        }
 
     # -- create ----------------------------------------------------------------------------------
 
@@ -136,7 +151,9 @@ class Registry:
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
         if not meta.get("name"):
-            raise errors.invalid(kind, "", [("metadata.name", "name or generateName is required", "FieldValueRequired")])
+            raise errors.invalid(
+                kind, "", [("metadata.name", "name or generateName is required", "FieldValueRequired")]
+            )
         ns = meta.get("namespace", "")
         self._require_namespace(kind, ns)
         if self.store.get(kind, ns, meta["name"]) is not None:
@@ -173,13 +190,16 @@ class Registry:
                 raise errors.forbidden(f'pods "{name}" is forbidden: no PriorityClass with name {class_name} was found')
             priority_class = entry.obj
         else:
-            priority_class = next((e.obj for e in self.store.entries(kinds.PRIORITY_CLASS) if e.obj.get("globalDefault")),
-                                  None)
+            priority_class = next(
+                (e.obj for e in self.store.entries(kinds.PRIORITY_CLASS) if e.obj.get("globalDefault")), None
+            )
         value = int(priority_class.get("value", 0)) if priority_class else 0
         if spec.get("priority") is not None and spec["priority"] != value:
-            raise errors.forbidden(f'pods "{name}" is forbidden: the integer value of priority ({spec["priority"]}) '
-                                   f"must not be provided in pod spec; priority admission controller computed "
-                                   f"{value} from the given PriorityClass name")
+            raise errors.forbidden(
+                f'pods "{name}" is forbidden: the integer value of priority ({spec["priority"]}) '
+                f"must not be provided in pod spec; priority admission controller computed "
+                f"{value} from the given PriorityClass name"
+            )
         spec["priority"] = value
         if priority_class:
             spec["priorityClassName"] = priority_class["metadata"]["name"]
@@ -187,26 +207,32 @@ class Registry:
 
     # -- update ----------------------------------------------------------------------------------
 
-    def update(self, kind: Kind, namespace: str | None, name: str, body: Any, subresource: str = "",
-               dry_run: bool = False) -> dict[str, Any]:
+    def update(
+        self, kind: Kind, namespace: str | None, name: str, body: Any, subresource: str = "", dry_run: bool = False
+    ) -> dict[str, Any]:
         obj = self._check_identity(kind, _copy(body) if isinstance(body, dict) else body, namespace)
         current = self.require(kind, namespace or "", name)
         return self._replace(kind, current, obj, subresource, dry_run)
 
-    def _replace(self, kind: Kind, current: Entry, obj: dict[str, Any], subresource: str,
-                 dry_run: bool) -> dict[str, Any]:
+    def _replace(
+        self, kind: Kind, current: Entry, obj: dict[str, Any], subresource: str, dry_run: bool
+    ) -> dict[str, Any]:
         old = current.obj
         old_meta, meta = old["metadata"], obj["metadata"]
         name = old_meta["name"]
         if meta.get("name", name) != name:
-            raise errors.bad_request(f'the name of the object ({meta.get("name")}) does not match the name on the URL '
-                                     f"({name})")
+            raise errors.bad_request(
+                f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})"
+            )
         given_rv = meta.get("resourceVersion")
         if given_rv and given_rv != old_meta["resourceVersion"]:
             raise errors.stale(kind, name)
         if meta.get("uid") and meta["uid"] != old_meta["uid"]:
-            raise errors.conflict(kind, name, f'Precondition failed: UID in precondition: {meta["uid"]}, UID in object '
-                                              f'meta: {old_meta["uid"]}')
+            raise errors.conflict(
+                kind,
+                name,
+                f"Precondition failed: UID in precondition: {meta['uid']}, UID in object meta: {old_meta['uid']}",
+            )
         if subresource == "status":
             # The status endpoint changes status alone.
             new = {**old, "metadata": dict(old_meta), "status": obj.get("status") or {}}
@@ -219,7 +245,13 @@ class Registry:
             if kind is kinds.POD:
                 self._check_pod_update(old, new)
         new_meta = new["metadata"] = dict(new["metadata"])
-        for server_field in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "namespace"):
+        for server_field in (
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "namespace",
+        ):
             if server_field in old_meta:
                 new_meta[server_field] = old_meta[server_field]
             else:
@@ -238,14 +270,30 @@ class Registry:
         old_node = (old.get("spec") or {}).get("nodeName")
         new_node = (new.get("spec") or {}).get("nodeName")
         if old_node != new_node:
-            raise errors.invalid(kinds.POD, old["metadata"]["name"], [(
-                "spec.nodeName", "pod updates may not change spec.nodeName; bind a pod through the binding subresource",
-                "FieldValueForbidden")])
+            raise errors.invalid(
+                kinds.POD,
+                old["metadata"]["name"],
+                [
+                    (
+                        "spec.nodeName",
+                        "pod updates may not change spec.nodeName; bind a pod through the binding subresource",
+                        "FieldValueForbidden",
+                    )
+                ],
+            )
 
     # -- patch -----------------------------------------------------------------------------------
 
-    def patch(self, kind: Kind, namespace: str | None, name: str, body: bytes, content_type: str,
-              subresource: str = "", dry_run: bool = False) -> dict[str, Any]:
+    def patch(
+        self,
+        kind: Kind,
+        namespace: str | None,
+        name: str,
+        body: bytes,
+        content_type: str,
+        subresource: str = "",
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
         current = self.require(kind, namespace or "", name)
         try:
             patched = apply_patch(current.obj, body, content_type, kind.kind, kind in STRATEGIC_KINDS)
@@ -260,23 +308,29 @@ class Registry:
 
     # -- delete ----------------------------------------------------------------------------------
 
-    def delete(self, kind: Kind, namespace: str | None, name: str, options: dict[str, Any] | None = None,
-               dry_run: bool = False) -> dict[str, Any]:
+    def delete(
+        self, kind: Kind, namespace: str | None, name: str, options: dict[str, Any] | None = None, dry_run: bool = False
+    ) -> dict[str, Any]:
         options = options or {}
         current = self.require(kind, namespace or "", name)
         meta = current.obj["metadata"]
         preconditions = options.get("preconditions") or {}
         if preconditions.get("uid") and preconditions["uid"] != meta["uid"]:
-            raise errors.conflict(kind, name, f'Precondition failed: UID in precondition: {preconditions["uid"]}, '
-                                              f'UID in object meta: {meta["uid"]}')
+            raise errors.conflict(
+                kind,
+                name,
+                f"Precondition failed: UID in precondition: {preconditions['uid']}, UID in object meta: {meta['uid']}",
+            )
         if preconditions.get("resourceVersion") and preconditions["resourceVersion"] != meta["resourceVersion"]:
-            raise errors.conflict(kind, name, "Precondition failed: the resourceVersion in the precondition does not "
-                                              "match the object")
+            raise errors.conflict(
+                kind, name, "Precondition failed: the resourceVersion in the precondition does not match the object"
+            )
         if kind is kinds.NAMESPACE and name in PROTECTED_NAMESPACES:
             raise errors.forbidden(f'namespaces "{name}" is forbidden: this namespace may not be deleted')
         if kind is kinds.QUEUE and name == "default":
-            raise errors.forbidden('queues.scheduling.volcano.sh "default" is forbidden: the default queue may not '
-                                   "be deleted")
+            raise errors.forbidden(
+                'queues.scheduling.volcano.sh "default" is forbidden: the default queue may not be deleted'
+            )
         if dry_run:
             return current.obj
         if kind is kinds.POD:
@@ -361,12 +415,18 @@ class Registry:
             raise errors.conflict(kinds.POD, name, "pod is being deleted, cannot be assigned to a host")
         assigned = (pod.get("spec") or {}).get("nodeName")
         if assigned:
-            raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is '
-                                            f"already assigned to node \"{assigned}\"",
-                           {"name": name, "kind": "pods/binding"})
+            raise ApiError(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is '
+                f'already assigned to node "{assigned}"',
+                {"name": name, "kind": "pods/binding"},
+            )
         obj = _copy(pod)
         obj.setdefault("spec", {})["nodeName"] = node
-        conditions = [c for c in obj.setdefault("status", {}).get("conditions") or [] if c.get("type") != "PodScheduled"]
+        conditions = [
+            c for c in obj.setdefault("status", {}).get("conditions") or [] if c.get("type") != "PodScheduled"
+        ]
         conditions.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": now_rfc3339()})
         obj["status"]["conditions"] = conditions
         self.store.put(kinds.POD, self._stamp(obj))
@@ -378,16 +438,24 @@ class Registry:
         options = eviction.get("deleteOptions") or {}
         uid = (options.get("preconditions") or {}).get("uid")
         if uid and uid != current.obj["metadata"]["uid"]:
-            raise errors.conflict(kinds.POD, name, f"Precondition failed: UID in precondition: {uid}, UID in object "
-                                                   f'meta: {current.obj["metadata"]["uid"]}')
+            raise errors.conflict(
+                kinds.POD,
+                name,
+                f"Precondition failed: UID in precondition: {uid}, UID in object "
+                f"meta: {current.obj['metadata']['uid']}",
+            )
         pdbs = [e.obj for e in self.store.entries(kinds.PDB, namespace)]
         if pdbs and not current.obj["metadata"].get("deletionTimestamp"):
             pods = [e.obj for e in self.store.entries(kinds.POD, namespace)]
             refusal = eviction_refusal(current.obj, pdbs, pods)
             if refusal is not None:
                 code, message = refusal
-                raise ApiError(code, "TooManyRequests" if code == 429 else "InternalError", message,
-                               {"causes": [{"reason": "DisruptionBudget", "message": message}]})
+                raise ApiError(
+                    code,
+                    "TooManyRequests" if code == 429 else "InternalError",
+                    message,
+                    {"causes": [{"reason": "DisruptionBudget", "message": message}]},
+                )
         self.delete(kinds.POD, namespace, name, options)
 
 

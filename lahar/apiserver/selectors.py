@@ -263,9 +263,7 @@ class _LabelSelectorParser:
             self._next()
             operator = LabelOperator.IN if literal == "in" else LabelOperator.NOT_IN
             return self._build(key, operator, self._value_set())
-        self._fail(
-            f"found '{literal or token}', expected: '=', '!=', '==', 'in', 'notin', ',' or end of string"
-        )
+        self._fail(f"found '{literal or token}', expected: '=', '!=', '==', 'in', 'notin', ',' or end of string")
 
     def _key(self) -> str:
         token, literal = self._next()
@@ -363,18 +361,14 @@ def _match_labels_requirements(match_labels: Any) -> list[LabelRequirement]:
     requirements = []
     for key, value in match_labels.items():
         if not isinstance(value, str):
-            raise SelectorError(
-                f"invalid label selector: matchLabels[{key!r}] must be a string, got {value!r}"
-            )
+            raise SelectorError(f"invalid label selector: matchLabels[{key!r}] must be a string, got {value!r}")
         requirements.append(_make_requirement(key, LabelOperator.EQUALS, (value,)))
     return requirements
 
 
 def _expression_requirement(expression: Any) -> LabelRequirement:
     if not isinstance(expression, Mapping):
-        raise SelectorError(
-            f"invalid label selector: matchExpressions entry must be an object, got {expression!r}"
-        )
+        raise SelectorError(f"invalid label selector: matchExpressions entry must be an object, got {expression!r}")
     key = expression.get("key")
     operator_name = expression.get("operator")
     values = expression.get("values") or []

@@ -85,8 +85,9 @@ def validate(config: ServerConfig) -> str | None:
     return config.token()
 
 
-async def serve(config: ServerConfig, on_ready: Callable[[str], Awaitable[None]] | None = None,
-                stop: asyncio.Event | None = None) -> None:
+async def serve(
+    config: ServerConfig, on_ready: Callable[[str], Awaitable[None]] | None = None, stop: asyncio.Event | None = None
+) -> None:
     """Serve until `stop` is set (or SIGINT/SIGTERM); `on_ready(url)` runs once the port listens."""
     token = validate(config)
     config.data_dir.mkdir(parents=True, exist_ok=True)
@@ -100,8 +101,9 @@ async def serve(config: ServerConfig, on_ready: Callable[[str], Awaitable[None]]
     await site.start()
     port = runner.addresses[0][1] if runner.addresses else config.port
     url = f"{'https' if context else 'http'}://{config.host}:{port}"
-    print(f"lahar apiserver listening on {url} (data: {config.data_dir / DB_FILE}, "
-          f"revision {store.revision})", flush=True)
+    print(
+        f"lahar apiserver listening on {url} (data: {config.data_dir / DB_FILE}, revision {store.revision})", flush=True
+    )
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

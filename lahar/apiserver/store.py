@@ -65,7 +65,8 @@ class Store:
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS objects (resource TEXT NOT NULL, namespace TEXT NOT NULL, "
             "name TEXT NOT NULL, rv INTEGER NOT NULL, body BLOB NOT NULL, "
-            "PRIMARY KEY (resource, namespace, name)) WITHOUT ROWID")
+            "PRIMARY KEY (resource, namespace, name)) WITHOUT ROWID"
+        )
         self._db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)")
         self._objects: dict[str, dict[Key, Entry]] = {}
         self._history: deque[Change] = deque(maxlen=history_size)
@@ -81,7 +82,8 @@ class Store:
         row = self._db.execute("SELECT value FROM meta WHERE key='revision'").fetchone()
         self.revision = row[0] if row else 0
         for resource, namespace, name, rv, body in self._db.execute(
-                "SELECT resource, namespace, name, rv, body FROM objects"):
+            "SELECT resource, namespace, name, rv, body FROM objects"
+        ):
             raw = bytes(body)
             entry = Entry(json.loads(raw), raw, rv)
             self._objects.setdefault(resource, {})[(namespace, name)] = entry

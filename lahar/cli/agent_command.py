@@ -22,15 +22,23 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
     from lahar.agent.exporter import DEFAULT_METRICS_PORT
 
     agent = commands.add_parser("agent", help="run the node agent: metrics, /metrics, reports to the scheduler")
-    agent.add_argument("--node", default=os.environ.get("NODE_NAME") or socket.gethostname(),
-                       help="this node's name (default: $NODE_NAME, else the host name)")
-    agent.add_argument("--standalone", action="store_true",
-                       help="no API server and no scheduler: collectors and /metrics only")
+    agent.add_argument(
+        "--node",
+        default=os.environ.get("NODE_NAME") or socket.gethostname(),
+        help="this node's name (default: $NODE_NAME, else the host name)",
+    )
+    agent.add_argument(
+        "--standalone", action="store_true", help="no API server and no scheduler: collectors and /metrics only"
+    )
     agent.add_argument("--once", action="store_true", help="print one full report and exit")
     agent.add_argument("-o", "--output", choices=("json", "yaml"), default="json", help="--once output format")
     agent.add_argument("--interval", type=float, default=1.0, help="seconds between collections (default 1)")
-    agent.add_argument("--metrics-port", type=int, default=DEFAULT_METRICS_PORT,
-                       help=f"Prometheus /metrics and /healthz port (default {DEFAULT_METRICS_PORT}; 0 picks one)")
+    agent.add_argument(
+        "--metrics-port",
+        type=int,
+        default=DEFAULT_METRICS_PORT,
+        help=f"Prometheus /metrics and /healthz port (default {DEFAULT_METRICS_PORT}; 0 picks one)",
+    )
     agent.add_argument("--metrics-address", default="0.0.0.0", help="address /metrics listens on")
     agent.add_argument("--root", type=Path, default=Path("/"), help="host root holding proc/ and sys/ (default /)")
     agent.add_argument("--cgroup-root", type=Path, help="cgroup mount (default <root>/sys/fs/cgroup)")
@@ -42,12 +50,20 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
     agent.add_argument("--nvml-library", help="path of libnvidia-ml.so.1 (default: the loader's search)")
     agent.add_argument("--dcmi-library", default="libdcmi.so", help="path or name of Ascend's libdcmi.so")
     qos = agent.add_mutually_exclusive_group()
-    qos.add_argument("--qos-config", type=Path, metavar="FILE",
-                     help="QoS settings (YAML, reloaded when it changes; default: built-in defaults)")
-    qos.add_argument("--no-qos", action="store_true",
-                     help="no co-location QoS: no cgroup writes, no evictions, no reclaimable capacity")
-    agent.add_argument("--dry-run", action="store_true",
-                       help="QoS logs the cgroup writes and evictions it would make, and makes none")
+    qos.add_argument(
+        "--qos-config",
+        type=Path,
+        metavar="FILE",
+        help="QoS settings (YAML, reloaded when it changes; default: built-in defaults)",
+    )
+    qos.add_argument(
+        "--no-qos",
+        action="store_true",
+        help="no co-location QoS: no cgroup writes, no evictions, no reclaimable capacity",
+    )
+    agent.add_argument(
+        "--dry-run", action="store_true", help="QoS logs the cgroup writes and evictions it would make, and makes none"
+    )
     agent.set_defaults(run=run_agent)
 
 
@@ -61,10 +77,18 @@ def settings_of(args: argparse.Namespace) -> Any:
         raise ValueError(f"--root {args.root}: no proc/ directory there")
     # --once only looks: QoS writes nothing there. A config file is checked up front either way.
     qos = None if args.no_qos or args.once else (load_config(args.qos_config) if args.qos_config else QosConfig())
-    return AgentSettings(node=args.node, interval=args.interval, root=args.root, cgroup_root=args.cgroup_root,
-                         kubepods=args.kubepods, nvml_library=args.nvml_library, dcmi_library=args.dcmi_library,
-                         qos=qos, qos_config_path=args.qos_config if qos is not None else None,
-                         dry_run=args.dry_run)
+    return AgentSettings(
+        node=args.node,
+        interval=args.interval,
+        root=args.root,
+        cgroup_root=args.cgroup_root,
+        kubepods=args.kubepods,
+        nvml_library=args.nvml_library,
+        dcmi_library=args.dcmi_library,
+        qos=qos,
+        qos_config_path=args.qos_config if qos is not None else None,
+        dry_run=args.dry_run,
+    )
 
 
 def run_agent(args: argparse.Namespace) -> int:
@@ -77,8 +101,10 @@ def run_agent(args: argparse.Namespace) -> int:
         time.sleep(min(settings.interval, 1.0))
         report = agent.collect().to_dict()
         agent.close()
-        print(json.dumps(report, indent=2) if args.output == "json" else yaml.safe_dump(report, sort_keys=False),
-              end="\n" if args.output == "json" else "")
+        print(
+            json.dumps(report, indent=2) if args.output == "json" else yaml.safe_dump(report, sort_keys=False),
+            end="\n" if args.output == "json" else "",
+        )
         return 0
     return serve(args, settings)
 
@@ -97,14 +123,20 @@ def serve(args: argparse.Namespace, settings: Any) -> int:
     qos = agent.qos.snapshot if agent.qos is not None else None
     registry = CollectorRegistry(auto_describe=False)
     registry.register(ReportCollector(lambda: agent.latest, lambda: stream_counters(streamer), qos=qos))
-    metrics = MetricsServer(registry, health_of(lambda: agent.latest.timestamp if agent.latest else None,
-                                                settings.interval, qos=qos),
-                            args.metrics_address, args.metrics_port)
+    metrics = MetricsServer(
+        registry,
+        health_of(lambda: agent.latest.timestamp if agent.latest else None, settings.interval, qos=qos),
+        args.metrics_address,
+        args.metrics_port,
+    )
     metrics.start()
     mode = "standalone" if args.standalone else "with the API" + (" and the scheduler" if streamer else "")
     qos_mode = "QoS off" if agent.qos is None else "QoS dry-run" if settings.dry_run else "QoS on"
-    print(f"lahar agent for node {settings.node} ({mode}, {qos_mode}): metrics on "
-          f"http://{args.metrics_address}:{metrics.port}/metrics, every {settings.interval:g}s", flush=True)
+    print(
+        f"lahar agent for node {settings.node} ({mode}, {qos_mode}): metrics on "
+        f"http://{args.metrics_address}:{metrics.port}/metrics, every {settings.interval:g}s",
+        flush=True,
+    )
     on_stop_signals(agent.stop)
     worker = threading.Thread(target=agent.run, name="collect", daemon=True)
     worker.start()
@@ -153,5 +185,8 @@ def stream_counters(streamer: Any) -> dict[str, float]:
     if streamer is None:
         return {}
     stats = streamer.stats()
-    return {"reports_sent": stats.sent, "stream_reconnects": stats.reconnects,
-            "stream_connected": float(stats.connected)}
+    return {
+        "reports_sent": stats.sent,
+        "stream_reconnects": stats.reconnects,
+        "stream_connected": float(stats.connected),
+    }

@@ -17,8 +17,11 @@ def available() -> list[str]:
 
 
 def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    bench = commands.add_parser("bench", help="run a benchmark: " + ", ".join(available()),
-                                description="Benchmarks print figures; each takes its own options (NAME --help).")
+    bench = commands.add_parser(
+        "bench",
+        help="run a benchmark: " + ", ".join(available()),
+        description="Benchmarks print figures; each takes its own options (NAME --help).",
+    )
     bench.add_argument("name", help="the benchmark: " + ", ".join(available()))
     bench.add_argument("options", nargs=argparse.REMAINDER, help="the benchmark's own options")
     bench.set_defaults(run=run_bench)

@@ -11,14 +11,22 @@ DEFAULT_METRICS_PORT = 9318  # the agent serves on 9316
 
 def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     controller = commands.add_parser("controller", help="run the job controller: Jobs -> PodGroups -> Pods")
-    controller.add_argument("--kubeconfig", help="kubeconfig (default: $KUBECONFIG, in-cluster, then the embedded "
-                                                 "server)")
-    controller.add_argument("--no-admission", action="store_true",
-                            help="create a job's pods at once instead of waiting for its PodGroup to be Inqueue "
-                                 "(when no gang scheduler admits jobs)")
+    controller.add_argument(
+        "--kubeconfig", help="kubeconfig (default: $KUBECONFIG, in-cluster, then the embedded server)"
+    )
+    controller.add_argument(
+        "--no-admission",
+        action="store_true",
+        help="create a job's pods at once instead of waiting for its PodGroup to be Inqueue "
+        "(when no gang scheduler admits jobs)",
+    )
     controller.add_argument("--resync", type=float, default=30.0, help="seconds between full re-checks (default 30)")
-    controller.add_argument("--metrics-port", type=int, default=DEFAULT_METRICS_PORT,
-                            help=f"Prometheus /metrics and /healthz port (default {DEFAULT_METRICS_PORT}; 0 picks one)")
+    controller.add_argument(
+        "--metrics-port",
+        type=int,
+        default=DEFAULT_METRICS_PORT,
+        help=f"Prometheus /metrics and /healthz port (default {DEFAULT_METRICS_PORT}; 0 picks one)",
+    )
     controller.add_argument("--metrics-address", default="0.0.0.0", help="address /metrics listens on (default all)")
     controller.set_defaults(run=run_controller)
 
@@ -33,11 +41,15 @@ def run_controller(args: argparse.Namespace) -> int:
         raise ValueError(f"--resync must be positive, not {args.resync}")
     if not 0 <= args.metrics_port <= 65535:
         raise ValueError(f"--metrics-port must be between 0 and 65535, not {args.metrics_port}")
-    controller = JobController(KubeApi(new_api_client(args.kubeconfig)), admission_required=not args.no_admission,
-                               resync_seconds=args.resync)
+    controller = JobController(
+        KubeApi(new_api_client(args.kubeconfig)), admission_required=not args.no_admission, resync_seconds=args.resync
+    )
     metrics = MetricsServer(controller.metrics.registry, controller.healthy, args.metrics_address, args.metrics_port)
     stopped = stop_event()
     metrics.start()  # before the informers sync, so /healthz can say that they have not yet
-    print(f"lahar controller using {describe_source(args.kubeconfig)}: metrics on "
-          f"http://{args.metrics_address}:{metrics.port}/metrics", flush=True)
+    print(
+        f"lahar controller using {describe_source(args.kubeconfig)}: metrics on "
+        f"http://{args.metrics_address}:{metrics.port}/metrics",
+        flush=True,
+    )
     return run_until_signalled(stopped, "controller", controller.start, controller.stop, metrics.stop)

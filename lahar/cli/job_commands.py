@@ -38,8 +38,10 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
     _register_job_run(job_verbs)
     _register_job_list(job_verbs)
     _register_job_view(job_verbs)
-    for verb, action, summary in (("suspend", "AbortJob", "abort a job's pods; resume brings it back"),
-                                  ("resume", "ResumeJob", "restart a suspended (aborted) job")):
+    for verb, action, summary in (
+        ("suspend", "AbortJob", "abort a job's pods; resume brings it back"),
+        ("resume", "ResumeJob", "restart a suspended (aborted) job"),
+    ):
         parser = job_verbs.add_parser(verb, help=summary)
         parser.add_argument("name")
         parser.add_argument("-n", "--namespace", default="default")
@@ -52,8 +54,9 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
 
 
 def _register_job_run(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    run = verbs.add_parser("run", help="create a one-task job", usage="%(prog)s --name N --image I [options] "
-                                                                       "[-- command args...]")
+    run = verbs.add_parser(
+        "run", help="create a one-task job", usage="%(prog)s --name N --image I [options] [-- command args...]"
+    )
     run.add_argument("--name", required=True)
     run.add_argument("--image", required=True)
     run.add_argument("-n", "--namespace", default="default")
@@ -89,8 +92,12 @@ def _register_queue_verbs(verbs: argparse._SubParsersAction) -> None:  # type: i
     create.add_argument("--name", required=True)
     create.add_argument("--weight", type=int, default=1)
     create.add_argument("--capability", default="", help="most the queue may use, e.g. cpu=8,memory=32Gi")
-    create.add_argument("--reclaimable", action=argparse.BooleanOptionalAction, default=None,
-                        help="whether other queues may reclaim what it borrows (default: yes)")
+    create.add_argument(
+        "--reclaimable",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="whether other queues may reclaim what it borrows (default: yes)",
+    )
     add_connection_flags(create)
     create.set_defaults(run=run_queue_create)
 
@@ -153,20 +160,32 @@ def job_manifest(args: argparse.Namespace) -> dict[str, Any]:
     """The one-task Job `job run` asks for; task and container carry the job's name, as in vcctl."""
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     resources = {"cpu": args.cpu, "memory": args.memory}
-    container: dict[str, Any] = {"name": args.name, "image": args.image,
-                                 "resources": {"requests": dict(resources), "limits": dict(resources)}}
+    container: dict[str, Any] = {
+        "name": args.name,
+        "image": args.image,
+        "resources": {"requests": dict(resources), "limits": dict(resources)},
+    }
     if command:
         container["command"] = list(command)
     spec: dict[str, Any] = {
         "schedulerName": args.scheduler,
         "queue": args.queue,
-        "tasks": [{"name": args.name, "replicas": args.replicas,
-                   "template": {"spec": {"containers": [container], "restartPolicy": "Never"}}}],
+        "tasks": [
+            {
+                "name": args.name,
+                "replicas": args.replicas,
+                "template": {"spec": {"containers": [container], "restartPolicy": "Never"}},
+            }
+        ],
     }
     if args.min_available is not None:
         spec["minAvailable"] = args.min_available
-    return {"apiVersion": kinds.JOB.api_version, "kind": kinds.JOB.kind,
-            "metadata": {"name": args.name, "namespace": args.namespace}, "spec": spec}
+    return {
+        "apiVersion": kinds.JOB.api_version,
+        "kind": kinds.JOB.kind,
+        "metadata": {"name": args.name, "namespace": args.namespace},
+        "spec": spec,
+    }
 
 
 def run_job_run(args: argparse.Namespace) -> int:
@@ -179,10 +198,18 @@ JOB_COLUMNS = ("NAME", "PHASE", "MIN", "PENDING", "RUNNING", "SUCCEEDED", "FAILE
 
 
 def job_row(job: dict[str, Any]) -> list[Any]:
-    return [job["metadata"]["name"], _get(job, "status.state.phase", "Pending"), _get(job, "spec.minAvailable", 0),
-            _get(job, "status.pending", 0), _get(job, "status.running", 0), _get(job, "status.succeeded", 0),
-            _get(job, "status.failed", 0), _get(job, "status.retryCount", 0), _get(job, "spec.queue", DEFAULT_QUEUE),
-            human_age(_get(job, "metadata.creationTimestamp", None))]
+    return [
+        job["metadata"]["name"],
+        _get(job, "status.state.phase", "Pending"),
+        _get(job, "spec.minAvailable", 0),
+        _get(job, "status.pending", 0),
+        _get(job, "status.running", 0),
+        _get(job, "status.succeeded", 0),
+        _get(job, "status.failed", 0),
+        _get(job, "status.retryCount", 0),
+        _get(job, "spec.queue", DEFAULT_QUEUE),
+        human_age(_get(job, "metadata.creationTimestamp", None)),
+    ]
 
 
 def run_job_list(args: argparse.Namespace) -> int:
@@ -196,8 +223,10 @@ def run_job_list(args: argparse.Namespace) -> int:
         return 0
     jobs.sort(key=lambda j: (j["metadata"].get("namespace", ""), j["metadata"]["name"]))
     if args.all_namespaces:
-        print(aligned(("NAMESPACE", *JOB_COLUMNS), [[j["metadata"].get("namespace", ""), *job_row(j)] for j in jobs]),
-              end="")
+        print(
+            aligned(("NAMESPACE", *JOB_COLUMNS), [[j["metadata"].get("namespace", ""), *job_row(j)] for j in jobs]),
+            end="",
+        )
     else:
         print(aligned(JOB_COLUMNS, [job_row(j) for j in jobs]), end="")
     return 0
@@ -207,14 +236,25 @@ def job_summary(job: dict[str, Any]) -> dict[str, Any]:
     meta, spec = job["metadata"], job.get("spec") or {}
     state = _get(job, "status.state", {})
     return {
-        "Name": meta["name"], "Namespace": meta.get("namespace"), "Created": meta.get("creationTimestamp"),
+        "Name": meta["name"],
+        "Namespace": meta.get("namespace"),
+        "Created": meta.get("creationTimestamp"),
         "Annotations": meta.get("annotations") or "<none>",
-        "Queue": spec.get("queue"), "Scheduler": spec.get("schedulerName"),
-        "Min Available": spec.get("minAvailable"), "Max Retry": spec.get("maxRetry"),
-        "Tasks": [{"name": t.get("name"), "replicas": t.get("replicas"),
-                   "images": [c.get("image") for c in _get(t, "template.spec.containers", [])]}
-                  for t in spec.get("tasks") or []],
-        "Phase": state.get("phase", "Pending"), "Reason": state.get("reason"), "Message": state.get("message"),
+        "Queue": spec.get("queue"),
+        "Scheduler": spec.get("schedulerName"),
+        "Min Available": spec.get("minAvailable"),
+        "Max Retry": spec.get("maxRetry"),
+        "Tasks": [
+            {
+                "name": t.get("name"),
+                "replicas": t.get("replicas"),
+                "images": [c.get("image") for c in _get(t, "template.spec.containers", [])],
+            }
+            for t in spec.get("tasks") or []
+        ],
+        "Phase": state.get("phase", "Pending"),
+        "Reason": state.get("reason"),
+        "Message": state.get("message"),
         "Pod Counts": {counter: _get(job, f"status.{counter}", 0) for counter in POD_COUNTERS},
         "Retry Count": _get(job, "status.retryCount", 0),
     }
@@ -234,9 +274,16 @@ def run_job_view(args: argparse.Namespace) -> int:
     conditions = _get(job, "status.conditions", [])
     print("Conditions:" + ("" if conditions else " <none>"))
     if conditions:
-        print(aligned(("STATUS", "REASON", "LAST TRANSITION", "MESSAGE"),
-                      [[c.get("status", ""), c.get("reason", ""), c.get("lastTransitionTime", ""), c.get("message", "")]
-                       for c in conditions]), end="")
+        print(
+            aligned(
+                ("STATUS", "REASON", "LAST TRANSITION", "MESSAGE"),
+                [
+                    [c.get("status", ""), c.get("reason", ""), c.get("lastTransitionTime", ""), c.get("message", "")]
+                    for c in conditions
+                ],
+            ),
+            end="",
+        )
     print("Pods:" + ("" if pods else " <none>"))
     if pods:
         print(text_table(kinds.POD, pods, wide=True), end="")
@@ -269,8 +316,12 @@ def queue_manifest(args: argparse.Namespace) -> dict[str, Any]:
         spec["capability"] = parse_resource_list(args.capability)
     if args.reclaimable is not None:
         spec["reclaimable"] = args.reclaimable
-    return {"apiVersion": kinds.QUEUE.api_version, "kind": kinds.QUEUE.kind, "metadata": {"name": args.name},
-            "spec": spec}
+    return {
+        "apiVersion": kinds.QUEUE.api_version,
+        "kind": kinds.QUEUE.kind,
+        "metadata": {"name": args.name},
+        "spec": spec,
+    }
 
 
 def run_queue_create(args: argparse.Namespace) -> int:
@@ -287,9 +338,17 @@ def run_queue_list(args: argparse.Namespace) -> int:
         queues = connect(args).list_all(kinds.QUEUE)["items"]
     except KubeError as exc:
         raise CommandError(exc.message) from exc
-    rows = [[q["metadata"]["name"], _get(q, "spec.weight", 1), _get(q, "status.state", "Open"),
-             _get(q, "status.inqueue", 0), _get(q, "status.pending", 0), _get(q, "status.running", 0)]
-            for q in sorted(queues, key=lambda q: q["metadata"]["name"])]
+    rows = [
+        [
+            q["metadata"]["name"],
+            _get(q, "spec.weight", 1),
+            _get(q, "status.state", "Open"),
+            _get(q, "status.inqueue", 0),
+            _get(q, "status.pending", 0),
+            _get(q, "status.running", 0),
+        ]
+        for q in sorted(queues, key=lambda q: q["metadata"]["name"])
+    ]
     print(aligned(QUEUE_COLUMNS, rows), end="")
     return 0
 

@@ -28,17 +28,23 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
     logs.add_argument("-n", "--namespace", default="default")
     logs.add_argument("-c", "--container", help="the container (default: the pod's first)")
     logs.add_argument("-f", "--follow", action="store_true", help="keep printing while the container runs")
-    logs.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
-                      help=f"lahar up's data directory (default {DEFAULT_DATA_DIR})")
+    logs.add_argument(
+        "--data-dir",
+        type=Path,
+        default=DEFAULT_DATA_DIR,
+        help=f"lahar up's data directory (default {DEFAULT_DATA_DIR})",
+    )
     logs.set_defaults(run=run_logs)
 
 
 def run_logs(args: argparse.Namespace) -> int:
     pod = logs.find_pod_logs(args.data_dir, args.namespace, args.pod)
     if pod is None:
-        raise LogsError(f"no logs of pod {args.namespace}/{args.pod} under {logs.logs_root(args.data_dir)} "
-                        "(lahar logs reads what lahar up's local runtime ran on this machine; pods on "
-                        "simulated nodes run nothing)")
+        raise LogsError(
+            f"no logs of pod {args.namespace}/{args.pod} under {logs.logs_root(args.data_dir)} "
+            "(lahar logs reads what lahar up's local runtime ran on this machine; pods on "
+            "simulated nodes run nothing)"
+        )
     container = args.container or _default_container(pod)
     path = logs.container_log(pod.directory, container)
     if container not in pod.containers + pod.init_containers and not path.exists():

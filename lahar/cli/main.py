@@ -8,14 +8,21 @@ import sys
 from collections.abc import Sequence
 
 from lahar.cli import (
-    agent_command, bench_command, controller_command, job_commands, object_commands, scheduler_command, server_commands,
+    agent_command,
+    bench_command,
+    controller_command,
+    job_commands,
+    object_commands,
+    scheduler_command,
+    server_commands,
 )
 from lahar.cli import logs_command
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="lahar", description="Lahar: batch scheduling and co-location QoS for "
-                                                                 "Kubernetes.")
+    parser = argparse.ArgumentParser(
+        prog="lahar", description="Lahar: batch scheduling and co-location QoS for Kubernetes."
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     server_commands.register(commands)
@@ -32,8 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     if not args.verbose:  # its retry warnings repeat what our error message says
         logging.getLogger("urllib3").setLevel(logging.ERROR)
     try:

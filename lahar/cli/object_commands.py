@@ -29,14 +29,21 @@ class CommandError(ValueError):
 
 
 def add_connection_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, in-cluster, then the embedded "
-                                             "server at 127.0.0.1:6443)")
+    parser.add_argument(
+        "--kubeconfig",
+        help="kubeconfig file (default: $KUBECONFIG, in-cluster, then the embedded server at 127.0.0.1:6443)",
+    )
 
 
 def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     apply = commands.add_parser("apply", help="create or update objects from manifests")
-    apply.add_argument("-f", "--filename", action="append", required=True,
-                       help="a manifest file, a directory of them, or - for standard input (repeatable)")
+    apply.add_argument(
+        "-f",
+        "--filename",
+        action="append",
+        required=True,
+        help="a manifest file, a directory of them, or - for standard input (repeatable)",
+    )
     apply.add_argument("-n", "--namespace", help="namespace for objects that name none (default: default)")
     add_connection_flags(apply)
     apply.set_defaults(run=run_apply)
@@ -101,8 +108,9 @@ def load_manifests(paths: list[str], namespace: str | None) -> list[tuple[Kind, 
             raise CommandError(f"{source}: not valid YAML: {exc}") from exc
         for index, doc in enumerate(documents):
             where = f"{source} (document {index + 1})"
-            for obj in doc.get("items", []) if isinstance(doc, dict) and doc.get("kind", "").endswith("List") \
-                    else [doc]:
+            for obj in (
+                doc.get("items", []) if isinstance(doc, dict) and doc.get("kind", "").endswith("List") else [doc]
+            ):
                 objects.append(checked_manifest(obj, namespace, where))
     if not objects:
         raise CommandError("no objects found in " + ", ".join(paths))
@@ -198,11 +206,19 @@ def run_get(args: argparse.Namespace) -> int:
     except KubeError as exc:
         raise CommandError(exc.message) from exc
     if args.output == "json":
-        print(json.dumps(objects[0] if len(args.names) == 1 else
-                         {"apiVersion": "v1", "kind": "List", "items": objects}, indent=2))
+        print(
+            json.dumps(
+                objects[0] if len(args.names) == 1 else {"apiVersion": "v1", "kind": "List", "items": objects}, indent=2
+            )
+        )
     elif args.output == "yaml":
-        print(yaml.safe_dump(objects[0] if len(args.names) == 1 else
-                             {"apiVersion": "v1", "kind": "List", "items": objects}, sort_keys=False), end="")
+        print(
+            yaml.safe_dump(
+                objects[0] if len(args.names) == 1 else {"apiVersion": "v1", "kind": "List", "items": objects},
+                sort_keys=False,
+            ),
+            end="",
+        )
     elif args.output == "name":
         for obj in objects:
             print(display_name(kind, obj["metadata"]["name"]))
@@ -210,8 +226,12 @@ def run_get(args: argparse.Namespace) -> int:
         where = f" in {namespace} namespace" if namespace else ""
         print(f"No resources found{where}.", file=sys.stderr)
     else:
-        print(text_table(kind, objects, wide=args.output == "wide",
-                         with_namespace=args.all_namespaces and kind.namespaced), end="")
+        print(
+            text_table(
+                kind, objects, wide=args.output == "wide", with_namespace=args.all_namespaces and kind.namespaced
+            ),
+            end="",
+        )
     return 0
 
 
@@ -221,14 +241,23 @@ def run_describe(args: argparse.Namespace) -> int:
     namespace = args.namespace if kind.namespaced else None
     try:
         obj = api.get(kind, args.name, namespace)
-        events = api.list_all(kinds.EVENT, namespace or "default",
-                              field_selector=f"involvedObject.name={args.name},involvedObject.kind={kind.kind}")["items"]
+        events = api.list_all(
+            kinds.EVENT,
+            namespace or "default",
+            field_selector=f"involvedObject.name={args.name},involvedObject.kind={kind.kind}",
+        )["items"]
     except KubeError as exc:
         raise CommandError(exc.message) from exc
     meta = obj["metadata"]
-    summary = {"Name": meta["name"], "Namespace": meta.get("namespace"), "Kind": f"{kind.kind} ({kind.api_version})",
-               "Labels": meta.get("labels") or "<none>", "Annotations": meta.get("annotations") or "<none>",
-               "Created": meta.get("creationTimestamp"), "UID": meta.get("uid")}
+    summary = {
+        "Name": meta["name"],
+        "Namespace": meta.get("namespace"),
+        "Kind": f"{kind.kind} ({kind.api_version})",
+        "Labels": meta.get("labels") or "<none>",
+        "Annotations": meta.get("annotations") or "<none>",
+        "Created": meta.get("creationTimestamp"),
+        "UID": meta.get("uid"),
+    }
     print(yaml.safe_dump({k: v for k, v in summary.items() if v is not None}, sort_keys=False), end="")
     for section in ("spec", "status"):
         if obj.get(section):
@@ -242,8 +271,10 @@ def run_describe(args: argparse.Namespace) -> int:
 
 def run_delete(args: argparse.Namespace) -> int:
     if args.filename:
-        targets = [(kind, obj["metadata"]["name"], obj["metadata"].get("namespace"))
-                   for kind, obj in load_manifests(args.filename, args.namespace)]
+        targets = [
+            (kind, obj["metadata"]["name"], obj["metadata"].get("namespace"))
+            for kind, obj in load_manifests(args.filename, args.namespace)
+        ]
     elif args.resource and args.names:
         kind = resolve_kind(args.resource)
         targets = [(kind, name, args.namespace if kind.namespaced else None) for name in args.names]
@@ -259,5 +290,5 @@ def run_delete(args: argparse.Namespace) -> int:
             raise CommandError(f'{kind.plural} "{name}" not found') from None
         except KubeError as exc:
             raise CommandError(f"{display_name(kind, name)}: {exc.message}") from exc
-        print(f'{display_name(kind, name)} deleted')
+        print(f"{display_name(kind, name)} deleted")
     return 0

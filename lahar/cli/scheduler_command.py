@@ -19,31 +19,60 @@ DEFAULT_REPORT_PORT = 9400
 
 def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     scheduler = commands.add_parser("scheduler", help="run the gang / queue scheduler")
-    scheduler.add_argument("--conf", "--config", type=Path,
-                           help="scheduler configuration (Volcano's volcano-scheduler.conf format), reloaded on "
-                                "change (default: the built-in one)")
-    scheduler.add_argument("--check-conf", type=Path, metavar="FILE",
-                           help="parse and check FILE, print the configuration it gives (or why not) and exit")
-    scheduler.add_argument("--scheduler-name", action="append", metavar="NAME",
-                           help="schedule pods with this schedulerName; repeatable "
-                                "(default: lahar and volcano)")
-    scheduler.add_argument("--period", type=float, default=1.0,
-                           help="seconds between cycles (default 1; work arriving starts one sooner)")
-    scheduler.add_argument("--kubeconfig", help="kubeconfig (default: $KUBECONFIG, in-cluster, then the embedded "
-                                                "server)")
-    scheduler.add_argument("--report-address", metavar="HOST:PORT",
-                           help=f"where agents send their reports (gRPC; default 0.0.0.0:{DEFAULT_REPORT_PORT} with "
-                                f"TLS, 127.0.0.1:{DEFAULT_REPORT_PORT} without: tokens never cross a network in clear)")
-    scheduler.add_argument("--token-file", "--report-token-file", type=Path,
-                           help="agents' bearer tokens, `TOKEN NODE` per line (NODE * for any node); without it "
-                                "no report endpoint is served")
+    scheduler.add_argument(
+        "--conf",
+        "--config",
+        type=Path,
+        help="scheduler configuration (Volcano's volcano-scheduler.conf format), reloaded on "
+        "change (default: the built-in one)",
+    )
+    scheduler.add_argument(
+        "--check-conf",
+        type=Path,
+        metavar="FILE",
+        help="parse and check FILE, print the configuration it gives (or why not) and exit",
+    )
+    scheduler.add_argument(
+        "--scheduler-name",
+        action="append",
+        metavar="NAME",
+        help="schedule pods with this schedulerName; repeatable (default: lahar and volcano)",
+    )
+    scheduler.add_argument(
+        "--period", type=float, default=1.0, help="seconds between cycles (default 1; work arriving starts one sooner)"
+    )
+    scheduler.add_argument(
+        "--kubeconfig", help="kubeconfig (default: $KUBECONFIG, in-cluster, then the embedded server)"
+    )
+    scheduler.add_argument(
+        "--report-address",
+        metavar="HOST:PORT",
+        help=f"where agents send their reports (gRPC; default 0.0.0.0:{DEFAULT_REPORT_PORT} with "
+        f"TLS, 127.0.0.1:{DEFAULT_REPORT_PORT} without: tokens never cross a network in clear)",
+    )
+    scheduler.add_argument(
+        "--token-file",
+        "--report-token-file",
+        type=Path,
+        help="agents' bearer tokens, `TOKEN NODE` per line (NODE * for any node); without it "
+        "no report endpoint is served",
+    )
     scheduler.add_argument("--tls-cert-file", type=Path, help="serve the report endpoint with this certificate (PEM)")
     scheduler.add_argument("--tls-private-key-file", type=Path, help="the certificate's private key (PEM)")
-    scheduler.add_argument("--report-staleness", type=float, default=None, metavar="S",
-                           help="seconds after which a node's report counts as stale in the metrics "
-                                "(plugins take their own `staleness` argument; default the same as theirs)")
-    scheduler.add_argument("--metrics-port", type=int, default=DEFAULT_METRICS_PORT,
-                           help=f"Prometheus /metrics and /healthz port (default {DEFAULT_METRICS_PORT}; 0 picks one)")
+    scheduler.add_argument(
+        "--report-staleness",
+        type=float,
+        default=None,
+        metavar="S",
+        help="seconds after which a node's report counts as stale in the metrics "
+        "(plugins take their own `staleness` argument; default the same as theirs)",
+    )
+    scheduler.add_argument(
+        "--metrics-port",
+        type=int,
+        default=DEFAULT_METRICS_PORT,
+        help=f"Prometheus /metrics and /healthz port (default {DEFAULT_METRICS_PORT}; 0 picks one)",
+    )
     scheduler.add_argument("--metrics-address", default="0.0.0.0", help="address /metrics listens on (default all)")
     scheduler.set_defaults(run=run_scheduler)
 
@@ -68,8 +97,9 @@ def describe_conf(conf: Any) -> str:
         tiers.append({"plugins": plugins})
     document: dict[str, Any] = {"actions": ", ".join(conf.actions), "tiers": tiers}
     if conf.action_arguments:
-        document["configurations"] = [{"name": name, "arguments": dict(arguments)}
-                                      for name, arguments in conf.action_arguments.items()]
+        document["configurations"] = [
+            {"name": name, "arguments": dict(arguments)} for name, arguments in conf.action_arguments.items()
+        ]
     return yaml.safe_dump(document, sort_keys=False)
 
 
@@ -135,16 +165,25 @@ def run_scheduler(args: argparse.Namespace) -> int:
     workers = 32  # concurrent binds; the connection pool also serves 8 status writers and 5 watches
     store = NodeReportStore()
     # A refused configuration file raises ConfError, a ValueError: `lahar` prints it and exits 1.
-    scheduler = Scheduler(KubeApi(new_api_client(args.kubeconfig, pool_size=workers + 16)), args.conf,
-                          args.scheduler_name or DEFAULT_SCHEDULER_NAMES, args.period, store,
-                          report_staleness=staleness, bind_workers=workers)
+    scheduler = Scheduler(
+        KubeApi(new_api_client(args.kubeconfig, pool_size=workers + 16)),
+        args.conf,
+        args.scheduler_name or DEFAULT_SCHEDULER_NAMES,
+        args.period,
+        store,
+        report_staleness=staleness,
+        bind_workers=workers,
+    )
     metrics = MetricsServer(scheduler.metrics.registry, scheduler.healthy, args.metrics_address, args.metrics_port)
     reports = report_server(args, store)
     stopped = stop_event()
     metrics.start()
     names = ", ".join(sorted(scheduler.cache.scheduler_names))
-    print(f"lahar scheduler for {names} using {describe_source(args.kubeconfig)}, "
-          f"{args.conf or 'the default configuration'}: metrics on "
-          f"http://{args.metrics_address}:{metrics.port}/metrics", flush=True)
+    print(
+        f"lahar scheduler for {names} using {describe_source(args.kubeconfig)}, "
+        f"{args.conf or 'the default configuration'}: metrics on "
+        f"http://{args.metrics_address}:{metrics.port}/metrics",
+        flush=True,
+    )
     cleanups = ([reports.stop] if reports is not None else []) + [metrics.stop]
     return run_until_signalled(stopped, "scheduler", scheduler.start, scheduler.stop, *cleanups)

@@ -23,19 +23,36 @@ DEMO_SIM_NODES = 4  # what the examples' gang and queues are sized for
 
 
 def add_server_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
-                        help=f"where the embedded API keeps its SQLite file (default {DEFAULT_DATA_DIR})")
-    parser.add_argument("--port", type=int, default=EMBEDDED_PORT,
-                        help=f"embedded API port (default {EMBEDDED_PORT}; 0 picks a free one)")
-    parser.add_argument("--address", default=EMBEDDED_HOST,
-                        help="listening address (default 127.0.0.1; any other needs --token-file)")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=DEFAULT_DATA_DIR,
+        help=f"where the embedded API keeps its SQLite file (default {DEFAULT_DATA_DIR})",
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=EMBEDDED_PORT,
+        help=f"embedded API port (default {EMBEDDED_PORT}; 0 picks a free one)",
+    )
+    parser.add_argument(
+        "--address", default=EMBEDDED_HOST, help="listening address (default 127.0.0.1; any other needs --token-file)"
+    )
     parser.add_argument("--token-file", type=Path, help="file holding the bearer token clients must send")
-    parser.add_argument("--fsync", choices=("normal", "full"), default="normal",
-                        help="normal: survive a process crash; full: survive power loss too (slower writes)")
+    parser.add_argument(
+        "--fsync",
+        choices=("normal", "full"),
+        default="normal",
+        help="normal: survive a process crash; full: survive power loss too (slower writes)",
+    )
     parser.add_argument("--tls-cert-file", type=Path, help="serve HTTPS with this certificate (PEM)")
     parser.add_argument("--tls-private-key-file", type=Path, help="the certificate's private key (PEM)")
-    parser.add_argument("--watch-history", type=int, default=200_000,
-                        help="changes kept for watches resuming from a resourceVersion (older ones get 410 Gone)")
+    parser.add_argument(
+        "--watch-history",
+        type=int,
+        default=200_000,
+        help="changes kept for watches resuming from a resourceVersion (older ones get 410 Gone)",
+    )
 
 
 def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -43,36 +60,55 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
     add_server_flags(apiserver)
     apiserver.set_defaults(run=run_apiserver)
 
-    up = commands.add_parser("up", help="run the whole system on this machine: API server, scheduler, controller, "
-                                        "agent, this machine as a node, simulated nodes",
-                             description="Run Lahar on this machine: the embedded API server, the scheduler, the "
-                                         "controller and an agent, this machine as a node whose pods run as local "
-                                         "processes, and simulated nodes. Ctrl-C stops it; the data stays.")
+    up = commands.add_parser(
+        "up",
+        help="run the whole system on this machine: API server, scheduler, controller, "
+        "agent, this machine as a node, simulated nodes",
+        description="Run Lahar on this machine: the embedded API server, the scheduler, the "
+        "controller and an agent, this machine as a node whose pods run as local "
+        "processes, and simulated nodes. Ctrl-C stops it; the data stays.",
+    )
     add_server_flags(up)
-    up.add_argument("--sim-nodes", type=int, metavar="N",
-                    help=f"simulated nodes lahar-sim-0 … (default 0; {DEMO_SIM_NODES} with --demo)")
-    up.add_argument("--sim-node-size", default="", metavar="SPEC",
-                    help="each simulated node's size, e.g. cpu=16,memory=64Gi,pods=110,gpus=2 "
-                         "(default cpu=8,memory=32Gi,pods=110)")
-    up.add_argument("--no-local-node", action="store_true",
-                    help="do not run pods on this machine (no local node, no agent)")
-    up.add_argument("--cgroup-parent", default=DEFAULT_PARENT,
-                    help=f"the cgroup the local node's pods run under (default {DEFAULT_PARENT}); the "
-                         "agent tunes the same")
-    up.add_argument("--qos-config", type=Path, metavar="FILE", help="the agent's QoS settings (YAML; default: "
-                                                                     "its built-in defaults)")
-    up.add_argument("--demo", action="store_true",
-                    help="apply the examples/ scenarios and narrate them (co-location, a gang, two queues), "
-                         "then stay up")
+    up.add_argument(
+        "--sim-nodes",
+        type=int,
+        metavar="N",
+        help=f"simulated nodes lahar-sim-0 … (default 0; {DEMO_SIM_NODES} with --demo)",
+    )
+    up.add_argument(
+        "--sim-node-size",
+        default="",
+        metavar="SPEC",
+        help="each simulated node's size, e.g. cpu=16,memory=64Gi,pods=110,gpus=2 (default cpu=8,memory=32Gi,pods=110)",
+    )
+    up.add_argument(
+        "--no-local-node", action="store_true", help="do not run pods on this machine (no local node, no agent)"
+    )
+    up.add_argument(
+        "--cgroup-parent",
+        default=DEFAULT_PARENT,
+        help=f"the cgroup the local node's pods run under (default {DEFAULT_PARENT}); the agent tunes the same",
+    )
+    up.add_argument(
+        "--qos-config",
+        type=Path,
+        metavar="FILE",
+        help="the agent's QoS settings (YAML; default: its built-in defaults)",
+    )
+    up.add_argument(
+        "--demo",
+        action="store_true",
+        help="apply the examples/ scenarios and narrate them (co-location, a gang, two queues), then stay up",
+    )
     up.add_argument("--demo-exit", action="store_true", help="with --demo: stop once the narration is done")
     up.set_defaults(run=run_up)
 
     kubeconfig = commands.add_parser("kubeconfig", help="print a kubeconfig for the embedded API server")
-    kubeconfig.add_argument("--server", default=EMBEDDED_URL,
-                            help="the embedded server's URL")
+    kubeconfig.add_argument("--server", default=EMBEDDED_URL, help="the embedded server's URL")
     kubeconfig.add_argument("--token-file", type=Path, help="include this bearer token")
-    kubeconfig.add_argument("--ca-file", type=Path,
-                            help="the CA of an HTTPS server (a token-guarded server's is <data-dir>/tls/ca.crt)")
+    kubeconfig.add_argument(
+        "--ca-file", type=Path, help="the CA of an HTTPS server (a token-guarded server's is <data-dir>/tls/ca.crt)"
+    )
     kubeconfig.set_defaults(run=run_kubeconfig)
 
     version = commands.add_parser("version", help="print Lahar's version")
@@ -84,10 +120,16 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
 def server_config(args: argparse.Namespace) -> server.ServerConfig:
     from lahar.apiserver import server
 
-    return server.ServerConfig(data_dir=args.data_dir, host=args.address, port=args.port,
-                               token_file=args.token_file, fsync=args.fsync,
-                               watch_history=args.watch_history, tls_cert_file=args.tls_cert_file,
-                               tls_key_file=args.tls_private_key_file)
+    return server.ServerConfig(
+        data_dir=args.data_dir,
+        host=args.address,
+        port=args.port,
+        token_file=args.token_file,
+        fsync=args.fsync,
+        watch_history=args.watch_history,
+        tls_cert_file=args.tls_cert_file,
+        tls_key_file=args.tls_private_key_file,
+    )
 
 
 def run_apiserver(args: argparse.Namespace) -> int:
@@ -107,9 +149,15 @@ def run_up(args: argparse.Namespace) -> int:
     sim_nodes = args.sim_nodes if args.sim_nodes is not None else DEMO_SIM_NODES if args.demo else 0
     if sim_nodes < 0:
         raise ValueError(f"--sim-nodes cannot be negative ({sim_nodes})")
-    options = system.UpOptions(server_config(args), sim_nodes, SimNodeSize.parse(args.sim_node_size),
-                               local_node=not args.no_local_node, cgroup_parent=args.cgroup_parent,
-                               qos_config=args.qos_config, verbose=args.verbose)
+    options = system.UpOptions(
+        server_config(args),
+        sim_nodes,
+        SimNodeSize.parse(args.sim_node_size),
+        local_node=not args.no_local_node,
+        cgroup_parent=args.cgroup_parent,
+        qos_config=args.qos_config,
+        verbose=args.verbose,
+    )
     demo = None
     if args.demo:
         from lahar.up.demo import run_demo

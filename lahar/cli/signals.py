@@ -21,8 +21,13 @@ def stop_event() -> threading.Event:
     return stop
 
 
-def run_until_signalled(stopped: threading.Event, name: str, start: Callable[[], None], stop: Callable[[], None],
-                        *cleanups: Callable[[], None]) -> int:
+def run_until_signalled(
+    stopped: threading.Event,
+    name: str,
+    start: Callable[[], None],
+    stop: Callable[[], None],
+    *cleanups: Callable[[], None],
+) -> int:
     """Start a program, wait for `stopped` (a `stop_event()` made before the program announced
     itself, so a signal right after the announcement is not lost), then stop it and run
     `cleanups` (its servers)."""

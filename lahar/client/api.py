@@ -51,6 +51,7 @@ TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, OSError)
 
 # -- watch streams -------------------------------------------------------------------------------
 
+
 class WatchStream(Iterator[tuple[str, Obj]]):
     """The events of one watch request, as (type, object) in the order the server sent them.
 
@@ -74,8 +75,9 @@ class WatchStream(Iterator[tuple[str, Obj]]):
     def __enter__(self) -> WatchStream:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 traceback: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
         self.close()
 
     @property
@@ -167,6 +169,7 @@ def _parse_event(line: bytes) -> tuple[str, Obj]:
 
 # -- the API -------------------------------------------------------------------------------------
 
+
 class KubeApi:
     """Kubernetes REST calls on dicts, over an official ApiClient (its configuration, auth and pool)."""
 
@@ -189,8 +192,15 @@ class KubeApi:
     def get(self, kind: Kind, name: str, namespace: str | None = None) -> Obj:
         return self.request("GET", _object_path(kind, name, namespace))
 
-    def list(self, kind: Kind, namespace: str | None = None, label_selector: str = "", field_selector: str = "",
-             limit: int = 0, continue_token: str = "") -> Obj:
+    def list(
+        self,
+        kind: Kind,
+        namespace: str | None = None,
+        label_selector: str = "",
+        field_selector: str = "",
+        limit: int = 0,
+        continue_token: str = "",
+    ) -> Obj:
         """One page of a collection (all of it when limit is 0); metadata.continue names the next page."""
         query = _selector_query(label_selector, field_selector)
         if limit:
@@ -199,8 +209,14 @@ class KubeApi:
             query.append(("continue", continue_token))
         return self.request("GET", kind.base_path(namespace), query)
 
-    def list_all(self, kind: Kind, namespace: str | None = None, label_selector: str = "",
-                 field_selector: str = "", limit: int = 500) -> Obj:
+    def list_all(
+        self,
+        kind: Kind,
+        namespace: str | None = None,
+        label_selector: str = "",
+        field_selector: str = "",
+        limit: int = 500,
+    ) -> Obj:
         """The whole collection fetched `limit` objects at a time, as one List. Its resourceVersion
         is the first page's: every page is a view of the collection at that version."""
         first = self.list(kind, namespace, label_selector, field_selector, limit)
@@ -213,9 +229,16 @@ class KubeApi:
         metadata = {k: v for k, v in (first.get("metadata") or {}).items() if k != "continue"}
         return {**first, "metadata": metadata, "items": items}
 
-    def watch(self, kind: Kind, namespace: str | None = None, resource_version: str = "", label_selector: str = "",
-              field_selector: str = "", timeout_seconds: int | None = None,
-              allow_bookmarks: bool = True) -> WatchStream:
+    def watch(
+        self,
+        kind: Kind,
+        namespace: str | None = None,
+        resource_version: str = "",
+        label_selector: str = "",
+        field_selector: str = "",
+        timeout_seconds: int | None = None,
+        allow_bookmarks: bool = True,
+    ) -> WatchStream:
         """Open a watch; iterate the result for (type, object) events as they arrive. An HTTP error
         (410 included) raises here; an ERROR event raises while iterating."""
         query = [("watch", "true"), *_selector_query(label_selector, field_selector)]
@@ -242,8 +265,15 @@ class KubeApi:
     def update_status(self, kind: Kind, obj: Obj) -> Obj:
         return self.request("PUT", _path_of(kind, obj) + "/status", body=_with_type(kind, obj))
 
-    def patch(self, kind: Kind, name: str, patch: Obj | builtins.list[Obj], namespace: str | None = None,
-              patch_type: str = "merge", subresource: str = "") -> Obj:
+    def patch(
+        self,
+        kind: Kind,
+        name: str,
+        patch: Obj | builtins.list[Obj],
+        namespace: str | None = None,
+        patch_type: str = "merge",
+        subresource: str = "",
+    ) -> Obj:
         """Patch with "merge" (RFC 7386), "strategic" (built-in kinds only) or "json" (RFC 6902, a list)."""
         content_type = PATCH_CONTENT_TYPES.get(patch_type)
         if content_type is None:
@@ -253,8 +283,15 @@ class KubeApi:
         path = _object_path(kind, name, namespace) + (f"/{subresource}" if subresource else "")
         return self.request("PATCH", path, body=patch, content_type=content_type)
 
-    def delete(self, kind: Kind, name: str, namespace: str | None = None, grace_period_seconds: int | None = None,
-               uid: str | None = None, propagation_policy: str | None = None) -> Obj:
+    def delete(
+        self,
+        kind: Kind,
+        name: str,
+        namespace: str | None = None,
+        grace_period_seconds: int | None = None,
+        uid: str | None = None,
+        propagation_policy: str | None = None,
+    ) -> Obj:
         """Delete; answers the object (still terminating, or as it was) or a Status. `uid` is a
         precondition: a different object of the same name is left alone (Conflict)."""
         options: Obj = {"kind": "DeleteOptions", "apiVersion": "v1"}
@@ -271,31 +308,52 @@ class KubeApi:
         metadata: Obj = {"name": pod_name, "namespace": namespace}
         if uid:
             metadata["uid"] = uid
-        binding = {"apiVersion": "v1", "kind": "Binding", "metadata": metadata,
-                   "target": {"apiVersion": "v1", "kind": "Node", "name": node_name}}
+        binding = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": metadata,
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
+        }
         return self.request("POST", _object_path(POD, pod_name, namespace) + "/binding", body=binding)
 
-    def evict(self, namespace: str, pod_name: str, uid: str | None = None,
-              grace_period_seconds: int | None = None) -> Obj:
+    def evict(
+        self, namespace: str, pod_name: str, uid: str | None = None, grace_period_seconds: int | None = None
+    ) -> Obj:
         """Evict through policy/v1 Eviction; a PodDisruptionBudget refusal raises TooManyRequests."""
         options: Obj = {}
         if uid:
             options["preconditions"] = {"uid": uid}
         if grace_period_seconds is not None:
             options["gracePeriodSeconds"] = grace_period_seconds
-        eviction: Obj = {"apiVersion": "policy/v1", "kind": "Eviction",
-                         "metadata": {"name": pod_name, "namespace": namespace}}
+        eviction: Obj = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": pod_name, "namespace": namespace},
+        }
         if options:
             eviction["deleteOptions"] = options
         return self.request("POST", _object_path(POD, pod_name, namespace) + "/eviction", body=eviction)
 
     # -- transport -------------------------------------------------------------------------------
 
-    def request(self, method: str, path: str, query: Query | None = None, body: Any = None,
-                content_type: str = JSON, timeout: Timeout | None = None) -> Obj:
+    def request(
+        self,
+        method: str,
+        path: str,
+        query: Query | None = None,
+        body: Any = None,
+        content_type: str = JSON,
+        timeout: Timeout | None = None,
+    ) -> Obj:
         """One call: the parsed JSON answer ({} when empty), or the KubeError of a failure."""
-        response = self._send(method, path, query or [], body, content_type,
-                              timeout if timeout is not None else (CONNECT_TIMEOUT, self.timeout))
+        response = self._send(
+            method,
+            path,
+            query or [],
+            body,
+            content_type,
+            timeout if timeout is not None else (CONNECT_TIMEOUT, self.timeout),
+        )
         try:
             raw = response.read()
         except TRANSPORT_ERRORS as exc:
@@ -304,18 +362,19 @@ class KubeApi:
         response.release_conn()
         return json.loads(raw) if raw else {}
 
-    def _send(self, method: str, path: str, query: Query, body: Any, content_type: str,
-              timeout: Timeout) -> urllib3.BaseHTTPResponse:
+    def _send(
+        self, method: str, path: str, query: Query, body: Any, content_type: str, timeout: Timeout
+    ) -> urllib3.BaseHTTPResponse:
         """Send a request; the un-read response when 2xx, else its KubeError."""
         headers = {"Accept": JSON}
         if body is not None:
             headers["Content-Type"] = content_type
         # param_serialize applies the configuration's host, default headers and bearer token.
         _, url, headers, body, _ = self.api_client.param_serialize(
-            method, path, query_params=query, header_params=headers, body=body, auth_settings=["BearerToken"])
+            method, path, query_params=query, header_params=headers, body=body, auth_settings=["BearerToken"]
+        )
         try:
-            answer = self.api_client.call_api(method, url, header_params=headers, body=body,
-                                              _request_timeout=timeout)
+            answer = self.api_client.call_api(method, url, header_params=headers, body=body, _request_timeout=timeout)
         except TRANSPORT_ERRORS as exc:
             raise ApiUnavailable(f"{method} {self.host}{path}: {_transport_reason(exc)}") from exc
         except ApiException as exc:  # the client's wrapping of TLS failures

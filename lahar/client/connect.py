@@ -62,8 +62,9 @@ def embedded_server_url() -> str:
     return EMBEDDED_URL
 
 
-def resolve_source(kubeconfig: str | os.PathLike[str] | None = None,
-                   environ: Mapping[str, str] | None = None) -> ConfigSource:
+def resolve_source(
+    kubeconfig: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None
+) -> ConfigSource:
     """The first source that applies, in the documented order; nothing is read yet."""
     env = os.environ if environ is None else environ
     if kubeconfig:
@@ -80,8 +81,11 @@ def describe_source(kubeconfig: str | os.PathLike[str] | None = None) -> str:
     return str(resolve_source(kubeconfig))
 
 
-def load_configuration(kubeconfig: str | os.PathLike[str] | None = None, context: str | None = None,
-                       environ: Mapping[str, str] | None = None) -> client.Configuration:
+def load_configuration(
+    kubeconfig: str | os.PathLike[str] | None = None,
+    context: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> client.Configuration:
     """A client Configuration from the first applicable source (see the module docstring)."""
     source = resolve_source(kubeconfig, environ)
     configuration = client.Configuration()
@@ -94,8 +98,9 @@ def load_configuration(kubeconfig: str | os.PathLike[str] | None = None, context
     return configuration
 
 
-def new_api_client(kubeconfig: str | os.PathLike[str] | None = None, context: str | None = None,
-                   pool_size: int | None = None) -> client.ApiClient:
+def new_api_client(
+    kubeconfig: str | os.PathLike[str] | None = None, context: str | None = None, pool_size: int | None = None
+) -> client.ApiClient:
     """An ApiClient for the resolved configuration. `pool_size` bounds the kept-alive connections
     per host; give it at least the number of threads that share the client."""
     configuration = load_configuration(kubeconfig, context)
@@ -114,8 +119,12 @@ def _load_kubeconfig(source: ConfigSource, context: str | None, configuration: c
         _check_kubeconfig_file(path, source)
     try:
         # persist_config=False: never rewrite the user's file (token refreshes stay in memory).
-        load_kube_config(config_file=ENV_KUBECONFIG_PATH_SEPARATOR.join(paths), context=context,
-                         client_configuration=configuration, persist_config=False)
+        load_kube_config(
+            config_file=ENV_KUBECONFIG_PATH_SEPARATOR.join(paths),
+            context=context,
+            client_configuration=configuration,
+            persist_config=False,
+        )
     except (ConfigException, yaml.YAMLError, OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
         raise ConnectionConfigError(f"invalid {source}: {exc}") from exc
 
@@ -134,13 +143,17 @@ def _check_kubeconfig_file(path: str, source: ConfigSource) -> None:
     except yaml.YAMLError as exc:
         raise ConnectionConfigError(f"kubeconfig {where} is not valid YAML: {exc}") from exc
     if not isinstance(document, dict):
-        raise ConnectionConfigError(f"kubeconfig {where} is not a kubeconfig (expected a mapping with clusters, "
-                                    "users and contexts)")
+        raise ConnectionConfigError(
+            f"kubeconfig {where} is not a kubeconfig (expected a mapping with clusters, users and contexts)"
+        )
 
 
 def _load_in_cluster(source: ConfigSource, environ: Mapping[str, str], configuration: client.Configuration) -> None:
-    loader = InClusterConfigLoader(token_filename=str(SERVICE_ACCOUNT_DIR / "token"),
-                                   cert_filename=str(SERVICE_ACCOUNT_DIR / "ca.crt"), environ=environ)
+    loader = InClusterConfigLoader(
+        token_filename=str(SERVICE_ACCOUNT_DIR / "token"),
+        cert_filename=str(SERVICE_ACCOUNT_DIR / "ca.crt"),
+        environ=environ,
+    )
     try:
         loader.load_and_set(configuration)
     except (ConfigException, OSError) as exc:

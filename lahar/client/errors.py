@@ -71,12 +71,25 @@ class TooManyRequests(KubeError):
 
 # The Status reason decides first (409 is both AlreadyExists and Conflict); the code is the fallback.
 ERRORS_BY_REASON: dict[str, type[KubeError]] = {
-    "BadRequest": BadRequest, "Unauthorized": Unauthorized, "Forbidden": Forbidden, "NotFound": NotFound,
-    "AlreadyExists": AlreadyExists, "Conflict": Conflict, "Gone": Gone, "Expired": Gone, "Invalid": Invalid,
+    "BadRequest": BadRequest,
+    "Unauthorized": Unauthorized,
+    "Forbidden": Forbidden,
+    "NotFound": NotFound,
+    "AlreadyExists": AlreadyExists,
+    "Conflict": Conflict,
+    "Gone": Gone,
+    "Expired": Gone,
+    "Invalid": Invalid,
     "TooManyRequests": TooManyRequests,
 }
 ERRORS_BY_CODE: dict[int, type[KubeError]] = {
-    400: BadRequest, 401: Unauthorized, 403: Forbidden, 404: NotFound, 409: Conflict, 410: Gone, 422: Invalid,
+    400: BadRequest,
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    410: Gone,
+    422: Invalid,
     429: TooManyRequests,
 }
 

@@ -38,8 +38,7 @@ def rfc3339(moment: datetime) -> str:
 class EventRecorder:
     """Events through the API, as `component` (and, for a node agent, from `host`)."""
 
-    def __init__(self, api: Any, component: str, host: str = "",
-                 clock: Callable[[], datetime] = utc_now) -> None:
+    def __init__(self, api: Any, component: str, host: str = "", clock: Callable[[], datetime] = utc_now) -> None:
         self.api = api
         self.component = component
         self.host = host
@@ -50,15 +49,26 @@ class EventRecorder:
         source = {"component": self.component, **({"host": self.host} if self.host else {})}
         event = {
             "metadata": {"generateName": f"{about.name}.", "namespace": about.namespace or "default"},
-            "involvedObject": {"apiVersion": about.kind.api_version, "kind": about.kind.kind, "name": about.name,
-                               "namespace": about.namespace, "uid": about.uid},
-            "type": event_type, "reason": reason, "message": message, "count": 1,
-            "firstTimestamp": stamp, "lastTimestamp": stamp,
-            "source": source, "reportingComponent": self.component,
+            "involvedObject": {
+                "apiVersion": about.kind.api_version,
+                "kind": about.kind.kind,
+                "name": about.name,
+                "namespace": about.namespace,
+                "uid": about.uid,
+            },
+            "type": event_type,
+            "reason": reason,
+            "message": message,
+            "count": 1,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "source": source,
+            "reportingComponent": self.component,
             **({"reportingInstance": self.host} if self.host else {}),
         }
         try:
             self.api.create(kinds.EVENT, event, about.namespace or "default")
         except KubeError as exc:
-            log.warning("event %s on %s %s/%s not recorded: %s", reason, about.kind.kind, about.namespace, about.name,
-                        exc)
+            log.warning(
+                "event %s on %s %s/%s not recorded: %s", reason, about.kind.kind, about.namespace, about.name, exc
+            )

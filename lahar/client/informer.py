@@ -90,11 +90,21 @@ class Backoff:
 
 
 class Informer:
-    def __init__(self, kind: Kind, api: KubeApi, namespace: str | None = None, label_selector: str = "",
-                 field_selector: str = "", *, on_add: AddHandler | None = None,
-                 on_update: UpdateHandler | None = None, on_delete: DeleteHandler | None = None,
-                 watch_timeout: int = DEFAULT_WATCH_TIMEOUT, page_size: int = DEFAULT_PAGE_SIZE,
-                 backoff: Backoff | None = None) -> None:
+    def __init__(
+        self,
+        kind: Kind,
+        api: KubeApi,
+        namespace: str | None = None,
+        label_selector: str = "",
+        field_selector: str = "",
+        *,
+        on_add: AddHandler | None = None,
+        on_update: UpdateHandler | None = None,
+        on_delete: DeleteHandler | None = None,
+        watch_timeout: int = DEFAULT_WATCH_TIMEOUT,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        backoff: Backoff | None = None,
+    ) -> None:
         self.kind = kind
         self.api = api
         self.namespace = namespace
@@ -124,8 +134,12 @@ class Informer:
 
     # -- handlers --------------------------------------------------------------------------------
 
-    def add_handler(self, on_add: AddHandler | None = None, on_update: UpdateHandler | None = None,
-                    on_delete: DeleteHandler | None = None) -> None:
+    def add_handler(
+        self,
+        on_add: AddHandler | None = None,
+        on_update: UpdateHandler | None = None,
+        on_delete: DeleteHandler | None = None,
+    ) -> None:
         """Register callbacks; register before start() to see the initial objects as adds."""
         self._handlers.append(EventHandler(on_add, on_update, on_delete))
 
@@ -196,8 +210,10 @@ class Informer:
             except Gone as exc:
                 must_list = True
                 # Backed off too: a server that keeps expiring fresh versions must not be listed in a loop.
-                self._pause(f"watch from resourceVersion {self._resource_version} expired ({exc.message}); "
-                            "re-listing", logging.INFO)
+                self._pause(
+                    f"watch from resourceVersion {self._resource_version} expired ({exc.message}); re-listing",
+                    logging.INFO,
+                )
             except ApiUnavailable as exc:
                 must_list = unreachable = True
                 self._pause(f"API unavailable ({exc.message}); retrying")
@@ -217,16 +233,20 @@ class Informer:
         self._stopping.wait(delay)
 
     def _list_and_reconcile(self, after_outage: bool) -> None:
-        listing = self.api.list_all(self.kind, self.namespace, self.label_selector, self.field_selector,
-                                    self.page_size)
+        listing = self.api.list_all(self.kind, self.namespace, self.label_selector, self.field_selector, self.page_size)
         fresh = {object_key(obj): obj for obj in listing.get("items") or []}
         version = str((listing.get("metadata") or {}).get("resourceVersion") or "")
         with self._lock:
             previous, self._cache, self._resource_version = self._cache, fresh, version
         self.relists += 1
         if after_outage:
-            log.info("%s: reconnected to %s; re-listed %d objects at resourceVersion %s",
-                     self.name, self.api.host, len(fresh), version)
+            log.info(
+                "%s: reconnected to %s; re-listed %d objects at resourceVersion %s",
+                self.name,
+                self.api.host,
+                len(fresh),
+                version,
+            )
         elif self.relists > 1:
             log.info("%s: re-listed %d objects at resourceVersion %s", self.name, len(fresh), version)
         self._dispatch_differences(previous, fresh)
@@ -246,8 +266,15 @@ class Informer:
     def _watch_once(self) -> None:
         """One watch request, from the last version seen until it ends (or raises)."""
         timeout = random.randint(self.watch_timeout, 2 * self.watch_timeout)
-        stream = self.api.watch(self.kind, self.namespace, self._resource_version, self.label_selector,
-                                self.field_selector, timeout_seconds=timeout, allow_bookmarks=True)
+        stream = self.api.watch(
+            self.kind,
+            self.namespace,
+            self._resource_version,
+            self.label_selector,
+            self.field_selector,
+            timeout_seconds=timeout,
+            allow_bookmarks=True,
+        )
         self.watches += 1
         with self._lock:
             self._watch = stream

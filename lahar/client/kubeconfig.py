@@ -7,8 +7,9 @@ import base64
 import yaml
 
 
-def embedded_kubeconfig(server_url: str, token: str | None = None, ca_pem: bytes | None = None,
-                        name: str = "lahar") -> str:
+def embedded_kubeconfig(
+    server_url: str, token: str | None = None, ca_pem: bytes | None = None, name: str = "lahar"
+) -> str:
     user: dict[str, str] = {"token": token} if token else {}
     cluster: dict[str, str] = {"server": server_url}
     if ca_pem:

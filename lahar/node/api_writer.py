@@ -37,8 +37,10 @@ class ApiWriter:
 
     def start(self) -> None:
         self._stopping = False
-        self._threads = [threading.Thread(target=self._work, name=f"{self.name}-writer-{i}", daemon=True)
-                         for i in range(self.workers)]
+        self._threads = [
+            threading.Thread(target=self._work, name=f"{self.name}-writer-{i}", daemon=True)
+            for i in range(self.workers)
+        ]
         for thread in self._threads:
             thread.start()
 

@@ -26,7 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from lahar.agent.cgroups.layout import CgroupDriver, CgroupVersion, KubeLayout, detect_version, v1_controller_dirs
-from lahar.agent.qos.knobs import DEFAULT_CFS_PERIOD_US, MIN_SHARES, milli_to_quota_us, milli_to_shares, shares_to_weight
+from lahar.agent.qos.knobs import (
+    DEFAULT_CFS_PERIOD_US,
+    MIN_SHARES,
+    milli_to_quota_us,
+    milli_to_shares,
+    shares_to_weight,
+)
 from lahar.api.qos import BEST_EFFORT, BURSTABLE, CONTAINER_LISTS, GUARANTEED
 from lahar.api.resources import ResourceList, pod_limits, pod_requests
 
@@ -60,17 +66,25 @@ def limit_files(limits: CgroupLimits, version: CgroupVersion) -> list[tuple[str,
     if version is CgroupVersion.V2:
         quota = "max" if limits.cpu_quota_us is None else str(limits.cpu_quota_us)
         memory = "max" if limits.memory_limit_bytes is None else str(limits.memory_limit_bytes)
-        return [("cpu.weight", str(shares_to_weight(limits.cpu_shares))),
-                ("cpu.max", f"{quota} {limits.cpu_period_us}"), ("memory.max", memory)]
-    return [("cpu.shares", str(limits.cpu_shares)), ("cpu.cfs_period_us", str(limits.cpu_period_us)),
-            ("cpu.cfs_quota_us", str(-1 if limits.cpu_quota_us is None else limits.cpu_quota_us)),
-            ("memory.limit_in_bytes", str(-1 if limits.memory_limit_bytes is None else limits.memory_limit_bytes))]
+        return [
+            ("cpu.weight", str(shares_to_weight(limits.cpu_shares))),
+            ("cpu.max", f"{quota} {limits.cpu_period_us}"),
+            ("memory.max", memory),
+        ]
+    return [
+        ("cpu.shares", str(limits.cpu_shares)),
+        ("cpu.cfs_period_us", str(limits.cpu_period_us)),
+        ("cpu.cfs_quota_us", str(-1 if limits.cpu_quota_us is None else limits.cpu_quota_us)),
+        ("memory.limit_in_bytes", str(-1 if limits.memory_limit_bytes is None else limits.memory_limit_bytes)),
+    ]
 
 
 def _limits_of(requests: ResourceList, limits: ResourceList, cpu_limited: bool, memory_limited: bool) -> CgroupLimits:
-    return CgroupLimits(milli_to_shares(requests.get("cpu")),
-                        milli_to_quota_us(limits.get("cpu")) if cpu_limited else None,
-                        limits.get("memory") if memory_limited else None)
+    return CgroupLimits(
+        milli_to_shares(requests.get("cpu")),
+        milli_to_quota_us(limits.get("cpu")) if cpu_limited else None,
+        limits.get("memory") if memory_limited else None,
+    )
 
 
 def container_limits(container: Mapping[str, Any]) -> CgroupLimits:
@@ -86,8 +100,9 @@ def pod_cgroup_limits(pod: Mapping[str, Any]) -> CgroupLimits:
     containers = [c for name in CONTAINER_LISTS for c in spec.get(name) or []]
 
     def all_limit(resource: str) -> bool:
-        return bool(containers) and all(resource in ((c.get("resources") or {}).get("limits") or {})
-                                        for c in containers)
+        return bool(containers) and all(
+            resource in ((c.get("resources") or {}).get("limits") or {}) for c in containers
+        )
 
     return _limits_of(pod_requests(pod), pod_limits(pod), all_limit("cpu"), all_limit("memory"))
 
@@ -134,7 +149,9 @@ class CgroupTree:
         if self.version is CgroupVersion.V1:
             missing = [c for c in V1_CONTROLLERS[:V1_REQUIRED] if c not in self._mounts]
             if missing:
-                raise CgroupsUnavailable(f"cgroup v1 controllers {', '.join(missing)} are not mounted under {self.root}")
+                raise CgroupsUnavailable(
+                    f"cgroup v1 controllers {', '.join(missing)} are not mounted under {self.root}"
+                )
         elif not (self.root / "cgroup.controllers").is_file():
             raise CgroupsUnavailable(f"{self.root} is not a cgroup2 mount")
         try:
@@ -143,8 +160,10 @@ class CgroupTree:
             self.create(self.layout.qos_dir(BEST_EFFORT), CgroupLimits())
         except OSError as exc:
             self._remove_quietly(self.top)
-            raise CgroupsUnavailable(f"cannot create cgroups under {self.root} ({exc.strerror or exc}); "
-                                     "run lahar up as root with cgroups mounted writable") from exc
+            raise CgroupsUnavailable(
+                f"cannot create cgroups under {self.root} ({exc.strerror or exc}); "
+                "run lahar up as root with cgroups mounted writable"
+            ) from exc
 
     def teardown(self) -> None:
         """Remove the whole tree, killing whatever still runs in it."""

@@ -54,6 +54,7 @@ def parse_rfc3339(text: str | None) -> float | None:
 
 # --- decisions ------------------------------------------------------------------------------------
 
+
 def restart_wanted(policy: str, exit_code: int, init: bool = False) -> bool:
     """Whether a container that ended with `exit_code` starts again. An init container that
     succeeded is done whatever the policy; one that failed retries unless the policy is Never."""
@@ -93,6 +94,7 @@ def exit_code_of(returncode: int) -> int:
 
 # --- records --------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Terminated:
     """How one container instance ended."""
@@ -108,13 +110,21 @@ class Terminated:
     def from_status(cls, state: Mapping[str, Any]) -> Terminated:
         """From a containerStatuses `terminated` entry (re-adopting a pod after a restart)."""
         finished = parse_rfc3339(state.get("finishedAt")) or 0.0
-        return cls(int(state.get("exitCode") or 0), str(state.get("reason") or ""), finished,
-                   parse_rfc3339(state.get("startedAt")), str(state.get("message") or ""),
-                   str(state.get("containerID") or ""))
+        return cls(
+            int(state.get("exitCode") or 0),
+            str(state.get("reason") or ""),
+            finished,
+            parse_rfc3339(state.get("startedAt")),
+            str(state.get("message") or ""),
+            str(state.get("containerID") or ""),
+        )
 
     def to_status(self) -> dict[str, Any]:
-        state: dict[str, Any] = {"exitCode": self.exit_code, "reason": self.reason,
-                                 "finishedAt": rfc3339(self.finished_at)}
+        state: dict[str, Any] = {
+            "exitCode": self.exit_code,
+            "reason": self.reason,
+            "finishedAt": rfc3339(self.finished_at),
+        }
         if self.started_at is not None:
             state["startedAt"] = rfc3339(self.started_at)
         if self.message:
@@ -180,9 +190,16 @@ class ContainerRecord:
                 waiting["message"] = self.waiting_message
             state = {"waiting": waiting}
             last = self.last_end
-        status: dict[str, Any] = {"name": self.name, "image": self.image, "imageID": "", "ready": running,
-                                  "started": running, "restartCount": self.restart_count, "state": state,
-                                  "lastState": {"terminated": last.to_status()} if last is not None else {}}
+        status: dict[str, Any] = {
+            "name": self.name,
+            "image": self.image,
+            "imageID": "",
+            "ready": running,
+            "started": running,
+            "restartCount": self.restart_count,
+            "state": state,
+            "lastState": {"terminated": last.to_status()} if last is not None else {},
+        }
         if self.container_id:
             status["containerID"] = self.container_id
         return status
@@ -197,6 +214,7 @@ def record_for(container: Mapping[str, Any], status: Mapping[str, Any] | None = 
 
 
 # --- the pod --------------------------------------------------------------------------------------
+
 
 def init_done(init: Sequence[ContainerRecord]) -> bool:
     return all(record.succeeded for record in init)
@@ -215,8 +233,9 @@ def pod_phase(init: Sequence[ContainerRecord], app: Sequence[ContainerRecord]) -
     return RUNNING
 
 
-def pod_conditions(existing: Sequence[Mapping[str, Any]], wanted: Mapping[str, bool],
-                   at: float) -> list[dict[str, Any]]:
+def pod_conditions(
+    existing: Sequence[Mapping[str, Any]], wanted: Mapping[str, bool], at: float
+) -> list[dict[str, Any]]:
     """The pod's conditions with `wanted` types set True/False; others (PodScheduled, set at
     binding) are kept. A condition's lastTransitionTime changes only when its status does."""
     kept = [dict(c) for c in existing if c.get("type") not in wanted]
@@ -229,19 +248,31 @@ def pod_conditions(existing: Sequence[Mapping[str, Any]], wanted: Mapping[str, b
     return kept
 
 
-def pod_status(pod: Mapping[str, Any], init: Sequence[ContainerRecord], app: Sequence[ContainerRecord],
-               host_ip: str, pod_ip: str, start_time: float, at: float) -> dict[str, Any]:
+def pod_status(
+    pod: Mapping[str, Any],
+    init: Sequence[ContainerRecord],
+    app: Sequence[ContainerRecord],
+    host_ip: str,
+    pod_ip: str,
+    start_time: float,
+    at: float,
+) -> dict[str, Any]:
     """The `status` a kubelet would write for the records (a merge patch of the pod's status)."""
     phase = pod_phase(init, app)
     initialized = init_done(init)
     ready = bool(app) and all(record.state == RUNNING_STATE for record in app)
     existing = (pod.get("status") or {}).get("conditions") or []
     status: dict[str, Any] = {
-        "phase": phase, "hostIP": host_ip, "hostIPs": [{"ip": host_ip}], "podIP": pod_ip,
-        "podIPs": [{"ip": pod_ip}], "startTime": rfc3339(start_time),
+        "phase": phase,
+        "hostIP": host_ip,
+        "hostIPs": [{"ip": host_ip}],
+        "podIP": pod_ip,
+        "podIPs": [{"ip": pod_ip}],
+        "startTime": rfc3339(start_time),
         # Kubelet reports PodScheduled too: a pod created with its nodeName set never went through binding.
-        "conditions": pod_conditions(existing, {POD_SCHEDULED: True, INITIALIZED: initialized,
-                                                CONTAINERS_READY: ready, READY: ready}, at),
+        "conditions": pod_conditions(
+            existing, {POD_SCHEDULED: True, INITIALIZED: initialized, CONTAINERS_READY: ready, READY: ready}, at
+        ),
         "containerStatuses": [record.to_status() for record in app],
     }
     if init:

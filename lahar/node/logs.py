@@ -38,9 +38,13 @@ def running_marker(pod_dir: Path, container: str) -> Path:
 
 def write_manifest(pod_dir: Path, pod: Mapping[str, Any]) -> None:
     meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
-    manifest = {"namespace": meta.get("namespace", ""), "name": meta.get("name", ""), "uid": meta.get("uid", ""),
-                "containers": [c.get("name") for c in spec.get("containers") or []],
-                "initContainers": [c.get("name") for c in spec.get("initContainers") or []]}
+    manifest = {
+        "namespace": meta.get("namespace", ""),
+        "name": meta.get("name", ""),
+        "uid": meta.get("uid", ""),
+        "containers": [c.get("name") for c in spec.get("containers") or []],
+        "initContainers": [c.get("name") for c in spec.get("initContainers") or []],
+    }
     (pod_dir / MANIFEST).write_text(json.dumps(manifest))
 
 
@@ -66,8 +70,11 @@ def find_pod_logs(data_dir: Path, namespace: str, name: str) -> PodLogs | None:
     """The newest log directory of the pod (a pod re-created under the same name has a new uid)."""
     prefix = f"{namespace}_{name}_"
     try:
-        candidates = [entry for entry in logs_root(data_dir).iterdir()
-                      if entry.name.startswith(prefix) and "_" not in entry.name[len(prefix):] and entry.is_dir()]
+        candidates = [
+            entry
+            for entry in logs_root(data_dir).iterdir()
+            if entry.name.startswith(prefix) and "_" not in entry.name[len(prefix) :] and entry.is_dir()
+        ]
     except OSError:
         return None
     if not candidates:

@@ -21,14 +21,28 @@ ARCH_LABEL = "kubernetes.io/arch"
 LOCAL_LABEL = "lahar.dev/local"
 MAX_PODS = 110  # kubelet's default
 # Go's GOARCH names, which node labels and image platforms use.
-GO_ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64", "armv7l": "arm",
-           "ppc64le": "ppc64le", "s390x": "s390x", "riscv64": "riscv64"}
+GO_ARCH = {
+    "x86_64": "amd64",
+    "amd64": "amd64",
+    "aarch64": "arm64",
+    "arm64": "arm64",
+    "armv7l": "arm",
+    "ppc64le": "ppc64le",
+    "s390x": "s390x",
+    "riscv64": "riscv64",
+}
 
 
 def condition(condition_type: str, true: bool, reason: str, message: str, at: float) -> dict[str, str]:
     stamp = rfc3339(at)
-    return {"type": condition_type, "status": "True" if true else "False", "reason": reason, "message": message,
-            "lastHeartbeatTime": stamp, "lastTransitionTime": stamp}
+    return {
+        "type": condition_type,
+        "status": "True" if true else "False",
+        "reason": reason,
+        "message": message,
+        "lastHeartbeatTime": stamp,
+        "lastTransitionTime": stamp,
+    }
 
 
 def ready_condition(ready: bool, at: float, message: str = "") -> dict[str, str]:
@@ -56,22 +70,39 @@ def base_labels(name: str) -> dict[str, str]:
     return {HOSTNAME_LABEL: name, OS_LABEL: "linux", ARCH_LABEL: go_arch()}
 
 
-def node_object(name: str, labels: Mapping[str, str], capacity: Mapping[str, str],
-                conditions: list[dict[str, str]], address: str, annotations: Mapping[str, str] | None = None,
-                runtime: str = "lahar-local") -> Obj:
+def node_object(
+    name: str,
+    labels: Mapping[str, str],
+    capacity: Mapping[str, str],
+    conditions: list[dict[str, str]],
+    address: str,
+    annotations: Mapping[str, str] | None = None,
+    runtime: str = "lahar-local",
+) -> Obj:
     """A Node with allocatable equal to capacity (no system reserve on a laptop or a simulation)."""
     uname = platform.uname()
     return {
-        "apiVersion": "v1", "kind": "Node",
+        "apiVersion": "v1",
+        "kind": "Node",
         "metadata": {"name": name, "labels": dict(labels), "annotations": dict(annotations or {})},
         "spec": {},
         "status": {
-            "capacity": dict(capacity), "allocatable": dict(capacity), "conditions": conditions,
+            "capacity": dict(capacity),
+            "allocatable": dict(capacity),
+            "conditions": conditions,
             "addresses": [{"type": "InternalIP", "address": address}, {"type": "Hostname", "address": name}],
-            "nodeInfo": {"kubeletVersion": f"lahar-{lahar.__version__}", "kubeProxyVersion": "",
-                         "containerRuntimeVersion": f"{runtime}://{lahar.__version__}",
-                         "operatingSystem": "linux", "architecture": go_arch(), "kernelVersion": uname.release,
-                         "osImage": platform.platform(), "machineID": "", "systemUUID": "", "bootID": ""},
+            "nodeInfo": {
+                "kubeletVersion": f"lahar-{lahar.__version__}",
+                "kubeProxyVersion": "",
+                "containerRuntimeVersion": f"{runtime}://{lahar.__version__}",
+                "operatingSystem": "linux",
+                "architecture": go_arch(),
+                "kernelVersion": uname.release,
+                "osImage": platform.platform(),
+                "machineID": "",
+                "systemUUID": "",
+                "bootID": "",
+            },
         },
     }
 
@@ -86,14 +117,19 @@ def register(api: KubeApi, node: Obj) -> Obj:
     name = node["metadata"]["name"]
     existing = api.get(kinds.NODE, name)
     status = dict(node["status"])
-    status["conditions"] = keep_transition_times(list(status["conditions"]),
-                                                 (existing.get("status") or {}).get("conditions") or [])
-    api.patch(kinds.NODE, name, {"metadata": {"labels": node["metadata"]["labels"],
-                                              "annotations": node["metadata"]["annotations"]}})
+    status["conditions"] = keep_transition_times(
+        list(status["conditions"]), (existing.get("status") or {}).get("conditions") or []
+    )
+    api.patch(
+        kinds.NODE,
+        name,
+        {"metadata": {"labels": node["metadata"]["labels"], "annotations": node["metadata"]["annotations"]}},
+    )
     return api.patch(kinds.NODE, name, {"status": status}, subresource="status")
 
 
 # --- this machine ---------------------------------------------------------------------------------
+
 
 def local_node_name() -> str:
     """The host name in lower case, as kubelet names its node."""

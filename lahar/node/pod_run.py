@@ -26,12 +26,36 @@ from lahar.client.api import Obj
 from lahar.node import logs
 from lahar.node.cgroups import CgroupTree, container_limits, pod_cgroup_limits
 from lahar.node.lifecycle import (
-    ALWAYS, CONFIG_ERROR, CRASH_LOOP, POD_INITIALIZING, START_ERROR, START_ERROR_EXIT_CODE, STATUS_UNKNOWN,
-    UNKNOWN_EXIT_CODE, WAITING, ContainerRecord, PodRecords, RestartBackoff, Terminated, exit_code_of,
-    exit_reason, parse_rfc3339, pod_phase, pod_status, restart_wanted,
+    ALWAYS,
+    CONFIG_ERROR,
+    CRASH_LOOP,
+    POD_INITIALIZING,
+    START_ERROR,
+    START_ERROR_EXIT_CODE,
+    STATUS_UNKNOWN,
+    UNKNOWN_EXIT_CODE,
+    WAITING,
+    ContainerRecord,
+    PodRecords,
+    RestartBackoff,
+    Terminated,
+    exit_code_of,
+    exit_reason,
+    parse_rfc3339,
+    pod_phase,
+    pod_status,
+    restart_wanted,
 )
 from lahar.node.process import (
-    LOCAL_IP, ConfigError, Lookup, StartError, container_argv, container_env, open_pidfd, signal_group, spawn,
+    LOCAL_IP,
+    ConfigError,
+    Lookup,
+    StartError,
+    container_argv,
+    container_env,
+    open_pidfd,
+    signal_group,
+    spawn,
 )
 
 log = logging.getLogger("lahar.node.runtime")
@@ -145,8 +169,11 @@ class PodRun:
         """When sync has something to do next without a process ending (a restart, a SIGKILL)."""
         if self.kill_at is not None:
             return self.kill_at if self.running else None
-        waits = [run.not_before for run in self.containers
-                 if run.record.state == WAITING and run.process is None and run.not_before > now]
+        waits = [
+            run.not_before
+            for run in self.containers
+            if run.record.state == WAITING and run.process is None and run.not_before > now
+        ]
         return min(waits, default=None)
 
     def pidfds(self) -> list[int]:
@@ -159,8 +186,9 @@ class PodRun:
         self.dirty = False
         # Condition times are kept against our own last status: the pod object lags behind it.
         basis = {"status": {"conditions": (self._last_status or self.pod.get("status") or {}).get("conditions") or []}}
-        status = pod_status(basis, [r.record for r in self.init], [r.record for r in self.app], LOCAL_IP, LOCAL_IP,
-                            self.start_time, now)
+        status = pod_status(
+            basis, [r.record for r in self.init], [r.record for r in self.app], LOCAL_IP, LOCAL_IP, self.start_time, now
+        )
         if status == self._last_status:
             return None
         self._last_status = status
@@ -224,8 +252,11 @@ class PodRun:
             message = str(exc) if isinstance(exc, StartError) else f"cannot start the process: {exc}"
             self._write_log_line(run, message)
             self._remove_container_cgroup(run)
-            self._ended(run, Terminated(START_ERROR_EXIT_CODE, START_ERROR, now, now, message,
-                                        CONTAINER_ID_SCHEME + container_id), now)
+            self._ended(
+                run,
+                Terminated(START_ERROR_EXIT_CODE, START_ERROR, now, now, message, CONTAINER_ID_SCHEME + container_id),
+                now,
+            )
             return
         run.process, run.pidfd = process, open_pidfd(process.pid)
         run.record.start(CONTAINER_ID_SCHEME + container_id, now)
@@ -271,8 +302,13 @@ class PodRun:
             oom = bool(run.cgroup and self.context.cgroups and self.context.cgroups.oom_killed(run.cgroup))
             started_at = run.record.started_at
             self._release(run)
-            terminated = Terminated(exit_code_of(returncode), exit_reason(exit_code_of(returncode), oom), now,
-                                    started_at, container_id=run.record.container_id)
+            terminated = Terminated(
+                exit_code_of(returncode),
+                exit_reason(exit_code_of(returncode), oom),
+                now,
+                started_at,
+                container_id=run.record.container_id,
+            )
             self._ended(run, terminated, now)
 
     def _release(self, run: ContainerRun) -> None:
@@ -298,15 +334,20 @@ class PodRun:
         delay = self.context.backoff.delay(run.ends)
         run.not_before = now + delay
         if delay > 0:
-            run.record.wait(CRASH_LOOP, f"back-off {delay:g}s restarting failed container={run.name} "
-                                        f"pod={self.name}_{self.namespace}({self.uid})")
+            run.record.wait(
+                CRASH_LOOP,
+                f"back-off {delay:g}s restarting failed container={run.name} "
+                f"pod={self.name}_{self.namespace}({self.uid})",
+            )
 
     def _adopt(self, status: dict[str, Any], now: float) -> None:
         """A pod this runtime ran before it restarted: its processes are gone. Containers the status
         shows ended keep that end; ones it shows running ended unseen (exit 137,
         ContainerStatusUnknown); either way the restart policy decides what runs again."""
-        statuses = {s.get("name"): s for s in (*(status.get("initContainerStatuses") or []),
-                                               *(status.get("containerStatuses") or []))}
+        statuses = {
+            s.get("name"): s
+            for s in (*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or []))
+        }
         for run in self.containers:
             container_status = statuses.get(run.name) or {}
             state = container_status.get("state") or {}
@@ -317,8 +358,17 @@ class PodRun:
                 self._ended(run, Terminated.from_status(state["terminated"]), now)
             elif "running" in state:
                 since = parse_rfc3339(state["running"].get("startedAt"))
-                self._ended(run, Terminated(UNKNOWN_EXIT_CODE, STATUS_UNKNOWN, now, since,
-                                            "the container was gone when lahar up started again"), now)
+                self._ended(
+                    run,
+                    Terminated(
+                        UNKNOWN_EXIT_CODE,
+                        STATUS_UNKNOWN,
+                        now,
+                        since,
+                        "the container was gone when lahar up started again",
+                    ),
+                    now,
+                )
 
     def _begin_termination(self, now: float) -> None:
         meta, spec = self.pod["metadata"], self.pod.get("spec") or {}

@@ -44,6 +44,7 @@ class ConfigError(Exception):
 def expand(text: str, variables: Mapping[str, str]) -> str:
     """Kubelet's `$(VAR)` expansion: a defined variable is replaced, an undefined reference is
     left as written, and `$$` stands for a literal `$`."""
+
     def replace(match: re.Match[str]) -> str:
         if match.group(0) == "$$":
             return "$"
@@ -56,11 +57,17 @@ def field_value(pod: Mapping[str, Any], path: str) -> str:
     """A downward-API fieldRef: the pod's name, namespace, uid, labels['k'], annotations['k'],
     node, service account, and its IPs (all 127.0.0.1 here: no network namespaces)."""
     meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
-    simple = {"metadata.name": meta.get("name"), "metadata.namespace": meta.get("namespace"),
-              "metadata.uid": meta.get("uid"), "spec.nodeName": spec.get("nodeName"),
-              "spec.serviceAccountName": spec.get("serviceAccountName") or "default",
-              "status.podIP": LOCAL_IP, "status.podIPs": LOCAL_IP, "status.hostIP": LOCAL_IP,
-              "status.hostIPs": LOCAL_IP}
+    simple = {
+        "metadata.name": meta.get("name"),
+        "metadata.namespace": meta.get("namespace"),
+        "metadata.uid": meta.get("uid"),
+        "spec.nodeName": spec.get("nodeName"),
+        "spec.serviceAccountName": spec.get("serviceAccountName") or "default",
+        "status.podIP": LOCAL_IP,
+        "status.podIPs": LOCAL_IP,
+        "status.hostIP": LOCAL_IP,
+        "status.hostIPs": LOCAL_IP,
+    }
     if path in simple:
         return str(simple[path] or "")
     match = re.fullmatch(r"metadata\.(labels|annotations)\['(.+)'\]", path)
@@ -97,13 +104,16 @@ def _value_from(source: Mapping[str, Any], pod: Mapping[str, Any], lookup: Looku
             if values is None or ref.get("key") not in values:
                 if optional:
                     return None
-                raise ConfigError(f'couldn\'t find key {ref.get("key")} in {kind.singular} {namespace}/{ref.get("name")}')
+                raise ConfigError(
+                    f"couldn't find key {ref.get('key')} in {kind.singular} {namespace}/{ref.get('name')}"
+                )
             return values[ref["key"]]
     raise ConfigError(f"env valueFrom {sorted(source)} is not supported by the local runtime")
 
 
-def container_env(pod: Mapping[str, Any], container: Mapping[str, Any], lookup: Lookup,
-                  base: Mapping[str, str] | None = None) -> dict[str, str]:
+def container_env(
+    pod: Mapping[str, Any], container: Mapping[str, Any], lookup: Lookup, base: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """The container's environment: the base, then envFrom, then env in order, each value
     expanded against what came before it."""
     meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
@@ -115,7 +125,7 @@ def container_env(pod: Mapping[str, Any], container: Mapping[str, Any], lookup: 
             if key in source:
                 ref = source[key] or {}
                 values = _source(lookup, kind, namespace, str(ref.get("name") or ""), bool(ref.get("optional")))
-                env.update({f'{source.get("prefix") or ""}{k}': v for k, v in (values or {}).items()})
+                env.update({f"{source.get('prefix') or ''}{k}": v for k, v in (values or {}).items()})
     for variable in container.get("env") or []:
         name = str(variable.get("name") or "")
         if "valueFrom" in variable:
@@ -138,22 +148,33 @@ def container_argv(container: Mapping[str, Any], env: Mapping[str, str]) -> list
     if not argv:
         raise StartError("the container has no command: images are not pulled, so give it a command (or args)")
     executable = argv[0]
-    found = (os.access(executable, os.X_OK) and os.path.isfile(executable) if "/" in executable
-             else shutil.which(executable, path=env.get("PATH", DEFAULT_PATH)) is not None)
+    found = (
+        os.access(executable, os.X_OK) and os.path.isfile(executable)
+        if "/" in executable
+        else shutil.which(executable, path=env.get("PATH", DEFAULT_PATH)) is not None
+    )
     if not found:
         raise StartError(f'exec: "{executable}": executable file not found in $PATH')
     return argv
 
 
-def spawn(argv: Sequence[str], env: Mapping[str, str], cwd: Path, log_path: Path,
-          cgroup_procs: Sequence[Path] = ()) -> subprocess.Popen[bytes]:
+def spawn(
+    argv: Sequence[str], env: Mapping[str, str], cwd: Path, log_path: Path, cgroup_procs: Sequence[Path] = ()
+) -> subprocess.Popen[bytes]:
     """Start the process in a new session (its own process group, away from the runtime's
     terminal and its Ctrl-C), output appended to `log_path`, inside the given cgroups."""
     if cgroup_procs:
         argv = ["/bin/sh", "-c", JOIN_CGROUPS, "lahar-join-cgroups", *map(str, cgroup_procs), "--", *argv]
     with open(log_path, "ab") as log:
-        return subprocess.Popen(argv, env=dict(env), cwd=cwd, stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(
+            argv,
+            env=dict(env),
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 def signal_group(pgid: int, sig: signal.Signals) -> bool:

@@ -54,11 +54,21 @@ NO_PIDFD_SLEEP_SECONDS = 0.1  # without pidfds (old kernels) exits are noticed b
 
 
 class LocalNode:
-    def __init__(self, api: KubeApi, data_dir: Path, node_name: str | None = None,
-                 cgroup_parent: str = DEFAULT_PARENT, *, cgroup_root: Path = CGROUP_ROOT, use_cgroups: bool = True,
-                 labels: dict[str, str] | None = None, restart_backoff: RestartBackoff | None = None,
-                 heartbeat_interval: float = DEFAULT_HEARTBEAT_SECONDS,
-                 stop_grace: float = DEFAULT_STOP_GRACE_SECONDS, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        api: KubeApi,
+        data_dir: Path,
+        node_name: str | None = None,
+        cgroup_parent: str = DEFAULT_PARENT,
+        *,
+        cgroup_root: Path = CGROUP_ROOT,
+        use_cgroups: bool = True,
+        labels: dict[str, str] | None = None,
+        restart_backoff: RestartBackoff | None = None,
+        heartbeat_interval: float = DEFAULT_HEARTBEAT_SECONDS,
+        stop_grace: float = DEFAULT_STOP_GRACE_SECONDS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.api = api
         self.data_dir = Path(data_dir)
         self.node_name = node_name or node_object.local_node_name()
@@ -68,13 +78,22 @@ class LocalNode:
         self.clock = clock
         self.cgroups: CgroupTree | None = CgroupTree(cgroup_root, cgroup_parent) if use_cgroups else None
         self.cgroups_problem = "" if use_cgroups else "cgroups turned off"
-        self.context = RuntimeContext(self.node_name, self.data_dir, None, restart_backoff or RestartBackoff(),
-                                      lambda kind, namespace, name: api.get(kind, name, namespace))
+        self.context = RuntimeContext(
+            self.node_name,
+            self.data_dir,
+            None,
+            restart_backoff or RestartBackoff(),
+            lambda kind, namespace, name: api.get(kind, name, namespace),
+        )
         self.writer = ApiWriter(f"node-{self.node_name}")
-        self.informer = Informer(kinds.POD, api, field_selector=f"spec.nodeName={self.node_name}",
-                                 on_add=lambda pod: self._enqueue("ADDED", pod),
-                                 on_update=lambda _old, pod: self._enqueue("MODIFIED", pod),
-                                 on_delete=lambda pod: self._enqueue(DELETED, pod))
+        self.informer = Informer(
+            kinds.POD,
+            api,
+            field_selector=f"spec.nodeName={self.node_name}",
+            on_add=lambda pod: self._enqueue("ADDED", pod),
+            on_update=lambda _old, pod: self._enqueue("MODIFIED", pod),
+            on_delete=lambda pod: self._enqueue(DELETED, pod),
+        )
         self._runs: dict[str, PodRun] = {}  # by pod uid; only the loop thread touches it
         self._events: deque[tuple[str, Obj]] = deque()
         self._wake_read = self._wake_write = -1  # a pipe while started: informer events wake the loop
@@ -100,9 +119,13 @@ class LocalNode:
         except BaseException:
             self._teardown_cgroups()
             raise
-        log.info("node %s registered (%s CPUs, %s memory); pods run as local processes%s", self.node_name,
-                 node_object.local_cpus(), node_object.local_capacity()["memory"],
-                 f" in cgroups under {self.context.cgroups.top}" if self.context.cgroups else " without cgroups")
+        log.info(
+            "node %s registered (%s CPUs, %s memory); pods run as local processes%s",
+            self.node_name,
+            node_object.local_cpus(),
+            node_object.local_capacity()["memory"],
+            f" in cgroups under {self.context.cgroups.top}" if self.context.cgroups else " without cgroups",
+        )
         self._stopping.clear()
         self._wake_read, self._wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._closed = False
@@ -153,18 +176,21 @@ class LocalNode:
 
     def _conditions(self, at: float, ready: bool) -> list[dict[str, str]]:
         if self.context.cgroups is not None:
-            cgroups = node_object.condition(CGROUPS_CONDITION, True, "CgroupsWritable",
-                                            f"pods run in cgroups under {self.context.cgroups.top}", at)
+            cgroups = node_object.condition(
+                CGROUPS_CONDITION, True, "CgroupsWritable", f"pods run in cgroups under {self.context.cgroups.top}", at
+            )
         else:
-            cgroups = node_object.condition(CGROUPS_CONDITION, False, "CgroupsUnavailable",
-                                            f"pods run without cgroups: {self.cgroups_problem}", at)
+            cgroups = node_object.condition(
+                CGROUPS_CONDITION, False, "CgroupsUnavailable", f"pods run without cgroups: {self.cgroups_problem}", at
+            )
         return [node_object.ready_condition(ready, at), cgroups]
 
     def _node(self, at: float, ready: bool) -> Obj:
         labels = {**node_object.base_labels(self.node_name), node_object.LOCAL_LABEL: "true", **self.extra_labels}
         annotations = {CGROUP_PARENT_ANNOTATION: self.context.cgroups.top} if self.context.cgroups else {}
-        return node_object.node_object(self.node_name, labels, node_object.local_capacity(),
-                                       self._conditions(at, ready), LOCAL_IP, annotations)
+        return node_object.node_object(
+            self.node_name, labels, node_object.local_capacity(), self._conditions(at, ready), LOCAL_IP, annotations
+        )
 
     def _post_node_status(self, ready: bool) -> None:
         """A heartbeat: fresh condition times (kept transition times); a Node deleted meanwhile is
@@ -175,8 +201,9 @@ class LocalNode:
         except NotFound:
             node_object.register(self.api, self._node(now, ready))
             return
-        conditions = node_object.keep_transition_times(self._conditions(now, ready),
-                                                       (current.get("status") or {}).get("conditions") or [])
+        conditions = node_object.keep_transition_times(
+            self._conditions(now, ready), (current.get("status") or {}).get("conditions") or []
+        )
         self.api.patch(kinds.NODE, self.node_name, {"status": {"conditions": conditions}}, subresource="status")
 
     # --- the loop --------------------------------------------------------------------------------

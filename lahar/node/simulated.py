@@ -45,7 +45,13 @@ from lahar.client.informer import Informer
 from lahar.node import node_object
 from lahar.node.api_writer import ApiWriter
 from lahar.node.lifecycle import (
-    START_ERROR, START_ERROR_EXIT_CODE, PodRecords, Terminated, exit_reason, parse_rfc3339, pod_status,
+    START_ERROR,
+    START_ERROR_EXIT_CODE,
+    PodRecords,
+    Terminated,
+    exit_reason,
+    parse_rfc3339,
+    pod_status,
 )
 from lahar.rpc import is_loopback_address
 
@@ -82,8 +88,9 @@ class SimNodeSize:
             if amount <= 0:
                 raise ValueError(f"simulated node size: {name} must be more than 0, not {value!r}")
         if self.pods <= 0 or self.gpus < 0:
-            raise ValueError(f"simulated node size: pods must be positive and gpus not negative "
-                             f"(pods={self.pods}, gpus={self.gpus})")
+            raise ValueError(
+                f"simulated node size: pods must be positive and gpus not negative (pods={self.pods}, gpus={self.gpus})"
+            )
 
     @classmethod
     def parse(cls, text: str, labels: Mapping[str, str] | None = None) -> SimNodeSize:
@@ -92,8 +99,7 @@ class SimNodeSize:
         for item in filter(None, (part.strip() for part in text.split(","))):
             key, equals, value = item.partition("=")
             if not equals or key not in ("cpu", "memory", "pods", "gpus"):
-                raise ValueError(f"simulated node size {text!r}: expected cpu=, memory=, pods= or gpus=, "
-                                 f"not {item!r}")
+                raise ValueError(f"simulated node size {text!r}: expected cpu=, memory=, pods= or gpus=, not {item!r}")
             try:
                 values[key] = int(value) if key in ("pods", "gpus") else value
             except ValueError:
@@ -121,6 +127,7 @@ class SyntheticUsage:
 
 # --- simulation state -------------------------------------------------------------------------------
 
+
 @dataclass
 class SimPod:
     namespace: str
@@ -137,10 +144,16 @@ class SimPod:
         meta, spec = pod["metadata"], pod.get("spec") or {}
         requests = pod_requests(pod)
         cpu = requests.get("cpu") or requests.get("kubernetes.io/batch-cpu") or usage.best_effort_cpu_millis
-        memory = (requests.get("memory") or requests.get("kubernetes.io/batch-memory")
-                  or usage.best_effort_memory_bytes)
-        return cls(meta.get("namespace") or "default", meta["name"], meta["uid"], cpu, memory,
-                   str(qos_class(pod)), (pod.get("status") or {}).get("qosClass") or k8s_qos_class(spec))
+        memory = requests.get("memory") or requests.get("kubernetes.io/batch-memory") or usage.best_effort_memory_bytes
+        return cls(
+            meta.get("namespace") or "default",
+            meta["name"],
+            meta["uid"],
+            cpu,
+            memory,
+            str(qos_class(pod)),
+            (pod.get("status") or {}).get("qosClass") or k8s_qos_class(spec),
+        )
 
 
 @dataclass
@@ -175,8 +188,9 @@ def sim_plan(pod: Obj) -> tuple[float | None, int, str]:
     return duration, exit_code, ""
 
 
-def sim_status(pod: Obj, host_ip: str, started_at: float, at: float,
-               end: tuple[int, str, str] | None = None) -> dict[str, Any]:
+def sim_status(
+    pod: Obj, host_ip: str, started_at: float, at: float, end: tuple[int, str, str] | None = None
+) -> dict[str, Any]:
     """The status of a simulated pod: every container running since `started_at`, or, with
     `end` = (exit code, reason, message), all ended so at `at`."""
     records = PodRecords.for_pod(pod)
@@ -194,26 +208,37 @@ def sim_status(pod: Obj, host_ip: str, started_at: float, at: float,
 
 def synthetic_report(node: SimNode, usage: SyntheticUsage, rng: random.Random, now: float) -> NodeReport:
     """One NodeReport of what the node's running pods would use."""
+
     def sample(amount: float) -> float:
         return amount * usage.factor * max(0.0, rng.gauss(1.0, usage.noise))
 
     pods, online_cpu, online_memory = [], node.cpu_millis * usage.system_ratio, node.memory_bytes * usage.system_ratio
     for pod in node.pods.values():
         cpu, memory = sample(pod.cpu_millis), sample(pod.memory_bytes)
-        pods.append(PodUsage(pod.namespace, pod.name, pod.uid, pod.qos_class, pod.kube_qos_class, "",
-                             cpu / 1000, int(memory)))
+        pods.append(
+            PodUsage(pod.namespace, pod.name, pod.uid, pod.qos_class, pod.kube_qos_class, "", cpu / 1000, int(memory))
+        )
         if pod.qos_class != QoSClass.BE:
             online_cpu, online_memory = online_cpu + cpu, online_memory + memory
     used_cpu = min(node.cpu_millis, node.cpu_millis * usage.system_ratio + sum(p.cpu_usage_cores for p in pods) * 1000)
-    used_memory = min(node.memory_bytes, int(node.memory_bytes * usage.system_ratio
-                                             + sum(p.memory_working_set_bytes for p in pods)))
+    used_memory = min(
+        node.memory_bytes, int(node.memory_bytes * usage.system_ratio + sum(p.memory_working_set_bytes for p in pods))
+    )
     node.sequence += 1
-    reclaimable = {"cpu": max(0, int(node.cpu_millis * usage.reclaim_threshold - online_cpu)),
-                   "memory": max(0, int(node.memory_bytes * usage.reclaim_threshold - online_memory))}
-    return NodeReport(node=node.name, sequence=node.sequence, timestamp=now,
-                      cpu=CpuUsage(node.cores, used_cpu / 1000, used_cpu / node.cpu_millis),
-                      memory=MemoryUsage(node.memory_bytes, used_memory, node.memory_bytes - used_memory, 0),
-                      pods=pods, reclaimable=reclaimable, health=AgentHealth(f"lahar-sim-{lahar.__version__}", 0.0))
+    reclaimable = {
+        "cpu": max(0, int(node.cpu_millis * usage.reclaim_threshold - online_cpu)),
+        "memory": max(0, int(node.memory_bytes * usage.reclaim_threshold - online_memory)),
+    }
+    return NodeReport(
+        node=node.name,
+        sequence=node.sequence,
+        timestamp=now,
+        cpu=CpuUsage(node.cores, used_cpu / 1000, used_cpu / node.cpu_millis),
+        memory=MemoryUsage(node.memory_bytes, used_memory, node.memory_bytes - used_memory, 0),
+        pods=pods,
+        reclaimable=reclaimable,
+        health=AgentHealth(f"lahar-sim-{lahar.__version__}", 0.0),
+    )
 
 
 class _FromSimulation(logging.Filter):
@@ -225,10 +250,21 @@ class _FromSimulation(logging.Filter):
 
 
 class SimulatedNodes:
-    def __init__(self, api: KubeApi, count: int, size: SimNodeSize | None = None, report_address: str | None = None,
-                 token: str | None = None, *, ca_file: Path | None = None, name_prefix: str = DEFAULT_PREFIX,
-                 report_interval: float = DEFAULT_REPORT_SECONDS, usage: SyntheticUsage | None = None,
-                 writers: int = 4, seed: int | None = None) -> None:
+    def __init__(
+        self,
+        api: KubeApi,
+        count: int,
+        size: SimNodeSize | None = None,
+        report_address: str | None = None,
+        token: str | None = None,
+        *,
+        ca_file: Path | None = None,
+        name_prefix: str = DEFAULT_PREFIX,
+        report_interval: float = DEFAULT_REPORT_SECONDS,
+        usage: SyntheticUsage | None = None,
+        writers: int = 4,
+        seed: int | None = None,
+    ) -> None:
         if count < 0:
             raise ValueError(f"the number of simulated nodes cannot be negative ({count})")
         if report_address and token is None:
@@ -247,13 +283,19 @@ class SimulatedNodes:
         self.usage = usage or SyntheticUsage()
         self.rng = random.Random(seed)
         cpu, memory = cpu_millis(self.size.cpu), memory_bytes(self.size.memory)
-        self.nodes = {name: SimNode(name, f"10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}", cpu, memory)
-                      for i, name in enumerate(f"{name_prefix}{index}" for index in range(count))}
+        self.nodes = {
+            name: SimNode(name, f"10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}", cpu, memory)
+            for i, name in enumerate(f"{name_prefix}{index}" for index in range(count))
+        }
         self.writer = ApiWriter("sim", workers=writers)
-        self.informer = Informer(kinds.POD, api, field_selector="spec.nodeName!=",
-                                 on_add=lambda pod: self._from_informer(pod, deleted=False),
-                                 on_update=lambda _old, pod: self._from_informer(pod, deleted=False),
-                                 on_delete=lambda pod: self._from_informer(pod, deleted=True))
+        self.informer = Informer(
+            kinds.POD,
+            api,
+            field_selector="spec.nodeName!=",
+            on_add=lambda pod: self._from_informer(pod, deleted=False),
+            on_update=lambda _old, pod: self._from_informer(pod, deleted=False),
+            on_delete=lambda pod: self._from_informer(pod, deleted=True),
+        )
         self._placed: dict[str, SimNode] = {}  # running pod uid -> its node; loop thread only
         self._finalized: set[str] = set()
         self._streamers: dict[str, ReportStreamer] = {}
@@ -280,8 +322,13 @@ class SimulatedNodes:
             logging.getLogger(STREAM_LOGGER).addFilter(self._log_filter)
             asyncio.run_coroutine_threadsafe(self._start_reports(), self._loop).result()
         self.informer.start()
-        log.info("%d simulated nodes of %s CPU, %s memory%s", len(self.nodes), self.size.cpu, self.size.memory,
-                 f"; reports to {self.report_address} every {self.report_interval:g}s" if self.report_address else "")
+        log.info(
+            "%d simulated nodes of %s CPU, %s memory%s",
+            len(self.nodes),
+            self.size.cpu,
+            self.size.memory,
+            f"; reports to {self.report_address} every {self.report_interval:g}s" if self.report_address else "",
+        )
 
     def stop(self) -> None:
         """Stop taking pods and close the report streams; the nodes and their pods stay."""
@@ -309,9 +356,14 @@ class SimulatedNodes:
         capacity = self.size.capacity()
 
         def register(node: SimNode) -> None:
-            obj = node_object.node_object(node.name, {**node_object.base_labels(node.name), **labels}, capacity,
-                                          [node_object.ready_condition(True, now, "simulated by lahar")],
-                                          node.address, runtime="lahar-sim")
+            obj = node_object.node_object(
+                node.name,
+                {**node_object.base_labels(node.name), **labels},
+                capacity,
+                [node_object.ready_condition(True, now, "simulated by lahar")],
+                node.address,
+                runtime="lahar-sim",
+            )
             node_object.register(self.api, obj)
 
         with ThreadPoolExecutor(REGISTER_WORKERS, thread_name_prefix="sim-register") as pool:
@@ -336,8 +388,12 @@ class SimulatedNodes:
             self._forget(uid)
             if uid not in self._finalized:  # nothing to stop: the object goes at once
                 self._finalized.add(uid)
-                self.writer.submit(uid, lambda: self.api.delete(kinds.POD, meta["name"], meta.get("namespace"),
-                                                         grace_period_seconds=0, uid=uid))
+                self.writer.submit(
+                    uid,
+                    lambda: self.api.delete(
+                        kinds.POD, meta["name"], meta.get("namespace"), grace_period_seconds=0, uid=uid
+                    ),
+                )
         elif (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
             self._forget(uid)
         elif uid not in self._placed:
@@ -366,8 +422,9 @@ class SimulatedNodes:
     def _finish(self, pod: Obj, started: float, exit_code: int) -> None:
         node = self._forget(pod["metadata"]["uid"])
         if node is not None:
-            self._post(pod, sim_status(pod, node.address, started, time.time(),
-                                       (exit_code, exit_reason(exit_code), "")))
+            self._post(
+                pod, sim_status(pod, node.address, started, time.time(), (exit_code, exit_reason(exit_code), ""))
+            )
 
     def _forget(self, uid: str) -> SimNode | None:
         node = self._placed.pop(uid, None)
@@ -380,8 +437,10 @@ class SimulatedNodes:
     def _post(self, pod: Obj, status: dict[str, Any]) -> None:
         meta = pod["metadata"]
         patch = {"metadata": {"uid": meta["uid"]}, "status": status}
-        self.writer.submit(meta["uid"], lambda: self.api.patch(kinds.POD, meta["name"], patch, meta.get("namespace"),
-                                                               subresource="status"))
+        self.writer.submit(
+            meta["uid"],
+            lambda: self.api.patch(kinds.POD, meta["name"], patch, meta.get("namespace"), subresource="status"),
+        )
 
     # --- reports (on the loop) -------------------------------------------------------------------
 
@@ -410,8 +469,13 @@ class SimulatedNodes:
     def _summarize_streams(self) -> None:
         down = [stats for stats in (s.stats() for s in self._streamers.values()) if not stats.connected]
         if down:
-            log.warning("%d of %d simulated report streams to %s are not connected (e.g. %s)", len(down),
-                        len(self._streamers), self.report_address, down[0].last_error or "connecting")
+            log.warning(
+                "%d of %d simulated report streams to %s are not connected (e.g. %s)",
+                len(down),
+                len(self._streamers),
+                self.report_address,
+                down[0].last_error or "connecting",
+            )
 
     async def _shutdown(self) -> None:
         if self._reporting is not None:

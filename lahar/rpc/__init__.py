@@ -15,7 +15,7 @@ STREAM_ACCEPTED = ("lahar-stream", "accepted")
 def address_host(address: str) -> str:
     """The host of a gRPC address: "host:port", "[v6]:port", or a bare host or IPv6 address."""
     if address.startswith("["):
-        return address[1:address.find("]")]
+        return address[1 : address.find("]")]
     return address.split(":", 1)[0] if address.count(":") == 1 else address
 
 

@@ -43,12 +43,22 @@ MAX_CLOCK_SKEW_SECONDS = 300.0  # how far ahead of the scheduler's clock a repor
 MAY_BE_NEGATIVE = frozenset({"temperature_celsius"})  # every other number is a size, a count or a share
 # Any other list is bounded by the server's message size limit.
 
-_NUMERIC_TYPES = frozenset({
-    FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT, FieldDescriptor.TYPE_INT32,
-    FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_UINT32, FieldDescriptor.TYPE_UINT64,
-    FieldDescriptor.TYPE_SINT32, FieldDescriptor.TYPE_SINT64, FieldDescriptor.TYPE_FIXED32,
-    FieldDescriptor.TYPE_FIXED64, FieldDescriptor.TYPE_SFIXED32, FieldDescriptor.TYPE_SFIXED64,
-})
+_NUMERIC_TYPES = frozenset(
+    {
+        FieldDescriptor.TYPE_DOUBLE,
+        FieldDescriptor.TYPE_FLOAT,
+        FieldDescriptor.TYPE_INT32,
+        FieldDescriptor.TYPE_INT64,
+        FieldDescriptor.TYPE_UINT32,
+        FieldDescriptor.TYPE_UINT64,
+        FieldDescriptor.TYPE_SINT32,
+        FieldDescriptor.TYPE_SINT64,
+        FieldDescriptor.TYPE_FIXED32,
+        FieldDescriptor.TYPE_FIXED64,
+        FieldDescriptor.TYPE_SFIXED32,
+        FieldDescriptor.TYPE_SFIXED64,
+    }
+)
 _NUMBERS_PACKAGE = "lahar.rpc.v1.numbers"
 _whole = itemgetter(slice(None))  # a repeated field as a list: far faster than iterating it
 
@@ -66,6 +76,7 @@ def report_from_proto(message: pb.NodeReport) -> NodeReport:
 
 
 # --- the fields of a report dataclass -----------------------------------------------------------
+
 
 class _Kind(enum.Enum):
     SCALAR = "scalar"  # int, float, str, bool
@@ -114,6 +125,7 @@ def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
 
 # --- dataclass -> message -----------------------------------------------------------------------
 
+
 def _message_class(cls: type) -> type[Message]:
     message_class = getattr(pb, cls.__name__)
     assert isinstance(message_class, type) and issubclass(message_class, Message)
@@ -139,6 +151,7 @@ def _to_proto(cls: type) -> Callable[[Any], Message]:
 
 
 # --- message -> dataclass -----------------------------------------------------------------------
+
 
 @cache
 def _from_protos(cls: type) -> Callable[[Sequence[Any]], list[Any]]:
@@ -181,13 +194,15 @@ def _regroup(items: list[Any], sizes: Iterable[int]) -> Iterator[list[Any]]:
 
 # --- validation ---------------------------------------------------------------------------------
 
+
 def validate_report(message: pb.NodeReport, now: float | None = None) -> list[str]:
     """What is wrong with a received report; empty when it may be stored. `now` is unix seconds."""
     return validate_reports([message], now)[0]
 
 
-def validate_reports(messages: Sequence[pb.NodeReport], now: float | None = None,
-                     wire: Sequence[bytes] | None = None) -> list[list[str]]:
+def validate_reports(
+    messages: Sequence[pb.NodeReport], now: float | None = None, wire: Sequence[bytes] | None = None
+) -> list[list[str]]:
     """validate_report for many reports at once, much cheaper per report. `wire`: the bytes each
     message was parsed from, when at hand (the server has them), to save serializing again."""
     now = time.time() if now is None else now
@@ -211,10 +226,15 @@ def _shape_problems(message: pb.NodeReport, now: float) -> list[str]:
         if message.timestamp <= 0:
             problems.append("timestamp is missing")
         elif message.timestamp > now + MAX_CLOCK_SKEW_SECONDS:
-            problems.append(f"timestamp {message.timestamp:.0f} is {message.timestamp - now:.0f} s in the future "
-                            f"(more than {MAX_CLOCK_SKEW_SECONDS:.0f} s)")
-    for name, items, limit in (("pods", message.pods, MAX_PODS), ("gpu.gpus", message.gpu.gpus, MAX_DEVICES),
-                               ("npu.npus", message.npu.npus, MAX_DEVICES)):
+            problems.append(
+                f"timestamp {message.timestamp:.0f} is {message.timestamp - now:.0f} s in the future "
+                f"(more than {MAX_CLOCK_SKEW_SECONDS:.0f} s)"
+            )
+    for name, items, limit in (
+        ("pods", message.pods, MAX_PODS),
+        ("gpu.gpus", message.gpu.gpus, MAX_DEVICES),
+        ("npu.npus", message.npu.npus, MAX_DEVICES),
+    ):
         if len(items) > limit:
             problems.append(f"{name} has {len(items)} items, more than {limit}")
     return problems
@@ -250,10 +270,18 @@ def _column_getters() -> list[tuple[Getter, Getter, Getter]]:
         path, descriptor = waiting.pop()
         numbers = [field.name for field in descriptor.fields if field.type != FieldDescriptor.TYPE_MESSAGE]
         get_message = attrgetter(path) if path else (lambda message: message)
-        getters.append((get_message, _getter(tuple(name for name in numbers if name not in MAY_BE_NEGATIVE)),
-                        _getter(tuple(name for name in numbers if name in MAY_BE_NEGATIVE))))
-        waiting += [(f"{path}.{field.name}" if path else field.name, field.message_type)
-                    for field in descriptor.fields if field.type == FieldDescriptor.TYPE_MESSAGE]
+        getters.append(
+            (
+                get_message,
+                _getter(tuple(name for name in numbers if name not in MAY_BE_NEGATIVE)),
+                _getter(tuple(name for name in numbers if name in MAY_BE_NEGATIVE)),
+            )
+        )
+        waiting += [
+            (f"{path}.{field.name}" if path else field.name, field.message_type)
+            for field in descriptor.fields
+            if field.type == FieldDescriptor.TYPE_MESSAGE
+        ]
     return getters
 
 
@@ -265,22 +293,29 @@ def _numbers_message() -> type[Message]:
     with it yields one message per type holding, for each number field, the values of all the
     items of that type (all pods, ...) as one packed column; concatenated reports parse as their
     merge, so a whole batch yields one column per field."""
-    file = descriptor_pb2.FileDescriptorProto(name="lahar/rpc/v1/agent_numbers.proto", package=_NUMBERS_PACKAGE,
-                                              syntax="proto3")
+    file = descriptor_pb2.FileDescriptorProto(
+        name="lahar/rpc/v1/agent_numbers.proto", package=_NUMBERS_PACKAGE, syntax="proto3"
+    )
     for descriptor in _message_types(pb.NodeReport.DESCRIPTOR):
         numbers_type = file.message_type.add(name=_flat_name(descriptor))
         for field in descriptor.fields:
             if field.type == FieldDescriptor.TYPE_MESSAGE:  # map entries too: keys dropped, values kept
-                numbers_type.field.add(name=field.name, number=field.number, type=field.type,
-                                       label=FieldDescriptor.LABEL_OPTIONAL,
-                                       type_name=f".{_NUMBERS_PACKAGE}.{_flat_name(field.message_type)}")
+                numbers_type.field.add(
+                    name=field.name,
+                    number=field.number,
+                    type=field.type,
+                    label=FieldDescriptor.LABEL_OPTIONAL,
+                    type_name=f".{_NUMBERS_PACKAGE}.{_flat_name(field.message_type)}",
+                )
             elif field.type in _NUMERIC_TYPES:
-                numbers_type.field.add(name=field.name, number=field.number, type=field.type,
-                                       label=FieldDescriptor.LABEL_REPEATED)
+                numbers_type.field.add(
+                    name=field.name, number=field.number, type=field.type, label=FieldDescriptor.LABEL_REPEATED
+                )
     pool = descriptor_pool.DescriptorPool()
     pool.Add(file)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName(
-        f"{_NUMBERS_PACKAGE}.{_flat_name(pb.NodeReport.DESCRIPTOR)}"))
+    return message_factory.GetMessageClass(
+        pool.FindMessageTypeByName(f"{_NUMBERS_PACKAGE}.{_flat_name(pb.NodeReport.DESCRIPTOR)}")
+    )
 
 
 def _message_types(root: Descriptor) -> list[Descriptor]:
@@ -314,8 +349,11 @@ def _name_bad_numbers(message: Message, path: str, problems: list[str]) -> None:
             elif message.HasField(field.name):
                 _name_bad_numbers(value, f"{path}{field.name}.", problems)
         elif field.type in _NUMERIC_TYPES:
-            named = (((f"{field.name}[{index}]", item) for index, item in enumerate(value)) if field.is_repeated
-                     else [(field.name, value)])
+            named = (
+                ((f"{field.name}[{index}]", item) for index, item in enumerate(value))
+                if field.is_repeated
+                else [(field.name, value)]
+            )
             _check_numbers(named, path, problems)
 
 

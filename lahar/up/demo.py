@@ -105,8 +105,9 @@ class Demo:
 
     def run(self) -> bool:
         """The whole demo; True when every step happened."""
-        say("\n=== Demo: co-location on this machine, a gang and two queues on the simulated nodes "
-            "(about a minute) ===")
+        say(
+            "\n=== Demo: co-location on this machine, a gang and two queues on the simulated nodes (about a minute) ==="
+        )
         try:
             self._clean_up()
             if self.system.local_node is not None:
@@ -139,8 +140,12 @@ class Demo:
 
     def _clean_up(self) -> None:
         """Delete what an earlier demo left (finished jobs would not run again) and wait for its pods."""
-        names = [(kind, obj["metadata"]["name"]) for file in (ONLINE, BE_JOB, GANG, QUEUES)
-                 for kind, obj in self.manifests(file) if kind in (kinds.JOB, kinds.POD)]
+        names = [
+            (kind, obj["metadata"]["name"])
+            for file in (ONLINE, BE_JOB, GANG, QUEUES)
+            for kind, obj in self.manifests(file)
+            if kind in (kinds.JOB, kinds.POD)
+        ]
         deleted = []
         for kind, name in names:
             try:
@@ -162,31 +167,41 @@ class Demo:
     # --- 1. the online service alone ---------------------------------------------------------------
 
     def online_alone(self) -> None:
-        self.step("1/4  An online service on this machine (an LS pod: a TCP request/response server, "
-                  "~1 ms of CPU per request)")
+        self.step(
+            "1/4  An online service on this machine (an LS pod: a TCP request/response server, "
+            "~1 ms of CPU per request)"
+        )
         self.apply(ONLINE)
-        pod = self.wait(lambda: self.running(self.get(kinds.POD, "online-service")), POD_START_TIMEOUT,
-                        "online-service to be Running")
+        pod = self.wait(
+            lambda: self.running(self.get(kinds.POD, "online-service")),
+            POD_START_TIMEOUT,
+            "online-service to be Running",
+        )
         port = self.wait(lambda: self.server_port(pod), 30, "online-service to log its port")
-        self.note(f"online-service is Running on {pod['spec']['nodeName']}; its log says it listens on "
-                  f"127.0.0.1:{port}")
+        self.note(
+            f"online-service is Running on {pod['spec']['nodeName']}; its log says it listens on 127.0.0.1:{port}"
+        )
         self.note(f"steady load: {LOAD_RATE:g} requests/s, open loop, for {LOAD_SECONDS:g} s…")
         self.figures.alone = self.measure(port, pod)
-        self.note(f"alone: p50 {self.figures.alone.p50_ms} ms, p99 {self.figures.alone.p99_ms} ms"
-                  + self.cpu_text(self.figures.alone))
+        self.note(
+            f"alone: p50 {self.figures.alone.p50_ms} ms, p99 {self.figures.alone.p99_ms} ms"
+            + self.cpu_text(self.figures.alone)
+        )
         self._port, self._online_pod = port, pod
 
     # --- 2. a BE job beside it ---------------------------------------------------------------------
 
     def be_job(self) -> None:
         cores = self.figures.cores
-        self.step(f"2/4  A best-effort batch job fills the idle CPU: {cores} BE pods (CPU busy loops) on this "
-                  "machine")
+        self.step(f"2/4  A best-effort batch job fills the idle CPU: {cores} BE pods (CPU busy loops) on this machine")
         [(kind, job)] = self.manifests(BE_JOB)
         first_task(job)["replicas"] = cores  # one busy loop per CPU
         self.apply_objects(BE_JOB, [(kind, job)])
-        self.wait(lambda: self.all_running(self.job_pods("be-batch"), cores), POD_START_TIMEOUT,
-                  f"the {cores} be-batch pods to be Running")
+        self.wait(
+            lambda: self.all_running(self.job_pods("be-batch"), cores),
+            POD_START_TIMEOUT,
+            f"the {cores} be-batch pods to be Running",
+        )
         self.note(f"{cores}/{cores} be-batch pods Running")
         tree = self.cgroups()
         if tree is None:
@@ -194,14 +209,18 @@ class Demo:
         else:
             qos = self.wait(lambda: self.be_qos(tree), 20, "the agent's QoS on the BE cgroups")
             self.note(f"the agent's QoS engine on {tree.layout.qos_dir(BEST_EFFORT)}: {qos}")
-            self.note("(the cap keeps online + BE + everything else under the agent's cpu_suppress threshold, "
-                      f"{CpuSuppressConfig().threshold:.0%} of the cores by default; it shrinks at once when they "
-                      "need more)")
+            self.note(
+                "(the cap keeps online + BE + everything else under the agent's cpu_suppress threshold, "
+                f"{CpuSuppressConfig().threshold:.0%} of the cores by default; it shrinks at once when they "
+                "need more)"
+            )
             self.stop.wait(QOS_SETTLE_SECONDS)
         self.note(f"the same load again, with the BE job running, for {LOAD_SECONDS:g} s…")
         self.figures.with_be = self.measure(self._port, self._online_pod)
-        self.note(f"with the BE job: p50 {self.figures.with_be.p50_ms} ms, p99 {self.figures.with_be.p99_ms} ms"
-                  + self.cpu_text(self.figures.with_be))
+        self.note(
+            f"with the BE job: p50 {self.figures.with_be.p50_ms} ms, p99 {self.figures.with_be.p99_ms} ms"
+            + self.cpu_text(self.figures.with_be)
+        )
         if tree is not None:
             self.note(f"BE cap at the end: {self.be_qos(tree)}")
         self.api.delete(kinds.JOB, "be-batch", NAMESPACE)
@@ -216,10 +235,14 @@ class Demo:
         filler, gang = self.manifests(GANG)
         replicas = first_task(filler[1])["replicas"]
         self.apply_objects(GANG, [filler])
-        self.wait(lambda: self.all_running(self.job_pods("gang-filler"), replicas), POD_START_TIMEOUT,
-                  "the gang-filler pods to be Running")
-        self.note(f"gang-filler: {replicas} pods of {task_cpu(filler[1])} CPUs Running, for "
-                  f"{sim_duration(filler[1]):g} s")
+        self.wait(
+            lambda: self.all_running(self.job_pods("gang-filler"), replicas),
+            POD_START_TIMEOUT,
+            "the gang-filler pods to be Running",
+        )
+        self.note(
+            f"gang-filler: {replicas} pods of {task_cpu(filler[1])} CPUs Running, for {sim_duration(filler[1]):g} s"
+        )
         self.apply_objects(GANG, [gang])
         applied = time.monotonic()
         waiting = self.wait(self.gang_waiting, 30, "gang-of-4's PodGroup to say it cannot be placed")
@@ -235,20 +258,26 @@ class Demo:
         self.wait(all_bound, 90, "gang-of-4's 4 pods to be bound", interval=0.1)
         spread = max(bound_at.values()) - min(bound_at.values())
         nodes = sorted({pod["spec"]["nodeName"] for pod in self.job_pods("gang-of-4")})
-        filler_done = all((pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-                          for pod in self.job_pods("gang-filler"))
-        self.note(f"{min(bound_at.values()) - applied:.1f} s after it was applied"
-                  + (", gang-filler's pods having ended" if filler_done else "")
-                  + f": all 4 pods bound together (within {spread:.1f} s), on {', '.join(nodes)}")
-        phase = self.wait(lambda: self.job_phase("gang-of-4") == "Completed" and "Completed", 60,
-                          "gang-of-4 to complete")
+        filler_done = all(
+            (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed") for pod in self.job_pods("gang-filler")
+        )
+        self.note(
+            f"{min(bound_at.values()) - applied:.1f} s after it was applied"
+            + (", gang-filler's pods having ended" if filler_done else "")
+            + f": all 4 pods bound together (within {spread:.1f} s), on {', '.join(nodes)}"
+        )
+        phase = self.wait(
+            lambda: self.job_phase("gang-of-4") == "Completed" and "Completed", 60, "gang-of-4 to complete"
+        )
         self.note(f"gang-of-4 {phase}")
 
     def gang_waiting(self) -> str | None:
         """Why the gang waits, once its PodGroup says so (and while none of its pods is bound)."""
         if any(pod["spec"].get("nodeName") for pod in self.job_pods("gang-of-4")):
-            raise DemoError("gang-of-4 had pods bound while the filler ran: the simulated nodes are larger "
-                            "than the example expects (4 nodes of 8 CPUs)")
+            raise DemoError(
+                "gang-of-4 had pods bound while the filler ran: the simulated nodes are larger "
+                "than the example expects (4 nodes of 8 CPUs)"
+            )
         group = self.get(kinds.PODGROUP, "gang-of-4")
         if group is None:
             return None
@@ -256,8 +285,9 @@ class Demo:
         for condition in status.get("conditions") or []:
             if condition.get("type") == "Unschedulable" and condition.get("status") == "True":
                 phase = status.get("phase") or "Pending"
-                admitted = (" (not admitted yet, so the controller has not created its pods)"
-                            if phase == "Pending" else "")
+                admitted = (
+                    " (not admitted yet, so the controller has not created its pods)" if phase == "Pending" else ""
+                )
                 return f"its PodGroup is {phase}{admitted}; Unschedulable: {condition.get('message')}"
         return None
 
@@ -265,33 +295,48 @@ class Demo:
 
     def two_queues(self) -> None:
         objects = self.manifests(QUEUES)
-        queues = {obj["metadata"]["name"]: int(obj["spec"].get("weight", 1)) for kind, obj in objects
-                  if kind is kinds.QUEUE}
+        queues = {
+            obj["metadata"]["name"]: int(obj["spec"].get("weight", 1)) for kind, obj in objects if kind is kinds.QUEUE
+        }
         jobs = [obj for kind, obj in objects if kind is kinds.JOB]
         duration = sim_duration(jobs[0])
-        self.step("4/4  Two queues share the simulated nodes by weight: "
-                  + " and ".join(f"{name} (weight {weight})" for name, weight in queues.items())
-                  + f", each with {first_task(jobs[0])['replicas']} pods of {task_cpu(jobs[0])} CPU, "
-                  f"{duration:g} s each")
+        self.step(
+            "4/4  Two queues share the simulated nodes by weight: "
+            + " and ".join(f"{name} (weight {weight})" for name, weight in queues.items())
+            + f", each with {first_task(jobs[0])['replicas']} pods of {task_cpu(jobs[0])} CPU, "
+            f"{duration:g} s each"
+        )
         self.apply_objects(QUEUES, objects)
-        first = self.wait(self.settled_shares(queues, require_all=False), 30,
-                          "the first pods of the two queues to be placed", interval=0.5)
-        self.note("first placements: " + ", ".join(f"{share.name} {cpus(share.allocated_cpu)}" for share in first)
-                  + " (whichever queue's pods existed first; a running job whose gang is met is not "
-                  "taken back from)")
+        first = self.wait(
+            self.settled_shares(queues, require_all=False),
+            30,
+            "the first pods of the two queues to be placed",
+            interval=0.5,
+        )
+        self.note(
+            "first placements: "
+            + ", ".join(f"{share.name} {cpus(share.allocated_cpu)}" for share in first)
+            + " (whichever queue's pods existed first; a running job whose gang is met is not "
+            "taken back from)"
+        )
         self.stop.wait(duration)  # those pods end; what they free goes by the queues' shares
-        shares = self.wait(self.settled_shares(queues, require_all=True), 30,
-                           "both queues' allocations to settle", interval=0.5)
+        shares = self.wait(
+            self.settled_shares(queues, require_all=True), 30, "both queues' allocations to settle", interval=0.5
+        )
         self.figures.queues = shares
         total = sum(share.allocated_cpu for share in shares)
         total_weight = sum(share.weight for share in shares)
-        self.note("as they end, freed CPUs go to the queue furthest below its deserved share (deserved: "
-                  "its weight's part of all the cluster's CPUs, this machine's included):")
+        self.note(
+            "as they end, freed CPUs go to the queue furthest below its deserved share (deserved: "
+            "its weight's part of all the cluster's CPUs, this machine's included):"
+        )
         for share in shares:
             deserved = "-" if share.deserved_cpu is None else f"{share.deserved_cpu:.1f}"
-            self.note(f"  {share.name}: weight {share.weight} ({share.weight / total_weight:.0%}), allocated "
-                      f"{cpus(share.allocated_cpu)} ({share.allocated_cpu / total:.0%} of the two), deserved "
-                      f"{deserved}")
+            self.note(
+                f"  {share.name}: weight {share.weight} ({share.weight / total_weight:.0%}), allocated "
+                f"{cpus(share.allocated_cpu)} ({share.allocated_cpu / total:.0%} of the two), deserved "
+                f"{deserved}"
+            )
 
     def settled_shares(self, queues: dict[str, int], require_all: bool) -> Callable[[], list[QueueShare] | None]:
         """A condition: the queues' shares once their allocations (all non-zero if `require_all`,
@@ -312,8 +357,12 @@ class Demo:
     def queue_share(self, name: str, weight: int) -> QueueShare:
         status = (self.get(kinds.QUEUE, name, namespaced=False) or {}).get("status") or {}
         deserved = (status.get("deserved") or {}).get("cpu")
-        return QueueShare(name, weight, cpu_millis((status.get("allocated") or {}).get("cpu", "0")) / 1000,
-                          cpu_millis(deserved) / 1000 if deserved else None)
+        return QueueShare(
+            name,
+            weight,
+            cpu_millis((status.get("allocated") or {}).get("cpu", "0")) / 1000,
+            cpu_millis(deserved) / 1000 if deserved else None,
+        )
 
     # --- the summary -------------------------------------------------------------------------------
 
@@ -321,25 +370,32 @@ class Demo:
         figures = self.figures
         self.step("Summary")
         if figures.alone is not None and figures.with_be is not None:
-            ratio = (f" ({figures.with_be.p99_ms / figures.alone.p99_ms:.2f}x)"
-                     if figures.alone.p99_ms and figures.with_be.p99_ms else "")
+            ratio = (
+                f" ({figures.with_be.p99_ms / figures.alone.p99_ms:.2f}x)"
+                if figures.alone.p99_ms and figures.with_be.p99_ms
+                else ""
+            )
             self.note(f"online p99 alone:               {figures.alone.p99_ms} ms")
             self.note(f"online p99 with the BE job:     {figures.with_be.p99_ms} ms{ratio}")
             cpu = figures.with_be.cpu
             if cpu:
                 idle = figures.cores - cpu["online_cpu_cores"]
                 ratio = f" ({cpu['be_harvest_ratio']:.0%})" if cpu.get("be_harvest_ratio") is not None else ""
-                self.note(f"BE CPU harvested:               {cpu['be_cpu_cores']:.2f} cores of the {idle:.2f} the "
-                          f"online service left idle{ratio}; everything else on this machine used "
-                          f"{cpu['other_cpu_cores']:.2f}")
+                self.note(
+                    f"BE CPU harvested:               {cpu['be_cpu_cores']:.2f} cores of the {idle:.2f} the "
+                    f"online service left idle{ratio}; everything else on this machine used "
+                    f"{cpu['other_cpu_cores']:.2f}"
+                )
             else:
                 self.note("BE CPU harvested:               not measured (pods run without cgroups here)")
         total = sum(share.allocated_cpu for share in figures.queues)
         total_weight = sum(share.weight for share in figures.queues)
         for share in figures.queues:
             deserved = "" if share.deserved_cpu is None else f", deserved {share.deserved_cpu:.1f}"
-            self.note(f"{'queue ' + share.name + ':':<32}{share.allocated_cpu / total:.0%} of the CPUs the two hold "
-                      f"({share.allocated_cpu:g}{deserved}); weight {share.weight} ({share.weight / total_weight:.0%})")
+            self.note(
+                f"{'queue ' + share.name + ':':<32}{share.allocated_cpu / total:.0%} of the CPUs the two hold "
+                f"({share.allocated_cpu:g}{deserved}); weight {share.weight} ({share.weight / total_weight:.0%})"
+            )
 
     # --- measuring ---------------------------------------------------------------------------------
 
@@ -349,8 +405,9 @@ class Demo:
         meter = self.cpu_meter(online_pod)
         before = meter.read() if meter is not None else None
         segment = self.run_generator(port)["segments"][0]
-        load = Load(segment.get("p50_ms"), segment.get("p99_ms"), segment.get("requests", 0),
-                    segment.get("unanswered", 0))
+        load = Load(
+            segment.get("p50_ms"), segment.get("p99_ms"), segment.get("requests", 0), segment.get("unanswered", 0)
+        )
         if meter is not None and before is not None:
             load.cpu = meter.usage(before, meter.read(), self.figures.cores)
         if load.unanswered:
@@ -365,15 +422,37 @@ class Demo:
         if tree is None:
             return None
         kube_qos = (online_pod.get("status") or {}).get("qosClass") or k8s_qos_class(online_pod["spec"])
-        return colocation().CpuMeter(CgroupCpu(tree.root), tree.pod_path(online_pod["metadata"]["uid"], kube_qos),
-                                     [tree.layout.qos_dir(BEST_EFFORT)])
+        return colocation().CpuMeter(
+            CgroupCpu(tree.root),
+            tree.pod_path(online_pod["metadata"]["uid"], kube_qos),
+            [tree.layout.qos_dir(BEST_EFFORT)],
+        )
 
     def run_generator(self, port: int) -> dict[str, Any]:
-        argv = [sys.executable, "-m", "lahar", "workload", "load", "--port", str(port), "--rate", f"{LOAD_RATE:g}",
-                "--seconds", f"{LOAD_SECONDS:g}", "--warmup", f"{LOAD_WARMUP_SECONDS:g}"]
+        argv = [
+            sys.executable,
+            "-m",
+            "lahar",
+            "workload",
+            "load",
+            "--port",
+            str(port),
+            "--rate",
+            f"{LOAD_RATE:g}",
+            "--seconds",
+            f"{LOAD_SECONDS:g}",
+            "--warmup",
+            f"{LOAD_WARMUP_SECONDS:g}",
+        ]
         # A session of its own: a Ctrl-C reaches lahar up, which ends the generator itself.
-        self._generator = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                           stderr=subprocess.PIPE, text=True, start_new_session=True)
+        self._generator = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + LOAD_SECONDS + LOAD_WARMUP_SECONDS + 40
         while True:
             try:
@@ -401,8 +480,10 @@ class Demo:
         if not load.cpu:
             return ""
         be = f", BE {load.cpu['be_cpu_cores']:.2f}" if load.cpu["be_cpu_cores"] >= 0.01 else ""
-        return (f"; cores used: online {load.cpu['online_cpu_cores']:.2f}{be}, everything else "
-                f"{load.cpu['other_cpu_cores']:.2f}")
+        return (
+            f"; cores used: online {load.cpu['online_cpu_cores']:.2f}{be}, everything else "
+            f"{load.cpu['other_cpu_cores']:.2f}"
+        )
 
     def cgroups(self) -> Any:
         node = self.system.local_node
@@ -444,8 +525,11 @@ class Demo:
     def apply_objects(self, file: str, objects: list[tuple[Kind, dict[str, Any]]]) -> None:
         from lahar.cli.object_commands import apply_object, display_name
 
-        part = "" if len(objects) == len(self.manifests(file)) else \
-            f"   # only {', '.join(obj['metadata']['name'] for _, obj in objects)}"
+        part = (
+            ""
+            if len(objects) == len(self.manifests(file))
+            else f"   # only {', '.join(obj['metadata']['name'] for _, obj in objects)}"
+        )
         say(f"         $ lahar apply -f examples/{file}{part}")
         for kind, obj in objects:
             outcome = apply_object(self.api, kind, obj)
@@ -483,8 +567,10 @@ class Demo:
             if value:
                 return value
             if time.monotonic() > deadline:
-                raise DemoError(f"timed out after {timeout:.0f} s waiting for {what}; the system stays up to look "
-                                f"at (export KUBECONFIG={self.system.kubeconfig}; lahar get pods; lahar get podgroups)")
+                raise DemoError(
+                    f"timed out after {timeout:.0f} s waiting for {what}; the system stays up to look "
+                    f"at (export KUBECONFIG={self.system.kubeconfig}; lahar get pods; lahar get podgroups)"
+                )
             if self.stop.wait(interval):
                 raise DemoStopped()
 

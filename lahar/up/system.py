@@ -84,6 +84,7 @@ class UpOptions:
 
 # --- the API server, in a thread of this process ----------------------------------------------------
 
+
 class ApiServerThread:
     """`lahar.apiserver.server.serve` on an event loop of its own thread, so the main thread stays
     free to supervise (serve leaves signals to its caller off the main thread)."""
@@ -138,12 +139,18 @@ def write_kubeconfig(config: ServerConfig, url: str) -> Path:
     kubeconfig = config.data_dir / "kubeconfig"
     kubeconfig.touch(mode=0o600)
     ca = config.data_dir / "tls" / "ca.crt"
-    kubeconfig.write_text(embedded_kubeconfig(url.replace("://0.0.0.0:", f"://{LOOPBACK}:"), config.token(),
-                                              ca.read_bytes() if url.startswith("https") and ca.exists() else None))
+    kubeconfig.write_text(
+        embedded_kubeconfig(
+            url.replace("://0.0.0.0:", f"://{LOOPBACK}:"),
+            config.token(),
+            ca.read_bytes() if url.startswith("https") and ca.exists() else None,
+        )
+    )
     return kubeconfig
 
 
 # --- the child programs -----------------------------------------------------------------------------
+
 
 @dataclass
 class Program:
@@ -159,8 +166,17 @@ class Program:
 
     @property
     def argv(self) -> list[str]:
-        return [sys.executable, "-m", "lahar", self.name, *self.args,
-                "--metrics-address", LOOPBACK, "--metrics-port", str(self.metrics_port)]
+        return [
+            sys.executable,
+            "-m",
+            "lahar",
+            self.name,
+            *self.args,
+            "--metrics-address",
+            LOOPBACK,
+            "--metrics-port",
+            str(self.metrics_port),
+        ]
 
     @property
     def metrics_url(self) -> str:
@@ -173,8 +189,14 @@ class Program:
             log_file.flush()
             # A session of its own: the terminal's Ctrl-C reaches lahar up alone, which stops the
             # programs in order.
-            self.process = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=log_file,
-                                            stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            self.process = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
         self.started_at = time.monotonic()
 
     def poll(self) -> int | None:
@@ -206,6 +228,7 @@ class Program:
 
 
 # --- the system -------------------------------------------------------------------------------------
+
 
 class System:
     def __init__(self, options: UpOptions) -> None:
@@ -343,18 +366,35 @@ class System:
         tokens = self._write_secret("report-tokens", f"{agent_token} {node}\n{sim_token} *\n")
         kubeconfig = ["--kubeconfig", str(self.kubeconfig)]
         self.programs = [
-            self._program("scheduler", [*kubeconfig, "--report-address", self.report_address,
-                                        "--token-file", str(tokens)]),
+            self._program(
+                "scheduler", [*kubeconfig, "--report-address", self.report_address, "--token-file", str(tokens)]
+            ),
             self._program("controller", kubeconfig),
         ]
         if self.options.local_node:
             agent_token_file = self._write_secret("agent-token", agent_token + "\n")
             qos = ["--qos-config", str(self.options.qos_config)] if self.options.qos_config else []
-            self.programs.append(self._program("agent", [
-                *kubeconfig, "--node", node, "--kubepods", self.options.cgroup_parent,
-                "--scheduler-address", self.report_address, "--token-file", str(agent_token_file), *qos]))
-        say(f"launching the {', the '.join(p.name for p in self.programs[:-1])} and the {self.programs[-1].name} "
-            f"as child processes (their logs: {self.components_dir}/<name>.log)")
+            self.programs.append(
+                self._program(
+                    "agent",
+                    [
+                        *kubeconfig,
+                        "--node",
+                        node,
+                        "--kubepods",
+                        self.options.cgroup_parent,
+                        "--scheduler-address",
+                        self.report_address,
+                        "--token-file",
+                        str(agent_token_file),
+                        *qos,
+                    ],
+                )
+            )
+        say(
+            f"launching the {', the '.join(p.name for p in self.programs[:-1])} and the {self.programs[-1].name} "
+            f"as child processes (their logs: {self.components_dir}/<name>.log)"
+        )
         for program in self.programs:
             program.start()
         self.pids_file.write_text("".join(f"{p.process.pid} {p.name}\n" for p in self.programs if p.process))
@@ -378,8 +418,11 @@ class System:
         node.start()
         self.local_node = node
         node.wait_for_sync(10.0)
-        where = (f"pods run in cgroups under {node.context.cgroups.top}" if node.context.cgroups is not None
-                 else f"pods run WITHOUT cgroups, so no QoS for them ({node.cgroups_problem})")
+        where = (
+            f"pods run in cgroups under {node.context.cgroups.top}"
+            if node.context.cgroups is not None
+            else f"pods run WITHOUT cgroups, so no QoS for them ({node.cgroups_problem})"
+        )
         say(f"ready: {local_cpus()} CPUs; {where}")
 
     def _start_sim_nodes(self) -> None:
@@ -392,8 +435,10 @@ class System:
             if removed:
                 say(f"removed the {removed} simulated nodes of an earlier start")
             return
-        say(f"starting {count} simulated node{'s' if count != 1 else ''} ({size.cpu} CPUs, {size.memory} each)… ",
-            end="")
+        say(
+            f"starting {count} simulated node{'s' if count != 1 else ''} ({size.cpu} CPUs, {size.memory} each)… ",
+            end="",
+        )
         sims = SimulatedNodes(self.api, count, size, report_address=self.report_address, token=self._sim_token)
         sims.start()
         self.sim_nodes = sims
@@ -401,16 +446,17 @@ class System:
         names = sims.node_names
         say(f"ready: {names[0]}" + (f" … {names[-1]}" if len(names) > 1 else ""))
 
-    def _wait_ready(self, program: Program, cancelled: threading.Event,
-                    timeout: float = READY_TIMEOUT_SECONDS) -> None:
+    def _wait_ready(self, program: Program, cancelled: threading.Event, timeout: float = READY_TIMEOUT_SECONDS) -> None:
         say(f"starting the {program.name}… ", end="")
         deadline = program.started_at + timeout
         while True:
             code = program.poll()
             if code is not None:
                 say("failed")
-                raise StartupError(f"the {program.name} exited while starting (exit code {code}); the end of "
-                                   f"{program.log_path}:\n{program.log_tail()}")
+                raise StartupError(
+                    f"the {program.name} exited while starting (exit code {code}); the end of "
+                    f"{program.log_path}:\n{program.log_tail()}"
+                )
             ok, answer = program.health()
             if ok:
                 break
@@ -419,8 +465,10 @@ class System:
                 raise Cancelled()
             if time.monotonic() > deadline:
                 say("not ready")
-                raise StartupError(f"the {program.name} was not ready {timeout:.0f} s after it started "
-                                   f"(/healthz: {answer}); the end of {program.log_path}:\n{program.log_tail()}")
+                raise StartupError(
+                    f"the {program.name} was not ready {timeout:.0f} s after it started "
+                    f"(/healthz: {answer}); the end of {program.log_path}:\n{program.log_tail()}"
+                )
             cancelled.wait(0.2)
         if program.name == "agent":  # "ok; qos active" or "ok; qos unavailable: <why>"
             self.agent_qos = answer.partition("qos ")[2] or "unknown"
@@ -456,10 +504,12 @@ class System:
         rows.append(("logs", f"{self.components_dir}/*.log; a pod's: lahar logs POD{logs_flag}"))
         width = max(len(name) for name, _ in rows)
         lines = [f"  {name:<{width}}  {value}" for name, value in rows]
-        lines += ["Point kubectl or lahar at it:", f"  export KUBECONFIG={self.kubeconfig}",
-                  f"  lahar get nodes   |   lahar apply -f {_shortest(EXAMPLES / 'gang-job.yaml')}   |   "
-                  "lahar get podgroups",
-                  f"Ctrl-C stops it; the data stays in {self.data_dir}."]
+        lines += [
+            "Point kubectl or lahar at it:",
+            f"  export KUBECONFIG={self.kubeconfig}",
+            f"  lahar get nodes   |   lahar apply -f {_shortest(EXAMPLES / 'gang-job.yaml')}   |   lahar get podgroups",
+            f"Ctrl-C stops it; the data stays in {self.data_dir}.",
+        ]
         return "\n".join(lines)
 
     # --- running and stopping ----------------------------------------------------------------------
@@ -470,8 +520,10 @@ class System:
             for program in self.programs:
                 code = program.poll()
                 if code is not None:
-                    return (f"the {program.name} exited unexpectedly (exit code {code}); the end of "
-                            f"{program.log_path}:\n{program.log_tail()}")
+                    return (
+                        f"the {program.name} exited unexpectedly (exit code {code}); the end of "
+                        f"{program.log_path}:\n{program.log_tail()}"
+                    )
         return None
 
     def stop(self) -> bool:
@@ -541,8 +593,12 @@ def _put_lahar_on_path() -> None:
         os.environ["PATH"] = os.pathsep.join([directory, path]) if path else directory
 
 
-def run(options: UpOptions, stop: threading.Event,
-        demo: Callable[[System, threading.Event], bool] | None = None, demo_exit: bool = False) -> int:
+def run(
+    options: UpOptions,
+    stop: threading.Event,
+    demo: Callable[[System, threading.Event], bool] | None = None,
+    demo_exit: bool = False,
+) -> int:
     """Start the system, run the demo (in a thread) if asked, supervise until `stop` is set (by a
     signal, or by the demo when `demo_exit`), then stop everything. The exit status: 0 after a
     clean stop, 1 when something failed to start, died, or (with `demo_exit`) the demo failed."""
@@ -559,6 +615,7 @@ def run(options: UpOptions, stop: threading.Event,
             print(f"error: {exc}", file=sys.stderr, flush=True)
             return 1
         if demo is not None:
+
             def narrate() -> None:
                 try:
                     outcome.append(demo(system, stop))
@@ -570,6 +627,7 @@ def run(options: UpOptions, stop: threading.Event,
                     stop.set()
                 elif not stop.is_set():
                     say(f"Lahar stays up; Ctrl-C stops it (export KUBECONFIG={system.kubeconfig} to look around).")
+
             demo_thread = threading.Thread(target=narrate, name="lahar-demo", daemon=True)
             demo_thread.start()
         failure = system.supervise(stop)

@@ -22,8 +22,10 @@ def colocation() -> ModuleType:
     from lahar.cli.bench_command import BENCH_DIR
 
     if not (BENCH_DIR / "colocation.py").is_file():
-        raise ValueError(f"no {BENCH_DIR / 'colocation.py'}: the demo's workloads come from the repository's "
-                         "bench/ folder (run lahar from a checkout)")
+        raise ValueError(
+            f"no {BENCH_DIR / 'colocation.py'}: the demo's workloads come from the repository's "
+            "bench/ folder (run lahar from a checkout)"
+        )
     if str(BENCH_DIR.parent) not in sys.path:
         sys.path.insert(0, str(BENCH_DIR.parent))
     return importlib.import_module("bench.colocation")
@@ -32,8 +34,9 @@ def colocation() -> ModuleType:
 def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     workload = commands.add_parser("workload", help="run a demo workload (what the examples' pods run)")
     roles = workload.add_subparsers(dest="workload", metavar="WORKLOAD", required=True)
-    server = roles.add_parser("online-server", help="a TCP request/response server on 127.0.0.1 (a free port); "
-                                                    "prints `PORT ITERATIONS` first")
+    server = roles.add_parser(
+        "online-server", help="a TCP request/response server on 127.0.0.1 (a free port); prints `PORT ITERATIONS` first"
+    )
     server.add_argument("--work-ms", type=float, default=1.0, help="CPU burnt per request (default 1 ms)")
     server.set_defaults(run=run_online_server)
     hog = roles.add_parser("cpu-hog", help="a CPU busy loop (one core)")
@@ -70,7 +73,6 @@ def run_load(args: argparse.Namespace) -> int:
     module = colocation()
     start = time.monotonic() + LOAD_START_DELAY_SECONDS
     total = args.seconds + args.warmup
-    result = module.load(args.port, start, [module.Segment(total, args.rate)], args.warmup,
-                         deadline=start + total + 30)
+    result = module.load(args.port, start, [module.Segment(total, args.rate)], args.warmup, deadline=start + total + 30)
     print(json.dumps(result), flush=True)
     return 0

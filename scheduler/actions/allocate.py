@@ -205,8 +205,9 @@ class _Allocation:
         # Once its feasible nodes hold all the copies they can, each is short of something.
         reasons = self._explain(task, cacheable=True).copy()
         nodes = session.nodes
-        reasons.update(nodes.shortfall(task, nodes.free(task, rows, session.be_capacity)
-                                       - copies[:, None] * task.request))
+        reasons.update(
+            nodes.shortfall(task, nodes.free(task, rows, session.be_capacity) - copies[:, None] * task.request)
+        )
         job.set_unschedulable(need - possible, nodes_message(reasons, len(nodes)))
         return True
 
@@ -225,8 +226,11 @@ class _Allocation:
         if failures.nodes is not None:
             parts.append(nodes_message(failures.nodes, len(self.session.nodes)))
         if failures.queue:
-            parts.append(f"{failures.queue} task(s) would exceed queue {queue.name}'s deserved share"
-                         if queue.is_open else f"queue {queue.name} is {queue.state.value}")
+            parts.append(
+                f"{failures.queue} task(s) would exceed queue {queue.name}'s deserved share"
+                if queue.is_open
+                else f"queue {queue.name} is {queue.state.value}"
+            )
         return "; ".join(parts) or "the tasks left cannot make the gang ready"
 
     def _left_in_overused(self, queue: QueueInfo, jobs: list[tuple]) -> None:

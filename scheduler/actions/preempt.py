@@ -65,8 +65,12 @@ def starving_jobs(session: Session) -> dict[str, list[JobInfo]]:
     still Pending admission, invalid jobs and jobs of unknown queues)."""
     by_queue: dict[str, list[JobInfo]] = {}
     for job in session.jobs.values():
-        if (job.phase is PodGroupPhase.PENDING or job.queue not in session.queues
-                or not job.by_status.get(TaskStatus.PENDING) or session.job_valid(job)):
+        if (
+            job.phase is PodGroupPhase.PENDING
+            or job.queue not in session.queues
+            or not job.by_status.get(TaskStatus.PENDING)
+            or session.job_valid(job)
+        ):
             continue
         if session.job_starving(job):
             by_queue.setdefault(job.queue, []).append(job)
@@ -99,18 +103,25 @@ class VictimPool:
         count = len(listed)
         self._index = {task.uid: i for i, task in enumerate(listed)}
         self.rows = np.fromiter((session.nodes.index[task.node] for task in listed), dtype=np.intp, count=count)
-        self.requests = (np.stack([task.request for task in listed]) if listed
-                         else np.zeros((0, len(session.resources)), dtype=np.int64))
+        self.requests = (
+            np.stack([task.request for task in listed])
+            if listed
+            else np.zeros((0, len(session.resources)), dtype=np.int64)
+        )
         self.best_effort = np.fromiter((task.best_effort for task in listed), dtype=bool, count=count)
         self.task_priority = np.fromiter((task.priority for task in listed), dtype=np.int64, count=count)
         jobs = session.jobs
         self.job_priority = np.fromiter((jobs[task.job].priority for task in listed), dtype=np.int64, count=count)
         self._job_codes: dict[str, int] = {}
-        self.job = np.fromiter((self._job_codes.setdefault(task.job, len(self._job_codes)) for task in listed),
-                               dtype=np.int64, count=count)
+        self.job = np.fromiter(
+            (self._job_codes.setdefault(task.job, len(self._job_codes)) for task in listed), dtype=np.int64, count=count
+        )
         self._queue_codes: dict[str, int] = {}
-        self.queue = np.fromiter((self._queue_codes.setdefault(jobs[task.job].queue, len(self._queue_codes))
-                                  for task in listed), dtype=np.int64, count=count)
+        self.queue = np.fromiter(
+            (self._queue_codes.setdefault(jobs[task.job].queue, len(self._queue_codes)) for task in listed),
+            dtype=np.int64,
+            count=count,
+        )
         self.available = np.ones(count, dtype=bool)
         self._selections: dict[Hashable, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         session.add_event_handler(self._restored, self._evicted)
@@ -241,8 +252,12 @@ class VictimSearch:
         bound.fits[task.placement] = (mask, self._mark)
         return mask
 
-    def can_hold(self, tasks: list[TaskInfo], need: int,
-                 selection_of: Callable[[TaskInfo], tuple[Hashable, Callable[[], np.ndarray]]]) -> bool:
+    def can_hold(
+        self,
+        tasks: list[TaskInfo],
+        need: int,
+        selection_of: Callable[[TaskInfo], tuple[Hashable, Callable[[], np.ndarray]]],
+    ) -> bool:
         """Whether `need` of `tasks` might be placed by this search (module docstring): False when
         the nodes each placement class passes the predicates on cannot hold that many copies
         with every victim of the class's selection (`selection_of(task)`: key, selection) gone."""
@@ -256,15 +271,23 @@ class VictimSearch:
         held = 0
         for task, count in classes.values():
             view = self._bound(*selection_of(task)).view
-            feasible = np.flatnonzero(self.session.candidate_scores(task, self._empty, ("victims", task.placement))
-                                      > -np.inf)
+            feasible = np.flatnonzero(
+                self.session.candidate_scores(task, self._empty, ("victims", task.placement)) > -np.inf
+            )
             held += min(count, int(view.copies(task, feasible, self.session.be_capacity).sum()))
             if held >= need:
                 return True
         return False
 
-    def place(self, task: TaskInfo, selection_key: Hashable, selection: Callable[[], np.ndarray],
-              also: Callable[[TaskInfo], bool], victims_of: Victims, enough: Callable[[], bool]) -> Statement | None:
+    def place(
+        self,
+        task: TaskInfo,
+        selection_key: Hashable,
+        selection: Callable[[], np.ndarray],
+        also: Callable[[TaskInfo], bool],
+        victims_of: Victims,
+        enough: Callable[[], bool],
+    ) -> Statement | None:
         """Evict victims on one node until `task` fits there, and pipeline it: the statement that
         did so, or None (nothing changed). Victims are the pool's `selection` that pass `also`,
         as `victims_of(task, candidates)` allows; `enough()` must also hold before the task is
@@ -290,9 +313,13 @@ class VictimSearch:
                 row = int(np.argmax(scores))
                 if scores[row] == -np.inf:
                     return None
-            candidates = self._lowest_first([victim for victim in nodes.tasks[row].values()
-                                             if victim.status in EVICTABLE
-                                             and self.pool.selected(selection_key, victim) and also(victim)])
+            candidates = self._lowest_first(
+                [
+                    victim
+                    for victim in nodes.tasks[row].values()
+                    if victim.status in EVICTABLE and self.pool.selected(selection_key, victim) and also(victim)
+                ]
+            )
             # The filters keep the candidates' order (and a gang's spare members go lowest first).
             statement = self._evict_until_fits(task, row, victims_of(task, candidates) if candidates else [], enough)
             if statement is not None:
@@ -314,11 +341,15 @@ class VictimSearch:
     def _lowest_first(self, tasks: list[TaskInfo]) -> list[TaskInfo]:
         """The reverse of the order the session would schedule them in: job order, then task order."""
         session, jobs = self.session, self.session.jobs
-        return sorted(tasks, key=lambda victim: (session.job_order_key(jobs[victim.job]),
-                                                 session.task_order_key(victim)), reverse=True)
+        return sorted(
+            tasks,
+            key=lambda victim: (session.job_order_key(jobs[victim.job]), session.task_order_key(victim)),
+            reverse=True,
+        )
 
-    def _evict_until_fits(self, task: TaskInfo, row: int, victims: list[TaskInfo],
-                          enough: Callable[[], bool]) -> Statement | None:
+    def _evict_until_fits(
+        self, task: TaskInfo, row: int, victims: list[TaskInfo], enough: Callable[[], bool]
+    ) -> Statement | None:
         session, nodes = self.session, self.session.nodes
         statement = session.statement()
         remaining = iter(victims)
@@ -365,10 +396,12 @@ class VictimAction(Action):
         if not starving:
             return
         may_lose = self.may_lose(session, starving)
-        pool = VictimPool(session, (task for job in session.jobs.values() if may_lose(job)
-                                    for task in job.with_status(*EVICTABLE)))
-        search = VictimSearch(session, pool, self.name,
-                              int(self.arguments.get("maxCandidateNodes", DEFAULT_MAX_CANDIDATE_NODES)))
+        pool = VictimPool(
+            session, (task for job in session.jobs.values() if may_lose(job) for task in job.with_status(*EVICTABLE))
+        )
+        search = VictimSearch(
+            session, pool, self.name, int(self.arguments.get("maxCandidateNodes", DEFAULT_MAX_CANDIDATE_NODES))
+        )
         for queue in queues_in_order(session, starving):
             self.serve(session, search, queue, starving[queue.name])
 
@@ -396,9 +429,14 @@ class Preempt(VictimAction):
 
         def selection_of(task: TaskInfo) -> tuple[Hashable, Callable[[], np.ndarray]]:
             """Lower-priority tasks of the queue (BE ones only for a BE task)."""
+
             def selection(priority: int = job.priority, be: bool = task.best_effort) -> np.ndarray:
-                return ((pool.queue == pool.queue_code(queue.name)) & (pool.job_priority < priority)
-                        & (pool.best_effort | (not be)))
+                return (
+                    (pool.queue == pool.queue_code(queue.name))
+                    & (pool.job_priority < priority)
+                    & (pool.best_effort | (not be))
+                )
+
             return ("jobs", queue.name, job.priority, task.best_effort), selection
 
         pending = job.pending
@@ -408,8 +446,13 @@ class Preempt(VictimAction):
         for task in sorted(pending, key=session.task_order_key):
             if not session.job_starving(job):
                 break
-            statement = search.place(task, *selection_of(task), lambda victim: victim.job != job.key,
-                                     session.preemptable, lambda: session.allocatable(queue, task))
+            statement = search.place(
+                task,
+                *selection_of(task),
+                lambda victim: victim.job != job.key,
+                session.preemptable,
+                lambda: session.allocatable(queue, task),
+            )
             if statement is not None:
                 statements.append(statement)
         commit_if_pipelined(session, job, statements)
@@ -428,8 +471,14 @@ class Preempt(VictimAction):
             def selection(priority: int = task.priority, be: bool = best_effort) -> np.ndarray:
                 return (pool.job == code) & (pool.task_priority < priority) & (pool.best_effort | (not be))
 
-            statement = search.place(task, ("task", job.key, task.priority, best_effort), selection,
-                                     anyone, session.preemptable, lambda: session.allocatable(queue, task))
+            statement = search.place(
+                task,
+                ("task", job.key, task.priority, best_effort),
+                selection,
+                anyone,
+                session.preemptable,
+                lambda: session.allocatable(queue, task),
+            )
             if statement is None:
                 break
             statement.commit()

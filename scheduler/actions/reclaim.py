@@ -34,8 +34,11 @@ class Reclaim(VictimAction):
 
     def may_lose(self, session: Session, starving: dict[str, list[JobInfo]]) -> Callable[[JobInfo], bool]:
         # Jobs of reclaimable queues other than a starving one (with one starving queue, not its own).
-        victims = {name for name, queue in session.queues.items() if queue.reclaimable
-                   and (len(starving) > 1 or name not in starving)}
+        victims = {
+            name
+            for name, queue in session.queues.items()
+            if queue.reclaimable and (len(starving) > 1 or name not in starving)
+        }
         return lambda job: job.queue in victims
 
     def serve(self, session: Session, search: VictimSearch, queue: QueueInfo, jobs: list[JobInfo]) -> None:
@@ -46,14 +49,15 @@ class Reclaim(VictimAction):
             self._reclaim_for(session, search, queue, job, reclaimable)
 
     @staticmethod
-    def _reclaim_for(session: Session, search: VictimSearch, queue: QueueInfo, job: JobInfo,
-                     others: set[str]) -> None:
+    def _reclaim_for(session: Session, search: VictimSearch, queue: QueueInfo, job: JobInfo, others: set[str]) -> None:
         pool = search.pool
 
         def selection_of(task: TaskInfo) -> tuple[Hashable, Callable[[], np.ndarray]]:
             """Tasks of the other reclaimable queues (BE ones only for a BE task)."""
+
             def selection(be: bool = task.best_effort) -> np.ndarray:
                 return pool.queue_mask(others) & (pool.best_effort | (not be))
+
             return ("queues", queue.name, task.best_effort), selection
 
         pending = job.pending

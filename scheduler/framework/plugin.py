@@ -31,6 +31,7 @@ ArgumentParser = Callable[[Any], Any]
 
 def number(minimum: float | None = None, maximum: float | None = None) -> ArgumentParser:
     """An argument parser for a float in [minimum, maximum]."""
+
     def parse(value: Any) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
             raise ValueError(f"must be a number, not {value!r}")
@@ -43,6 +44,7 @@ def number(minimum: float | None = None, maximum: float | None = None) -> Argume
         if maximum is not None and result > maximum:
             raise ValueError(f"must be at most {maximum}, not {result:g}")
         return result
+
     return parse
 
 
@@ -62,15 +64,21 @@ def text(value: Any) -> str:
 
 def choice(*allowed: str) -> ArgumentParser:
     """An argument parser for one of `allowed` (case as written)."""
+
     def parse(value: Any) -> str:
         if value not in allowed:
             raise ValueError(f"must be one of {', '.join(allowed)}, not {value!r}")
         return str(value)
+
     return parse
 
 
-def parse_arguments(owner: str, declared: Mapping[str, ArgumentParser], given: Mapping[str, Any],
-                    prefixes: Mapping[str, ArgumentParser] | None = None) -> dict[str, Any]:
+def parse_arguments(
+    owner: str,
+    declared: Mapping[str, ArgumentParser],
+    given: Mapping[str, Any],
+    prefixes: Mapping[str, ArgumentParser] | None = None,
+) -> dict[str, Any]:
     """Parse `given` against `declared` (exact names) and `prefixes` (e.g. `binpack.resources.`
     for per-resource keys); raise ConfError naming `owner` and the key on anything else."""
     parsed: dict[str, Any] = {}
@@ -97,8 +105,7 @@ class Plugin:
     ARGUMENT_PREFIXES: ClassVar[Mapping[str, ArgumentParser]] = {}
 
     def __init__(self, arguments: Mapping[str, Any] | None = None) -> None:
-        self.arguments = parse_arguments(f"plugin {self.name}", self.ARGUMENTS, arguments or {},
-                                          self.ARGUMENT_PREFIXES)
+        self.arguments = parse_arguments(f"plugin {self.name}", self.ARGUMENTS, arguments or {}, self.ARGUMENT_PREFIXES)
 
     def argument(self, key: str, default: Any) -> Any:
         return self.arguments.get(key, default)

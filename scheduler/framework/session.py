@@ -135,8 +135,11 @@ class Session:
     def total(self) -> np.ndarray:
         """Allocatable summed over schedulable nodes."""
         nodes = self.nodes
-        return nodes.allocatable[nodes.schedulable].sum(axis=0) if len(nodes) else np.zeros(len(self.resources),
-                                                                                             dtype=np.int64)
+        return (
+            nodes.allocatable[nodes.schedulable].sum(axis=0)
+            if len(nodes)
+            else np.zeros(len(self.resources), dtype=np.int64)
+        )
 
     def open(self) -> Session:
         for tier_number, tier in enumerate(self.conf.tiers):
@@ -221,8 +224,11 @@ class Session:
     def add_allocatable_fn(self, fn: Callable[[QueueInfo, TaskInfo], bool]) -> None:
         self._add("allocatable", fn)
 
-    def add_event_handler(self, on_allocate: Callable[[TaskInfo], None] | None = None,
-                          on_deallocate: Callable[[TaskInfo], None] | None = None) -> None:
+    def add_event_handler(
+        self,
+        on_allocate: Callable[[TaskInfo], None] | None = None,
+        on_deallocate: Callable[[TaskInfo], None] | None = None,
+    ) -> None:
         """Called when a task takes or gives back resources in this session (allocate, pipeline,
         evict and their rollbacks): plugins keep shares and device state current with these."""
         self._handlers.append((on_allocate, on_deallocate))
@@ -246,8 +252,12 @@ class Session:
         return tuple(r.fn(queue) for r in self._all("queue_order")) + (queue.name,)
 
     def task_order_key(self, task: TaskInfo) -> tuple[Any, ...]:
-        return tuple(r.fn(task) for r in self._all("task_order")) + (task.creation, task.task_name, task.index,
-                                                                     task.name)
+        return tuple(r.fn(task) for r in self._all("task_order")) + (
+            task.creation,
+            task.task_name,
+            task.index,
+            task.name,
+        )
 
     def _every(self, kind: str, *args: Any) -> bool:
         """Whether every callback of `kind` agrees (a plain loop: some run per placement)."""
@@ -328,8 +338,7 @@ class Session:
         if reports is None:
             store = self.reports
             names = self.nodes.names
-            reports = ([None] * len(names) if store is None
-                       else [store.fresh(name, staleness_seconds) for name in names])
+            reports = [None] * len(names) if store is None else [store.fresh(name, staleness_seconds) for name in names]
             self._fresh[staleness_seconds] = reports
         return reports
 
@@ -380,14 +389,17 @@ class Session:
         if state is None:
             state = self._classes[key] = _ClassState(self._evaluate(task, slice(None), view), log_length)
         elif state.synced < log_length:
-            changed = self._change_log[state.synced:]
+            changed = self._change_log[state.synced :]
             if len(changed) * 4 > len(self.nodes):
                 state.masked = self._evaluate(task, slice(None), view)
             else:
                 # One placement between two tasks of a class is the common case: a slice keeps
                 # the plugins' row reads views instead of copies.
-                rows = (slice(changed[0], changed[0] + 1) if len(changed) == 1
-                        else np.unique(np.fromiter(changed, dtype=np.intp, count=len(changed))))
+                rows = (
+                    slice(changed[0], changed[0] + 1)
+                    if len(changed) == 1
+                    else np.unique(np.fromiter(changed, dtype=np.intp, count=len(changed)))
+                )
                 state.masked[rows] = self._evaluate(task, rows, view)
             state.synced = log_length
         return state.masked

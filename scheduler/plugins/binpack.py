@@ -23,8 +23,12 @@ RESOURCE_PREFIX = "binpack.resources."
 @register_plugin
 class BinpackPlugin(Plugin):
     name = "binpack"
-    ARGUMENTS = {"binpack.weight": number(minimum=0), "binpack.cpu": number(minimum=0),
-                 "binpack.memory": number(minimum=0), "binpack.resources": text}
+    ARGUMENTS = {
+        "binpack.weight": number(minimum=0),
+        "binpack.cpu": number(minimum=0),
+        "binpack.memory": number(minimum=0),
+        "binpack.resources": text,
+    }
     ARGUMENT_PREFIXES = {RESOURCE_PREFIX: number(minimum=0)}
 
     def on_session_open(self, session: Session) -> None:

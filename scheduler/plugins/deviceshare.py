@@ -56,8 +56,11 @@ def device_memory(node: Node, report: NodeReport | None, label: str | None) -> l
     """The memory of each of the node's devices, in bytes (an empty list: no devices)."""
     allocatable = node.allocatable
     count, total = allocatable.get(GPU, 0), allocatable.get(GPU_MEMORY, 0)
-    reported = ([gpu.memory_total_bytes for gpu in sorted(report.gpu.gpus, key=lambda gpu: gpu.index)]
-                if report is not None and report.gpu.available else [])
+    reported = (
+        [gpu.memory_total_bytes for gpu in sorted(report.gpu.gpus, key=lambda gpu: gpu.index)]
+        if report is not None and report.gpu.available
+        else []
+    )
     per_device = 0
     if label:
         try:
@@ -125,11 +128,14 @@ class DeviceShare(Plugin):
         # Per device: share memory held and share pods on it, and the part of both being released;
         # per node: devices whole-GPU pods hold, and the part of them being released.
         self._used, self._used_releasing = np.zeros((n, width), dtype=np.int64), np.zeros((n, width), dtype=np.int64)
-        self._sharers, self._sharers_releasing = np.zeros((n, width), dtype=np.int64), np.zeros((n, width), dtype=np.int64)
+        self._sharers, self._sharers_releasing = (
+            np.zeros((n, width), dtype=np.int64),
+            np.zeros((n, width), dtype=np.int64),
+        )
         self._whole, self._whole_releasing = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
         for row, devices in inventory.items():
             self._count[row] = len(devices)
-            self._total[row, :len(devices)] = devices
+            self._total[row, : len(devices)] = devices
         self._held: dict[str, _Holding] = {}
         placed = (nodes.used + nodes.be_used)[:, gpu_columns].any(axis=1)
         for row in np.flatnonzero(placed):
@@ -263,8 +269,11 @@ class DeviceShare(Plugin):
         whole, memory = wanted
         if memory and whole > 1:
             return Counter({"a GPU memory share cannot span more than one GPU": refused})
-        reason = ("node(s) without a GPU that has the memory share free" if memory
-                  else "node(s) without enough free whole GPUs")
+        reason = (
+            "node(s) without a GPU that has the memory share free"
+            if memory
+            else "node(s) without enough free whole GPUs"
+        )
         return Counter({reason: refused})
 
     def _score(self, task: TaskInfo, nodes: NodeTable, rows: Rows) -> np.ndarray:

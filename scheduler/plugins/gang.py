@@ -52,8 +52,7 @@ class _Counts:
 
 def _state(task: TaskInfo) -> tuple[bool, bool]:
     status = task.status
-    return (status in READY or (status is TaskStatus.PENDING and task.no_request),
-            status is TaskStatus.PIPELINED)
+    return (status in READY or (status is TaskStatus.PENDING and task.no_request), status is TaskStatus.PIPELINED)
 
 
 @register_plugin
@@ -152,12 +151,14 @@ class GangPlugin(Plugin):
             if not job.unschedulable_message:
                 job.set_unschedulable(job.min_member - self._of(job).ready, self._not_ready(job))
             if job.podgroup is not None:
-                session.record_event("PodGroup", job.namespace, job.name, "Warning", "Unschedulable",
-                                     job.unschedulable_message)
+                session.record_event(
+                    "PodGroup", job.namespace, job.name, "Warning", "Unschedulable", job.unschedulable_message
+                )
             else:
                 for task in job.pending:
-                    session.record_event("Pod", task.namespace, task.name, "Warning", "FailedScheduling",
-                                         job.unschedulable_message)
+                    session.record_event(
+                        "Pod", task.namespace, task.name, "Warning", "FailedScheduling", job.unschedulable_message
+                    )
 
     @staticmethod
     def _not_ready(job: JobInfo) -> str:

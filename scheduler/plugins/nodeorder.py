@@ -29,8 +29,16 @@ DEFAULT_CPU_MILLI = 100
 DEFAULT_MEMORY_BYTES = 200 * 1024 * 1024
 SCORED = 2  # cpu and memory: the first columns of every resource axis
 _DIFFERENCE = np.array([1.0, -1.0])
-WEIGHTS = {"leastrequested": 1.0, "mostrequested": 0.0, "balancedresource": 1.0, "nodeaffinity": 2.0,
-           "tainttoleration": 3.0, "podaffinity": 2.0, "imagelocality": 1.0, "podtopologyspread": 2.0}
+WEIGHTS = {
+    "leastrequested": 1.0,
+    "mostrequested": 0.0,
+    "balancedresource": 1.0,
+    "nodeaffinity": 2.0,
+    "tainttoleration": 3.0,
+    "podaffinity": 2.0,
+    "imagelocality": 1.0,
+    "podtopologyspread": 2.0,
+}
 
 
 @register_plugin
@@ -64,7 +72,8 @@ class NodeOrderPlugin(Plugin):
         index = NodeIndex.of(self.session)
         total: np.ndarray | None = None
         preferred = (task.pod.affinity.get("nodeAffinity") or {}).get(
-            "preferredDuringSchedulingIgnoredDuringExecution") or ()
+            "preferredDuringSchedulingIgnoredDuringExecution"
+        ) or ()
         if self.affinity and preferred:
             raw = np.zeros(index.size)
             for term in preferred:
@@ -86,7 +95,8 @@ class NodeOrderPlugin(Plugin):
         if pod is None:
             request = task.request
             pod = self._pod_requests[task.placement] = np.array(
-                [request[0] or DEFAULT_CPU_MILLI, request[1] or DEFAULT_MEMORY_BYTES], dtype=np.int64)
+                [request[0] or DEFAULT_CPU_MILLI, request[1] or DEFAULT_MEMORY_BYTES], dtype=np.int64
+            )
         fractions = (nodes.used[rows, :SCORED] + nodes.be_used[rows, :SCORED] + pod) * self._inverse[rows]
         if self._absent is not None:
             fractions[self._absent[rows]] = 1.0

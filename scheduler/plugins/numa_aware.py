@@ -124,8 +124,9 @@ class NumaAware(Plugin):
         else:
             cpu, memory = int(task.request[self._cpu]), int(task.request[self._memory])
             fits_numa = needed <= numa_nodes_needed(self._size_cpu[rows], self._size_memory[rows], cpu, memory)
-        fits_node = (task.request[[self._cpu, self._memory]] <= nodes.allocatable[rows][:, [self._cpu, self._memory]]
-                     ).all(axis=1)
+        fits_node = (
+            task.request[[self._cpu, self._memory]] <= nodes.allocatable[rows][:, [self._cpu, self._memory]]
+        ).all(axis=1)
         return np.where(known, fits_numa, fits_node)
 
     def _explain(self, task: TaskInfo, nodes: NodeTable) -> Counter[str]:

@@ -67,8 +67,14 @@ class NodeIndex:
         column = self._codes.get(key)
         if column is None:
             table: dict[str, int] = {}
-            codes = np.fromiter((-1 if (value := labels.get(key)) is None else table.setdefault(value, len(table))
-                                 for labels in self._labels), dtype=np.int32, count=self.size)
+            codes = np.fromiter(
+                (
+                    -1 if (value := labels.get(key)) is None else table.setdefault(value, len(table))
+                    for labels in self._labels
+                ),
+                dtype=np.int32,
+                count=self.size,
+            )
             column = self._codes[key] = (codes, table)
         return column
 
@@ -85,8 +91,9 @@ class NodeIndex:
     def _number(self, key: str) -> np.ndarray:
         numbers = self._numbers.get(key)
         if numbers is None:
-            numbers = self._numbers[key] = np.array([_integer(labels.get(key)) for labels in self._labels],
-                                                    dtype=np.float64).reshape(self.size)
+            numbers = self._numbers[key] = np.array(
+                [_integer(labels.get(key)) for labels in self._labels], dtype=np.float64
+            ).reshape(self.size)
         return numbers
 
     def selector(self, selector: Mapping[str, str]) -> np.ndarray:
@@ -167,8 +174,9 @@ class NodeIndex:
         return counts
 
     def first_untolerated(self, pod: Pod, row: int, effects: frozenset[str]) -> Taint | None:
-        return next((taint for taint in self._taints[row] if taint.effect in effects and not pod.tolerates(taint)),
-                    None)
+        return next(
+            (taint for taint in self._taints[row] if taint.effect in effects and not pod.tolerates(taint)), None
+        )
 
 
 @register_plugin
@@ -178,9 +186,19 @@ class PredicatesPlugin(Plugin):
         "predicate.NodeAffinityEnable": boolean,
         "predicate.TaintTolerationEnable": boolean,
         # Accepted for Volcano configurations; Lahar has no such filters.
-        **{f"predicate.{name}Enable": boolean for name in (
-            "NodePorts", "PodAffinity", "NodeVolumeLimits", "VolumeZone", "PodTopologySpread", "VolumeBinding",
-            "DynamicResourceAllocation", "Cache")},
+        **{
+            f"predicate.{name}Enable": boolean
+            for name in (
+                "NodePorts",
+                "PodAffinity",
+                "NodeVolumeLimits",
+                "VolumeZone",
+                "PodTopologySpread",
+                "VolumeBinding",
+                "DynamicResourceAllocation",
+                "Cache",
+            )
+        },
     }
 
     def on_session_open(self, session: Session) -> None:

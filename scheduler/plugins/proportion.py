@@ -41,8 +41,15 @@ from lahar.scheduler.model import CHARGED, LENT_COLUMNS, JobInfo, QueueInfo, Tas
 QUOTA_INSUFFICIENT = "queue resource quota insufficient"
 
 
-def water_fill(total: np.ndarray, weights: np.ndarray, request: np.ndarray, real_capability: np.ndarray,
-               guarantee: np.ndarray, pinned: np.ndarray, pinned_value: np.ndarray) -> np.ndarray:
+def water_fill(
+    total: np.ndarray,
+    weights: np.ndarray,
+    request: np.ndarray,
+    real_capability: np.ndarray,
+    guarantee: np.ndarray,
+    pinned: np.ndarray,
+    pinned_value: np.ndarray,
+) -> np.ndarray:
     """Deserved per queue (rows) and resource (columns), as floats; see the module docstring.
     `pinned` marks the (queue, resource) cells fixed at `pinned_value`."""
     deserved = np.where(pinned, pinned_value, 0.0)
@@ -58,8 +65,7 @@ def water_fill(total: np.ndarray, weights: np.ndarray, request: np.ndarray, real
         grown = np.minimum(np.minimum(grown, real_capability[active]), request[active])
         grown = np.maximum(grown, guarantee[active])
         deserved[active] = np.where(pinned[active], pinned_value[active], grown)
-        met[active] = ((request[active] <= deserved[active]).all(axis=1)
-                       | (deserved[active] == old[active]).all(axis=1))
+        met[active] = (request[active] <= deserved[active]).all(axis=1) | (deserved[active] == old[active]).all(axis=1)
         change = deserved - old
         old_remaining = remaining
         remaining = np.maximum(remaining - change.sum(axis=0), 0.0)
@@ -84,8 +90,9 @@ class ProportionPlugin(Plugin):
             self._inqueue[queue.name] = np.zeros(width, dtype=np.int64)
         # Under oversubscription BE tasks' cpu/memory is borrowed from the agents' reclaimable
         # capacity, not from the cluster the queues share, so quotas do not charge it.
-        self._uncharged = np.array([session.resources.column[name] for name in LENT_COLUMNS]) \
-            if session.lends_to_be else None
+        self._uncharged = (
+            np.array([session.resources.column[name] for name in LENT_COLUMNS]) if session.lends_to_be else None
+        )
         self._borrowers: set[str] = set()  # queues with pending BE tasks that borrow, not charge
         admits = "enqueue" in session.conf.actions
         for job in session.jobs.values():
@@ -128,6 +135,7 @@ class ProportionPlugin(Plugin):
         queues = list(session.queues.values())
         columns = session.resources.quota_columns
         total = session.total[columns].astype(np.float64)
+
         def matrix(vectors: list[np.ndarray]) -> np.ndarray:
             return np.array(vectors, dtype=np.float64).reshape(len(queues), len(columns))
 
@@ -221,8 +229,9 @@ class ProportionPlugin(Plugin):
         if (wanted[columns] <= self._real_capability[queue.name]).all():
             return PERMIT
         if job.podgroup is not None:
-            self.session.record_event("PodGroup", job.namespace, job.name, "Normal", "Unschedulable",
-                                      QUOTA_INSUFFICIENT)
+            self.session.record_event(
+                "PodGroup", job.namespace, job.name, "Normal", "Unschedulable", QUOTA_INSUFFICIENT
+            )
         return REJECT
 
     def job_enqueued(self, job: JobInfo) -> None:

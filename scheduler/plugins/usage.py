@@ -47,8 +47,12 @@ def thresholds(value: Any) -> dict[str, float]:
 class Usage(Plugin):
     name = "usage"
     ARGUMENTS = {
-        "thresholds": thresholds, "thresholds.cpu": percent, "thresholds.mem": percent,
-        "usage.weight": weight, "cpu.weight": weight, "memory.weight": weight,
+        "thresholds": thresholds,
+        "thresholds.cpu": percent,
+        "thresholds.mem": percent,
+        "usage.weight": weight,
+        "cpu.weight": weight,
+        "memory.weight": weight,
         "staleness": number(minimum=0),
     }
 
@@ -68,8 +72,9 @@ class Usage(Plugin):
             self._known[row] = True
             self._usage[row] = (report.cpu.usage_ratio, report.memory.used_bytes / report.memory.total_bytes)
             self._capacity[row] = (report.cpu.cores * 1000, report.memory.total_bytes)
-        self._hot = self._known & ((self._usage[:, 0] * 100 > self._cpu_threshold)
-                                   | (self._usage[:, 1] * 100 > self._mem_threshold))
+        self._hot = self._known & (
+            (self._usage[:, 0] * 100 > self._cpu_threshold) | (self._usage[:, 1] * 100 > self._mem_threshold)
+        )
         cpu_weight, memory_weight = float(self.argument("cpu.weight", 1.0)), float(self.argument("memory.weight", 1.0))
         total = cpu_weight + memory_weight
         self._weights = np.array([cpu_weight, memory_weight]) / total if total else np.zeros(2)
@@ -92,8 +97,7 @@ class Usage(Plugin):
 
     def _explain(self, task: TaskInfo, nodes: NodeTable) -> Counter[str]:
         hot = int((self._hot & nodes.schedulable).sum())
-        reason = (f"node(s) too busy (usage over cpu {self._cpu_threshold:g}% or memory "
-                  f"{self._mem_threshold:g}%)")
+        reason = f"node(s) too busy (usage over cpu {self._cpu_threshold:g}% or memory {self._mem_threshold:g}%)"
         return Counter({reason: hot} if hot else {})
 
     def _score(self, task: TaskInfo, nodes: NodeTable, rows: Rows) -> np.ndarray:

@@ -55,17 +55,30 @@ def accelerator_fakes(tmp_path_factory: pytest.TempPathFactory) -> AcceleratorFa
 # --- QoS: fake cgroup trees with the control files the QoS engine writes ---------------------
 
 V1_CONTROLS: dict[str, dict[str, str]] = {
-    "cpu": {"cpu.idle": "0\n", "cpu.shares": "1024\n", "cpu.cfs_quota_us": "-1\n",
-            "cpu.cfs_period_us": "100000\n", "cpu.cfs_burst_us": "0\n"},
+    "cpu": {
+        "cpu.idle": "0\n",
+        "cpu.shares": "1024\n",
+        "cpu.cfs_quota_us": "-1\n",
+        "cpu.cfs_period_us": "100000\n",
+        "cpu.cfs_burst_us": "0\n",
+    },
     "cpuset": {"cpuset.cpus": "0-3\n", "cpuset.mems": "0\n"},
-    "memory": {"memory.limit_in_bytes": "9223372036854771712\n",
-               "memory.soft_limit_in_bytes": "9223372036854771712\n"},
+    "memory": {"memory.limit_in_bytes": "9223372036854771712\n", "memory.soft_limit_in_bytes": "9223372036854771712\n"},
     "blkio": {f"blkio.throttle.{name}_device": "" for name in ("read_bps", "write_bps", "read_iops", "write_iops")},
 }
 V2_CONTROLS: dict[str, str] = {
-    "cpu.idle": "0\n", "cpu.weight": "100\n", "cpu.max": "max 100000\n", "cpu.max.burst": "0\n",
-    "cpuset.cpus": "\n", "cpuset.cpus.effective": "0-3\n", "memory.high": "max\n", "memory.low": "0\n",
-    "memory.min": "0\n", "memory.reclaim": "", "io.max": "", "io.weight": "default 100\n",
+    "cpu.idle": "0\n",
+    "cpu.weight": "100\n",
+    "cpu.max": "max 100000\n",
+    "cpu.max.burst": "0\n",
+    "cpuset.cpus": "\n",
+    "cpuset.cpus.effective": "0-3\n",
+    "memory.high": "max\n",
+    "memory.low": "0\n",
+    "memory.min": "0\n",
+    "memory.reclaim": "",
+    "io.max": "",
+    "io.weight": "default 100\n",
 }
 
 
@@ -124,8 +137,11 @@ class QosTree:
         return path
 
     def read(self, cgroup: str, filename: str) -> str:
-        controller = "" if self.v2 else {"cpu": "cpu", "cpuset": "cpuset", "memory": "memory",
-                                         "blkio": "blkio"}[filename.split(".")[0]]
+        controller = (
+            ""
+            if self.v2
+            else {"cpu": "cpu", "cpuset": "cpuset", "memory": "memory", "blkio": "blkio"}[filename.split(".")[0]]
+        )
         return (self.directory(cgroup, controller) / filename).read_text().strip()
 
     def write(self, cgroup: str, filename: str, content: str) -> None:
@@ -134,15 +150,21 @@ class QosTree:
 
     def snapshot(self) -> dict[str, tuple[int, bytes]]:
         """Every file of the tree: (mtime, content), to see what changed."""
-        return {str(path.relative_to(self.root)): (path.stat().st_mtime_ns, path.read_bytes())
-                for path in sorted(self.root.rglob("*")) if path.is_file()}
+        return {
+            str(path.relative_to(self.root)): (path.stat().st_mtime_ns, path.read_bytes())
+            for path in sorted(self.root.rglob("*"))
+            if path.is_file()
+        }
 
 
 def qos_tree_params() -> list[Any]:
     from lahar.agent.cgroups.layout import CgroupDriver, CgroupVersion
 
-    return [pytest.param((version, driver), id=f"v{version.value}-{driver.value}")
-            for version in CgroupVersion for driver in CgroupDriver]
+    return [
+        pytest.param((version, driver), id=f"v{version.value}-{driver.value}")
+        for version in CgroupVersion
+        for driver in CgroupDriver
+    ]
 
 
 @pytest.fixture(params=qos_tree_params())

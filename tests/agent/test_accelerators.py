@@ -52,16 +52,21 @@ gpu1.compute={DAEMON_PID}:{512 * MIB},{EXITED_PID}:{256 * MIB}
 
 # ---- fixtures ----
 
+
 @pytest.fixture
 def host(tmp_path: Path) -> Host:
     """A fake root whose /proc/<pid>/cgroup files place the GPU processes in pods."""
     root = tmp_path / "root"
     container = "0123456789abcdef" * 4
     cgroups = {
-        TRAIN_PID: "".join(f"{line}:/kubepods/burstable/pod{TRAIN_UID}/{container}\n"
-                           for line in ("12:memory", "11:cpu,cpuacct", "3:pids", "1:name=systemd")),
-        INFER_PID: ("0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod"
-                    f"{INFER_UID.replace('-', '_')}.slice/cri-containerd-{container}.scope\n"),
+        TRAIN_PID: "".join(
+            f"{line}:/kubepods/burstable/pod{TRAIN_UID}/{container}\n"
+            for line in ("12:memory", "11:cpu,cpuacct", "3:pids", "1:name=systemd")
+        ),
+        INFER_PID: (
+            "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod"
+            f"{INFER_UID.replace('-', '_')}.slice/cri-containerd-{container}.scope\n"
+        ),
         DAEMON_PID: "0::/system.slice/nvidia-persistenced.service\n",
     }  # EXITED_PID has no /proc entry: it ended between NVML's answer and the read
     for pid, text in cgroups.items():
@@ -97,14 +102,17 @@ def gpu_collectors() -> Iterator[list[GpuCollector]]:
 
 
 @pytest.fixture
-def fake_gpus(accelerator_fakes: Any, host: Host, nvml_config: Callable[[str], None],
-              gpu_collectors: list[GpuCollector]) -> Callable[[str], GpuCollector]:
+def fake_gpus(
+    accelerator_fakes: Any, host: Host, nvml_config: Callable[[str], None], gpu_collectors: list[GpuCollector]
+) -> Callable[[str], GpuCollector]:
     """A GpuCollector on the fake NVML, configured with the given text."""
+
     def make(config: str) -> GpuCollector:
         nvml_config(config)
         collector = GpuCollector(host, library_path=str(accelerator_fakes.nvml_library))
         gpu_collectors.append(collector)
         return collector
+
     return make
 
 
@@ -123,13 +131,17 @@ def path_without_npu_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
 
 # ---- GPUs through NVML ----
 
+
 def test_nvml_reports_both_gpus_with_configured_values(fake_gpus: Callable[[str], GpuCollector]) -> None:
     report = fake_gpus(NVML_CONFIG).collect(PODS_BY_UID)
 
     assert report.available and report.source == "nvml" and report.reason == ""
     first, second = report.gpus
-    assert (first.index, first.uuid, first.model) == (0, "GPU-6f0d7a5e-1c2b-4d3e-8f9a-0b1c2d3e4f50",
-                                                      "NVIDIA A100-SXM4-80GB")
+    assert (first.index, first.uuid, first.model) == (
+        0,
+        "GPU-6f0d7a5e-1c2b-4d3e-8f9a-0b1c2d3e4f50",
+        "NVIDIA A100-SXM4-80GB",
+    )
     assert first.utilization_ratio == pytest.approx(0.37)
     # nvmlMemory_v2: driver-reserved memory is not counted as used.
     assert (first.memory_used_bytes, first.memory_total_bytes) == (10 * GIB, 80 * GIB)
@@ -163,8 +175,7 @@ def test_nvml_process_of_an_unknown_pod_stays_unattributed(fake_gpus: Callable[[
     assert report.gpus[0].processes[1] == GpuProcess(pid=INFER_PID, memory_bytes=GIB)
 
 
-def test_nvml_falls_back_to_v2_process_calls_on_older_drivers(
-        fake_gpus: Callable[[str], GpuCollector]) -> None:
+def test_nvml_falls_back_to_v2_process_calls_on_older_drivers(fake_gpus: Callable[[str], GpuCollector]) -> None:
     report = fake_gpus(NVML_CONFIG + "processes_v3_missing=1\n").collect(PODS_BY_UID)
 
     assert [process.pid for process in report.gpus[0].processes] == [TRAIN_PID, INFER_PID]
@@ -183,8 +194,9 @@ def test_nvml_not_supported_fields_read_as_zero(fake_gpus: Callable[[str], GpuCo
     assert first.power_watts == pytest.approx(215.5)  # and the other GPU is untouched
 
 
-def test_nvml_initialises_again_after_an_nvml_error(fake_gpus: Callable[[str], GpuCollector],
-                                                    nvml_config: Callable[[str], None]) -> None:
+def test_nvml_initialises_again_after_an_nvml_error(
+    fake_gpus: Callable[[str], GpuCollector], nvml_config: Callable[[str], None]
+) -> None:
     collector = fake_gpus(NVML_CONFIG)
     assert collector.collect(PODS_BY_UID).gpus[0].utilization_ratio == pytest.approx(0.37)
 
@@ -205,8 +217,7 @@ def test_nvml_init_failure_is_reported(fake_gpus: Callable[[str], GpuCollector])
     assert report.gpus == []
 
 
-def test_nvml_library_absent_at_the_given_path(host: Host, tmp_path: Path,
-                                               gpu_collectors: list[GpuCollector]) -> None:
+def test_nvml_library_absent_at_the_given_path(host: Host, tmp_path: Path, gpu_collectors: list[GpuCollector]) -> None:
     missing = tmp_path / "no-driver" / "libnvidia-ml.so.1"
     collector = GpuCollector(host, library_path=str(missing))
     gpu_collectors.append(collector)
@@ -235,41 +246,65 @@ def test_default_nvml_lookup_finds_no_library_here(host: Host, gpu_collectors: l
     assert "libnvidia-ml.so.1 not found" in report.reason
 
 
-@pytest.mark.parametrize("text, uid", [
-    pytest.param(f"4:memory:/kubepods/burstable/pod{TRAIN_UID}/abc\n", TRAIN_UID, id="cgroupfs-burstable"),
-    pytest.param(f"4:memory:/kubepods/pod{TRAIN_UID}/abc\n", TRAIN_UID, id="cgroupfs-guaranteed"),
-    pytest.param(f"4:memory:/kubepods/besteffort/pod{TRAIN_UID}\n", TRAIN_UID, id="cgroupfs-pod-level"),
-    pytest.param(f"0::/kubepods.slice/kubepods-pod{INFER_UID.replace('-', '_')}.slice/cri-containerd-1.scope\n",
-                 INFER_UID, id="systemd-guaranteed"),
-    pytest.param("0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-"
-                 "pod0123456789abcdef0123456789abcdef.slice/crio-9.scope\n",
-                 "0123456789abcdef0123456789abcdef", id="systemd-static-pod"),
-    pytest.param("0::/user.slice/user-0.slice/session-1.scope\n", None, id="no-pod"),
-    pytest.param("", None, id="empty"),
-])
+@pytest.mark.parametrize(
+    "text, uid",
+    [
+        pytest.param(f"4:memory:/kubepods/burstable/pod{TRAIN_UID}/abc\n", TRAIN_UID, id="cgroupfs-burstable"),
+        pytest.param(f"4:memory:/kubepods/pod{TRAIN_UID}/abc\n", TRAIN_UID, id="cgroupfs-guaranteed"),
+        pytest.param(f"4:memory:/kubepods/besteffort/pod{TRAIN_UID}\n", TRAIN_UID, id="cgroupfs-pod-level"),
+        pytest.param(
+            f"0::/kubepods.slice/kubepods-pod{INFER_UID.replace('-', '_')}.slice/cri-containerd-1.scope\n",
+            INFER_UID,
+            id="systemd-guaranteed",
+        ),
+        pytest.param(
+            "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-"
+            "pod0123456789abcdef0123456789abcdef.slice/crio-9.scope\n",
+            "0123456789abcdef0123456789abcdef",
+            id="systemd-static-pod",
+        ),
+        pytest.param("0::/user.slice/user-0.slice/session-1.scope\n", None, id="no-pod"),
+        pytest.param("", None, id="empty"),
+    ],
+)
 def test_pod_uid_from_cgroup(text: str, uid: str | None) -> None:
     assert pod_uid_from_cgroup(text) == uid
 
 
 # ---- NPUs through DCMI, then npu-smi ----
 
-def test_dcmi_reports_the_npu_with_configured_values(accelerator_fakes: Any, host: Host,
-                                                     dcmi_config: Callable[[str], None]) -> None:
-    dcmi_config("card_id=2\nchip_name=910B3\naicore=64\nhbm_total_mb=65536\nhbm_used_mb=3404\n"
-                "power_tenths=1689\ntemp=45\nhealth=2\n")
+
+def test_dcmi_reports_the_npu_with_configured_values(
+    accelerator_fakes: Any, host: Host, dcmi_config: Callable[[str], None]
+) -> None:
+    dcmi_config(
+        "card_id=2\nchip_name=910B3\naicore=64\nhbm_total_mb=65536\nhbm_used_mb=3404\n"
+        "power_tenths=1689\ntemp=45\nhealth=2\n"
+    )
     collector = NpuCollector(host, library_path=str(accelerator_fakes.dcmi_library), npu_smi="absent-npu-smi")
 
     report = collector.collect()
 
     assert (report.available, report.source) == (True, "dcmi")
-    assert report.npus == [NpuDevice(id=2, chip=0, model="910B3", aicore_utilization_ratio=0.64,
-                                     hbm_used_bytes=3404 * MIB, hbm_total_bytes=65536 * MIB,
-                                     power_watts=168.9, temperature_celsius=45.0, health="Alarm")]
+    assert report.npus == [
+        NpuDevice(
+            id=2,
+            chip=0,
+            model="910B3",
+            aicore_utilization_ratio=0.64,
+            hbm_used_bytes=3404 * MIB,
+            hbm_total_bytes=65536 * MIB,
+            power_watts=168.9,
+            temperature_celsius=45.0,
+            health="Alarm",
+        )
+    ]
     assert not report.npus[0].healthy
 
 
-def test_dcmi_not_supported_calls_read_as_zero(accelerator_fakes: Any, host: Host,
-                                               dcmi_config: Callable[[str], None]) -> None:
+def test_dcmi_not_supported_calls_read_as_zero(
+    accelerator_fakes: Any, host: Host, dcmi_config: Callable[[str], None]
+) -> None:
     dcmi_config("aicore=20\nhbm_used_mb=100\npower_tenths=900\ntemp=40\nnot_supported=power,hbm\n")
     collector = NpuCollector(host, library_path=str(accelerator_fakes.dcmi_library), npu_smi="absent-npu-smi")
 
@@ -281,8 +316,9 @@ def test_dcmi_not_supported_calls_read_as_zero(accelerator_fakes: Any, host: Hos
     assert (npu.aicore_utilization_ratio, npu.temperature_celsius, npu.health) == (0.2, 40.0, "OK")
 
 
-def test_dcmi_found_by_bare_name_in_the_host_driver_folder(accelerator_fakes: Any, tmp_path: Path,
-                                                          dcmi_config: Callable[[str], None]) -> None:
+def test_dcmi_found_by_bare_name_in_the_host_driver_folder(
+    accelerator_fakes: Any, tmp_path: Path, dcmi_config: Callable[[str], None]
+) -> None:
     driver = tmp_path / "host" / "usr/local/Ascend/driver/lib64/driver"
     driver.mkdir(parents=True)
     shutil.copyfile(accelerator_fakes.dcmi_library, driver / "libdcmi.so")
@@ -294,9 +330,9 @@ def test_dcmi_found_by_bare_name_in_the_host_driver_folder(accelerator_fakes: An
     assert report.npus[0].aicore_utilization_ratio == pytest.approx(0.05)
 
 
-def test_dcmi_init_failure_falls_back_to_npu_smi(accelerator_fakes: Any, host: Host,
-                                                 dcmi_config: Callable[[str], None],
-                                                 path_with_npu_smi: None) -> None:
+def test_dcmi_init_failure_falls_back_to_npu_smi(
+    accelerator_fakes: Any, host: Host, dcmi_config: Callable[[str], None], path_with_npu_smi: None
+) -> None:
     dcmi_config("init_rc=-8005\n")
     collector = NpuCollector(host, library_path=str(accelerator_fakes.dcmi_library))
 
@@ -313,10 +349,28 @@ def test_npu_smi_table_is_parsed_when_dcmi_is_absent(host: Host, tmp_path: Path,
 
     assert (report.available, report.source) == (True, "npu-smi")
     assert report.npus == [
-        NpuDevice(id=0, chip=0, model="910B3", aicore_utilization_ratio=0.12, hbm_used_bytes=3404 * MIB,
-                  hbm_total_bytes=65536 * MIB, power_watts=97.3, temperature_celsius=41.0, health="OK"),
-        NpuDevice(id=1, chip=0, model="910B3", aicore_utilization_ratio=0.87, hbm_used_bytes=51200 * MIB,
-                  hbm_total_bytes=65536 * MIB, power_watts=180.6, temperature_celsius=47.0, health="Warning"),
+        NpuDevice(
+            id=0,
+            chip=0,
+            model="910B3",
+            aicore_utilization_ratio=0.12,
+            hbm_used_bytes=3404 * MIB,
+            hbm_total_bytes=65536 * MIB,
+            power_watts=97.3,
+            temperature_celsius=41.0,
+            health="OK",
+        ),
+        NpuDevice(
+            id=1,
+            chip=0,
+            model="910B3",
+            aicore_utilization_ratio=0.87,
+            hbm_used_bytes=51200 * MIB,
+            hbm_total_bytes=65536 * MIB,
+            power_watts=180.6,
+            temperature_celsius=47.0,
+            health="Warning",
+        ),
     ]
 
 
@@ -335,8 +389,9 @@ def test_neither_dcmi_nor_npu_smi_means_no_npu(tmp_path: Path, path_without_npu_
 
 def test_failing_npu_smi_is_reported_not_raised(host: Host, tmp_path: Path) -> None:
     broken = tmp_path / "npu-smi"
-    broken.write_text("#!/bin/sh\necho 'dcmi model initialized failed, because the device is used. ret is -8020' >&2\n"
-                      "exit 255\n")
+    broken.write_text(
+        "#!/bin/sh\necho 'dcmi model initialized failed, because the device is used. ret is -8020' >&2\nexit 255\n"
+    )
     broken.chmod(0o755)
     collector = NpuCollector(host, library_path=str(tmp_path / "libdcmi.so"), npu_smi=str(broken))
 
@@ -365,18 +420,37 @@ def test_npu_smi_inference_card_without_hbm_column() -> None:
 +===============================+=================+======================================================+
 """
     assert parse_npu_smi_info(text) == [
-        NpuDevice(id=6, chip=0, model="310P3", aicore_utilization_ratio=0.03, hbm_used_bytes=1839 * MIB,
-                  hbm_total_bytes=21525 * MIB, power_watts=0.0, temperature_celsius=50.0, health="Critical"),
-        NpuDevice(id=6, chip=1, model="310P3", aicore_utilization_ratio=0.0, hbm_used_bytes=577 * MIB,
-                  hbm_total_bytes=21525 * MIB, power_watts=0.0, temperature_celsius=50.0, health="Critical"),
+        NpuDevice(
+            id=6,
+            chip=0,
+            model="310P3",
+            aicore_utilization_ratio=0.03,
+            hbm_used_bytes=1839 * MIB,
+            hbm_total_bytes=21525 * MIB,
+            power_watts=0.0,
+            temperature_celsius=50.0,
+            health="Critical",
+        ),
+        NpuDevice(
+            id=6,
+            chip=1,
+            model="310P3",
+            aicore_utilization_ratio=0.0,
+            hbm_used_bytes=577 * MIB,
+            hbm_total_bytes=21525 * MIB,
+            power_watts=0.0,
+            temperature_celsius=50.0,
+            health="Critical",
+        ),
     ]
 
 
 # ---- through the agent, onto /metrics ----
 
-def test_fake_gpus_and_npu_reach_the_report_and_metrics(accelerator_fakes: Any, host: Host,
-                                                        nvml_config: Callable[[str], None],
-                                                        dcmi_config: Callable[[str], None]) -> None:
+
+def test_fake_gpus_and_npu_reach_the_report_and_metrics(
+    accelerator_fakes: Any, host: Host, nvml_config: Callable[[str], None], dcmi_config: Callable[[str], None]
+) -> None:
     """The whole path: the agent's loop runs the real NVML and DCMI code against the fakes, names
     each GPU process's pod from the API's pod list, and /metrics serves the values over HTTP."""
     import urllib.request
@@ -388,13 +462,24 @@ def test_fake_gpus_and_npu_reach_the_report_and_metrics(accelerator_fakes: Any, 
     from lahar.agent.exporter import MetricsServer, ReportCollector, health_of
 
     nvml_config(NVML_CONFIG)
-    dcmi_config("card_id=2\nchip_name=910B3\naicore=64\nhbm_total_mb=65536\nhbm_used_mb=3404\n"
-                "power_tenths=1689\ntemp=45\nhealth=0\n")
-    api_pods = [{"metadata": {"uid": uid, "namespace": namespace, "name": name}}
-                for uid, (namespace, name) in PODS_BY_UID.items()]
-    agent = Agent(AgentSettings(node="gpu-node", root=host.root, nvml_library=str(accelerator_fakes.nvml_library),
-                                dcmi_library=str(accelerator_fakes.dcmi_library), npu_smi="absent-npu-smi"),
-                  pods=lambda: api_pods)
+    dcmi_config(
+        "card_id=2\nchip_name=910B3\naicore=64\nhbm_total_mb=65536\nhbm_used_mb=3404\n"
+        "power_tenths=1689\ntemp=45\nhealth=0\n"
+    )
+    api_pods = [
+        {"metadata": {"uid": uid, "namespace": namespace, "name": name}}
+        for uid, (namespace, name) in PODS_BY_UID.items()
+    ]
+    agent = Agent(
+        AgentSettings(
+            node="gpu-node",
+            root=host.root,
+            nvml_library=str(accelerator_fakes.nvml_library),
+            dcmi_library=str(accelerator_fakes.dcmi_library),
+            npu_smi="absent-npu-smi",
+        ),
+        pods=lambda: api_pods,
+    )
     registry = CollectorRegistry(auto_describe=False)
     registry.register(ReportCollector(lambda: agent.latest))
     server = MetricsServer(registry, health_of(lambda: None, 1.0), "127.0.0.1", 0)
@@ -411,14 +496,24 @@ def test_fake_gpus_and_npu_reach_the_report_and_metrics(accelerator_fakes: Any, 
     attributed = {(p.namespace, p.pod) for g in report.gpu.gpus for p in g.processes if p.pod}
     assert attributed == {("ml", "train-0"), ("serving", "infer-7f9c")}
     assert report.npu.available and report.npu.npus[0].model == "910B3"
-    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
-               for family in text_string_to_metric_families(text) for s in family.samples}
-    first_gpu = (("gpu", "0"), ("model", "NVIDIA A100-SXM4-80GB"), ("node", "gpu-node"),
-                 ("uuid", "GPU-6f0d7a5e-1c2b-4d3e-8f9a-0b1c2d3e4f50"))
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+    first_gpu = (
+        ("gpu", "0"),
+        ("model", "NVIDIA A100-SXM4-80GB"),
+        ("node", "gpu-node"),
+        ("uuid", "GPU-6f0d7a5e-1c2b-4d3e-8f9a-0b1c2d3e4f50"),
+    )
     assert samples[("lahar_gpu_utilization_ratio", first_gpu)] == pytest.approx(0.37)
     assert samples[("lahar_gpu_memory_total_bytes", first_gpu)] == 80 * GIB
-    pods_on_gpus = {(dict(labels)["namespace"], dict(labels)["pod"])
-                    for (name, labels) in samples if name == "lahar_gpu_process_memory_bytes"}
+    pods_on_gpus = {
+        (dict(labels)["namespace"], dict(labels)["pod"])
+        for (name, labels) in samples
+        if name == "lahar_gpu_process_memory_bytes"
+    }
     assert {("ml", "train-0"), ("serving", "infer-7f9c")} <= pods_on_gpus
     npu = (("chip", "0"), ("model", "910B3"), ("node", "gpu-node"), ("npu", "2"))
     assert samples[("lahar_npu_utilization_ratio", npu)] == pytest.approx(0.64)

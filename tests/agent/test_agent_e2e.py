@@ -25,8 +25,6 @@ from tests.support import wait_for
 TOKENS = {"token-of-n1": "n1"}
 
 
-
-
 class AgentProcess:
     def __init__(self, tmp_path: Path, node: str, token: str, port: int, kubeconfig: Path) -> None:
         token_file = tmp_path / f"{node}-{token}.token"
@@ -34,14 +32,37 @@ class AgentProcess:
         self.log = tmp_path / f"agent-{node}-{token}.log"
         with open(self.log, "w") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "lahar", "agent", "--node", node, "--interval", "0.3",
-                 "--kubeconfig", str(kubeconfig), "--scheduler-address", f"127.0.0.1:{port}",
-                 "--token-file", str(token_file), "--metrics-address", "127.0.0.1", "--metrics-port", "0"],
-                stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                [
+                    sys.executable,
+                    "-m",
+                    "lahar",
+                    "agent",
+                    "--node",
+                    node,
+                    "--interval",
+                    "0.3",
+                    "--kubeconfig",
+                    str(kubeconfig),
+                    "--scheduler-address",
+                    f"127.0.0.1:{port}",
+                    "--token-file",
+                    str(token_file),
+                    "--metrics-address",
+                    "127.0.0.1",
+                    "--metrics-port",
+                    "0",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
 
     def metrics_port(self) -> int:
-        found = wait_for(lambda: re.search(r"metrics on http://127\.0\.0\.1:(\d+)/metrics", self.log.read_text()),
-                         20, "the agent to print its metrics address")
+        found = wait_for(
+            lambda: re.search(r"metrics on http://127\.0\.0\.1:(\d+)/metrics", self.log.read_text()),
+            20,
+            "the agent to print its metrics address",
+        )
         return int(found.group(1))
 
     def metrics(self) -> dict[str, float]:

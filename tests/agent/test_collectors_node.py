@@ -82,8 +82,7 @@ def write(path: Path, text: str) -> None:
     path.write_text(text)
 
 
-def stat_line(cpu: int, user: int, system: int, idle: int, iowait: int = 0,
-              guest: int = 0) -> str:
+def stat_line(cpu: int, user: int, system: int, idle: int, iowait: int = 0, guest: int = 0) -> str:
     # user nice system idle iowait irq softirq steal guest guest_nice
     return f"cpu{cpu} {user} 0 {system} {idle} {iowait} 0 0 0 {guest} 0"
 
@@ -93,8 +92,9 @@ def write_stat(root: Path, lines: list[str]) -> None:
     write(root / "proc" / "stat", "\n".join([aggregate, *lines, "intr 1 0 0", "ctxt 5", ""]))
 
 
-def node_meminfo(node: int, total_kib: int, free_kib: int, active_file_kib: int,
-                 inactive_file_kib: int, slab_kib: int) -> str:
+def node_meminfo(
+    node: int, total_kib: int, free_kib: int, active_file_kib: int, inactive_file_kib: int, slab_kib: int
+) -> str:
     return (
         f"Node {node} MemTotal:       {total_kib} kB\n"
         f"Node {node} MemFree:        {free_kib} kB\n"
@@ -124,15 +124,18 @@ def two_node_root(tmp_path: Path) -> Path:
 # --- shared helpers -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("text", "cpus"), [
-    ("0-3,8-11", [0, 1, 2, 3, 8, 9, 10, 11]),
-    ("0-3,8-11\n", [0, 1, 2, 3, 8, 9, 10, 11]),
-    ("5", [5]),
-    ("", []),
-    ("\n", []),
-    ("0,2-3,1", [0, 1, 2, 3]),
-    ("0-1,x,7,5-3,-2,", [0, 1, 7]),  # malformed and reversed items skipped
-])
+@pytest.mark.parametrize(
+    ("text", "cpus"),
+    [
+        ("0-3,8-11", [0, 1, 2, 3, 8, 9, 10, 11]),
+        ("0-3,8-11\n", [0, 1, 2, 3, 8, 9, 10, 11]),
+        ("5", [5]),
+        ("", []),
+        ("\n", []),
+        ("0,2-3,1", [0, 1, 2, 3]),
+        ("0-1,x,7,5-3,-2,", [0, 1, 7]),  # malformed and reversed items skipped
+    ],
+)
 def test_parse_cpulist(text: str, cpus: list[int]) -> None:
     assert parse_cpulist(text) == cpus
 
@@ -166,9 +169,18 @@ def test_old_kernel_line_with_four_fields() -> None:
     assert parse_cpu_line("cpu3 10 0 5 85") == (3, CpuTicks(busy=15, total=100))
 
 
-@pytest.mark.parametrize("line", [
-    "", "cpu  1 2 3 4 5 6 7 8", "cpuX 1 2 3 4", "cpu3 a b c d", "cpu4 1 2", "cpu5", "intr 1 2 3 4",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "",
+        "cpu  1 2 3 4 5 6 7 8",
+        "cpuX 1 2 3 4",
+        "cpu3 a b c d",
+        "cpu4 1 2",
+        "cpu5",
+        "intr 1 2 3 4",
+    ],
+)
 def test_malformed_cpu_lines_are_skipped(line: str) -> None:
     assert parse_cpu_line(line) is None
     assert parse_proc_stat(f"{line}\ncpu1 1 0 1 8\n") == {1: CpuTicks(busy=2, total=10)}
@@ -178,10 +190,13 @@ def test_cpu_usage_is_the_delta_between_two_samples(two_node_root: Path) -> None
     write_stat(two_node_root, [stat_line(cpu, user=1000, system=500, idle=10_000) for cpu in range(8)])
     collector = CpuCollector(Host(root=two_node_root))
     busy_ticks = [100, 50, 0, 25, 100, 100, 0, 75]  # out of 100 ticks per CPU
-    write_stat(two_node_root, [
-        stat_line(cpu, user=1000 + busy - busy // 5, system=500 + busy // 5, idle=10_000 + 100 - busy)
-        for cpu, busy in enumerate(busy_ticks)
-    ])
+    write_stat(
+        two_node_root,
+        [
+            stat_line(cpu, user=1000 + busy - busy // 5, system=500 + busy // 5, idle=10_000 + 100 - busy)
+            for cpu, busy in enumerate(busy_ticks)
+        ],
+    )
 
     usage = collector.collect()
 
@@ -218,11 +233,14 @@ def test_no_ticks_elapsed_gives_zero_not_a_division_error(tmp_path: Path) -> Non
 def test_counters_going_backwards_or_new_cpus_read_zero(tmp_path: Path) -> None:
     write_stat(tmp_path, [stat_line(cpu, user=500, system=0, idle=500) for cpu in (0, 1)])
     collector = CpuCollector(Host(root=tmp_path))
-    write_stat(tmp_path, [
-        stat_line(0, user=550, system=0, idle=550),  # normal: 50 busy of 100
-        stat_line(1, user=10, system=0, idle=10),  # unplugged and back: counters restarted
-        stat_line(2, user=90, system=0, idle=10),  # hot-plugged since the last sample
-    ])
+    write_stat(
+        tmp_path,
+        [
+            stat_line(0, user=550, system=0, idle=550),  # normal: 50 busy of 100
+            stat_line(1, user=10, system=0, idle=10),  # unplugged and back: counters restarted
+            stat_line(2, user=90, system=0, idle=10),  # hot-plugged since the last sample
+        ],
+    )
     usage = collector.collect()
     assert usage.per_core_ratio == [0.5, 0.0, 0.0]
     assert usage.cores == 3

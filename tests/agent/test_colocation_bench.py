@@ -10,7 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from bench.colocation import CGROUP_ROOT, CapWatcher, Segment, cgroup_problem, intended_times, main, percentiles, reaction
+from bench.colocation import (
+    CGROUP_ROOT,
+    CapWatcher,
+    Segment,
+    cgroup_problem,
+    intended_times,
+    main,
+    percentiles,
+    reaction,
+)
 
 SKIP_REASON = cgroup_problem()
 
@@ -44,9 +53,18 @@ def test_reaction_is_when_the_cap_settles_below_half_the_expected_drop() -> None
 def test_short_run_reports_every_figure(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--seconds", "1", "--settle", "2", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
-    for key in ("online_p99_solo", "online_p99_colocated_noqos", "online_p99_colocated_qos", "p99_ratio_noqos",
-                "p99_ratio_qos", "be_harvest_ratio", "be_harvest_ratio_noqos", "step_reaction_seconds",
-                "step_reaction_seconds_psi", "phases"):
+    for key in (
+        "online_p99_solo",
+        "online_p99_colocated_noqos",
+        "online_p99_colocated_qos",
+        "p99_ratio_noqos",
+        "p99_ratio_qos",
+        "be_harvest_ratio",
+        "be_harvest_ratio_noqos",
+        "step_reaction_seconds",
+        "step_reaction_seconds_psi",
+        "phases",
+    ):
         assert key in result, key
     assert "agent_errors" not in result and "cgroups_left" not in result
     for name in ("solo", "colocated_noqos", "colocated_qos"):

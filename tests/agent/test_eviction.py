@@ -10,8 +10,18 @@ from typing import Any
 import pytest
 
 from lahar.agent.qos.eviction import (
-    DRY_RUN, EVICTED, GONE, REFUSED, UNAVAILABLE, EvictionConfig, EvictionManager, Evictor, Victim, choose_victims,
-    over_watermark, release_targets,
+    DRY_RUN,
+    EVICTED,
+    GONE,
+    REFUSED,
+    UNAVAILABLE,
+    EvictionConfig,
+    EvictionManager,
+    Evictor,
+    Victim,
+    choose_victims,
+    over_watermark,
+    release_targets,
 )
 from lahar.agent.report import CpuUsage, MemoryUsage, NodeReport, PodUsage
 from lahar.api import kinds
@@ -26,25 +36,50 @@ GiB = 1 << 30
 # The memory figures below were worked out for a 0.70 memory watermark (the default is 0.85).
 WATERMARK = 0.7
 
-def api_pod(name: str, uid: str, qos: str = "BE", priority: int = 0, namespace: str = "team",
-            labels: dict[str, str] | None = None, **metadata: Any) -> dict[str, Any]:
+
+def api_pod(
+    name: str,
+    uid: str,
+    qos: str = "BE",
+    priority: int = 0,
+    namespace: str = "team",
+    labels: dict[str, str] | None = None,
+    **metadata: Any,
+) -> dict[str, Any]:
     """A pod dict whose Lahar QoS class is `qos` (through the lahar.dev/qos-class label)."""
-    return {"metadata": {"name": name, "namespace": namespace, "uid": uid,
-                         "labels": {"lahar.dev/qos-class": qos, **(labels or {})}, **metadata},
-            "spec": {"priority": priority, "containers": [{"name": "main", "image": "busybox:1"}]},
-            "status": {"phase": "Running"}}
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": uid,
+            "labels": {"lahar.dev/qos-class": qos, **(labels or {})},
+            **metadata,
+        },
+        "spec": {"priority": priority, "containers": [{"name": "main", "image": "busybox:1"}]},
+        "status": {"phase": "Running"},
+    }
 
 
 def usage(uid: str, memory: float = 0.0, cpu: float = 0.0, qos: str = "BE") -> PodUsage:
     return PodUsage("team", uid, uid, qos, "BestEffort", f"kubepods/besteffort/pod{uid}", cpu, int(memory * GiB))
 
 
-def report(memory_used: float = 4.0, cpu_used: float = 1.0, pods: list[PodUsage] | None = None,
-           memory_total: float = 10.0, cores: int = 4) -> NodeReport:
+def report(
+    memory_used: float = 4.0,
+    cpu_used: float = 1.0,
+    pods: list[PodUsage] | None = None,
+    memory_total: float = 10.0,
+    cores: int = 4,
+) -> NodeReport:
     used = int(memory_used * GiB)
-    return NodeReport(node="n1", sequence=1, timestamp=0.0, cpu=CpuUsage(cores, cpu_used, cpu_used / cores),
-                      memory=MemoryUsage(int(memory_total * GiB), used, int(memory_total * GiB) - used, 0),
-                      pods=pods or [])
+    return NodeReport(
+        node="n1",
+        sequence=1,
+        timestamp=0.0,
+        cpu=CpuUsage(cores, cpu_used, cpu_used / cores),
+        memory=MemoryUsage(int(memory_total * GiB), used, int(memory_total * GiB) - used, 0),
+        pods=pods or [],
+    )
 
 
 def names(victims: list[Victim]) -> list[str]:
@@ -53,30 +88,46 @@ def names(victims: list[Victim]) -> list[str]:
 
 # --- configuration --------------------------------------------------------------------------
 
+
 def test_config_defaults_and_mapping() -> None:
     assert EvictionConfig.from_mapping({}) == EvictionConfig()
-    config = EvictionConfig.from_mapping({"memory_threshold": 0.8, "samples": 5, "cooldown_seconds": 2,
-                                          "grace_period_seconds": None, "cpu_eviction": False})
-    assert (config.memory_threshold, config.samples, config.cooldown_seconds, config.cpu_eviction) == (0.8, 5, 2.0,
-                                                                                                       False)
+    config = EvictionConfig.from_mapping(
+        {
+            "memory_threshold": 0.8,
+            "samples": 5,
+            "cooldown_seconds": 2,
+            "grace_period_seconds": None,
+            "cpu_eviction": False,
+        }
+    )
+    assert (config.memory_threshold, config.samples, config.cooldown_seconds, config.cpu_eviction) == (
+        0.8,
+        5,
+        2.0,
+        False,
+    )
 
 
-@pytest.mark.parametrize(("data", "message"), [
-    ({"memory_treshold": 0.8}, "unknown key(s) memory_treshold"),
-    ({"samples": "3"}, "samples: expected int, got str"),
-    ({"samples": 0}, "samples: must be >= 1"),
-    ({"enabled": "yes"}, "enabled: expected bool"),
-    ({"cpu_threshold": 1.2}, "cpu_threshold: must be in (0, 1]"),
-    ({"memory_threshold": 0.01}, "memory_threshold: must be above release_margin"),
-    ({"cooldown_seconds": -1}, "cooldown_seconds: must be >= 0"),
-    ({"samples": None}, "samples: a value is required"),
-])
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"memory_treshold": 0.8}, "unknown key(s) memory_treshold"),
+        ({"samples": "3"}, "samples: expected int, got str"),
+        ({"samples": 0}, "samples: must be >= 1"),
+        ({"enabled": "yes"}, "enabled: expected bool"),
+        ({"cpu_threshold": 1.2}, "cpu_threshold: must be in (0, 1]"),
+        ({"memory_threshold": 0.01}, "memory_threshold: must be above release_margin"),
+        ({"cooldown_seconds": -1}, "cooldown_seconds: must be >= 0"),
+        ({"samples": None}, "samples: a value is required"),
+    ],
+)
 def test_config_refuses_bad_values_naming_the_key(data: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         EvictionConfig.from_mapping(data)
 
 
 # --- pure decisions -------------------------------------------------------------------------
+
 
 def test_watermarks_and_targets() -> None:
     config = EvictionConfig(memory_threshold=0.7, cpu_threshold=0.9, release_margin=0.02)
@@ -89,8 +140,12 @@ def test_watermarks_and_targets() -> None:
 
 
 def test_lowest_priority_then_largest_usage_until_back_under_the_watermark() -> None:
-    pods = [api_pod("low-small", "u1", priority=1), api_pod("low-big", "u2", priority=1),
-            api_pod("high-huge", "u3", priority=100), api_pod("low-tiny", "u4", priority=1)]
+    pods = [
+        api_pod("low-small", "u1", priority=1),
+        api_pod("low-big", "u2", priority=1),
+        api_pod("high-huge", "u3", priority=100),
+        api_pod("low-tiny", "u4", priority=1),
+    ]
     usages = [usage("u1", 1.0), usage("u2", 1.5), usage("u3", 6.0), usage("u4", 0.1)]
     # need = 9.0 - 6.8 = 2.2 GiB: low-big (1.5) then low-small (1.0) cover it; high-huge is spared.
     victims = choose_victims(report(9.0, pods=usages), pods, EvictionConfig(memory_threshold=WATERMARK))
@@ -98,17 +153,32 @@ def test_lowest_priority_then_largest_usage_until_back_under_the_watermark() -> 
     assert victims[0] == Victim("u2", "team", "low-big", 1, 0.0, int(1.5 * GiB))
     # more to release: past the low-priority pods, on to the higher priority one
     assert names(choose_victims(report(9.9, pods=usages), pods, EvictionConfig(memory_threshold=WATERMARK))) == [
-        "low-big", "low-small", "low-tiny", "high-huge"]
+        "low-big",
+        "low-small",
+        "low-tiny",
+        "high-huge",
+    ]
     assert choose_victims(report(6.0, pods=usages), pods, EvictionConfig(memory_threshold=WATERMARK)) == []
 
 
 def test_never_lc_ls_or_system_pods_whatever_they_use() -> None:
-    pods = [api_pod("lc", "c1", "LC", priority=-5), api_pod("ls", "s1", "LS", priority=-5),
-            api_pod("system", "y1", "SYSTEM", priority=-5), api_pod("batch", "b1", priority=10),
-            {"metadata": {"name": "burstable", "namespace": "team", "uid": "k1"},  # Kubernetes Burstable: LS
-             "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}]
-    usages = [usage("c1", 3.0, 2.0), usage("s1", 3.0, 2.0), usage("y1", 3.0, 2.0), usage("k1", 3.0, 2.0),
-              usage("b1", 0.5, 0.5)]
+    pods = [
+        api_pod("lc", "c1", "LC", priority=-5),
+        api_pod("ls", "s1", "LS", priority=-5),
+        api_pod("system", "y1", "SYSTEM", priority=-5),
+        api_pod("batch", "b1", priority=10),
+        {
+            "metadata": {"name": "burstable", "namespace": "team", "uid": "k1"},  # Kubernetes Burstable: LS
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+        },
+    ]
+    usages = [
+        usage("c1", 3.0, 2.0),
+        usage("s1", 3.0, 2.0),
+        usage("y1", 3.0, 2.0),
+        usage("k1", 3.0, 2.0),
+        usage("b1", 0.5, 0.5),
+    ]
     victims = choose_victims(report(9.9, cpu_used=3.9, pods=usages), pods, EvictionConfig(memory_threshold=WATERMARK))
     assert names(victims) == ["batch"]
 
@@ -116,7 +186,9 @@ def test_never_lc_ls_or_system_pods_whatever_they_use() -> None:
 def test_only_pods_both_measured_and_known_to_the_api() -> None:
     pods = [api_pod("known", "u1"), api_pod("no-cgroup", "u2")]
     usages = [usage("u1", 1.0), usage("unknown", 5.0, qos="BE")]
-    assert names(choose_victims(report(9.0, pods=usages), pods, EvictionConfig(memory_threshold=WATERMARK))) == ["known"]
+    assert names(choose_victims(report(9.0, pods=usages), pods, EvictionConfig(memory_threshold=WATERMARK))) == [
+        "known"
+    ]
 
 
 def test_cpu_pressure_ranks_by_cpu_and_skips_pods_that_release_none_of_it() -> None:
@@ -128,15 +200,23 @@ def test_cpu_pressure_ranks_by_cpu_and_skips_pods_that_release_none_of_it() -> N
 
 
 def test_pods_already_leaving_count_as_released() -> None:
-    pods = [api_pod("leaving", "u1", deletionTimestamp="2025-01-01T00:00:00Z"), api_pod("evicted", "u2"),
-            api_pod("next", "u3")]
+    pods = [
+        api_pod("leaving", "u1", deletionTimestamp="2025-01-01T00:00:00Z"),
+        api_pod("evicted", "u2"),
+        api_pod("next", "u3"),
+    ]
     usages = [usage("u1", 1.0), usage("u2", 1.0), usage("u3", 2.0)]
     # need 2.2 GiB, 2 GiB already on its way out: one more pod, never the leaving ones
-    assert names(choose_victims(report(9.0, pods=usages), pods, EvictionConfig(memory_threshold=WATERMARK), pending={"u2"})) == ["next"]
-    assert choose_victims(report(8.5, pods=usages), pods, EvictionConfig(memory_threshold=WATERMARK), pending={"u2"}) == []
+    assert names(
+        choose_victims(report(9.0, pods=usages), pods, EvictionConfig(memory_threshold=WATERMARK), pending={"u2"})
+    ) == ["next"]
+    assert (
+        choose_victims(report(8.5, pods=usages), pods, EvictionConfig(memory_threshold=WATERMARK), pending={"u2"}) == []
+    )
 
 
 # --- the manager, with a recording evictor -------------------------------------------------
+
 
 class RecordingEvictor(Evictor):
     def __init__(self, refuse: dict[str, KubeError] | None = None) -> None:
@@ -168,7 +248,9 @@ USAGES = [usage("u1", 2.5), usage("u2", 2.0), usage("u3", 1.0)]
 
 def test_acts_only_after_n_consecutive_samples_then_cools_down() -> None:
     evictor, clock = RecordingEvictor(), FakeClock()
-    manager = EvictionManager(EvictionConfig(memory_threshold=WATERMARK, samples=3, cooldown_seconds=10), evictor, clock)
+    manager = EvictionManager(
+        EvictionConfig(memory_threshold=WATERMARK, samples=3, cooldown_seconds=10), evictor, clock
+    )
     hot, calm = report(9.0, pods=USAGES), report(5.0, pods=USAGES)
     for now, sample in ((0, hot), (1, hot), (2, calm), (3, hot), (4, hot)):  # the calm sample resets the count
         clock.now = now
@@ -190,7 +272,9 @@ def test_acts_only_after_n_consecutive_samples_then_cools_down() -> None:
 
 
 def test_refusals_move_on_to_the_next_victim_and_an_unreachable_api_ends_the_round() -> None:
-    refused = TooManyRequests(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget")
+    refused = TooManyRequests(
+        429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget"
+    )
     evictor = RecordingEvictor({"a": refused})
     manager = EvictionManager(EvictionConfig(memory_threshold=WATERMARK, samples=1), evictor, FakeClock())
     records = manager.step(report(9.0, pods=USAGES), PODS, 0)
@@ -210,16 +294,24 @@ def test_cpu_pressure_is_its_own_reason_and_disabled_means_nothing() -> None:
     evictor = RecordingEvictor()
     manager = EvictionManager(EvictionConfig(memory_threshold=WATERMARK, samples=1), evictor, FakeClock())
     assert [(r.name, r.reason) for r in manager.step(hot, pods, 0)] == [("hog", "cpu_pressure")]
-    off = EvictionManager(EvictionConfig(memory_threshold=WATERMARK, samples=1, enabled=False), RecordingEvictor(), FakeClock())
+    off = EvictionManager(
+        EvictionConfig(memory_threshold=WATERMARK, samples=1, enabled=False), RecordingEvictor(), FakeClock()
+    )
     assert off.step(hot, pods, 0) == []
-    manager = EvictionManager(EvictionConfig(memory_threshold=WATERMARK, samples=1, enabled=False), RecordingEvictor(), FakeClock())
+    manager = EvictionManager(
+        EvictionConfig(memory_threshold=WATERMARK, samples=1, enabled=False), RecordingEvictor(), FakeClock()
+    )
     manager.step(hot, pods, 0)
-    manager.reconfigure(EvictionConfig(memory_threshold=WATERMARK, samples=1))  # samples counted while disabled still count
+    manager.reconfigure(
+        EvictionConfig(memory_threshold=WATERMARK, samples=1)
+    )  # samples counted while disabled still count
     assert [r.name for r in manager.step(hot, pods, 1)] == ["hog"]
 
 
 def test_without_an_evictor_it_decides_and_logs_only() -> None:
-    manager = EvictionManager(EvictionConfig(memory_threshold=WATERMARK, samples=1, cooldown_seconds=5), None, FakeClock())
+    manager = EvictionManager(
+        EvictionConfig(memory_threshold=WATERMARK, samples=1, cooldown_seconds=5), None, FakeClock()
+    )
     records = manager.step(report(9.0, pods=USAGES), PODS, 0)
     assert [(r.name, r.outcome) for r in records] == [("a", DRY_RUN)]
     assert manager.counts == {}
@@ -259,8 +351,9 @@ def running(api: KubeApi, pod: dict[str, Any]) -> dict[str, Any]:
     namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
     spec = {k: v for k, v in pod["spec"].items() if k != "priority"}
     spec["priorityClassName"] = priority_class(api, pod["spec"]["priority"])
-    api.create(kinds.POD, {"metadata": {k: v for k, v in pod["metadata"].items() if k != "uid"}, "spec": spec},
-               namespace)
+    api.create(
+        kinds.POD, {"metadata": {k: v for k, v in pod["metadata"].items() if k != "uid"}, "spec": spec}, namespace
+    )
     api.bind(namespace, name, NODE)
     api.patch(kinds.POD, name, {"status": {"phase": "Running"}}, namespace, subresource="status")
     return api.get(kinds.POD, name, namespace)
@@ -280,12 +373,24 @@ def test_real_evictions_honour_the_budget_and_record_events(api: KubeApi, namesp
     spare = running(api, api_pod("spare", "", priority=1, namespace=namespace))
     later = running(api, api_pod("later", "", priority=5, namespace=namespace))
     online = running(api, api_pod("online", "", "LS", priority=-1, namespace=namespace))
-    api.create(kinds.PDB, {"metadata": {"name": "keep-guarded"},
-                           "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}}}, namespace)
+    api.create(
+        kinds.PDB,
+        {
+            "metadata": {"name": "keep-guarded"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}},
+        },
+        namespace,
+    )
     uid = {p["metadata"]["name"]: p["metadata"]["uid"] for p in (guarded, spare, later, online)}
-    usages = [usage(uid["guarded"], 3.0), usage(uid["spare"], 2.5), usage(uid["later"], 2.0),
-              usage(uid["online"], 5.0, qos="LS")]
-    manager = EvictionManager(EvictionConfig(memory_threshold=WATERMARK, samples=2, cooldown_seconds=30), Evictor(api, NODE))
+    usages = [
+        usage(uid["guarded"], 3.0),
+        usage(uid["spare"], 2.5),
+        usage(uid["later"], 2.0),
+        usage(uid["online"], 5.0, qos="LS"),
+    ]
+    manager = EvictionManager(
+        EvictionConfig(memory_threshold=WATERMARK, samples=2, cooldown_seconds=30), Evictor(api, NODE)
+    )
     pods = node_pods(api, namespace)
 
     assert manager.step(report(9.0, pods=usages), pods, 0) == []  # one sample is not pressure
@@ -323,8 +428,10 @@ def test_real_eviction_uid_precondition_spares_a_recreated_pod(api: KubeApi, nam
 
 
 def test_real_eviction_never_touches_online_pods(api: KubeApi, namespace: str) -> None:
-    pods = [running(api, api_pod(name, "", qos, priority=-10, namespace=namespace))
-            for name, qos in (("lc", "LC"), ("ls", "LS"), ("sys", "SYSTEM"))]
+    pods = [
+        running(api, api_pod(name, "", qos, priority=-10, namespace=namespace))
+        for name, qos in (("lc", "LC"), ("ls", "LS"), ("sys", "SYSTEM"))
+    ]
     usages = [usage(p["metadata"]["uid"], 3.0, cpu=1.3, qos="LS") for p in pods]
     manager = EvictionManager(EvictionConfig(memory_threshold=WATERMARK, samples=1), Evictor(api, NODE))
     for now in range(3):

@@ -13,8 +13,16 @@ from typing import Any
 import pytest
 
 from lahar.agent.cgroups.layout import (
-    CgroupDriver, CgroupVersion, KubeLayout, container_cgroups, detect_version, find_pod_cgroups,
-    pod_cgroup_dir, pod_hierarchy, scan_pod_cgroups, v1_controller_dirs,
+    CgroupDriver,
+    CgroupVersion,
+    KubeLayout,
+    container_cgroups,
+    detect_version,
+    find_pod_cgroups,
+    pod_cgroup_dir,
+    pod_hierarchy,
+    scan_pod_cgroups,
+    v1_controller_dirs,
 )
 from lahar.agent.cgroups.synthetic import FakeCgroups, Usage
 from lahar.agent.collectors.host import Host
@@ -47,29 +55,47 @@ def by_uid(usages: list[PodUsage]) -> dict[str, PodUsage]:
     return {usage.uid: usage for usage in usages}
 
 
-def api_pod(uid: str, name: str, *, namespace: str = "default", qos: str | None = "Burstable",
-            labels: Mapping[str, str] | None = None, containers: Mapping[str, str] | None = None,
-            spec: Mapping[str, Any] | None = None, annotations: Mapping[str, str] | None = None,
-            ) -> dict[str, Any]:
+def api_pod(
+    uid: str,
+    name: str,
+    *,
+    namespace: str = "default",
+    qos: str | None = "Burstable",
+    labels: Mapping[str, str] | None = None,
+    containers: Mapping[str, str] | None = None,
+    spec: Mapping[str, Any] | None = None,
+    annotations: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     status: dict[str, Any] = {"phase": "Running"}
     if qos is not None:
         status["qosClass"] = qos
     if containers:
-        status["containerStatuses"] = [{"name": n, "containerID": f"containerd://{cid}"}
-                                       for cid, n in containers.items()]
-    return {"metadata": {"uid": uid, "name": name, "namespace": namespace, "labels": dict(labels or {}),
-                         "annotations": dict(annotations or {})},
-            "spec": dict(spec or {"containers": [{"name": "main"}]}), "status": status}
+        status["containerStatuses"] = [
+            {"name": n, "containerID": f"containerd://{cid}"} for cid, n in containers.items()
+        ]
+    return {
+        "metadata": {
+            "uid": uid,
+            "name": name,
+            "namespace": namespace,
+            "labels": dict(labels or {}),
+            "annotations": dict(annotations or {}),
+        },
+        "spec": dict(spec or {"containers": [{"name": "main"}]}),
+        "status": status,
+    }
 
 
 # --- layout -------------------------------------------------------------------------------------
 
 
 def test_detect_version(tmp_path: Path) -> None:
-    assert detect_version(FakeCgroups(tmp_path / "v1", CgroupVersion.V1, CgroupDriver.CGROUPFS).root) \
-        is CgroupVersion.V1
-    assert detect_version(FakeCgroups(tmp_path / "v2", CgroupVersion.V2, CgroupDriver.CGROUPFS).root) \
-        is CgroupVersion.V2
+    assert (
+        detect_version(FakeCgroups(tmp_path / "v1", CgroupVersion.V1, CgroupDriver.CGROUPFS).root) is CgroupVersion.V1
+    )
+    assert (
+        detect_version(FakeCgroups(tmp_path / "v2", CgroupVersion.V2, CgroupDriver.CGROUPFS).root) is CgroupVersion.V2
+    )
 
 
 def test_hybrid_host_with_empty_unified_mount_is_v1(tmp_path: Path) -> None:
@@ -90,35 +116,54 @@ def test_v1_controller_dirs_split_co_mounted_names(tmp_path: Path) -> None:
     assert dirs["memory"] == tmp_path / "memory"
 
 
-@pytest.mark.parametrize(("driver", "kube_qos", "expected"), [
-    (CgroupDriver.CGROUPFS, "Guaranteed", f"kubepods/pod{UID_A}"),
-    (CgroupDriver.CGROUPFS, "Burstable", f"kubepods/burstable/pod{UID_A}"),
-    (CgroupDriver.CGROUPFS, "BestEffort", f"kubepods/besteffort/pod{UID_A}"),
-    (CgroupDriver.SYSTEMD, "Guaranteed", "kubepods.slice/kubepods-pod0f5c3a1e_7b2d_4c8e_9a61_2d3e4f5a6b7c.slice"),
-    (CgroupDriver.SYSTEMD, "Burstable", "kubepods.slice/kubepods-burstable.slice/"
-                                        "kubepods-burstable-pod0f5c3a1e_7b2d_4c8e_9a61_2d3e4f5a6b7c.slice"),
-    (CgroupDriver.SYSTEMD, "BestEffort", "kubepods.slice/kubepods-besteffort.slice/"
-                                         "kubepods-besteffort-pod0f5c3a1e_7b2d_4c8e_9a61_2d3e4f5a6b7c.slice"),
-])
+@pytest.mark.parametrize(
+    ("driver", "kube_qos", "expected"),
+    [
+        (CgroupDriver.CGROUPFS, "Guaranteed", f"kubepods/pod{UID_A}"),
+        (CgroupDriver.CGROUPFS, "Burstable", f"kubepods/burstable/pod{UID_A}"),
+        (CgroupDriver.CGROUPFS, "BestEffort", f"kubepods/besteffort/pod{UID_A}"),
+        (CgroupDriver.SYSTEMD, "Guaranteed", "kubepods.slice/kubepods-pod0f5c3a1e_7b2d_4c8e_9a61_2d3e4f5a6b7c.slice"),
+        (
+            CgroupDriver.SYSTEMD,
+            "Burstable",
+            "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0f5c3a1e_7b2d_4c8e_9a61_2d3e4f5a6b7c.slice",
+        ),
+        (
+            CgroupDriver.SYSTEMD,
+            "BestEffort",
+            "kubepods.slice/kubepods-besteffort.slice/"
+            "kubepods-besteffort-pod0f5c3a1e_7b2d_4c8e_9a61_2d3e4f5a6b7c.slice",
+        ),
+    ],
+)
 def test_pod_cgroup_dir_matches_kubelet(driver: CgroupDriver, kube_qos: str, expected: str) -> None:
     assert pod_cgroup_dir(KubeLayout(driver), UID_A, kube_qos) == expected
 
 
 def test_pod_cgroup_dir_under_a_nested_kubepods_root() -> None:
-    assert pod_cgroup_dir(KubeLayout(CgroupDriver.CGROUPFS, "lahar/kubepods"), UID_B, "BestEffort") == \
-        f"lahar/kubepods/besteffort/pod{UID_B}"
-    assert pod_cgroup_dir(KubeLayout(CgroupDriver.SYSTEMD, "lahar/kubepods"), UID_B, "Burstable") == \
-        "lahar/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" \
+    assert (
+        pod_cgroup_dir(KubeLayout(CgroupDriver.CGROUPFS, "lahar/kubepods"), UID_B, "BestEffort")
+        == f"lahar/kubepods/besteffort/pod{UID_B}"
+    )
+    assert (
+        pod_cgroup_dir(KubeLayout(CgroupDriver.SYSTEMD, "lahar/kubepods"), UID_B, "Burstable")
+        == "lahar/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod"
         "11111111_2222_3333_4444_555555555555.slice"
+    )
 
 
 def test_find_pod_cgroups_at_every_qos_level(fake: FakeCgroups) -> None:
-    paths = {uid: fake.add_pod(uid, qos, Usage())
-             for uid, qos in ((UID_A, "Guaranteed"), (UID_B, "Burstable"), (UID_C, "BestEffort"))}
+    paths = {
+        uid: fake.add_pod(uid, qos, Usage())
+        for uid, qos in ((UID_A, "Guaranteed"), (UID_B, "Burstable"), (UID_C, "BestEffort"))
+    }
     assert find_pod_cgroups(fake.root) == paths
     found = {pod.uid: (pod.kube_qos_class, pod.driver) for pod in scan_pod_cgroups(pod_hierarchy(fake.root))}
-    assert found == {UID_A: ("Guaranteed", fake.layout.driver), UID_B: ("Burstable", fake.layout.driver),
-                     UID_C: ("BestEffort", fake.layout.driver)}
+    assert found == {
+        UID_A: ("Guaranteed", fake.layout.driver),
+        UID_B: ("Burstable", fake.layout.driver),
+        UID_C: ("BestEffort", fake.layout.driver),
+    }
 
 
 def test_find_pod_cgroups_ignores_what_is_not_a_pod(fake: FakeCgroups) -> None:
@@ -145,7 +190,9 @@ def test_find_pod_cgroups_under_a_configured_root_only(tmp_path: Path) -> None:
 def test_container_cgroups(fake: FakeCgroups) -> None:
     path = fake.add_pod(UID_A, "Burstable", Usage(), {CID_1: Usage(), CID_2: Usage()})
     assert container_cgroups(pod_hierarchy(fake.root), path) == {
-        CID_1: f"{path}/{fake.container_dir(CID_1)}", CID_2: f"{path}/{fake.container_dir(CID_2)}"}
+        CID_1: f"{path}/{fake.container_dir(CID_1)}",
+        CID_2: f"{path}/{fake.container_dir(CID_2)}",
+    }
     assert container_cgroups(pod_hierarchy(fake.root), "kubepods/burstable/podgone") == {}
 
 
@@ -155,7 +202,9 @@ def test_systemd_container_scopes_of_every_runtime_but_not_conmon(tmp_path: Path
     for name in (f"docker-{CID_1}.scope", f"crio-{CID_2}.scope", f"crio-conmon-{CID_2}.scope", "init.scope"):
         fake.write(f"{path}/{name}", Usage())
     assert container_cgroups(tmp_path, path) == {
-        CID_1: f"{path}/docker-{CID_1}.scope", CID_2: f"{path}/crio-{CID_2}.scope"}
+        CID_1: f"{path}/docker-{CID_1}.scope",
+        CID_2: f"{path}/crio-{CID_2}.scope",
+    }
 
 
 # --- usage --------------------------------------------------------------------------------------
@@ -189,8 +238,12 @@ def test_cpu_counter_going_back_or_a_clock_standing_still_reads_zero(fake: FakeC
 
 
 def test_memory_working_set_is_usage_less_inactive_file(fake: FakeCgroups) -> None:
-    fake.add_pod(UID_A, "Burstable", Usage(memory_bytes=500 * MiB, inactive_file_bytes=120 * MiB),
-                 {CID_1: Usage(memory_bytes=300 * MiB, inactive_file_bytes=20 * MiB)})
+    fake.add_pod(
+        UID_A,
+        "Burstable",
+        Usage(memory_bytes=500 * MiB, inactive_file_bytes=120 * MiB),
+        {CID_1: Usage(memory_bytes=300 * MiB, inactive_file_bytes=20 * MiB)},
+    )
     fake.add_pod(UID_B, "BestEffort", Usage(memory_bytes=10 * MiB, inactive_file_bytes=12 * MiB))
     usages = by_uid(collector_for(fake).collect([], now=1.0))
     assert usages[UID_A].memory_working_set_bytes == 380 * MiB
@@ -199,13 +252,19 @@ def test_memory_working_set_is_usage_less_inactive_file(fake: FakeCgroups) -> No
 
 
 def test_throttling(fake: FakeCgroups) -> None:
-    fake.add_pod(UID_A, "Guaranteed", Usage(throttled_periods=42, throttled_seconds=3.25),
-                 {CID_1: Usage(throttled_periods=7, throttled_seconds=0.5)})
+    fake.add_pod(
+        UID_A,
+        "Guaranteed",
+        Usage(throttled_periods=42, throttled_seconds=3.25),
+        {CID_1: Usage(throttled_periods=7, throttled_seconds=0.5)},
+    )
     usage = by_uid(collector_for(fake).collect([], now=1.0))[UID_A]
     assert usage.cpu_throttled_periods_total == 42
     assert usage.cpu_throttled_seconds_total == pytest.approx(3.25)
-    assert (usage.containers[0].cpu_throttled_periods_total,
-            usage.containers[0].cpu_throttled_seconds_total) == (7, pytest.approx(0.5))
+    assert (usage.containers[0].cpu_throttled_periods_total, usage.containers[0].cpu_throttled_seconds_total) == (
+        7,
+        pytest.approx(0.5),
+    )
 
 
 def test_io_totals_summed_over_devices(fake: FakeCgroups) -> None:
@@ -222,7 +281,8 @@ def test_v1_io_falls_back_to_the_cfq_counters_then_to_zero(tmp_path: Path) -> No
     for name in ("blkio.throttle.io_service_bytes_recursive", "blkio.throttle.io_service_bytes"):
         (blkio / name).unlink()
     (blkio / "blkio.io_service_bytes_recursive").write_text(
-        "8:0 Read 100\n8:0 Write 200\n8:0 Sync 300\n8:0 Async 0\n8:0 Total 300\nTotal 300\n")
+        "8:0 Read 100\n8:0 Write 200\n8:0 Sync 300\n8:0 Async 0\n8:0 Total 300\nTotal 300\n"
+    )
     usage = by_uid(collector_for(fake).collect([], now=1.0))[UID_A]
     assert (usage.io_read_bytes_total, usage.io_write_bytes_total) == (100, 200)
     shutil.rmtree(tmp_path / "blkio")  # a host without the blkio controller
@@ -251,13 +311,17 @@ def test_v1_co_mounted_cpu_and_cpuacct(tmp_path: Path) -> None:
 
 
 def test_standalone_reports_every_pod_cgroup_by_uid(fake: FakeCgroups) -> None:
-    paths = {UID_A: fake.add_pod(UID_A, "Guaranteed", Usage(), {CID_1: Usage()}),
-             UID_B: fake.add_pod(UID_B, "Burstable", Usage()),
-             UID_C: fake.add_pod(UID_C, "BestEffort", Usage())}
+    paths = {
+        UID_A: fake.add_pod(UID_A, "Guaranteed", Usage(), {CID_1: Usage()}),
+        UID_B: fake.add_pod(UID_B, "Burstable", Usage()),
+        UID_C: fake.add_pod(UID_C, "BestEffort", Usage()),
+    }
     usages = by_uid(collector_for(fake).collect([], now=1.0))
     assert set(usages) == {UID_A, UID_B, UID_C}
-    assert [(u.name, u.namespace, u.kube_qos_class, u.qos_class, u.cgroup)
-            for u in (usages[UID_A], usages[UID_B], usages[UID_C])] == [
+    assert [
+        (u.name, u.namespace, u.kube_qos_class, u.qos_class, u.cgroup)
+        for u in (usages[UID_A], usages[UID_B], usages[UID_C])
+    ] == [
         (UID_A, "", "Guaranteed", "LS", paths[UID_A]),
         (UID_B, "", "Burstable", "LS", paths[UID_B]),
         (UID_C, "", "BestEffort", "BE", paths[UID_C]),
@@ -266,15 +330,18 @@ def test_standalone_reports_every_pod_cgroup_by_uid(fake: FakeCgroups) -> None:
 
 
 def test_api_pods_named_classed_and_only_those(fake: FakeCgroups) -> None:
-    fake.add_pod(UID_A, "Burstable", Usage(memory_bytes=MiB),
-                 {CID_1: Usage(memory_bytes=MiB), SANDBOX: Usage()})
+    fake.add_pod(UID_A, "Burstable", Usage(memory_bytes=MiB), {CID_1: Usage(memory_bytes=MiB), SANDBOX: Usage()})
     fake.add_pod(UID_B, "BestEffort", Usage())  # on the node, not in the API's list
-    pods = [api_pod(UID_A, "web-0", namespace="shop", labels={"koordinator.sh/qosClass": "LSR"},
-                    containers={CID_1: "nginx"}),
-            api_pod(UID_C, "pending-0")]  # in the list, no cgroup yet
+    pods = [
+        api_pod(
+            UID_A, "web-0", namespace="shop", labels={"koordinator.sh/qosClass": "LSR"}, containers={CID_1: "nginx"}
+        ),
+        api_pod(UID_C, "pending-0"),
+    ]  # in the list, no cgroup yet
     usages = collector_for(fake).collect(pods, now=1.0)
     assert [(u.uid, u.namespace, u.name, u.qos_class, u.kube_qos_class) for u in usages] == [
-        (UID_A, "shop", "web-0", "LC", "Burstable")]
+        (UID_A, "shop", "web-0", "LC", "Burstable")
+    ]
     # The sandbox has no status: left out, as kubelet does.
     assert [c.name for c in usages[0].containers] == ["nginx"]
 
@@ -289,12 +356,20 @@ def test_kube_qos_class_computed_when_status_lacks_it(fake: FakeCgroups) -> None
 def test_static_pod_found_by_its_mirror_annotation(fake: FakeCgroups) -> None:
     config_hash = "6d4a6a9c5e3b2f1a0b9c8d7e6f5a4b3c"
     fake.add_pod(config_hash, "Burstable", Usage(memory_bytes=2 * MiB))
-    pod = api_pod(UID_A, "etcd-node1", namespace="kube-system",
-                  annotations={"kubernetes.io/config.mirror": config_hash},
-                  spec={"priorityClassName": "system-node-critical", "containers": [{"name": "etcd"}]})
+    pod = api_pod(
+        UID_A,
+        "etcd-node1",
+        namespace="kube-system",
+        annotations={"kubernetes.io/config.mirror": config_hash},
+        spec={"priorityClassName": "system-node-critical", "containers": [{"name": "etcd"}]},
+    )
     [usage] = collector_for(fake).collect([pod], now=1.0)
-    assert (usage.uid, usage.name, usage.qos_class, usage.memory_working_set_bytes) == \
-        (UID_A, "etcd-node1", "SYSTEM", 2 * MiB)
+    assert (usage.uid, usage.name, usage.qos_class, usage.memory_working_set_bytes) == (
+        UID_A,
+        "etcd-node1",
+        "SYSTEM",
+        2 * MiB,
+    )
 
 
 def test_pod_vanishing_between_cycles(fake: FakeCgroups) -> None:
@@ -361,8 +436,7 @@ def test_open_files_reread_fresh_content_and_close_what_a_cycle_left_unread(tmp_
     assert len(files) == 0
 
 
-def test_open_files_reopen_when_a_kept_descriptor_fails(tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_open_files_reopen_when_a_kept_descriptor_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "cpu.stat"
     path.write_text("usage_usec 1\n")
     files = OpenFiles(max_open=10)

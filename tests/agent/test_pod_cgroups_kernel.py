@@ -77,8 +77,12 @@ def kernel_pod() -> Iterator[KernelPod]:
     kubepods = f"kubepods-test-{secrets.token_hex(4)}"
     uid = str(uuid.uuid4())
     container_id = secrets.token_hex(32)
-    levels = [kubepods, f"{kubepods}/burstable", f"{kubepods}/burstable/pod{uid}",
-              f"{kubepods}/burstable/pod{uid}/{container_id}"]
+    levels = [
+        kubepods,
+        f"{kubepods}/burstable",
+        f"{kubepods}/burstable/pod{uid}",
+        f"{kubepods}/burstable/pod{uid}/{container_id}",
+    ]
     created: list[Path] = []
     try:
         for mount in _mounts():
@@ -101,8 +105,9 @@ def kernel_pod() -> Iterator[KernelPod]:
 @pytest.fixture
 def busy_child(kernel_pod: KernelPod) -> Iterator[subprocess.Popen[str]]:
     """A busy loop inside the pod's container cgroup; killed before the cgroups are removed."""
-    child = subprocess.Popen([sys.executable, "-c", BUSY_CHILD], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", BUSY_CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         for container_dir in kernel_pod.container_dirs:
             (container_dir / "cgroup.procs").write_text(str(child.pid))
@@ -118,11 +123,14 @@ def busy_child(kernel_pod: KernelPod) -> Iterator[subprocess.Popen[str]]:
 
 def test_busy_process_measures_one_core(kernel_pod: KernelPod, busy_child: subprocess.Popen[str]) -> None:
     collector = PodCollector(Host(cgroup_root=CGROUP_ROOT), kubepods=kernel_pod.kubepods)
-    pod = {"metadata": {"uid": kernel_pod.uid, "name": "busy-0", "namespace": "test"},
-           "spec": {"containers": [{"name": "busy", "resources": {"requests": {"cpu": "100m"}}}]},
-           "status": {"qosClass": "Burstable",
-                      "containerStatuses": [{"name": "busy",
-                                             "containerID": f"containerd://{kernel_pod.container_id}"}]}}
+    pod = {
+        "metadata": {"uid": kernel_pod.uid, "name": "busy-0", "namespace": "test"},
+        "spec": {"containers": [{"name": "busy", "resources": {"requests": {"cpu": "100m"}}}]},
+        "status": {
+            "qosClass": "Burstable",
+            "containerStatuses": [{"name": "busy", "containerID": f"containerd://{kernel_pod.container_id}"}],
+        },
+    }
 
     try:
         collector.collect([pod], now=time.monotonic())
@@ -131,8 +139,12 @@ def test_busy_process_measures_one_core(kernel_pod: KernelPod, busy_child: subpr
     finally:
         collector.close()  # kept-open files would pin the cgroups after their removal
 
-    assert (usage.uid, usage.name, usage.kube_qos_class, usage.qos_class) == (kernel_pod.uid, "busy-0",
-                                                                              "Burstable", "LS")
+    assert (usage.uid, usage.name, usage.kube_qos_class, usage.qos_class) == (
+        kernel_pod.uid,
+        "busy-0",
+        "Burstable",
+        "LS",
+    )
     assert usage.cgroup == f"{kernel_pod.kubepods}/burstable/pod{kernel_pod.uid}"
     assert usage.cpu_usage_cores == pytest.approx(1.0, rel=0.1)
     [container] = usage.containers
@@ -164,14 +176,31 @@ def test_kept_open_file_of_a_removed_cgroup_fails_and_is_closed() -> None:
 def test_agent_once_json_agrees_with_the_kernel(kernel_pod: KernelPod, busy_child: subprocess.Popen[str]) -> None:
     """`lahar agent --once -o json` (what an SRE runs) against this machine: CPUs, memory, NUMA nodes
     and a busy pod's CPU, each compared with what the kernel says."""
-    result = subprocess.run([sys.executable, "-m", "lahar", "agent", "--once", "-o", "json", "--node", "here",
-                             "--kubepods", kernel_pod.kubepods], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lahar",
+            "agent",
+            "--once",
+            "-o",
+            "json",
+            "--node",
+            "here",
+            "--kubepods",
+            kernel_pod.kubepods,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["node"] == "here" and report["health"]["errors"] == {}
     assert report["cpu"]["cores"] == os.cpu_count()
-    mem_total_kib = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
-                         if line.startswith("MemTotal:"))
+    mem_total_kib = next(
+        int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal:")
+    )
     assert report["memory"]["total_bytes"] == mem_total_kib * 1024
     node_dirs = list(Path("/sys/devices/system/node").glob("node[0-9]*"))
     assert len(report["numa"]) == max(len(node_dirs), 1)

@@ -60,25 +60,34 @@ def test_overrides_apply_by_node_labels_in_order(tmp_path: Path) -> None:
     assert not both.eviction.cpu_eviction
 
 
-@pytest.mark.parametrize(("data", "message"), [
-    ({"cpu_suppress": {"threshold": 1.5}}, "cpu_suppress.threshold: must be in (0, 1], got 1.5"),
-    ({"cpu_suppress": {"treshold": 0.5}}, "cpu_suppress: unknown key(s) treshold"),
-    ({"memory": {"headroom_bytes": "lots"}}, "memory.headroom_bytes: invalid quantity"),
-    ({"io": {"devices": [{"device": "vda", "write_bps": -1}]}}, "io.devices[0].write_bps: must be >= 0"),
-    ({"io": {"devices": [{"write_bps": 1}]}}, "io.devices[0].device: a block device name"),
-    ({"ls_burst": {"enabled": "yes"}}, "ls_burst.enabled: expected bool"),
-    ({"lc_cores": {"cpu_manager_state_file": 7}}, "lc_cores.cpu_manager_state_file: expected a string"),
-    ({"eviction": {"memory_threshold": 2}}, "eviction.memory_threshold: must be in (0, 1]"),
-    ({"reclaimable": {"window_seconds": -1}}, "reclaimable.window_seconds: must be >= 0"),
-    ({"memory": 3}, "memory: expected a mapping"),
-    ({"cpu_supress": {}}, "unknown key(s) cpu_supress"),
-    ({"reassert_seconds": 0}, "reassert_seconds: expected a positive number"),
-    ({"node_configs": [{"name": "x", "node_selector": {}, "memory": {"threshold": 0.01, "release_ratio": 0.05}}]},
-     "node_configs[0] (x): memory.release_ratio: must be below threshold"),
-    ({"node_configs": [{"name": "x", "memory": {}}]}, "node_configs[0] (x): node_selector is required"),
-    ({"node_configs": [{"node_selector": {"matchLabels": {"a": 1}}}]}, "node_configs[0] (0): node_selector:"),
-    ({"node_configs": [{"node_selector": {}, "colour": "red"}]}, "node_configs[0] (0): unknown key(s) colour"),
-])
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"cpu_suppress": {"threshold": 1.5}}, "cpu_suppress.threshold: must be in (0, 1], got 1.5"),
+        ({"cpu_suppress": {"treshold": 0.5}}, "cpu_suppress: unknown key(s) treshold"),
+        ({"memory": {"headroom_bytes": "lots"}}, "memory.headroom_bytes: invalid quantity"),
+        ({"io": {"devices": [{"device": "vda", "write_bps": -1}]}}, "io.devices[0].write_bps: must be >= 0"),
+        ({"io": {"devices": [{"write_bps": 1}]}}, "io.devices[0].device: a block device name"),
+        ({"ls_burst": {"enabled": "yes"}}, "ls_burst.enabled: expected bool"),
+        ({"lc_cores": {"cpu_manager_state_file": 7}}, "lc_cores.cpu_manager_state_file: expected a string"),
+        ({"eviction": {"memory_threshold": 2}}, "eviction.memory_threshold: must be in (0, 1]"),
+        ({"reclaimable": {"window_seconds": -1}}, "reclaimable.window_seconds: must be >= 0"),
+        ({"memory": 3}, "memory: expected a mapping"),
+        ({"cpu_supress": {}}, "unknown key(s) cpu_supress"),
+        ({"reassert_seconds": 0}, "reassert_seconds: expected a positive number"),
+        (
+            {
+                "node_configs": [
+                    {"name": "x", "node_selector": {}, "memory": {"threshold": 0.01, "release_ratio": 0.05}}
+                ]
+            },
+            "node_configs[0] (x): memory.release_ratio: must be below threshold",
+        ),
+        ({"node_configs": [{"name": "x", "memory": {}}]}, "node_configs[0] (x): node_selector is required"),
+        ({"node_configs": [{"node_selector": {"matchLabels": {"a": 1}}}]}, "node_configs[0] (0): node_selector:"),
+        ({"node_configs": [{"node_selector": {}, "colour": "red"}]}, "node_configs[0] (0): unknown key(s) colour"),
+    ],
+)
 def test_a_bad_config_is_refused_naming_the_key(data: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError) as raised:
         QosConfig.from_mapping(data)

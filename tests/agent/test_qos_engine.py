@@ -34,14 +34,27 @@ def config(**sections: Any) -> QosConfig:
     return QosConfig.from_mapping(sections)
 
 
-def api_pod(uid: str, name: str, *, qos: str = "BestEffort", limits: dict[str, str] | None = None,
-            requests: dict[str, str] | None = None, container: str = "c", labels: dict[str, str] | None = None,
-            priority: int = 0) -> dict[str, Any]:
+def api_pod(
+    uid: str,
+    name: str,
+    *,
+    qos: str = "BestEffort",
+    limits: dict[str, str] | None = None,
+    requests: dict[str, str] | None = None,
+    container: str = "c",
+    labels: dict[str, str] | None = None,
+    priority: int = 0,
+) -> dict[str, Any]:
     resources = {key: value for key, value in (("limits", limits), ("requests", requests)) if value}
-    return {"metadata": {"uid": uid, "name": name, "namespace": "default", "labels": labels or {}},
-            "spec": {"priority": priority, "containers": [{"name": "main", "resources": resources}]},
-            "status": {"phase": "Running", "qosClass": qos,
-                       "containerStatuses": [{"name": "main", "containerID": f"containerd://{container}"}]}}
+    return {
+        "metadata": {"uid": uid, "name": name, "namespace": "default", "labels": labels or {}},
+        "spec": {"priority": priority, "containers": [{"name": "main", "resources": resources}]},
+        "status": {
+            "phase": "Running",
+            "qosClass": qos,
+            "containerStatuses": [{"name": "main", "containerID": f"containerd://{container}"}],
+        },
+    }
 
 
 class Node:
@@ -51,16 +64,31 @@ class Node:
         self.tree = tree
         self.be = tree.add_pod("be-1", BEST_EFFORT, containers={"cbe": Usage()})
         self.ls = tree.add_pod("ls-1", BURSTABLE, containers={"cls": Usage()})
-        self.pods = [api_pod("be-1", "batch", container="cbe"),
-                     api_pod("ls-1", "web", qos="Burstable", limits={"cpu": "2"}, requests={"memory": "1Gi"},
-                             container="cls")]
+        self.pods = [
+            api_pod("be-1", "batch", container="cbe"),
+            api_pod("ls-1", "web", qos="Burstable", limits={"cpu": "2"}, requests={"memory": "1Gi"}, container="cls"),
+        ]
 
-    def report(self, *, be_cpu: float = 1.5, ls_cpu: float = 1.0, node_cpu: float = 2.7, used: int = 4 * GiB,
-               be_memory: int = 1 * GiB) -> NodeReport:
-        return NodeReport("n1", 1, time.time(), CpuUsage(4, node_cpu, node_cpu / 4),
-                          MemoryUsage(16 * GiB, used, 16 * GiB - used, 0),
-                          pods=[PodUsage("default", "batch", "be-1", "BE", BEST_EFFORT, self.be, be_cpu, be_memory),
-                                PodUsage("default", "web", "ls-1", "LS", BURSTABLE, self.ls, ls_cpu, 1 * GiB)])
+    def report(
+        self,
+        *,
+        be_cpu: float = 1.5,
+        ls_cpu: float = 1.0,
+        node_cpu: float = 2.7,
+        used: int = 4 * GiB,
+        be_memory: int = 1 * GiB,
+    ) -> NodeReport:
+        return NodeReport(
+            "n1",
+            1,
+            time.time(),
+            CpuUsage(4, node_cpu, node_cpu / 4),
+            MemoryUsage(16 * GiB, used, 16 * GiB - used, 0),
+            pods=[
+                PodUsage("default", "batch", "be-1", "BE", BEST_EFFORT, self.be, be_cpu, be_memory),
+                PodUsage("default", "web", "ls-1", "LS", BURSTABLE, self.ls, ls_cpu, 1 * GiB),
+            ],
+        )
 
     def quota(self) -> str:
         be_dir = self.tree.layout.qos_dir(BEST_EFFORT)
@@ -73,8 +101,9 @@ def node(qos_tree: QosTree) -> Node:
 
 
 def engine_for(node: Node, qos: QosConfig | QosConfigFile | None = None, **options: Any) -> QosEngine:
-    return QosEngine(Host(node.tree.root.parent, node.tree.root), "kubepods", qos or QosConfig(),
-                     fast_path=False, **options)
+    return QosEngine(
+        Host(node.tree.root.parent, node.tree.root), "kubepods", qos or QosConfig(), fast_path=False, **options
+    )
 
 
 def test_a_tick_applies_every_strategy_and_close_relaxes(node: Node) -> None:
@@ -111,9 +140,11 @@ def test_the_agent_runs_qos_and_exports_it(qos_tree: QosTree) -> None:
         report = agent.collect()
         registry = CollectorRegistry(auto_describe=False)
         registry.register(ReportCollector(lambda: report, qos=agent.qos.snapshot))
-        samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
-                   for family in text_string_to_metric_families(generate_latest(registry).decode())
-                   for s in family.samples}
+        samples = {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(generate_latest(registry).decode())
+            for s in family.samples
+        }
     finally:
         agent.close()
     assert "qos" not in report.health.errors and set(report.reclaimable) == {"cpu", "memory"}
@@ -129,7 +160,8 @@ def test_the_agent_runs_qos_and_exports_it(qos_tree: QosTree) -> None:
 
 
 def test_without_cgroup_rights_qos_is_unavailable_and_the_agent_carries_on(
-        node: Node, monkeypatch: pytest.MonkeyPatch) -> None:
+    node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
     real_access = os.access
     monkeypatch.setattr(os, "access", lambda path, mode, **kw: False if mode & os.W_OK else real_access(path, mode))
     before = node.tree.snapshot()
@@ -150,8 +182,11 @@ def test_dry_run_writes_nothing_and_evicts_nobody(node: Node) -> None:
     evictor = FakeEvictor()
     engine = engine_for(node, config(eviction={"samples": 1}), dry_run=True, evictor=evictor)
     before = node.tree.snapshot()
-    records = [record for now in (1.0, 2.0)
-               for record in engine.step(node.report(used=15 * GiB, be_memory=4 * GiB), node.pods, now)]
+    records = [
+        record
+        for now in (1.0, 2.0)
+        for record in engine.step(node.report(used=15 * GiB, be_memory=4 * GiB), node.pods, now)
+    ]
     engine.close()
     assert node.tree.snapshot() == before
     assert evictor.evicted == [] and {r.outcome for r in records} == {"dry-run"}
@@ -201,8 +236,11 @@ def test_a_reload_that_turns_a_strategy_off_relaxes_it(node: Node, tmp_path: Pat
 
 
 def test_node_overrides_follow_the_node_labels(node: Node) -> None:
-    qos = config(node_configs=[{"name": "small", "node_selector": {"matchLabels": {"size": "small"}},
-                                "cpu_suppress": {"threshold": 0.5}}])
+    qos = config(
+        node_configs=[
+            {"name": "small", "node_selector": {"matchLabels": {"size": "small"}}, "cpu_suppress": {"threshold": 0.5}}
+        ]
+    )
     labels = {"size": "big"}
     engine = engine_for(node, qos, node_labels=lambda: labels)
     engine.step(node.report(), node.pods, 1.0)
@@ -264,8 +302,9 @@ def test_the_fast_path_measures_online_usage_and_pressure(node: Node, tmp_path: 
 def test_the_engine_tightens_on_the_fast_path(node: Node) -> None:
     engine = engine_for(node)
     engine.step(node.report(), node.pods, 1.0)
-    assert engine.fast_targets() == FastTargets(node.tree.layout.top, (node.tree.layout.qos_dir(BEST_EFFORT),),
-                                                0.05, 0.2)
+    assert engine.fast_targets() == FastTargets(
+        node.tree.layout.top, (node.tree.layout.qos_dir(BEST_EFFORT),), 0.05, 0.2
+    )
     assert not engine.fast_tighten(online_cores=1.0, stall_ratio=0.0)  # as the tick saw it
     assert engine.fast_tighten(online_cores=2.0, stall_ratio=0.0)  # online +1 core: BE 1.4 -> 0.4
     assert node.quota().startswith("40000")
@@ -282,7 +321,8 @@ def running_engine(node: Node, tmp_path: Path) -> Iterator[tuple[QosEngine, Node
 
 
 def test_the_fast_path_thread_starts_with_the_first_tick_and_stops_on_close(
-        running_engine: tuple[QosEngine, Node]) -> None:
+    running_engine: tuple[QosEngine, Node],
+) -> None:
     engine, node = running_engine
     assert engine.fast_path is not None and engine.fast_path._thread is None
     engine.step(node.report(), node.pods, 1.0)
@@ -307,8 +347,7 @@ def test_waiting_until_kubepods_exists(tmp_path: Path, version: CgroupVersion) -
 # --- with an API: the embedded API server ---------------------------------------------------
 
 
-def test_with_an_api_the_agent_evicts_honours_budgets_and_publishes_batch_resources(
-        k8s: Any, tmp_path: Path) -> None:
+def test_with_an_api_the_agent_evicts_honours_budgets_and_publishes_batch_resources(k8s: Any, tmp_path: Path) -> None:
     """The Agent's wiring (`qos_engine`): evictions through the Eviction API (a PodDisruptionBudget
     refusal moves on to the next pod), the reclaimable capacity in the Node's status, and this
     node's labels choosing its overrides."""
@@ -318,32 +357,62 @@ def test_with_an_api_the_agent_evicts_honours_budgets_and_publishes_batch_resour
     from tests.support import wait_for
 
     api = KubeApi(k8s, timeout=10)
-    api.create(kinds.NODE, {"metadata": {"name": "n1", "labels": {"pool": "batch"}},
-                            "status": {"capacity": {"cpu": "4"}, "allocatable": {"cpu": "4"}}})
+    api.create(
+        kinds.NODE,
+        {
+            "metadata": {"name": "n1", "labels": {"pool": "batch"}},
+            "status": {"capacity": {"cpu": "4"}, "allocatable": {"cpu": "4"}},
+        },
+    )
     api.create(kinds.NAMESPACE, {"metadata": {"name": "jobs"}})
     uids = {}
     for name, labels in (("guarded", {"app": "guarded"}), ("spare", {})):
-        api.create(kinds.POD, {"metadata": {"name": name, "labels": labels},
-                               "spec": {"containers": [{"name": "main", "image": "busybox"}]}}, "jobs")
+        api.create(
+            kinds.POD,
+            {
+                "metadata": {"name": name, "labels": labels},
+                "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+            },
+            "jobs",
+        )
         api.bind("jobs", name, "n1")
-        uids[name] = api.patch(kinds.POD, name, {"status": {"phase": "Running"}}, "jobs",
-                               subresource="status")["metadata"]["uid"]
-    api.create(kinds.PDB, {"metadata": {"name": "keep"},
-                           "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}}}, "jobs")
+        uids[name] = api.patch(kinds.POD, name, {"status": {"phase": "Running"}}, "jobs", subresource="status")[
+            "metadata"
+        ]["uid"]
+    api.create(
+        kinds.PDB,
+        {"metadata": {"name": "keep"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}}},
+        "jobs",
+    )
     tree = QosTree(tmp_path / "cgroup", CgroupVersion.V1, CgroupDriver.CGROUPFS)
     paths = {name: tree.add_pod(uid, BEST_EFFORT) for name, uid in uids.items()}
-    qos = config(eviction={"samples": 1, "memory_threshold": 0.8},
-                 reclaimable={"patch_node_allocatable": True, "memory_threshold": 0.9},
-                 node_configs=[{"name": "batch-pool", "node_selector": {"matchLabels": {"pool": "batch"}},
-                                "cpu_suppress": {"threshold": 0.4}}])
+    qos = config(
+        eviction={"samples": 1, "memory_threshold": 0.8},
+        reclaimable={"patch_node_allocatable": True, "memory_threshold": 0.9},
+        node_configs=[
+            {
+                "name": "batch-pool",
+                "node_selector": {"matchLabels": {"pool": "batch"}},
+                "cpu_suppress": {"threshold": 0.4},
+            }
+        ],
+    )
     settings = AgentSettings(node="n1", cgroup_root=tree.root, qos=qos)
     engine = qos_engine(settings, Host(tmp_path, tree.root), api)
     try:
         wait_for(lambda: engine.node_labels() == {"pool": "batch"}, 10, "the node's labels")
         pods = api.list(kinds.POD, "jobs")["items"]
-        report = NodeReport("n1", 1, time.time(), CpuUsage(4, 1.0, 0.25), MemoryUsage(16 * GiB, 15 * GiB, GiB, 0),
-                            pods=[PodUsage("jobs", name, uids[name], "BE", BEST_EFFORT, paths[name], 0.5, 4 * GiB)
-                                  for name in ("guarded", "spare")])
+        report = NodeReport(
+            "n1",
+            1,
+            time.time(),
+            CpuUsage(4, 1.0, 0.25),
+            MemoryUsage(16 * GiB, 15 * GiB, GiB, 0),
+            pods=[
+                PodUsage("jobs", name, uids[name], "BE", BEST_EFFORT, paths[name], 0.5, 4 * GiB)
+                for name in ("guarded", "spare")
+            ],
+        )
         records = engine.step(report, pods, 1.0)
     finally:
         engine.close()

@@ -15,7 +15,14 @@ from cgroupspy.controllers import BlkIOController
 from lahar.agent.cgroups.layout import CgroupDriver, CgroupVersion
 from lahar.agent.qos.executor import CgroupExecutor
 from lahar.agent.qos.knobs import (
-    CpuMax, IoLimits, V1IoLimits, V2IoLimits, device_number, milli_to_quota_us, parse_int, shares_to_weight,
+    CpuMax,
+    IoLimits,
+    V1IoLimits,
+    V2IoLimits,
+    device_number,
+    milli_to_quota_us,
+    parse_int,
+    shares_to_weight,
 )
 from lahar.agent.qos.model import Desired
 from tests.agent.conftest import QosTree
@@ -60,7 +67,9 @@ def test_v1_io_files_have_no_trailing_space(tmp_path: Path) -> None:
     current = binding.read(tmp_path)
     assert current == {"8:0": IoLimits(write_bps=1048576), "254:0": IoLimits(write_bps=2097152)}
     assert binding.writes(current, {"254:0": IoLimits(read_iops=50)}) == [
-        ("blkio.throttle.write_bps_device", "254:0 0"), ("blkio.throttle.read_iops_device", "254:0 50")]
+        ("blkio.throttle.write_bps_device", "254:0 0"),
+        ("blkio.throttle.read_iops_device", "254:0 50"),
+    ]
 
 
 def test_v2_io_max_lines(tmp_path: Path) -> None:
@@ -68,14 +77,19 @@ def test_v2_io_max_lines(tmp_path: Path) -> None:
     binding = V2IoLimits()
     assert binding.read(tmp_path) == {"8:0": IoLimits(read_bps=1048576, write_iops=20)}
     assert binding.writes({}, {"8:16": IoLimits(write_bps=5)}) == [
-        ("io.max", "8:16 rbps=max wbps=5 riops=max wiops=max")]
+        ("io.max", "8:16 rbps=max wbps=5 riops=max wiops=max")
+    ]
 
 
 def test_device_numbers(tmp_path: Path) -> None:
     (tmp_path / "class/block/vda").mkdir(parents=True)
     (tmp_path / "class/block/vda/dev").write_text("254:0\n")
     assert [device_number(name, tmp_path) for name in ("vda", "/dev/vda", "8:16", "sdz")] == [
-        "254:0", "254:0", "8:16", None]
+        "254:0",
+        "254:0",
+        "8:16",
+        None,
+    ]
 
 
 # --- read, compare, write -------------------------------------------------------------------
@@ -116,11 +130,21 @@ def test_dry_run_logs_and_writes_nothing(qos_tree: QosTree, caplog: pytest.LogCa
     assert qos_tree.snapshot() == before
     assert [r.getMessage() for r in caplog.records if "would write" in r.getMessage()] == [
         f"dry-run: would write {'50000 100000' if qos_tree.v2 else '50000'!r} to "
-        f"{qos_tree.directory(be, 'cpu') / quota_file(qos_tree)} (cpu.max, was max/100000us)"]
+        f"{qos_tree.directory(be, 'cpu') / quota_file(qos_tree)} (cpu.max, was max/100000us)"
+    ]
 
 
-@pytest.mark.parametrize("cgroup", ["system.slice", "/kubepods/besteffort", "kubepods/../system.slice",
-                                    "kubepods-other/besteffort", "", "kubepods/besteffort/escape"])
+@pytest.mark.parametrize(
+    "cgroup",
+    [
+        "system.slice",
+        "/kubepods/besteffort",
+        "kubepods/../system.slice",
+        "kubepods-other/besteffort",
+        "",
+        "kubepods/besteffort/escape",
+    ],
+)
 def test_refuses_paths_outside_the_pod_hierarchy(v1_tree: QosTree, cgroup: str) -> None:
     # A symlink under kubepods that leads out counts as outside too.
     (v1_tree.root / "cpu/kubepods/besteffort/escape").symlink_to(v1_tree.root / "cpu/system.slice")
@@ -145,8 +169,14 @@ def test_v1_cpusets_loosen_top_down_and_tighten_bottom_up(v1_tree: QosTree, capl
     # Narrowing: children first, so none is ever outside its parent.
     assert move_to({2, 3}) == [(f"{pod}/c1", "2-3"), (pod, "2-3"), ("kubepods/besteffort", "2-3")]
     # Moving elsewhere: the union top-down, then the new set bottom-up.
-    assert move_to({0, 1}) == [("kubepods/besteffort", "0-3"), (pod, "0-3"), (f"{pod}/c1", "0-3"),
-                               (f"{pod}/c1", "0-1"), (pod, "0-1"), ("kubepods/besteffort", "0-1")]
+    assert move_to({0, 1}) == [
+        ("kubepods/besteffort", "0-3"),
+        (pod, "0-3"),
+        (f"{pod}/c1", "0-3"),
+        (f"{pod}/c1", "0-1"),
+        (pod, "0-1"),
+        ("kubepods/besteffort", "0-1"),
+    ]
 
 
 def test_write_only_actions_are_written_each_time(tmp_path: Path) -> None:
@@ -166,7 +196,8 @@ def test_knobs_a_version_lacks_are_skipped(v1_tree: QosTree) -> None:
 
 
 def test_a_failure_is_counted_and_logged_once_and_no_rights_make_qos_unavailable(
-        v1_tree: QosTree, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    v1_tree: QosTree, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     clock = Clock()
     executor = CgroupExecutor(v1_tree.root, reassert_seconds=0, clock=clock)
     real_open = os.open

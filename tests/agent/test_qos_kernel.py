@@ -32,9 +32,15 @@ from lahar.api.qos import BEST_EFFORT, BURSTABLE, GUARANTEED
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CONTROLLERS = ("cpu", "cpuacct", "cpuset", "memory", "blkio")
 MiB, GiB = 1 << 20, 1 << 30
-ONLY = {"cpu_priority": {"enabled": False}, "cpu_suppress": {"enabled": False}, "lc_cores": {"enabled": False},
-        "ls_burst": {"enabled": False}, "memory": {"enabled": False}, "io": {"enabled": False},
-        "eviction": {"enabled": False}}
+ONLY = {
+    "cpu_priority": {"enabled": False},
+    "cpu_suppress": {"enabled": False},
+    "lc_cores": {"enabled": False},
+    "ls_burst": {"enabled": False},
+    "memory": {"enabled": False},
+    "io": {"enabled": False},
+    "eviction": {"enabled": False},
+}
 # Waits for a line on stdin (by then it has been moved into its cgroups), then runs.
 GATE = "import sys; sys.stdin.readline()\n"
 BUSY = GATE + "while True:\n    pass\n"
@@ -90,16 +96,23 @@ class KernelPods:
         path = f"{self.kubepods}/{level}pod{uid}"
         self.mkdir(path)
         self.mkdir(f"{path}/{container}")
-        self.api_pods.append({
-            "metadata": {"uid": uid, "name": name, "namespace": "test", **pod.get("metadata", {})},
-            "spec": {"containers": [{"name": "main", **pod.get("container", {})}]},
-            "status": {"phase": "Running", "qosClass": kube_qos,
-                       "containerStatuses": [{"name": "main", "containerID": f"containerd://{container}"}]}})
+        self.api_pods.append(
+            {
+                "metadata": {"uid": uid, "name": name, "namespace": "test", **pod.get("metadata", {})},
+                "spec": {"containers": [{"name": "main", **pod.get("container", {})}]},
+                "status": {
+                    "phase": "Running",
+                    "qosClass": kube_qos,
+                    "containerStatuses": [{"name": "main", "containerID": f"containerd://{container}"}],
+                },
+            }
+        )
         return uid, path, f"{path}/{container}"
 
     def start(self, cgroup: str, code: str, *args: str) -> subprocess.Popen[str]:
-        process = subprocess.Popen([sys.executable, "-c", code, *args], stdin=subprocess.PIPE,
-                                   stdout=subprocess.PIPE, text=True)
+        process = subprocess.Popen(
+            [sys.executable, "-c", code, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
         self.processes.append(process)
         for controller in CONTROLLERS:
             self.write(controller, cgroup, "cgroup.procs", str(process.pid))
@@ -192,14 +205,26 @@ def test_two_be_loops_together_are_held_to_a_budget_above_the_floor(pods: Kernel
     """The same on a report that says the node is otherwise idle (this shared machine's own load
     would push the real budget to its floor): 2 × 0.3 = 0.6 cores for two BE pods together."""
     be = [pods.pod(f"hog-{i}", BEST_EFFORT) for i in range(2)]
-    engine = QosEngine(Host(Path("/"), CGROUP_ROOT), pods.kubepods,
-                       only(cpu_suppress={"threshold": 0.3, "fast_path": False}), fast_path=False)
+    engine = QosEngine(
+        Host(Path("/"), CGROUP_ROOT),
+        pods.kubepods,
+        only(cpu_suppress={"threshold": 0.3, "fast_path": False}),
+        fast_path=False,
+    )
     try:
         for _, _, container in be:
             pods.start(container, BUSY)
-        report = NodeReport("kernel-test", 1, time.time(), CpuUsage(2, 2.0, 1.0), MemoryUsage(GiB, GiB // 4, 0, 0),
-                            pods=[PodUsage("test", f"hog-{i}", uid, "BE", BEST_EFFORT, path, 1.0, 0)
-                                  for i, (uid, path, _) in enumerate(be)])
+        report = NodeReport(
+            "kernel-test",
+            1,
+            time.time(),
+            CpuUsage(2, 2.0, 1.0),
+            MemoryUsage(GiB, GiB // 4, 0, 0),
+            pods=[
+                PodUsage("test", f"hog-{i}", uid, "BE", BEST_EFFORT, path, 1.0, 0)
+                for i, (uid, path, _) in enumerate(be)
+            ],
+        )
         engine.step(report, pods.api_pods, time.monotonic())
         used = usage_over(pods, [path for _, path, _ in be], 2.0)
     finally:
@@ -215,8 +240,14 @@ def test_a_cpu_idle_be_loop_yields_to_an_online_loop(pods: KernelPods, agent_for
     cpu = sorted(map(int, pods.read("cpuset", pods.kubepods, "cpuset.cpus").replace("-", ",").split(",")))[-1]
     for cgroup in (f"{pods.kubepods}/besteffort", f"{pods.kubepods}/burstable", be_pod, ls_pod):
         pods.write("cpu", cgroup, "cpu.shares", "1024")
-    for cgroup in (be_container, be_pod, f"{pods.kubepods}/besteffort",
-                   ls_container, ls_pod, f"{pods.kubepods}/burstable"):  # children first, as v1 wants
+    for cgroup in (
+        be_container,
+        be_pod,
+        f"{pods.kubepods}/besteffort",
+        ls_container,
+        ls_pod,
+        f"{pods.kubepods}/burstable",
+    ):  # children first, as v1 wants
         pods.write("cpuset", cgroup, "cpuset.cpus", str(cpu))
     pods.start(be_container, BUSY)
     pods.start(ls_container, BUSY)
@@ -227,15 +258,19 @@ def test_a_cpu_idle_be_loop_yields_to_an_online_loop(pods: KernelPods, agent_for
     assert pods.read("cpu", f"{pods.kubepods}/besteffort", "cpu.idle") == "1"
     assert pods.read("cpu", ls_pod, "cpu.idle") == "0"  # online pods are never touched
     be_idle, ls_idle = usage_over(pods, [be_pod, ls_pod], 1.5)
-    print(f"\ncpu.idle on CPU {cpu}: equal weights BE {be_alone:.3f} / online {ls_alone:.3f} cores; "
-          f"BE idle: BE {be_idle:.3f} / online {ls_idle:.3f}")
+    print(
+        f"\ncpu.idle on CPU {cpu}: equal weights BE {be_alone:.3f} / online {ls_alone:.3f} cores; "
+        f"BE idle: BE {be_idle:.3f} / online {ls_idle:.3f}"
+    )
     assert ls_alone / (be_alone + ls_alone) == pytest.approx(0.5, abs=0.15)  # the control
     assert ls_idle / (be_idle + ls_idle) >= 0.95
     agent.close()
     assert pods.read("cpu", f"{pods.kubepods}/besteffort", "cpu.idle") == "0"  # relaxed on shutdown
 
 
-MEMORY_HOG = GATE + """
+MEMORY_HOG = (
+    GATE
+    + """
 import os, sys
 anon = bytearray(64 << 20)
 for i in range(0, len(anon), 4096):
@@ -256,6 +291,7 @@ for _ in range(256):  # grow by 256 MiB of anonymous memory
 print("grew", flush=True)
 sys.stdin.readline()
 """
+)
 
 
 def test_a_be_memory_hog_is_capped_and_reclaimed(pods: KernelPods, agent_for: Any, tmp_path: Path) -> None:
@@ -270,8 +306,10 @@ def test_a_be_memory_hog_is_capped_and_reclaimed(pods: KernelPods, agent_for: An
     [usage] = [p for p in report.pods if p.name == "hog"]
     limit = int(pods.read("memory", be_dir, "memory.limit_in_bytes"))
     after = int(pods.read("memory", be_pod, "memory.usage_in_bytes"))
-    print(f"\nmemory: BE usage {before / MiB:.0f} MiB (working set {usage.memory_working_set_bytes / MiB:.0f}), "
-          f"capped at {limit / MiB:.0f} MiB, usage now {after / MiB:.0f} MiB")
+    print(
+        f"\nmemory: BE usage {before / MiB:.0f} MiB (working set {usage.memory_working_set_bytes / MiB:.0f}), "
+        f"capped at {limit / MiB:.0f} MiB, usage now {after / MiB:.0f} MiB"
+    )
     assert limit == usage.memory_working_set_bytes + 32 * MiB
     assert pods.read("memory", be_dir, "memory.soft_limit_in_bytes") == "0"
     assert before > 300 * MiB and after <= limit and before - after > 150 * MiB  # the page cache went
@@ -279,8 +317,10 @@ def test_a_be_memory_hog_is_capped_and_reclaimed(pods: KernelPods, agent_for: An
     hog.stdin.write("grow\n")
     hog.stdin.flush()
     assert hog.wait(20) == -9  # growing past the cap: killed in its own cgroup, nobody else's
-    print(f"memory: growing past the cap OOM-killed the BE hog (memory.failcnt "
-          f"{pods.read('memory', be_dir, 'memory.failcnt')})")
+    print(
+        f"memory: growing past the cap OOM-killed the BE hog (memory.failcnt "
+        f"{pods.read('memory', be_dir, 'memory.failcnt')})"
+    )
     agent.close()
     assert pods.read("memory", be_dir, "memory.limit_in_bytes") == "9223372036854771712"
 
@@ -306,8 +346,15 @@ def test_a_be_dd_with_direct_io_is_held_to_its_bps_limit(pods: KernelPods, agent
     assert pods.read("blkio", be_container, "blkio.throttle.write_bps_device") == f"{device} {limit}"
     size_mib = 16
     started = time.monotonic()
-    dd = pods.start(be_container, GATE + "import os, sys; os.execvp('dd', ['dd', *sys.argv[1:]])",
-                    "if=/dev/zero", f"of={tmp_path / 'dd.bin'}", "bs=1M", f"count={size_mib}", "oflag=direct")
+    dd = pods.start(
+        be_container,
+        GATE + "import os, sys; os.execvp('dd', ['dd', *sys.argv[1:]])",
+        "if=/dev/zero",
+        f"of={tmp_path / 'dd.bin'}",
+        "bs=1M",
+        f"count={size_mib}",
+        "oflag=direct",
+    )
     assert dd.wait(30) == 0
     rate = size_mib * MiB / (time.monotonic() - started)
     print(f"\nio: dd oflag=direct to {device} at {rate / MiB:.2f} MiB/s under a {limit / MiB:.0f} MiB/s limit")
@@ -328,7 +375,9 @@ def test_be_cpusets_move_around_pinned_lc_cores(pods: KernelPods, agent_for: Any
     agent = agent_for(only(lc_cores={"enabled": True}))
     be_chain = [f"{pods.kubepods}/besteffort", be_container.rsplit("/", 1)[0], be_container]
     for pinned, rest in (("1", "0"), ("0", "1")):
-        pods.write("cpuset", lc_container, "cpuset.cpus", pinned)  # the LC container pinned (as kubelet's static policy does)
+        pods.write(
+            "cpuset", lc_container, "cpuset.cpus", pinned
+        )  # the LC container pinned (as kubelet's static policy does)
         agent.collect()
         assert [pods.read("cpuset", cgroup, "cpuset.cpus") for cgroup in be_chain] == [rest] * 3
     assert not agent.qos.snapshot().write_errors
@@ -345,9 +394,17 @@ def test_an_online_load_step_tightens_the_cap_before_the_next_tick(pods: KernelP
     engine = QosEngine(Host(Path("/"), CGROUP_ROOT), pods.kubepods, only(cpu_suppress={"threshold": 0.5}))
     try:
         pods.start(be_container, BUSY)
-        report = NodeReport("kernel-test", 1, time.time(), CpuUsage(2, 1.0, 0.5), MemoryUsage(GiB, GiB // 4, 0, 0),
-                            pods=[PodUsage("test", "batch", be_uid, "BE", BEST_EFFORT, be_pod, 1.0, 0),
-                                  PodUsage("test", "web", ls_uid, "LS", BURSTABLE, ls_pod, 0.0, 0)])
+        report = NodeReport(
+            "kernel-test",
+            1,
+            time.time(),
+            CpuUsage(2, 1.0, 0.5),
+            MemoryUsage(GiB, GiB // 4, 0, 0),
+            pods=[
+                PodUsage("test", "batch", be_uid, "BE", BEST_EFFORT, be_pod, 1.0, 0),
+                PodUsage("test", "web", ls_uid, "LS", BURSTABLE, ls_pod, 0.0, 0),
+            ],
+        )
         engine.step(report, pods.api_pods, time.monotonic())  # 2 × 0.5 − 0 online − 0 system: 1 core
         be_dir = f"{pods.kubepods}/besteffort"
 

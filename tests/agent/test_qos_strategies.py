@@ -21,19 +21,56 @@ from lahar.api.qos import BEST_EFFORT, BURSTABLE, GUARANTEED, QoSClass
 from tests.agent.conftest import QosTree
 
 GiB, MiB = 1 << 30, 1 << 20
-ALL_KNOBS = frozenset({"cpu.idle", "cpu.weight", "cpu.max", "cpu.burst", "cpuset.cpus", "memory.cap",
-                       "memory.soft_limit", "memory.reclaim", "memory.min", "memory.low", "io.limits", "io.weight"})
+ALL_KNOBS = frozenset(
+    {
+        "cpu.idle",
+        "cpu.weight",
+        "cpu.max",
+        "cpu.burst",
+        "cpuset.cpus",
+        "memory.cap",
+        "memory.soft_limit",
+        "memory.reclaim",
+        "memory.min",
+        "memory.low",
+        "io.limits",
+        "io.weight",
+    }
+)
 
 
-def node_state(version: CgroupVersion = CgroupVersion.V1, driver: CgroupDriver = CgroupDriver.CGROUPFS, *,
-               cores: int = 4, usage: float = 3.5, used: int = 14 * GiB, total: int = 16 * GiB,
-               supported: frozenset[str] = ALL_KNOBS, cpu_manager: CpuManagerState | None = None) -> NodeState:
-    return NodeState(version, KubeLayout(driver), frozenset(range(cores)), usage, total, used, supported,
-                     {"vda": "254:0"}, cpu_manager)
+def node_state(
+    version: CgroupVersion = CgroupVersion.V1,
+    driver: CgroupDriver = CgroupDriver.CGROUPFS,
+    *,
+    cores: int = 4,
+    usage: float = 3.5,
+    used: int = 14 * GiB,
+    total: int = 16 * GiB,
+    supported: frozenset[str] = ALL_KNOBS,
+    cpu_manager: CpuManagerState | None = None,
+) -> NodeState:
+    return NodeState(
+        version,
+        KubeLayout(driver),
+        frozenset(range(cores)),
+        usage,
+        total,
+        used,
+        supported,
+        {"vda": "254:0"},
+        cpu_manager,
+    )
 
 
-def container(layout: KubeLayout, pod_path: str, cid: str, name: str, limit: int | None = None,
-              exclusive: frozenset[int] = frozenset()) -> QosContainer:
+def container(
+    layout: KubeLayout,
+    pod_path: str,
+    cid: str,
+    name: str,
+    limit: int | None = None,
+    exclusive: frozenset[int] = frozenset(),
+) -> QosContainer:
     scope = f"cri-containerd-{cid}.scope" if layout.driver is CgroupDriver.SYSTEMD else cid
     return QosContainer(cid, name, f"{pod_path}/{scope}", limit, exclusive)
 
@@ -43,18 +80,42 @@ def scenario(node: NodeState) -> list[QosPod]:
     layout = node.layout
     pods = []
     for uid, qos, kube_qos, usage, ws, extra in (
-            ("be-1", QoSClass.BE, BEST_EFFORT, 1.5, 1 * GiB, {}),
-            ("beb-1", QoSClass.BE, BURSTABLE, 0.3, 512 * MiB,
-             {"cpu_request_millicores": 500, "cpu_limit_millicores": 1000, "memory_limit_bytes": 2 * GiB}),
-            ("ls-1", QoSClass.LS, BURSTABLE, 1.0, 1 * GiB,
-             {"cpu_limit_millicores": 2000, "memory_request_bytes": 1 * GiB}),
-            ("lc-1", QoSClass.LC, GUARANTEED, 0.5, 256 * MiB,
-             {"cpu_limit_millicores": 1000, "memory_request_bytes": 256 * MiB})):
+        ("be-1", QoSClass.BE, BEST_EFFORT, 1.5, 1 * GiB, {}),
+        (
+            "beb-1",
+            QoSClass.BE,
+            BURSTABLE,
+            0.3,
+            512 * MiB,
+            {"cpu_request_millicores": 500, "cpu_limit_millicores": 1000, "memory_limit_bytes": 2 * GiB},
+        ),
+        ("ls-1", QoSClass.LS, BURSTABLE, 1.0, 1 * GiB, {"cpu_limit_millicores": 2000, "memory_request_bytes": 1 * GiB}),
+        (
+            "lc-1",
+            QoSClass.LC,
+            GUARANTEED,
+            0.5,
+            256 * MiB,
+            {"cpu_limit_millicores": 1000, "memory_request_bytes": 256 * MiB},
+        ),
+    ):
         path = layout.pod_dir(uid, kube_qos)
         limit = extra.get("cpu_limit_millicores")
         pinned = frozenset({3}) if qos is QoSClass.LC else frozenset()
-        pods.append(QosPod(uid, "default", uid, qos, kube_qos, path, usage, ws, **extra,
-                           containers=(container(layout, path, f"c{uid}", "main", limit, pinned),)))
+        pods.append(
+            QosPod(
+                uid,
+                "default",
+                uid,
+                qos,
+                kube_qos,
+                path,
+                usage,
+                ws,
+                **extra,
+                containers=(container(layout, path, f"c{uid}", "main", limit, pinned),),
+            )
+        )
     return pods
 
 
@@ -86,11 +147,16 @@ def test_fair_split_is_max_min_fair_and_adds_up() -> None:
 def test_be_groups_are_the_besteffort_dir_and_be_pods_elsewhere() -> None:
     node = node_state()
     groups = be_groups(node, scenario(node))
-    assert [(g.cgroup, g.shared) for g in groups] == [("kubepods/besteffort", True),
-                                                       ("kubepods/burstable/podbeb-1", False)]
+    assert [(g.cgroup, g.shared) for g in groups] == [
+        ("kubepods/besteffort", True),
+        ("kubepods/burstable/podbeb-1", False),
+    ]
     assert groups[0].cpu_usage_cores == 1.5 and groups[0].relaxed_cpu_millicores is None
     assert (groups[1].relaxed_cpu_millicores, groups[1].relaxed_memory_bytes, groups[1].relaxed_shares) == (
-        1000, 2 * GiB, 512)
+        1000,
+        2 * GiB,
+        512,
+    )
 
 
 def test_cpu_priority_idles_be_groups_only() -> None:
@@ -113,12 +179,14 @@ def test_cpu_priority_relax_returns_kubelets_values() -> None:
     node = node_state()
     pods = scenario(node)
     idle = cpu_priority.plan(node, pods, cpu_priority.CpuPriorityConfig(), None)
-    assert {(d.cgroup, d.knob, d.value) for d in cpu_priority.relax(node, pods, cpu_priority.CpuPriorityConfig(), idle)} == {
-        ("kubepods/besteffort", "cpu.idle", 0), ("kubepods/burstable/podbeb-1", "cpu.idle", 0)}
+    assert {
+        (d.cgroup, d.knob, d.value) for d in cpu_priority.relax(node, pods, cpu_priority.CpuPriorityConfig(), idle)
+    } == {("kubepods/besteffort", "cpu.idle", 0), ("kubepods/burstable/podbeb-1", "cpu.idle", 0)}
     config = cpu_priority.CpuPriorityConfig(use_idle=False)
     weighted = cpu_priority.plan(node, pods, config, None)
-    assert {(d.cgroup, d.value) for d in cpu_priority.relax(node, pods, config, weighted) if d.knob == "cpu.weight"} == {
-        ("kubepods/besteffort", 2), ("kubepods/burstable/podbeb-1", 512)}  # kubelet's shares for 500m
+    assert {
+        (d.cgroup, d.value) for d in cpu_priority.relax(node, pods, config, weighted) if d.knob == "cpu.weight"
+    } == {("kubepods/besteffort", 2), ("kubepods/burstable/podbeb-1", 512)}  # kubelet's shares for 500m
 
 
 def test_cpu_suppress_budget_and_split() -> None:
@@ -127,8 +195,10 @@ def test_cpu_suppress_budget_and_split() -> None:
     # 4 × 0.65 − 1.5 online − 0.2 system = 0.9 cores, split max-min fairly by demand
     # (usage × 1.25 + 0.05): the Burstable BE pod wants 0.425, the BestEffort directory the rest.
     assert plan.figures["be_cpu_quota_cores"] == pytest.approx(0.9)
-    assert values(plan) == {("kubepods/besteffort", "cpu.max"): CpuMax(47500),
-                            ("kubepods/burstable/podbeb-1", "cpu.max"): CpuMax(42500)}
+    assert values(plan) == {
+        ("kubepods/besteffort", "cpu.max"): CpuMax(47500),
+        ("kubepods/burstable/podbeb-1", "cpu.max"): CpuMax(42500),
+    }
     assert plan.actions == ("set",)
 
 
@@ -165,8 +235,10 @@ def test_cpu_suppress_fast_path_tightens_only() -> None:
     assert cpu_suppress.fast_cap(config, 4, 1.5, 0.2, 0.5, plan) == pytest.approx(0.675)  # pressure: tick cap −25%
     assert cpu_suppress.fast_cap(config, 4, 0.1, 0.2, 0.5, plan) is None  # pressure but online idle: BE vs BE
     tight = cpu_suppress.tightened(plan, 0.45)
-    assert values(tight) == {("kubepods/besteffort", "cpu.max"): CpuMax(23750),
-                             ("kubepods/burstable/podbeb-1", "cpu.max"): CpuMax(21250)}
+    assert values(tight) == {
+        ("kubepods/besteffort", "cpu.max"): CpuMax(23750),
+        ("kubepods/burstable/podbeb-1", "cpu.max"): CpuMax(21250),
+    }
     assert tight.memo["tick_cap"] == pytest.approx(0.9) and tight.actions == ("fast_shrink",)
     # A second pressure sample cuts from the tick's cap, not again from the cut one.
     assert cpu_suppress.fast_cap(config, 4, 1.5, 0.2, 0.5, tight) is None
@@ -175,7 +247,9 @@ def test_cpu_suppress_fast_path_tightens_only() -> None:
 def test_cpu_suppress_relax_returns_kubelets_quota() -> None:
     node = node_state()
     assert {(d.cgroup, d.value) for d in cpu_suppress.relax(node, scenario(node), CpuSuppressConfig(), None)} == {
-        ("kubepods/besteffort", CpuMax(None)), ("kubepods/burstable/podbeb-1", CpuMax(100_000))}
+        ("kubepods/besteffort", CpuMax(None)),
+        ("kubepods/burstable/podbeb-1", CpuMax(100_000)),
+    }
 
 
 def test_lc_cores_keeps_be_off_pinned_cores() -> None:
@@ -184,16 +258,23 @@ def test_lc_cores_keeps_be_off_pinned_cores() -> None:
     plan = lc_cores.plan(node, pods, lc_cores.LcCoresConfig(), None)
     targets = {cgroup for cgroup, _ in values(plan)}
     assert set(values(plan).values()) == {frozenset({0, 1, 2})}
-    assert targets == {"kubepods/besteffort", "kubepods/besteffort/podbe-1", "kubepods/besteffort/podbe-1/cbe-1",
-                       "kubepods/burstable/podbeb-1", "kubepods/burstable/podbeb-1/cbeb-1"}
+    assert targets == {
+        "kubepods/besteffort",
+        "kubepods/besteffort/podbe-1",
+        "kubepods/besteffort/podbe-1/cbe-1",
+        "kubepods/burstable/podbeb-1",
+        "kubepods/burstable/podbeb-1/cbeb-1",
+    }
     assert plan.figures == {"lc_exclusive_cpus": 1.0, "be_cpuset_cpus": 3.0}
 
 
 def test_lc_cores_with_a_static_cpu_manager_writes_containers_within_the_shared_pool() -> None:
     node = node_state(cpu_manager=CpuManagerState("static", frozenset({0, 1, 3}), {"lc-1": {"main": frozenset({3})}}))
     plan = lc_cores.plan(node, scenario(node), lc_cores.LcCoresConfig(), None)
-    assert values(plan) == {("kubepods/besteffort/podbe-1/cbe-1", "cpuset.cpus"): frozenset({0, 1}),
-                            ("kubepods/burstable/podbeb-1/cbeb-1", "cpuset.cpus"): frozenset({0, 1})}
+    assert values(plan) == {
+        ("kubepods/besteffort/podbe-1/cbe-1", "cpuset.cpus"): frozenset({0, 1}),
+        ("kubepods/burstable/podbeb-1/cbeb-1", "cpuset.cpus"): frozenset({0, 1}),
+    }
 
 
 def test_lc_cores_without_pinned_cores_writes_once_then_leaves_cpusets_alone() -> None:
@@ -206,7 +287,8 @@ def test_lc_cores_without_pinned_cores_writes_once_then_leaves_cpusets_alone() -
     everyone = scenario(node)
     narrowed = lc_cores.plan(node, everyone, lc_cores.LcCoresConfig(), first)
     assert set(values(lc_cores.plan(node, pods, lc_cores.LcCoresConfig(), narrowed)).values()) == {
-        frozenset(range(4))}  # the LC pod left: BE gets its core back
+        frozenset(range(4))
+    }  # the LC pod left: BE gets its core back
     all_pinned = replace(node, cpus=frozenset({3}))
     assert lc_cores.plan(all_pinned, everyone, lc_cores.LcCoresConfig(), None).actions == ("no_cores_left",)
 
@@ -214,12 +296,21 @@ def test_lc_cores_without_pinned_cores_writes_once_then_leaves_cpusets_alone() -
 def test_ls_burst_gives_online_pods_with_limits_a_burst() -> None:
     node = node_state()
     plan = ls_burst.plan(node, scenario(node), ls_burst.LsBurstConfig(burst_ratio=0.5), None)
-    assert values(plan) == {("kubepods/burstable/podls-1", "cpu.burst"): 100_000,
-                            ("kubepods/burstable/podls-1/cls-1", "cpu.burst"): 100_000,
-                            ("kubepods/podlc-1", "cpu.burst"): 50_000, ("kubepods/podlc-1/clc-1", "cpu.burst"): 50_000}
+    assert values(plan) == {
+        ("kubepods/burstable/podls-1", "cpu.burst"): 100_000,
+        ("kubepods/burstable/podls-1/cls-1", "cpu.burst"): 100_000,
+        ("kubepods/podlc-1", "cpu.burst"): 50_000,
+        ("kubepods/podlc-1/clc-1", "cpu.burst"): 50_000,
+    }
     only_ls = ls_burst.plan(node, scenario(node), ls_burst.LsBurstConfig(include_lc=False), None)
-    assert {cgroup for cgroup, _ in values(only_ls)} == {"kubepods/burstable/podls-1", "kubepods/burstable/podls-1/cls-1"}
-    assert ls_burst.plan(replace(node, supported=frozenset()), scenario(node), ls_burst.LsBurstConfig(), None).desired == ()
+    assert {cgroup for cgroup, _ in values(only_ls)} == {
+        "kubepods/burstable/podls-1",
+        "kubepods/burstable/podls-1/cls-1",
+    }
+    assert (
+        ls_burst.plan(replace(node, supported=frozenset()), scenario(node), ls_burst.LsBurstConfig(), None).desired
+        == ()
+    )
     with pytest.raises(ValueError, match="burst_ratio"):
         ls_burst.LsBurstConfig(burst_ratio=1.5)  # the kernel refuses a burst above the quota
 
@@ -234,8 +325,12 @@ def test_memory_caps_be_at_its_working_set_past_the_threshold_then_holds_then_re
     assert values(capped)[("kubepods/besteffort", "memory.soft_limit")] == 0
     assert capped.actions == ("cap", "reclaim") and capped.figures["be_memory_capped_groups"] == 2
     # Below the threshold but within the release band (75-80%): the caps hold, even as BE shrinks.
-    held = memory.plan(replace(node, memory_used_bytes=int(12.5 * GiB)),
-                       [replace(p, memory_working_set_bytes=1) for p in pods], config, capped)
+    held = memory.plan(
+        replace(node, memory_used_bytes=int(12.5 * GiB)),
+        [replace(p, memory_working_set_bytes=1) for p in pods],
+        config,
+        capped,
+    )
     assert values(held)[("kubepods/besteffort", "memory.cap")] == 1 * GiB + 32 * MiB and held.actions == ()
     released = memory.plan(replace(node, memory_used_bytes=10 * GiB), pods, config, held)
     assert values(released)[("kubepods/besteffort", "memory.cap")] is None
@@ -262,13 +357,22 @@ def test_io_limits_be_pods_per_device() -> None:
     v1 = node_state()
     limits = {"254:0": IoLimits(write_bps=10 * MiB, read_iops=100)}
     assert values(io.plan(v1, scenario(v1), config, None)) == {
-        (cgroup, "io.limits"): limits for cgroup in ("kubepods/besteffort/podbe-1", "kubepods/besteffort/podbe-1/cbe-1",
-                                                     "kubepods/burstable/podbeb-1", "kubepods/burstable/podbeb-1/cbeb-1")}
+        (cgroup, "io.limits"): limits
+        for cgroup in (
+            "kubepods/besteffort/podbe-1",
+            "kubepods/besteffort/podbe-1/cbe-1",
+            "kubepods/burstable/podbeb-1",
+            "kubepods/burstable/podbeb-1/cbeb-1",
+        )
+    }
     v2 = node_state(CgroupVersion.V2)
     weighted = io.plan(v2, scenario(v2), replace(config, be_weight=10), None)
-    assert values(weighted) == {("kubepods/besteffort/podbe-1", "io.limits"): limits,
-                                ("kubepods/burstable/podbeb-1", "io.limits"): limits,
-                                ("kubepods/besteffort", "io.weight"): 10, ("kubepods/burstable/podbeb-1", "io.weight"): 10}
+    assert values(weighted) == {
+        ("kubepods/besteffort/podbe-1", "io.limits"): limits,
+        ("kubepods/burstable/podbeb-1", "io.limits"): limits,
+        ("kubepods/besteffort", "io.weight"): 10,
+        ("kubepods/burstable/podbeb-1", "io.weight"): 10,
+    }
     # A device dropped from the config has its limits lifted once.
     dropped = io.plan(v2, scenario(v2), io.IoConfig(), weighted)
     assert values(dropped)[("kubepods/besteffort/podbe-1", "io.limits")] == {"254:0": IoLimits()}

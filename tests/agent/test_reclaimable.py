@@ -9,10 +9,18 @@ from typing import Any
 import pytest
 
 from lahar.agent.qos.node_allocatable import (
-    BATCH_CPU, BATCH_MEMORY, batch_resources_of, changed_meaningfully, patch_batch_allocatable,
+    BATCH_CPU,
+    BATCH_MEMORY,
+    batch_resources_of,
+    changed_meaningfully,
+    patch_batch_allocatable,
 )
 from lahar.agent.qos.reclaimable import (
-    ReclaimableConfig, ReclaimableTracker, WindowMax, online_usage, reclaimable,
+    ReclaimableConfig,
+    ReclaimableTracker,
+    WindowMax,
+    online_usage,
+    reclaimable,
 )
 from lahar.agent.report import CpuUsage, MemoryUsage, NodeReport, PodUsage
 from lahar.api import kinds
@@ -23,42 +31,60 @@ GiB = 1 << 30
 
 
 def pod(uid: str, qos: str) -> dict[str, Any]:
-    return {"metadata": {"name": f"p-{uid}", "namespace": "team", "uid": uid, "labels": {"lahar.dev/qos-class": qos}},
-            "spec": {"containers": [{"name": "main"}]}}
+    return {
+        "metadata": {"name": f"p-{uid}", "namespace": "team", "uid": uid, "labels": {"lahar.dev/qos-class": qos}},
+        "spec": {"containers": [{"name": "main"}]},
+    }
 
 
-def report(cpu_used: float, memory_used: float, pods: list[PodUsage] | None = None, cores: int = 4,
-           memory_total: float = 16.0) -> NodeReport:
+def report(
+    cpu_used: float, memory_used: float, pods: list[PodUsage] | None = None, cores: int = 4, memory_total: float = 16.0
+) -> NodeReport:
     total, used = int(memory_total * GiB), int(memory_used * GiB)
-    return NodeReport(node="n1", sequence=1, timestamp=0.0, cpu=CpuUsage(cores, cpu_used, cpu_used / cores),
-                      memory=MemoryUsage(total, used, total - used, 0), pods=pods or [])
+    return NodeReport(
+        node="n1",
+        sequence=1,
+        timestamp=0.0,
+        cpu=CpuUsage(cores, cpu_used, cpu_used / cores),
+        memory=MemoryUsage(total, used, total - used, 0),
+        pods=pods or [],
+    )
 
 
 def usage(uid: str, cpu: float, memory: float, qos: str = "BE") -> PodUsage:
     """A pod's usage as the collector reports it: classed from its API object (BE without one)."""
-    return PodUsage("team", f"p-{uid}", uid, qos, "BestEffort", f"kubepods/besteffort/pod{uid}", cpu,
-                    int(memory * GiB))
+    return PodUsage("team", f"p-{uid}", uid, qos, "BestEffort", f"kubepods/besteffort/pod{uid}", cpu, int(memory * GiB))
 
 
 # --- configuration --------------------------------------------------------------------------
 
+
 def test_config_defaults_and_quantities() -> None:
     assert ReclaimableConfig.from_mapping({}) == ReclaimableConfig()
     assert ReclaimableConfig().cpu_threshold == ReclaimableConfig().memory_threshold == 0.65
-    config = ReclaimableConfig.from_mapping({"cpu_reserve_millicores": "1.5", "memory_reserve_bytes": "1Gi",
-                                             "window_seconds": 60, "patch_node_allocatable": True})
+    config = ReclaimableConfig.from_mapping(
+        {
+            "cpu_reserve_millicores": "1.5",
+            "memory_reserve_bytes": "1Gi",
+            "window_seconds": 60,
+            "patch_node_allocatable": True,
+        }
+    )
     assert (config.cpu_reserve_millicores, config.memory_reserve_bytes, config.window_seconds) == (1500, GiB, 60.0)
     assert ReclaimableConfig.from_mapping({"cpu_reserve_millicores": 250}).cpu_reserve_millicores == 250
 
 
-@pytest.mark.parametrize(("data", "message"), [
-    ({"cpu_treshold": 0.5}, "unknown key"),
-    ({"memory_threshold": 1.5}, "memory_threshold: must be in"),
-    ({"window_seconds": -1}, "window_seconds: must be >= 0"),
-    ({"memory_reserve_bytes": "lots"}, "memory_reserve_bytes:"),
-    ({"cpu_reserve_millicores": 0.5}, "cpu_reserve_millicores: expected int"),
-    ({"patch_node_allocatable": "true"}, "patch_node_allocatable: expected bool"),
-])
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"cpu_treshold": 0.5}, "unknown key"),
+        ({"memory_threshold": 1.5}, "memory_threshold: must be in"),
+        ({"window_seconds": -1}, "window_seconds: must be >= 0"),
+        ({"memory_reserve_bytes": "lots"}, "memory_reserve_bytes:"),
+        ({"cpu_reserve_millicores": 0.5}, "cpu_reserve_millicores: expected int"),
+        ({"patch_node_allocatable": "true"}, "patch_node_allocatable: expected bool"),
+    ],
+)
 def test_config_refuses_bad_values(data: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         ReclaimableConfig.from_mapping(data)
@@ -66,10 +92,15 @@ def test_config_refuses_bad_values(data: dict[str, Any], message: str) -> None:
 
 # --- the formula ----------------------------------------------------------------------------
 
+
 def test_online_usage_is_node_usage_less_be_pods() -> None:
     pods = [pod("be", "BE"), pod("ls", "LS"), pod("sys", "SYSTEM")]
-    usages = [usage("be", 1.5, 4.0), usage("ls", 0.5, 2.0, "LS"), usage("sys", 0.1, 0.5, "SYSTEM"),
-              usage("unknown", 0.7, 1.0)]  # in the report (besteffort cgroup) but not in the API: online
+    usages = [
+        usage("be", 1.5, 4.0),
+        usage("ls", 0.5, 2.0, "LS"),
+        usage("sys", 0.1, 0.5, "SYSTEM"),
+        usage("unknown", 0.7, 1.0),
+    ]  # in the report (besteffort cgroup) but not in the API: online
     assert online_usage(report(3.0, 10.0, usages), pods) == {"cpu": 1500, "memory": 6 * GiB}
     assert online_usage(report(1.0, 3.0, usages), pods) == {"cpu": 0, "memory": 0}  # skewed samples: floor 0
 
@@ -78,8 +109,9 @@ def test_thresholds_and_reserves() -> None:
     capacity = {"cpu": 4000, "memory": 16 * GiB}
     peak = {"cpu": 1000, "memory": 4 * GiB}
     assert reclaimable(capacity, peak, ReclaimableConfig()) == {"cpu": 1600, "memory": int(16 * GiB * 0.65) - 4 * GiB}
-    config = ReclaimableConfig(cpu_threshold=0.9, memory_threshold=0.5, cpu_reserve_millicores=500,
-                               memory_reserve_bytes=GiB)
+    config = ReclaimableConfig(
+        cpu_threshold=0.9, memory_threshold=0.5, cpu_reserve_millicores=500, memory_reserve_bytes=GiB
+    )
     assert reclaimable(capacity, peak, config) == {"cpu": 2100, "memory": 3 * GiB}
     assert reclaimable(capacity, {"cpu": 3900, "memory": 15 * GiB}, config) == {"cpu": 0, "memory": 0}
 
@@ -110,8 +142,7 @@ def test_tracker_takes_the_peak_online_usage_of_the_window() -> None:
 
 
 def test_a_failed_cpu_collector_reclaims_nothing() -> None:
-    failed = NodeReport(node="n1", sequence=1, timestamp=0.0, cpu=CpuUsage(0, 0.0, 0.0),
-                        memory=MemoryUsage(0, 0, 0, 0))
+    failed = NodeReport(node="n1", sequence=1, timestamp=0.0, cpu=CpuUsage(0, 0.0, 0.0), memory=MemoryUsage(0, 0, 0, 0))
     assert ReclaimableTracker(ReclaimableConfig()).update(failed, [], 0.0) == {"cpu": 0, "memory": 0}
 
 
@@ -124,6 +155,7 @@ def test_reports_carry_reclaimable_over_grpc() -> None:
 
 
 # --- the Node's batch resources -------------------------------------------------------------
+
 
 def test_meaningful_change() -> None:
     carried = {"cpu": 2000, "memory": 4 * GiB}
@@ -158,9 +190,13 @@ class CountingApi:
 
 
 def test_node_allocatable_patched_through_the_status_subresource_without_churn(api: KubeApi) -> None:
-    api.create(kinds.NODE, {"metadata": {"name": "batch-node"},
-                            "status": {"capacity": {"cpu": "4", "memory": "16Gi"},
-                                       "allocatable": {"cpu": "3800m", "memory": "15Gi"}}})
+    api.create(
+        kinds.NODE,
+        {
+            "metadata": {"name": "batch-node"},
+            "status": {"capacity": {"cpu": "4", "memory": "16Gi"}, "allocatable": {"cpu": "3800m", "memory": "15Gi"}},
+        },
+    )
     counting = CountingApi(api)
     edge: Any = counting
     carried = patch_batch_allocatable(edge, "batch-node", {"cpu": 1600, "memory": 5 * GiB})

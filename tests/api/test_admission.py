@@ -16,36 +16,84 @@ from lahar.api.kinds import CONFIGMAP, EVENT, JOB, NAMESPACE, NODE, POD, PODGROU
 
 def small_job() -> dict[str, Any]:
     return {
-        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
         "metadata": {"name": "train", "namespace": "ml"},
-        "spec": {"minAvailable": 2, "plugins": {"svc": [], "env": []},
-                 "policies": [{"event": "PodEvicted", "action": "RestartJob"}],
-                 "tasks": [{"name": "worker", "replicas": 2, "template": {"spec": {"containers": [
-                     {"name": "w", "image": "trainer:1",
-                      "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "1"},
-                                    "limits": {"cpu": "2", "nvidia.com/gpu": "1"}}}]}}}]},
+        "spec": {
+            "minAvailable": 2,
+            "plugins": {"svc": [], "env": []},
+            "policies": [{"event": "PodEvicted", "action": "RestartJob"}],
+            "tasks": [
+                {
+                    "name": "worker",
+                    "replicas": 2,
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": "w",
+                                    "image": "trainer:1",
+                                    "resources": {
+                                        "requests": {"cpu": "1", "nvidia.com/gpu": "1"},
+                                        "limits": {"cpu": "2", "nvidia.com/gpu": "1"},
+                                    },
+                                }
+                            ]
+                        }
+                    },
+                }
+            ],
+        },
     }
 
 
 SAMPLES: dict[Kind, dict[str, Any]] = {
     JOB: small_job(),
-    POD: {"metadata": {"name": "web-0", "namespace": "shop", "labels": {"app": "web"},
-                       "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web",
-                                            "uid": "1", "controller": True}]},
-          "spec": {"containers": [{"name": "app", "image": "nginx", "ports": [{"containerPort": 80}],
-                                   "resources": {"requests": {"cpu": "100m"}, "limits": {"memory": "1Gi"}}}],
-                   "tolerations": [{"key": "k", "operator": "Equal", "value": "v", "effect": "NoExecute",
-                                    "tolerationSeconds": 30}]},
-          "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}},
-    PODGROUP: {"metadata": {"name": "pg", "namespace": "default"},
-               "spec": {"minMember": 2, "minTaskMember": {"a": 1}, "minResources": {"cpu": "2"}}},
-    QUEUE: {"metadata": {"name": "research"},
-            "spec": {"weight": 2, "capability": {"cpu": "8"}, "guarantee": {"resource": {"cpu": "1"}},
-                     "deserved": {"cpu": "4"}}},
-    NODE: {"metadata": {"name": "node-1", "labels": {"kubernetes.io/hostname": "node-1"}},
-           "spec": {"taints": [{"key": "gpu", "value": "a100", "effect": "NoSchedule"}]},
-           "status": {"capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
-                      "conditions": [{"type": "Ready", "status": "True"}]}},
+    POD: {
+        "metadata": {
+            "name": "web-0",
+            "namespace": "shop",
+            "labels": {"app": "web"},
+            "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "1", "controller": True}
+            ],
+        },
+        "spec": {
+            "containers": [
+                {
+                    "name": "app",
+                    "image": "nginx",
+                    "ports": [{"containerPort": 80}],
+                    "resources": {"requests": {"cpu": "100m"}, "limits": {"memory": "1Gi"}},
+                }
+            ],
+            "tolerations": [
+                {"key": "k", "operator": "Equal", "value": "v", "effect": "NoExecute", "tolerationSeconds": 30}
+            ],
+        },
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+    },
+    PODGROUP: {
+        "metadata": {"name": "pg", "namespace": "default"},
+        "spec": {"minMember": 2, "minTaskMember": {"a": 1}, "minResources": {"cpu": "2"}},
+    },
+    QUEUE: {
+        "metadata": {"name": "research"},
+        "spec": {
+            "weight": 2,
+            "capability": {"cpu": "8"},
+            "guarantee": {"resource": {"cpu": "1"}},
+            "deserved": {"cpu": "4"},
+        },
+    },
+    NODE: {
+        "metadata": {"name": "node-1", "labels": {"kubernetes.io/hostname": "node-1"}},
+        "spec": {"taints": [{"key": "gpu", "value": "a100", "effect": "NoSchedule"}]},
+        "status": {
+            "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    },
 }
 
 
@@ -106,8 +154,12 @@ def test_validation_error_lists_every_field() -> None:
 
 
 def test_validation_error_str() -> None:
-    error = ValidationError([FieldError("spec.tasks[1].name", 'duplicate task name "worker"'),
-                             FieldError("spec.queue", "is required", "FieldValueRequired")])
+    error = ValidationError(
+        [
+            FieldError("spec.tasks[1].name", 'duplicate task name "worker"'),
+            FieldError("spec.queue", "is required", "FieldValueRequired"),
+        ]
+    )
     assert str(error) == 'spec.tasks[1].name: duplicate task name "worker"; spec.queue: is required'
     assert error.errors[1].reason == "FieldValueRequired"
 
@@ -123,46 +175,91 @@ def with_metadata(kind: Kind, **metadata: Any) -> dict[str, Any]:
 
 METADATA_CASES = [
     (POD, {"name": None}, "metadata.name", "name or generateName is required"),
-    (POD, {"name": "Web_0"}, "metadata.name",
-     "invalid value \"Web_0\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
-     "'-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com')"),
+    (
+        POD,
+        {"name": "Web_0"},
+        "metadata.name",
+        'invalid value "Web_0": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '
+        "'-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com')",
+    ),
     (POD, {"name": "a" * 254}, "metadata.name", f'invalid value "{"a" * 254}": must be no more than 253 characters'),
     (POD, {"namespace": None}, "metadata.namespace", "is required"),
-    (POD, {"namespace": "Shop"}, "metadata.namespace",
-     "invalid value \"Shop\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
-     "and must start and end with an alphanumeric character (e.g. 'my-name' or '123-abc')"),
+    (
+        POD,
+        {"namespace": "Shop"},
+        "metadata.namespace",
+        "invalid value \"Shop\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
+        "and must start and end with an alphanumeric character (e.g. 'my-name' or '123-abc')",
+    ),
     (QUEUE, {"namespace": "default"}, "metadata.namespace", "not allowed on this type"),
-    (NAMESPACE, {"name": "team.a"}, "metadata.name",
-     "invalid value \"team.a\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or "
-     "'-', and must start and end with an alphanumeric character (e.g. 'my-name' or '123-abc')"),
-    (SERVICE, {"name": "1st"}, "metadata.name",
-     "invalid value \"1st\": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start "
-     "with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name' or 'abc-123')"),
+    (
+        NAMESPACE,
+        {"name": "team.a"},
+        "metadata.name",
+        'invalid value "team.a": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '
+        "'-', and must start and end with an alphanumeric character (e.g. 'my-name' or '123-abc')",
+    ),
+    (
+        SERVICE,
+        {"name": "1st"},
+        "metadata.name",
+        "invalid value \"1st\": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start "
+        "with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name' or 'abc-123')",
+    ),
     (EVENT, {"name": "a/b"}, "metadata.name", 'invalid value "a/b": may not contain "/"'),
-    (POD, {"labels": {"app": "web server"}}, "metadata.labels.app",
-     "invalid value \"web server\": a valid label must be an empty string or consist of alphanumeric characters, "
-     "'-', '_' or '.', and must start and end with an alphanumeric character"),
-    (POD, {"labels": {"-app": "web"}}, "metadata.labels.-app",
-     "invalid label key \"-app\": name part must consist of alphanumeric characters, '-', '_' or '.', and must "
-     "start and end with an alphanumeric character (e.g. 'MyName', 'my.name' or '123-abc')"),
-    (POD, {"labels": {"Example.com/app": "web"}}, "metadata.labels[Example.com/app]",
-     "invalid label key \"Example.com/app\": prefix part a lowercase RFC 1123 subdomain must consist of lower case "
-     "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character "
-     "(e.g. 'example.com')"),
+    (
+        POD,
+        {"labels": {"app": "web server"}},
+        "metadata.labels.app",
+        'invalid value "web server": a valid label must be an empty string or consist of alphanumeric characters, '
+        "'-', '_' or '.', and must start and end with an alphanumeric character",
+    ),
+    (
+        POD,
+        {"labels": {"-app": "web"}},
+        "metadata.labels.-app",
+        "invalid label key \"-app\": name part must consist of alphanumeric characters, '-', '_' or '.', and must "
+        "start and end with an alphanumeric character (e.g. 'MyName', 'my.name' or '123-abc')",
+    ),
+    (
+        POD,
+        {"labels": {"Example.com/app": "web"}},
+        "metadata.labels[Example.com/app]",
+        'invalid label key "Example.com/app": prefix part a lowercase RFC 1123 subdomain must consist of lower case '
+        "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character "
+        "(e.g. 'example.com')",
+    ),
     (POD, {"labels": {"app": 1}}, "metadata.labels.app", "expected a string, got integer 1"),
     (POD, {"labels": ["app"]}, "metadata.labels", "expected an object, got array"),
-    (POD, {"annotations": {"note": "x" * 300_000}}, "metadata.annotations",
-     "annotations may not be larger than 262144 bytes (they are 300004)"),
-    (POD, {"ownerReferences": [{"apiVersion": "v1", "kind": "A", "name": "a", "uid": "1", "controller": True},
-                               {"apiVersion": "v1", "kind": "B", "name": "b", "uid": "2", "controller": True}]},
-     "metadata.ownerReferences", "only one reference can have controller set to true"),
-    (POD, {"ownerReferences": [{"apiVersion": "v1", "kind": "A", "name": "a"}]},
-     "metadata.ownerReferences[0].uid", "is required"),
+    (
+        POD,
+        {"annotations": {"note": "x" * 300_000}},
+        "metadata.annotations",
+        "annotations may not be larger than 262144 bytes (they are 300004)",
+    ),
+    (
+        POD,
+        {
+            "ownerReferences": [
+                {"apiVersion": "v1", "kind": "A", "name": "a", "uid": "1", "controller": True},
+                {"apiVersion": "v1", "kind": "B", "name": "b", "uid": "2", "controller": True},
+            ]
+        },
+        "metadata.ownerReferences",
+        "only one reference can have controller set to true",
+    ),
+    (
+        POD,
+        {"ownerReferences": [{"apiVersion": "v1", "kind": "A", "name": "a"}]},
+        "metadata.ownerReferences[0].uid",
+        "is required",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("kind", "metadata", "field", "message"), METADATA_CASES,
-                         ids=[f"{c[0].kind}:{c[2]}" for c in METADATA_CASES])
+@pytest.mark.parametrize(
+    ("kind", "metadata", "field", "message"), METADATA_CASES, ids=[f"{c[0].kind}:{c[2]}" for c in METADATA_CASES]
+)
 def test_metadata_rules(kind: Kind, metadata: dict[str, Any], field: str, message: str) -> None:
     assert (field, message) in field_errors(kind, with_metadata(kind, **metadata))
 
@@ -202,22 +299,42 @@ def test_job_update_rules_apply_through_admission() -> None:
 # --- malformed input ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("kind", "obj", "expected"), [
-    (JOB, {**small_job(), "spec": {**small_job()["spec"], "tasks": {}}},
-     ("spec.tasks", "expected an array, got object")),
-    (JOB, {**small_job(), "spec": []}, ("spec", "expected an object, got array")),
-    (JOB, {"metadata": {"name": "j", "namespace": "d"}}, ("spec", "is required")),
-    (POD, {"metadata": "web"}, ("metadata", "expected an object, got string \"web\"")),
-    (NODE, {"metadata": {"name": "n"}, "status": {"capacity": {"cpu": "eight"}}},
-     ("status.capacity.cpu", 'invalid quantity "eight": missing number')),
-    (NODE, {"metadata": {"name": "n"}, "spec": {"taints": [{"key": "a", "effect": "Never"}] * 2}},
-     ("spec.taints[0].effect",
-      'unsupported taint effect "Never" (supported: "NoSchedule", "PreferNoSchedule", "NoExecute")')),
-    (NODE, {"metadata": {"name": "n"}, "spec": {"taints": [{"key": "a", "effect": "NoSchedule"}] * 2}},
-     ("spec.taints[1]", 'taints must be unique by key and effect: "a:NoSchedule" is repeated')),
-    (PODGROUP, {"metadata": {"name": "g", "namespace": "d"}, "spec": {"minResources": {"memory": "1Qi"}}},
-     ("spec.minResources.memory", 'invalid quantity "1Qi": unknown suffix "Qi"')),
-])
+@pytest.mark.parametrize(
+    ("kind", "obj", "expected"),
+    [
+        (
+            JOB,
+            {**small_job(), "spec": {**small_job()["spec"], "tasks": {}}},
+            ("spec.tasks", "expected an array, got object"),
+        ),
+        (JOB, {**small_job(), "spec": []}, ("spec", "expected an object, got array")),
+        (JOB, {"metadata": {"name": "j", "namespace": "d"}}, ("spec", "is required")),
+        (POD, {"metadata": "web"}, ("metadata", 'expected an object, got string "web"')),
+        (
+            NODE,
+            {"metadata": {"name": "n"}, "status": {"capacity": {"cpu": "eight"}}},
+            ("status.capacity.cpu", 'invalid quantity "eight": missing number'),
+        ),
+        (
+            NODE,
+            {"metadata": {"name": "n"}, "spec": {"taints": [{"key": "a", "effect": "Never"}] * 2}},
+            (
+                "spec.taints[0].effect",
+                'unsupported taint effect "Never" (supported: "NoSchedule", "PreferNoSchedule", "NoExecute")',
+            ),
+        ),
+        (
+            NODE,
+            {"metadata": {"name": "n"}, "spec": {"taints": [{"key": "a", "effect": "NoSchedule"}] * 2}},
+            ("spec.taints[1]", 'taints must be unique by key and effect: "a:NoSchedule" is repeated'),
+        ),
+        (
+            PODGROUP,
+            {"metadata": {"name": "g", "namespace": "d"}, "spec": {"minResources": {"memory": "1Qi"}}},
+            ("spec.minResources.memory", 'invalid quantity "1Qi": unknown suffix "Qi"'),
+        ),
+    ],
+)
 def test_malformed_fields_become_field_errors(kind: Kind, obj: dict[str, Any], expected: tuple[str, str]) -> None:
     assert expected in field_errors(kind, obj)
 

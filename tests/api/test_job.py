@@ -14,32 +14,58 @@ from lahar.api.job import Job, JobPhase, LifecyclePolicy, parse_duration
 
 def mpi_job() -> dict[str, Any]:
     """Volcano's MPI example: one master, two workers, gang of three, ssh/svc/env plugins."""
+
     def container(name: str, command: str, cpu: str) -> dict[str, Any]:
         return {
-            "name": name, "image": "volcanosh/example-mpi:0.0.3", "workingDir": "/home",
+            "name": name,
+            "image": "volcanosh/example-mpi:0.0.3",
+            "workingDir": "/home",
             "command": ["/bin/sh", "-c", command],
             "ports": [{"containerPort": 22, "name": "mpijob-port"}],
             "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "2Gi"}},
         }
 
     return {
-        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
         "metadata": {"name": "lm-mpi-job", "namespace": "default"},
         "spec": {
             "minAvailable": 3,
             "queue": "research",
             "plugins": {"ssh": [], "svc": [], "env": []},
-            "policies": [{"event": "PodEvicted", "action": "RestartJob"},
-                         {"event": "PodPending", "action": "AbortJob", "timeout": "1h30m"}],
+            "policies": [
+                {"event": "PodEvicted", "action": "RestartJob"},
+                {"event": "PodPending", "action": "AbortJob", "timeout": "1h30m"},
+            ],
             "tasks": [
-                {"name": "mpimaster", "replicas": 1,
-                 "policies": [{"event": "TaskCompleted", "action": "CompleteJob"}],
-                 "template": {"spec": {"restartPolicy": "OnFailure", "containers": [
-                     container("mpimaster", "mpiexec --allow-run-as-root --hostfile /etc/volcano/mpiworker.host "
-                               "-np 2 mpi_hello_world", "500m")]}}},
-                {"name": "mpiworker", "replicas": 2,
-                 "template": {"spec": {"restartPolicy": "OnFailure", "containers": [
-                     container("mpiworker", "mkdir -p /var/run/sshd; /usr/sbin/sshd -D", "1")]}}},
+                {
+                    "name": "mpimaster",
+                    "replicas": 1,
+                    "policies": [{"event": "TaskCompleted", "action": "CompleteJob"}],
+                    "template": {
+                        "spec": {
+                            "restartPolicy": "OnFailure",
+                            "containers": [
+                                container(
+                                    "mpimaster",
+                                    "mpiexec --allow-run-as-root --hostfile /etc/volcano/mpiworker.host "
+                                    "-np 2 mpi_hello_world",
+                                    "500m",
+                                )
+                            ],
+                        }
+                    },
+                },
+                {
+                    "name": "mpiworker",
+                    "replicas": 2,
+                    "template": {
+                        "spec": {
+                            "restartPolicy": "OnFailure",
+                            "containers": [container("mpiworker", "mkdir -p /var/run/sshd; /usr/sbin/sshd -D", "1")],
+                        }
+                    },
+                },
             ],
         },
     }
@@ -114,6 +140,7 @@ def test_host_network_template_gets_cluster_dns() -> None:
 
 def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
     """A mutation setting `value` at a dotted path with [i] indexes, e.g. spec.tasks[1].name."""
+
     def mutate(obj: dict[str, Any]) -> None:
         keys: list[Any] = []
         for part in path.split("."):
@@ -124,6 +151,7 @@ def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
         for key in keys[:-1]:
             target = target[key]
         target[keys[-1]] = value
+
     return mutate
 
 
@@ -138,75 +166,146 @@ INVALID_CASES = [
     (_set("spec.tasks[1].replicas", -1), "spec.tasks[1].replicas", "must be greater than or equal to 0"),
     (_set("spec.tasks[1].replicas", "three"), "spec.tasks[1].replicas", 'expected an integer, got string "three"'),
     (_set("spec.tasks[1].replicas", 2.5), "spec.tasks[1].replicas", "expected an integer, got number 2.5"),
-    (_set("spec.tasks[1].minAvailable", 3), "spec.tasks[1].minAvailable",
-     "minAvailable (3) must not be greater than replicas (2)"),
-    (_set("spec.minAvailable", 5), "spec.minAvailable",
-     "minAvailable (5) must not be greater than the total replicas (3)"),
+    (
+        _set("spec.tasks[1].minAvailable", 3),
+        "spec.tasks[1].minAvailable",
+        "minAvailable (3) must not be greater than replicas (2)",
+    ),
+    (
+        _set("spec.minAvailable", 5),
+        "spec.minAvailable",
+        "minAvailable (5) must not be greater than the total replicas (3)",
+    ),
     (_set("spec.minAvailable", -1), "spec.minAvailable", "must be greater than or equal to 0"),
     (_set("spec.minSuccess", 0), "spec.minSuccess", "must be greater than or equal to 1"),
     (_set("spec.minSuccess", 4), "spec.minSuccess", "minSuccess (4) must not be greater than the total replicas (3)"),
     (_set("spec.maxRetry", -1), "spec.maxRetry", "must be greater than or equal to 0"),
     (_set("spec.ttlSecondsAfterFinished", -5), "spec.ttlSecondsAfterFinished", "must be greater than or equal to 0"),
-    (_set("spec.plugins.mpi", []), "spec.plugins.mpi",
-     'unsupported job plugin "mpi" (supported: "env", "svc", "ssh")'),
+    (_set("spec.plugins.mpi", []), "spec.plugins.mpi", 'unsupported job plugin "mpi" (supported: "env", "svc", "ssh")'),
     (_set("spec.plugins.ssh", "--no-root"), "spec.plugins.ssh", 'expected an array, got string "--no-root"'),
-    (_policies({"event": "PodFailed", "exitCode": 1, "action": "RestartJob"}), "spec.policies[0]",
-     "must not specify event(s) and exitCode together"),
+    (
+        _policies({"event": "PodFailed", "exitCode": 1, "action": "RestartJob"}),
+        "spec.policies[0]",
+        "must not specify event(s) and exitCode together",
+    ),
     (_policies({"action": "RestartJob"}), "spec.policies[0]", "one of event, events or exitCode is required"),
     (_policies({"event": "PodFailed"}), "spec.policies[0].action", "is required"),
-    (_policies({"event": "PodFailed", "action": "Reboot"}), "spec.policies[0].action",
-     'unsupported policy action "Reboot" (supported: "AbortJob", "RestartJob", "RestartTask", "RestartPod", '
-     '"TerminateJob", "CompleteJob", "ResumeJob")'),
-    (_policies({"event": "PodEvicted", "action": "RestartJob"}, {"event": "PodEvicted", "action": "AbortJob"}),
-     "spec.policies[1].event", 'duplicate policy event "PodEvicted"'),
-    (_policies({"events": ["PodFailed", "PodEvicted"], "action": "RestartJob"},
-               {"events": ["TaskFailed", "PodEvicted"], "action": "AbortJob"}),
-     "spec.policies[1].events[1]", 'duplicate policy event "PodEvicted"'),
-    (_policies({"exitCode": 0, "action": "RestartJob"}), "spec.policies[0].exitCode",
-     "0 is not a valid exit code (it means success)"),
-    (_policies({"exitCode": 137, "action": "RestartJob"}, {"exitCode": 137, "action": "AbortJob"}),
-     "spec.policies[1].exitCode", "duplicate policy exitCode 137"),
-    (_policies({"event": "PodPending", "action": "AbortJob"}), "spec.policies[0].timeout",
-     'is required for the "PodPending" event'),
-    (_policies({"event": "PodFailed", "action": "RestartJob", "timeout": "10 minutes"}), "spec.policies[0].timeout",
-     'invalid duration "10 minutes": expected a Go duration such as "30s", "10m" or "1h30m"'),
-    (_policies({"event": "PodFailed", "action": "RestartJob", "timeout": "-1m"}), "spec.policies[0].timeout",
-     'must not be negative, got "-1m"'),
-    (_policies({"event": "*", "action": "AbortJob"}, {"event": "PodFailed", "action": "RestartJob"}),
-     "spec.policies", '"*" cannot be combined with other events'),
-    (_set("spec.tasks[0].policies", [{"event": "TaskCompleted", "action": "CompleteJob"},
-                                     {"event": "TaskCompleted", "action": "AbortJob"}]),
-     "spec.tasks[0].policies[1].event", 'duplicate policy event "TaskCompleted"'),
-    (_set("spec.tasks[0].template.spec.containers[0].resources.requests.cpu", "abc"),
-     "spec.tasks[0].template.spec.containers[0].resources.requests.cpu", 'invalid quantity "abc": missing number'),
-    (_set("spec.tasks[0].template.spec.containers[0].resources.requests.cpu", -1),
-     "spec.tasks[0].template.spec.containers[0].resources.requests.cpu",
-     'invalid quantity "-1": must be greater than or equal to 0'),
-    (_set("spec.tasks[1].template.spec.containers[0].resources.requests.cpu", "3"),
-     "spec.tasks[1].template.spec.containers[0].resources.requests.cpu",
-     "must be less than or equal to the cpu limit (2)"),
-    (_set("spec.tasks[0].template.spec.containers", []), "spec.tasks[0].template.spec.containers",
-     "at least one container is required"),
+    (
+        _policies({"event": "PodFailed", "action": "Reboot"}),
+        "spec.policies[0].action",
+        'unsupported policy action "Reboot" (supported: "AbortJob", "RestartJob", "RestartTask", "RestartPod", '
+        '"TerminateJob", "CompleteJob", "ResumeJob")',
+    ),
+    (
+        _policies({"event": "PodEvicted", "action": "RestartJob"}, {"event": "PodEvicted", "action": "AbortJob"}),
+        "spec.policies[1].event",
+        'duplicate policy event "PodEvicted"',
+    ),
+    (
+        _policies(
+            {"events": ["PodFailed", "PodEvicted"], "action": "RestartJob"},
+            {"events": ["TaskFailed", "PodEvicted"], "action": "AbortJob"},
+        ),
+        "spec.policies[1].events[1]",
+        'duplicate policy event "PodEvicted"',
+    ),
+    (
+        _policies({"exitCode": 0, "action": "RestartJob"}),
+        "spec.policies[0].exitCode",
+        "0 is not a valid exit code (it means success)",
+    ),
+    (
+        _policies({"exitCode": 137, "action": "RestartJob"}, {"exitCode": 137, "action": "AbortJob"}),
+        "spec.policies[1].exitCode",
+        "duplicate policy exitCode 137",
+    ),
+    (
+        _policies({"event": "PodPending", "action": "AbortJob"}),
+        "spec.policies[0].timeout",
+        'is required for the "PodPending" event',
+    ),
+    (
+        _policies({"event": "PodFailed", "action": "RestartJob", "timeout": "10 minutes"}),
+        "spec.policies[0].timeout",
+        'invalid duration "10 minutes": expected a Go duration such as "30s", "10m" or "1h30m"',
+    ),
+    (
+        _policies({"event": "PodFailed", "action": "RestartJob", "timeout": "-1m"}),
+        "spec.policies[0].timeout",
+        'must not be negative, got "-1m"',
+    ),
+    (
+        _policies({"event": "*", "action": "AbortJob"}, {"event": "PodFailed", "action": "RestartJob"}),
+        "spec.policies",
+        '"*" cannot be combined with other events',
+    ),
+    (
+        _set(
+            "spec.tasks[0].policies",
+            [{"event": "TaskCompleted", "action": "CompleteJob"}, {"event": "TaskCompleted", "action": "AbortJob"}],
+        ),
+        "spec.tasks[0].policies[1].event",
+        'duplicate policy event "TaskCompleted"',
+    ),
+    (
+        _set("spec.tasks[0].template.spec.containers[0].resources.requests.cpu", "abc"),
+        "spec.tasks[0].template.spec.containers[0].resources.requests.cpu",
+        'invalid quantity "abc": missing number',
+    ),
+    (
+        _set("spec.tasks[0].template.spec.containers[0].resources.requests.cpu", -1),
+        "spec.tasks[0].template.spec.containers[0].resources.requests.cpu",
+        'invalid quantity "-1": must be greater than or equal to 0',
+    ),
+    (
+        _set("spec.tasks[1].template.spec.containers[0].resources.requests.cpu", "3"),
+        "spec.tasks[1].template.spec.containers[0].resources.requests.cpu",
+        "must be less than or equal to the cpu limit (2)",
+    ),
+    (
+        _set("spec.tasks[0].template.spec.containers", []),
+        "spec.tasks[0].template.spec.containers",
+        "at least one container is required",
+    ),
     (_set("spec.tasks[0].template", {}), "spec.tasks[0].template.spec", "is required"),
-    (_set("spec.tasks[1].dependsOn", {"name": ["launcher"]}), "spec.tasks[1].dependsOn.name[0]",
-     'unknown task "launcher"'),
-    (_set("spec.tasks[1].dependsOn", {"name": ["mpiworker"]}), "spec.tasks[1].dependsOn.name[0]",
-     "a task cannot depend on itself"),
-    (_set("spec.tasks[1].dependsOn", {"name": ["mpimaster"], "iteration": "some"}),
-     "spec.tasks[1].dependsOn.iteration", 'unsupported iteration "some" (supported: "any", "all")'),
-    (_set("spec.tasks[1].dependsOn", {"name": []}), "spec.tasks[1].dependsOn.name",
-     "at least one task name is required"),
-    (_set("spec.queue", "Research_Queue"), "spec.queue",
-     'invalid value "Research_Queue": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric '
-     "characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com')"),
-    (_set("metadata.name", "j" * 64), "metadata.name",
-     "must be no more than 63 characters (it is used as a label value)"),
+    (
+        _set("spec.tasks[1].dependsOn", {"name": ["launcher"]}),
+        "spec.tasks[1].dependsOn.name[0]",
+        'unknown task "launcher"',
+    ),
+    (
+        _set("spec.tasks[1].dependsOn", {"name": ["mpiworker"]}),
+        "spec.tasks[1].dependsOn.name[0]",
+        "a task cannot depend on itself",
+    ),
+    (
+        _set("spec.tasks[1].dependsOn", {"name": ["mpimaster"], "iteration": "some"}),
+        "spec.tasks[1].dependsOn.iteration",
+        'unsupported iteration "some" (supported: "any", "all")',
+    ),
+    (
+        _set("spec.tasks[1].dependsOn", {"name": []}),
+        "spec.tasks[1].dependsOn.name",
+        "at least one task name is required",
+    ),
+    (
+        _set("spec.queue", "Research_Queue"),
+        "spec.queue",
+        'invalid value "Research_Queue": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric '
+        "characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com')",
+    ),
+    (
+        _set("metadata.name", "j" * 64),
+        "metadata.name",
+        "must be no more than 63 characters (it is used as a label value)",
+    ),
     (_set("spec", []), "spec", "expected an object, got array"),
 ]
 
 
-@pytest.mark.parametrize(("mutate", "field", "message"), INVALID_CASES,
-                         ids=[case[1] + ":" + case[2][:30] for case in INVALID_CASES])
+@pytest.mark.parametrize(
+    ("mutate", "field", "message"), INVALID_CASES, ids=[case[1] + ":" + case[2][:30] for case in INVALID_CASES]
+)
 def test_invalid_job_names_the_field(mutate: Callable[[dict[str, Any]], None], field: str, message: str) -> None:
     manifest = mpi_job()
     mutate(manifest)
@@ -242,8 +341,10 @@ def test_every_error_is_collected() -> None:
     manifest["spec"]["policies"].append({"event": "PodEvicted", "action": "AbortJob"})
     manifest["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"] = "2 Gi"
     assert errors(manifest) == [
-        ("spec.tasks[0].template.spec.containers[0].resources.limits.memory",
-         'invalid quantity "2 Gi": contains whitespace'),
+        (
+            "spec.tasks[0].template.spec.containers[0].resources.limits.memory",
+            'invalid quantity "2 Gi": contains whitespace',
+        ),
         ("spec.tasks[1].name", 'duplicate task name "mpimaster"'),
         ("spec.minAvailable", "minAvailable (5) must not be greater than the total replicas (3)"),
         ("spec.policies[2].event", 'duplicate policy event "PodEvicted"'),
@@ -252,8 +353,9 @@ def test_every_error_is_collected() -> None:
 
 def test_event_and_events_in_one_policy_merge_as_in_volcano() -> None:
     manifest = mpi_job()
-    manifest["spec"]["policies"] = [{"event": "PodFailed", "events": ["PodFailed", "PodEvicted"],
-                                     "action": "RestartJob"}]
+    manifest["spec"]["policies"] = [
+        {"event": "PodFailed", "events": ["PodFailed", "PodEvicted"], "action": "RestartJob"}
+    ]
     assert errors(manifest) == []
     [policy] = Job.from_dict(manifest).policies
     assert policy.events == ("PodFailed", "PodEvicted")
@@ -266,10 +368,23 @@ def test_any_event_alone_is_fine() -> None:
     assert Job.from_dict(manifest).policies[0].matches_event("PodFailed")
 
 
-@pytest.mark.parametrize(("text", "seconds"), [
-    ("30s", 30.0), ("10m", 600.0), ("1h30m", 5400.0), ("1.5h", 5400.0), ("500ms", 0.5), ("2m30.5s", 150.5),
-    ("0", 0.0), ("-2m", -120.0), ("+1h", 3600.0), ("100us", 1e-4), ("3µs", 3e-6), (".5s", 0.5),
-])
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("30s", 30.0),
+        ("10m", 600.0),
+        ("1h30m", 5400.0),
+        ("1.5h", 5400.0),
+        ("500ms", 0.5),
+        ("2m30.5s", 150.5),
+        ("0", 0.0),
+        ("-2m", -120.0),
+        ("+1h", 3600.0),
+        ("100us", 1e-4),
+        ("3µs", 3e-6),
+        (".5s", 0.5),
+    ],
+)
 def test_parse_duration(text: str, seconds: float) -> None:
     assert parse_duration(text) == pytest.approx(seconds)
 
@@ -352,12 +467,26 @@ def test_job_view_of_an_undefaulted_manifest_uses_the_defaults() -> None:
 def test_status_layout_helpers() -> None:
     manifest = mpi_job()
     assert job.job_phase(manifest) is JobPhase.PENDING
-    manifest["status"] = {job.STATUS_STATE: job.job_state(JobPhase.COMPLETED, reason="Done",
-                                                          transition_time="2024-01-01T00:00:00Z")}
-    assert manifest["status"]["state"] == {"phase": "Completed", "reason": "Done",
-                                           "lastTransitionTime": "2024-01-01T00:00:00Z"}
+    manifest["status"] = {
+        job.STATUS_STATE: job.job_state(JobPhase.COMPLETED, reason="Done", transition_time="2024-01-01T00:00:00Z")
+    }
+    assert manifest["status"]["state"] == {
+        "phase": "Completed",
+        "reason": "Done",
+        "lastTransitionTime": "2024-01-01T00:00:00Z",
+    }
     assert job.job_phase(manifest) is JobPhase.COMPLETED
     assert Job.from_dict(manifest).is_finished
     assert JobPhase.ABORTED not in job.FINISHED_PHASES  # ResumeJob brings it back
-    assert [p.value for p in JobPhase] == ["Pending", "Running", "Restarting", "Completing", "Completed",
-                                           "Aborting", "Aborted", "Terminating", "Terminated", "Failed"]
+    assert [p.value for p in JobPhase] == [
+        "Pending",
+        "Running",
+        "Restarting",
+        "Completing",
+        "Completed",
+        "Aborting",
+        "Aborted",
+        "Terminating",
+        "Terminated",
+        "Failed",
+    ]

@@ -15,8 +15,12 @@ from lahar.api.qos import QoSClass
 GI = 2**30
 
 
-def container(name: str = "app", requests: dict[str, str] | None = None,
-              limits: dict[str, str] | None = None, image: str = "nginx:1.25") -> dict[str, Any]:
+def container(
+    name: str = "app",
+    requests: dict[str, str] | None = None,
+    limits: dict[str, str] | None = None,
+    image: str = "nginx:1.25",
+) -> dict[str, Any]:
     resources: dict[str, Any] = {}
     if requests is not None:
         resources["requests"] = requests
@@ -27,12 +31,18 @@ def container(name: str = "app", requests: dict[str, str] | None = None,
 
 def make_pod(*containers: dict[str, Any], **spec: Any) -> dict[str, Any]:
     return {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "web-0", "namespace": "shop", "uid": "u-1",
-                     "labels": {"app": "web"},
-                     "annotations": {"scheduling.k8s.io/group-name": "web-group"},
-                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web",
-                                          "uid": "u-0", "controller": True}]},
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "web-0",
+            "namespace": "shop",
+            "uid": "u-1",
+            "labels": {"app": "web"},
+            "annotations": {"scheduling.k8s.io/group-name": "web-group"},
+            "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web", "uid": "u-0", "controller": True}
+            ],
+        },
         "spec": {"containers": list(containers) or [container(requests={"cpu": "250m", "memory": "64Mi"})], **spec},
     }
 
@@ -47,8 +57,12 @@ def errors(obj: dict[str, Any]) -> list[tuple[str, str]]:
 def test_defaults() -> None:
     defaulted = pod.defaults(make_pod(container(image="registry.local:5000/team/app")))
     spec = defaulted["spec"]
-    assert (spec["schedulerName"], spec["restartPolicy"], spec["terminationGracePeriodSeconds"], spec["dnsPolicy"]) \
-        == ("default-scheduler", "Always", 30, "ClusterFirst")
+    assert (spec["schedulerName"], spec["restartPolicy"], spec["terminationGracePeriodSeconds"], spec["dnsPolicy"]) == (
+        "default-scheduler",
+        "Always",
+        30,
+        "ClusterFirst",
+    )
     assert defaulted["status"] == {"phase": "Pending", "qosClass": "BestEffort"}
     app = spec["containers"][0]
     assert app["imagePullPolicy"] == "Always"  # untagged (the ":5000" is the registry port)
@@ -64,10 +78,16 @@ def test_defaults_keep_given_values_and_do_not_mutate() -> None:
     assert spec["terminationGracePeriodSeconds"] == 5
 
 
-@pytest.mark.parametrize(("image", "policy"), [
-    ("nginx", "Always"), ("nginx:latest", "Always"), ("nginx:1.25", "IfNotPresent"),
-    ("nginx@sha256:abcd", "IfNotPresent"), ("localhost:5000/nginx", "Always"),
-])
+@pytest.mark.parametrize(
+    ("image", "policy"),
+    [
+        ("nginx", "Always"),
+        ("nginx:latest", "Always"),
+        ("nginx:1.25", "IfNotPresent"),
+        ("nginx@sha256:abcd", "IfNotPresent"),
+        ("localhost:5000/nginx", "Always"),
+    ],
+)
 def test_image_pull_policy_default(image: str, policy: str) -> None:
     assert pod.defaults(make_pod(container(image=image)))["spec"]["containers"][0]["imagePullPolicy"] == policy
 
@@ -77,17 +97,20 @@ def test_requests_default_to_limits() -> None:
     assert defaulted["spec"]["containers"][0]["resources"]["requests"] == {"memory": "1Gi", "cpu": "1"}
 
 
-@pytest.mark.parametrize(("containers", "qos"), [
-    ([container()], "BestEffort"),
-    ([container(limits={"cpu": "1", "memory": "1Gi"})], "Guaranteed"),
-    ([container(requests={"cpu": "1", "memory": "1Gi"}, limits={"cpu": "1000m", "memory": "1Gi"})], "Guaranteed"),
-    ([container(requests={"cpu": "500m"}, limits={"cpu": "1", "memory": "1Gi"})], "Burstable"),
-    ([container(requests={"cpu": "100m"})], "Burstable"),
-    ([container(limits={"cpu": "1", "memory": "1Gi"}), container("side", requests={"cpu": "100m"})], "Burstable"),
-    ([container(requests={"cpu": "0", "memory": "0"})], "BestEffort"),
-    ([container(requests={"nvidia.com/gpu": "1"}, limits={"nvidia.com/gpu": "1"})], "BestEffort"),
-    ([container(requests={"cpu": "0"}, limits={"cpu": "1", "memory": "1Gi"})], "Burstable"),
-])
+@pytest.mark.parametrize(
+    ("containers", "qos"),
+    [
+        ([container()], "BestEffort"),
+        ([container(limits={"cpu": "1", "memory": "1Gi"})], "Guaranteed"),
+        ([container(requests={"cpu": "1", "memory": "1Gi"}, limits={"cpu": "1000m", "memory": "1Gi"})], "Guaranteed"),
+        ([container(requests={"cpu": "500m"}, limits={"cpu": "1", "memory": "1Gi"})], "Burstable"),
+        ([container(requests={"cpu": "100m"})], "Burstable"),
+        ([container(limits={"cpu": "1", "memory": "1Gi"}), container("side", requests={"cpu": "100m"})], "Burstable"),
+        ([container(requests={"cpu": "0", "memory": "0"})], "BestEffort"),
+        ([container(requests={"nvidia.com/gpu": "1"}, limits={"nvidia.com/gpu": "1"})], "BestEffort"),
+        ([container(requests={"cpu": "0"}, limits={"cpu": "1", "memory": "1Gi"})], "Burstable"),
+    ],
+)
 def test_qos_class_default(containers: list[dict[str, Any]], qos: str) -> None:
     assert pod.defaults(make_pod(*containers))["status"]["qosClass"] == qos
 
@@ -100,8 +123,10 @@ def test_init_containers_count_for_the_qos_class() -> None:
 
 def test_defaults_tolerate_malformed_input() -> None:
     manifest = make_pod()
-    manifest["spec"]["containers"] = [{"name": "a", "image": "x", "resources": {"limits": {"cpu": "lots"}},
-                                       "ports": 80}, "junk"]
+    manifest["spec"]["containers"] = [
+        {"name": "a", "image": "x", "resources": {"limits": {"cpu": "lots"}}, "ports": 80},
+        "junk",
+    ]
     defaulted = pod.defaults(manifest)  # no exception: validation reports these
     assert defaulted["status"]["qosClass"] == "BestEffort"
     assert pod.defaults({"spec": "nope"})["spec"] == "nope"
@@ -111,11 +136,14 @@ def test_defaults_tolerate_malformed_input() -> None:
 
 
 def test_valid_pod() -> None:
-    manifest = make_pod(tolerations=[{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"},
-                                     {"operator": "Exists"},
-                                     {"key": "dedicated", "value": "batch", "effect": "NoExecute",
-                                      "tolerationSeconds": 30}],
-                        nodeSelector={"kubernetes.io/arch": "amd64"})
+    manifest = make_pod(
+        tolerations=[
+            {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"},
+            {"operator": "Exists"},
+            {"key": "dedicated", "value": "batch", "effect": "NoExecute", "tolerationSeconds": 30},
+        ],
+        nodeSelector={"kubernetes.io/arch": "amd64"},
+    )
     assert errors(manifest) == []
     assert errors(pod.defaults(manifest)) == []
 
@@ -123,40 +151,81 @@ def test_valid_pod() -> None:
 CASES: list[tuple[dict[str, Any], str, str]] = [
     ({"containers": []}, "spec.containers", "at least one container is required"),
     ({"containers": {"name": "app"}}, "spec.containers", "expected an array, got object"),
-    ({"containers": [container("Web_App")]}, "spec.containers[0].name",
-     "invalid value \"Web_App\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or "
-     "'-', and must start and end with an alphanumeric character (e.g. 'my-name' or '123-abc')"),
+    (
+        {"containers": [container("Web_App")]},
+        "spec.containers[0].name",
+        'invalid value "Web_App": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '
+        "'-', and must start and end with an alphanumeric character (e.g. 'my-name' or '123-abc')",
+    ),
     ({"containers": [{"name": "app"}]}, "spec.containers[0].image", "is required"),
     ({"containers": [container(image="")]}, "spec.containers[0].image", "is required"),
     ({"containers": [container(), container()]}, "spec.containers[1].name", 'duplicate container name "app"'),
-    ({"containers": [container()], "initContainers": [container()]}, "spec.initContainers[0].name",
-     'duplicate container name "app"'),
-    ({"containers": [container(limits={"memory": "1GB"})]}, "spec.containers[0].resources.limits.memory",
-     'invalid quantity "1GB": unknown suffix "GB"'),
-    ({"containers": [container(requests={"nvidia.com/gpu": "one"})]},
-     "spec.containers[0].resources.requests[nvidia.com/gpu]", 'invalid quantity "one": missing number'),
-    ({"containers": [container(requests={"cpu": "1"}, limits={"cpu": "500m"})]},
-     "spec.containers[0].resources.requests.cpu", "must be less than or equal to the cpu limit (500m)"),
-    ({"containers": [container(limits={"memory": "-512Mi"})]}, "spec.containers[0].resources.limits.memory",
-     'invalid quantity "-512Mi": must be greater than or equal to 0'),
-    ({"containers": [container(requests={"cpu": True})]}, "spec.containers[0].resources.requests.cpu",
-     "expected a quantity string, got boolean true"),
-    ({"containers": [container()], "restartPolicy": "Sometimes"}, "spec.restartPolicy",
-     'unsupported restart policy "Sometimes" (supported: "Always", "OnFailure", "Never")'),
-    ({"containers": [container()], "tolerations": [{"key": "k", "operator": "Exists", "value": "v"}]},
-     "spec.tolerations[0].value", 'must be empty when the operator is "Exists"'),
-    ({"containers": [container()], "tolerations": [{"value": "v"}]},
-     "spec.tolerations[0].operator", 'must be "Exists" when the key is empty'),
-    ({"containers": [container()], "tolerations": [{"key": "k", "effect": "NoSchedule", "tolerationSeconds": 5}]},
-     "spec.tolerations[0].tolerationSeconds", 'may only be set when the effect is "NoExecute"'),
-    ({"containers": [container()], "tolerations": [{"key": "k", "effect": "Sometimes"}]},
-     "spec.tolerations[0].effect",
-     'unsupported toleration effect "Sometimes" (supported: "NoSchedule", "PreferNoSchedule", "NoExecute")'),
-    ({"containers": [container()], "terminationGracePeriodSeconds": -1}, "spec.terminationGracePeriodSeconds",
-     "must be greater than or equal to 0"),
+    (
+        {"containers": [container()], "initContainers": [container()]},
+        "spec.initContainers[0].name",
+        'duplicate container name "app"',
+    ),
+    (
+        {"containers": [container(limits={"memory": "1GB"})]},
+        "spec.containers[0].resources.limits.memory",
+        'invalid quantity "1GB": unknown suffix "GB"',
+    ),
+    (
+        {"containers": [container(requests={"nvidia.com/gpu": "one"})]},
+        "spec.containers[0].resources.requests[nvidia.com/gpu]",
+        'invalid quantity "one": missing number',
+    ),
+    (
+        {"containers": [container(requests={"cpu": "1"}, limits={"cpu": "500m"})]},
+        "spec.containers[0].resources.requests.cpu",
+        "must be less than or equal to the cpu limit (500m)",
+    ),
+    (
+        {"containers": [container(limits={"memory": "-512Mi"})]},
+        "spec.containers[0].resources.limits.memory",
+        'invalid quantity "-512Mi": must be greater than or equal to 0',
+    ),
+    (
+        {"containers": [container(requests={"cpu": True})]},
+        "spec.containers[0].resources.requests.cpu",
+        "expected a quantity string, got boolean true",
+    ),
+    (
+        {"containers": [container()], "restartPolicy": "Sometimes"},
+        "spec.restartPolicy",
+        'unsupported restart policy "Sometimes" (supported: "Always", "OnFailure", "Never")',
+    ),
+    (
+        {"containers": [container()], "tolerations": [{"key": "k", "operator": "Exists", "value": "v"}]},
+        "spec.tolerations[0].value",
+        'must be empty when the operator is "Exists"',
+    ),
+    (
+        {"containers": [container()], "tolerations": [{"value": "v"}]},
+        "spec.tolerations[0].operator",
+        'must be "Exists" when the key is empty',
+    ),
+    (
+        {"containers": [container()], "tolerations": [{"key": "k", "effect": "NoSchedule", "tolerationSeconds": 5}]},
+        "spec.tolerations[0].tolerationSeconds",
+        'may only be set when the effect is "NoExecute"',
+    ),
+    (
+        {"containers": [container()], "tolerations": [{"key": "k", "effect": "Sometimes"}]},
+        "spec.tolerations[0].effect",
+        'unsupported toleration effect "Sometimes" (supported: "NoSchedule", "PreferNoSchedule", "NoExecute")',
+    ),
+    (
+        {"containers": [container()], "terminationGracePeriodSeconds": -1},
+        "spec.terminationGracePeriodSeconds",
+        "must be greater than or equal to 0",
+    ),
     ({"containers": [container()], "priority": "high"}, "spec.priority", 'expected an integer, got string "high"'),
-    ({"containers": [container()], "nodeSelector": {"zone": 3}}, "spec.nodeSelector.zone",
-     "expected a string, got integer 3"),
+    (
+        {"containers": [container()], "nodeSelector": {"zone": 3}},
+        "spec.nodeSelector.zone",
+        "expected a string, got integer 3",
+    ),
 ]
 
 
@@ -172,10 +241,14 @@ def test_invalid_status_phase_and_qos_key() -> None:
     manifest["status"] = {"phase": "Sleeping"}
     manifest["metadata"]["labels"]["lahar.dev/qos-class"] = "GOLD"
     assert errors(manifest) == [
-        ("metadata.labels[lahar.dev/qos-class]",
-         'unsupported QoS class "GOLD" (supported: "LC", "LS", "BE", "SYSTEM")'),
-        ("status.phase",
-         'unsupported pod phase "Sleeping" (supported: "Pending", "Running", "Succeeded", "Failed", "Unknown")'),
+        (
+            "metadata.labels[lahar.dev/qos-class]",
+            'unsupported QoS class "GOLD" (supported: "LC", "LS", "BE", "SYSTEM")',
+        ),
+        (
+            "status.phase",
+            'unsupported pod phase "Sleeping" (supported: "Pending", "Running", "Succeeded", "Failed", "Unknown")',
+        ),
     ]
 
 
@@ -187,11 +260,17 @@ def test_missing_spec() -> None:
 
 
 def test_pod_view() -> None:
-    manifest = make_pod(container(requests={"cpu": "250m", "memory": "64Mi"}),
-                        container("sidecar", limits={"cpu": "100m", "memory": "32Mi"}),
-                        nodeName="node-7", schedulerName="lahar", priority=1000, priorityClassName="batch-high",
-                        nodeSelector={"disk": "ssd"}, affinity={"nodeAffinity": {}},
-                        tolerations=[{"key": "gpu", "operator": "Exists"}])
+    manifest = make_pod(
+        container(requests={"cpu": "250m", "memory": "64Mi"}),
+        container("sidecar", limits={"cpu": "100m", "memory": "32Mi"}),
+        nodeName="node-7",
+        schedulerName="lahar",
+        priority=1000,
+        priorityClassName="batch-high",
+        nodeSelector={"disk": "ssd"},
+        affinity={"nodeAffinity": {}},
+        tolerations=[{"key": "gpu", "operator": "Exists"}],
+    )
     manifest["status"] = {"phase": "Running"}
     view = Pod(manifest)
     assert view.raw is manifest
@@ -226,8 +305,9 @@ def test_pod_view_parses_lazily() -> None:
         _ = view.requests
 
 
-@pytest.mark.parametrize(("phase", "terminal"), [("Succeeded", True), ("Failed", True), ("Running", False),
-                                                 ("Pending", False)])
+@pytest.mark.parametrize(
+    ("phase", "terminal"), [("Succeeded", True), ("Failed", True), ("Running", False), ("Pending", False)]
+)
 def test_is_terminal(phase: str, terminal: bool) -> None:
     assert Pod({"status": {"phase": phase}}).is_terminal is terminal
 
@@ -237,13 +317,16 @@ def test_deleting_pod() -> None:
     assert view.is_deleting and view.deletion_timestamp == "2024-05-01T00:00:00Z"
 
 
-@pytest.mark.parametrize(("toleration", "taint", "tolerated"), [
-    (Toleration("k", "Equal", "v", "NoSchedule"), Taint("k", "NoSchedule", "v"), True),
-    (Toleration("k", "Equal", "v", "NoSchedule"), Taint("k", "NoSchedule", "w"), False),
-    (Toleration("k", "Equal", "v", "NoSchedule"), Taint("k", "NoExecute", "v"), False),
-    (Toleration("k", "Exists"), Taint("k", "NoExecute", "anything"), True),
-    (Toleration(operator="Exists"), Taint("any", "PreferNoSchedule"), True),
-    (Toleration("other", "Exists"), Taint("k", "NoSchedule"), False),
-])
+@pytest.mark.parametrize(
+    ("toleration", "taint", "tolerated"),
+    [
+        (Toleration("k", "Equal", "v", "NoSchedule"), Taint("k", "NoSchedule", "v"), True),
+        (Toleration("k", "Equal", "v", "NoSchedule"), Taint("k", "NoSchedule", "w"), False),
+        (Toleration("k", "Equal", "v", "NoSchedule"), Taint("k", "NoExecute", "v"), False),
+        (Toleration("k", "Exists"), Taint("k", "NoExecute", "anything"), True),
+        (Toleration(operator="Exists"), Taint("any", "PreferNoSchedule"), True),
+        (Toleration("other", "Exists"), Taint("k", "NoSchedule"), False),
+    ],
+)
 def test_toleration_matching(toleration: Toleration, taint: Taint, tolerated: bool) -> None:
     assert toleration.tolerates(taint) is tolerated

@@ -16,11 +16,16 @@ GI = 2**30
 def spark_podgroup() -> dict[str, Any]:
     """The shape Spark's Volcano feature step creates."""
     return {
-        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
         "metadata": {"name": "spark-pi-pg", "namespace": "spark"},
-        "spec": {"minMember": 3, "minTaskMember": {"driver": 1, "executor": 2},
-                 "minResources": {"cpu": "3", "memory": "6Gi"}, "queue": "analytics",
-                 "priorityClassName": "batch-low"},
+        "spec": {
+            "minMember": 3,
+            "minTaskMember": {"driver": 1, "executor": 2},
+            "minResources": {"cpu": "3", "memory": "6Gi"},
+            "queue": "analytics",
+            "priorityClassName": "batch-low",
+        },
     }
 
 
@@ -61,12 +66,22 @@ CASES = [
     ({"minTaskMember": {"executor": -2}}, "spec.minTaskMember.executor", "must be greater than or equal to 0"),
     ({"minTaskMember": ["executor"]}, "spec.minTaskMember", "expected an object, got array"),
     ({"minResources": {"memory": "6 Gi"}}, "spec.minResources.memory", 'invalid quantity "6 Gi": contains whitespace'),
-    ({"minResources": {"cpu": "-1"}}, "spec.minResources.cpu", 'invalid quantity "-1": must be greater than or equal to 0'),
-    ({"minResources": {"nvidia.com/gpu": "x"}}, "spec.minResources[nvidia.com/gpu]",
-     'invalid quantity "x": missing number'),
-    ({"queue": "Analytics"}, "spec.queue",
-     "invalid value \"Analytics\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
-     "characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com')"),
+    (
+        {"minResources": {"cpu": "-1"}},
+        "spec.minResources.cpu",
+        'invalid quantity "-1": must be greater than or equal to 0',
+    ),
+    (
+        {"minResources": {"nvidia.com/gpu": "x"}},
+        "spec.minResources[nvidia.com/gpu]",
+        'invalid quantity "x": missing number',
+    ),
+    (
+        {"queue": "Analytics"},
+        "spec.queue",
+        'invalid value "Analytics": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric '
+        "characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com')",
+    ),
 ]
 
 
@@ -79,11 +94,16 @@ def test_invalid_podgroup(spec: dict[str, Any], field: str, message: str) -> Non
 
 def test_invalid_status() -> None:
     manifest = spark_podgroup()
-    manifest["status"] = {"phase": "Sleeping", "running": -1,
-                          "conditions": [{"type": "Unschedulable", "status": "Maybe"}]}
+    manifest["status"] = {
+        "phase": "Sleeping",
+        "running": -1,
+        "conditions": [{"type": "Unschedulable", "status": "Maybe"}],
+    }
     assert errors(manifest) == [
-        ("status.phase", 'unsupported phase "Sleeping" (supported: "Pending", "Inqueue", "Running", "Unknown", '
-                         '"Completed")'),
+        (
+            "status.phase",
+            'unsupported phase "Sleeping" (supported: "Pending", "Inqueue", "Running", "Unknown", "Completed")',
+        ),
         ("status.conditions[0].status", 'unsupported condition status "Maybe" (supported: "True", "False", "Unknown")'),
         ("status.running", "must be greater than or equal to 0"),
     ]
@@ -91,8 +111,12 @@ def test_invalid_status() -> None:
 
 def test_view() -> None:
     manifest = spark_podgroup()
-    manifest["status"] = {"phase": "Inqueue", "running": 1, "succeeded": 2,
-                          "conditions": [{"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources"}]}
+    manifest["status"] = {
+        "phase": "Inqueue",
+        "running": 1,
+        "succeeded": 2,
+        "conditions": [{"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources"}],
+    }
     view = PodGroup(manifest)
     assert (view.name, view.namespace, view.key) == ("spark-pi-pg", "spark", "spark/spark-pi-pg")
     assert view.min_member == 3 and view.min_task_member == {"driver": 1, "executor": 2}

@@ -14,8 +14,12 @@ GUARANTEED_RESOURCES = {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"c
 BURSTABLE_RESOURCES = {"requests": {"cpu": "100m"}}
 
 
-def make_pod(labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None,
-             resources: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any]:
+def make_pod(
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    resources: dict[str, Any] | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
     return {
         "metadata": {"name": "p", "namespace": "default", "labels": labels or {}, "annotations": annotations or {}},
         "spec": {"containers": [{"name": "c", "image": "i", "resources": resources or {}}], **spec},
@@ -39,8 +43,11 @@ def test_lahar_label_beats_lahar_annotation() -> None:
 
 
 def test_lahar_key_beats_volcano_and_koordinator() -> None:
-    pod = make_pod(labels={"lahar.dev/qos-class": "BE", "koordinator.sh/qosClass": "LSE"},
-                   annotations={"volcano.sh/qos-level": "LC"}, resources=GUARANTEED_RESOURCES)
+    pod = make_pod(
+        labels={"lahar.dev/qos-class": "BE", "koordinator.sh/qosClass": "LSE"},
+        annotations={"volcano.sh/qos-level": "LC"},
+        resources=GUARANTEED_RESOURCES,
+    )
     assert qos_class(pod) is QoSClass.BE
 
 
@@ -63,16 +70,25 @@ def test_volcano_beats_koordinator() -> None:
 
 
 # Koordinator's label: LSE/LSR -> LC, LS -> LS, BE -> BE, SYSTEM -> SYSTEM.
-@pytest.mark.parametrize(("value", "expected"), [
-    ("LSE", "LC"), ("LSR", "LC"), ("LS", "LS"), ("BE", "BE"), ("SYSTEM", "SYSTEM"),
-])
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("LSE", "LC"),
+        ("LSR", "LC"),
+        ("LS", "LS"),
+        ("BE", "BE"),
+        ("SYSTEM", "SYSTEM"),
+    ],
+)
 def test_koordinator_qos_class(value: str, expected: str) -> None:
     assert qos_class(make_pod(labels={"koordinator.sh/qosClass": value})) == expected
 
 
 def test_koordinator_key_is_read_from_labels_only() -> None:
-    assert qos_class(make_pod(annotations={"koordinator.sh/qosClass": "LSE"},
-                              resources=BURSTABLE_RESOURCES)) is QoSClass.LS
+    assert (
+        qos_class(make_pod(annotations={"koordinator.sh/qosClass": "LSE"}, resources=BURSTABLE_RESOURCES))
+        is QoSClass.LS
+    )
 
 
 # SYSTEM: kube-system critical pods.
@@ -98,12 +114,17 @@ def test_best_effort_pod_is_be() -> None:
     assert qos_class(make_pod()) is QoSClass.BE
 
 
-@pytest.mark.parametrize("resources", [
-    {"requests": {"cpu": "100m", "kubernetes.io/batch-cpu": "1000"}},
-    {"requests": {"memory": "1Gi"}, "limits": {"kubernetes.io/batch-memory": "2Gi"}},
-    {"requests": {"cpu": "1", "memory": "1Gi", "kubernetes.io/batch-cpu": "1000"},
-     "limits": {"cpu": "1", "memory": "1Gi", "kubernetes.io/batch-cpu": "1000"}},
-])
+@pytest.mark.parametrize(
+    "resources",
+    [
+        {"requests": {"cpu": "100m", "kubernetes.io/batch-cpu": "1000"}},
+        {"requests": {"memory": "1Gi"}, "limits": {"kubernetes.io/batch-memory": "2Gi"}},
+        {
+            "requests": {"cpu": "1", "memory": "1Gi", "kubernetes.io/batch-cpu": "1000"},
+            "limits": {"cpu": "1", "memory": "1Gi", "kubernetes.io/batch-cpu": "1000"},
+        },
+    ],
+)
 def test_batch_resource_requests_are_be(resources: dict[str, Any]) -> None:
     assert qos_class(make_pod(resources=resources)) is QoSClass.BE
 
@@ -126,21 +147,25 @@ def test_malformed_pods_still_classify() -> None:
     assert qos_class(make_pod(resources={"requests": {"cpu": "lots"}})) is QoSClass.BE
 
 
-@pytest.mark.parametrize(("resources", "expected"), [
-    ({}, "BestEffort"),
-    (GUARANTEED_RESOURCES, "Guaranteed"),
-    ({"limits": {"cpu": "2", "memory": "1Gi"}}, "Guaranteed"),
-    (BURSTABLE_RESOURCES, "Burstable"),
-    ({"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "1Gi"}}, "Burstable"),
-    ({"limits": {"cpu": "1"}}, "Burstable"),
-])
+@pytest.mark.parametrize(
+    ("resources", "expected"),
+    [
+        ({}, "BestEffort"),
+        (GUARANTEED_RESOURCES, "Guaranteed"),
+        ({"limits": {"cpu": "2", "memory": "1Gi"}}, "Guaranteed"),
+        (BURSTABLE_RESOURCES, "Burstable"),
+        ({"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "1Gi"}}, "Burstable"),
+        ({"limits": {"cpu": "1"}}, "Burstable"),
+    ],
+)
 def test_k8s_qos_class(resources: dict[str, Any], expected: str) -> None:
     assert k8s_qos_class(make_pod(resources=resources)["spec"]) == expected
 
 
 def test_validate_qos_keys() -> None:
-    metadata = Field({"labels": {"lahar.dev/qos-class": "be"}, "annotations": {"lahar.dev/qos-class": "LC"}},
-                     "metadata")
+    metadata = Field(
+        {"labels": {"lahar.dev/qos-class": "be"}, "annotations": {"lahar.dev/qos-class": "LC"}}, "metadata"
+    )
     qos.validate_qos_keys(metadata)
     assert [(e.field, e.message) for e in metadata.errors] == [
         ("metadata.labels[lahar.dev/qos-class]", 'unsupported QoS class "be" (supported: "LC", "LS", "BE", "SYSTEM")'),

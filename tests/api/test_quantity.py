@@ -68,9 +68,7 @@ EXPONENT = QuantityFormat.DECIMAL_EXPONENT
         ("-2Gi", "-2Gi", BINARY, -(2**31), -(2**31) * 1000),
     ],
 )
-def test_parse_examples(
-    text: str, canonical: str, fmt: QuantityFormat, value: int, milli: int
-) -> None:
+def test_parse_examples(text: str, canonical: str, fmt: QuantityFormat, value: int, milli: int) -> None:
     quantity = parse_quantity(text)
     assert str(quantity) == canonical
     assert quantity.format is fmt
@@ -82,8 +80,23 @@ def test_parse_examples(
 @pytest.mark.parametrize(
     "text",
     [
-        "100m", "1.5", "2Gi", "1e3", "500M", "0.5Gi", "-1", "+3", "1536Mi", "1.2345", "1000E",
-        "7.5e-3", "0.1n", "-3Ki", "1.5Ki", "123456789", "999n",
+        "100m",
+        "1.5",
+        "2Gi",
+        "1e3",
+        "500M",
+        "0.5Gi",
+        "-1",
+        "+3",
+        "1536Mi",
+        "1.2345",
+        "1000E",
+        "7.5e-3",
+        "0.1n",
+        "-3Ki",
+        "1.5Ki",
+        "123456789",
+        "999n",
     ],
 )
 def test_canonical_form_round_trips(text: str) -> None:
@@ -144,16 +157,12 @@ def test_binary_sum_past_ei_keeps_a_valid_suffix() -> None:
         ("+", 'invalid quantity "+": missing number'),
         ("--1", 'invalid quantity "--1": missing number'),
         ("12Qi", 'invalid quantity "12Qi": unknown suffix "Qi"'),
-        ("1gi", 'invalid quantity "1gi": unknown suffix "gi" '
-                '(suffixes are case-sensitive: did you mean "Gi"?)'),
-        ("1KI", 'invalid quantity "1KI": unknown suffix "KI" '
-                '(suffixes are case-sensitive: did you mean "Ki"?)'),
-        ("1K", 'invalid quantity "1K": unknown suffix "K" '
-               '(suffixes are case-sensitive: did you mean "k"?)'),
+        ("1gi", 'invalid quantity "1gi": unknown suffix "gi" (suffixes are case-sensitive: did you mean "Gi"?)'),
+        ("1KI", 'invalid quantity "1KI": unknown suffix "KI" (suffixes are case-sensitive: did you mean "Ki"?)'),
+        ("1K", 'invalid quantity "1K": unknown suffix "K" (suffixes are case-sensitive: did you mean "k"?)'),
         ("1e", 'invalid quantity "1e": malformed exponent "e": expected an integer after "e"'),
         ("1E+", 'invalid quantity "1E+": malformed exponent "E+": expected an integer after "E"'),
-        ("1e3.5", 'invalid quantity "1e3.5": malformed exponent "e3.5": '
-                  'expected an integer after "e"'),
+        ("1e3.5", 'invalid quantity "1e3.5": malformed exponent "e3.5": expected an integer after "e"'),
         ("1Gi1", 'invalid quantity "1Gi1": unknown suffix "Gi1"'),
         ("1e5000", 'invalid quantity "1e5000": exponent 5000 out of range (at most 1000)'),
         ("1" * 300, f'invalid quantity "{"1" * 61}...": longer than 256 characters'),
@@ -276,9 +285,7 @@ def test_conversions() -> None:
     assert str(Quantity("1.5").as_decimal()) == "1.5"
     assert Quantity("-250m").as_decimal() == Decimal("-0.25")
     assert Quantity("0").as_decimal() == 0
-    assert Quantity("123456789012345678901234567890.5").as_decimal() == Decimal(
-        "123456789012345678901234567890.5"
-    )
+    assert Quantity("123456789012345678901234567890.5").as_decimal() == Decimal("123456789012345678901234567890.5")
     assert Quantity("2Gi").nanos == 2**31 * 10**9
 
 

@@ -15,11 +15,17 @@ GI = 2**30
 
 def research_queue() -> dict[str, Any]:
     return {
-        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
         "metadata": {"name": "research"},
-        "spec": {"weight": 4, "capability": {"cpu": "64", "memory": "256Gi"},
-                 "guarantee": {"resource": {"cpu": "8", "memory": "32Gi"}},
-                 "deserved": {"cpu": "32", "nvidia.com/gpu": "4"}, "priority": 10, "parent": "root"},
+        "spec": {
+            "weight": 4,
+            "capability": {"cpu": "64", "memory": "256Gi"},
+            "guarantee": {"resource": {"cpu": "8", "memory": "32Gi"}},
+            "deserved": {"cpu": "32", "nvidia.com/gpu": "4"},
+            "priority": 10,
+            "parent": "root",
+        },
     }
 
 
@@ -57,12 +63,18 @@ def test_defaults_keep_given_values() -> None:
 CASES = [
     ({"weight": 0}, "spec.weight", "must be greater than or equal to 1"),
     ({"weight": "heavy"}, "spec.weight", 'expected an integer, got string "heavy"'),
-    ({"guarantee": {"resource": {"cpu": "65"}}}, "spec.guarantee.resource.cpu",
-     "must not be greater than capability.cpu (64)"),
+    (
+        {"guarantee": {"resource": {"cpu": "65"}}},
+        "spec.guarantee.resource.cpu",
+        "must not be greater than capability.cpu (64)",
+    ),
     ({"deserved": {"memory": "300Gi"}}, "spec.deserved.memory", "must not be greater than capability.memory (256Gi)"),
     ({"capability": {"cpu": "sixty-four"}}, "spec.capability.cpu", 'invalid quantity "sixty-four": missing number'),
-    ({"guarantee": {"cpu": "1"}}, "spec.guarantee.cpu",
-     'unknown field "cpu" (resources go under spec.guarantee.resource)'),
+    (
+        {"guarantee": {"cpu": "1"}},
+        "spec.guarantee.cpu",
+        'unknown field "cpu" (resources go under spec.guarantee.resource)',
+    ),
     ({"deserved": {"cpu": "-2"}}, "spec.deserved.cpu", 'invalid quantity "-2": must be greater than or equal to 0'),
     ({"reclaimable": "yes"}, "spec.reclaimable", 'expected a boolean, got string "yes"'),
     ({"parent": "research"}, "spec.parent", "a queue cannot be its own parent"),

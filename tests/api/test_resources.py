@@ -145,14 +145,10 @@ def test_from_k8s_errors_name_the_field() -> None:
     assert str(caught.value) == 'resources.memory: invalid quantity "2XB": unknown suffix "XB"'
     with pytest.raises(QuantityError) as caught:
         ResourceList.from_k8s({"nvidia.com/gpu": None})
-    assert str(caught.value) == (
-        "nvidia.com/gpu: invalid quantity None: expected a string or number, got NoneType"
-    )
+    assert str(caught.value) == ("nvidia.com/gpu: invalid quantity None: expected a string or number, got NoneType")
     with pytest.raises(QuantityError) as caught:
         ResourceList.from_k8s("2Gi", field_path="spec.overhead")  # type: ignore[arg-type]
-    assert str(caught.value) == (
-        "spec.overhead: expected a map of resource name to quantity, got str"
-    )
+    assert str(caught.value) == ("spec.overhead: expected a map of resource name to quantity, got str")
     with pytest.raises(QuantityError, match=r"^requests\.'': resource name"):
         ResourceList.from_k8s({"": "1"}, field_path="requests")
 
@@ -335,10 +331,12 @@ def pod(
 
 
 def test_pod_requests_sum_containers() -> None:
-    p = pod([
-        container({"cpu": "100m", "memory": "1Gi"}),
-        container({"cpu": "1", "nvidia.com/gpu": 1}),
-    ])
+    p = pod(
+        [
+            container({"cpu": "100m", "memory": "1Gi"}),
+            container({"cpu": "1", "nvidia.com/gpu": 1}),
+        ]
+    )
     assert dict(pod_requests(p)) == {"cpu": 1100, "memory": GI, "nvidia.com/gpu": 1}
 
 

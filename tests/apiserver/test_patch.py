@@ -196,9 +196,7 @@ def test_new_container_is_appended() -> None:
 def test_env_merges_by_name() -> None:
     patch = {
         "spec": {
-            "containers": [
-                {"name": "web", "env": [{"name": "LEVEL", "value": "debug"}, {"name": "NEW", "value": "1"}]}
-            ]
+            "containers": [{"name": "web", "env": [{"name": "LEVEL", "value": "debug"}, {"name": "NEW", "value": "1"}]}]
         }
     }
     result = strategic_merge_patch(make_pod(), patch, "Pod")
@@ -302,19 +300,18 @@ def test_set_element_order_on_primitive_list_and_nested_list() -> None:
 
 def test_retain_keys_clears_unlisted_fields() -> None:
     patch = {
-        "spec": {
-            "volumes": [
-                {"name": "data", "emptyDir": {}, "hostPath": None, "$retainKeys": ["emptyDir", "name"]}
-            ]
-        }
+        "spec": {"volumes": [{"name": "data", "emptyDir": {}, "hostPath": None, "$retainKeys": ["emptyDir", "name"]}]}
     }
     result = strategic_merge_patch(make_pod(), patch, "Pod")
     assert result["spec"]["volumes"] == [{"name": "data", "emptyDir": {}}]
 
 
 def test_retain_keys_without_patched_values_drops_other_fields() -> None:
-    result = strategic_merge_patch({"strategy": {"type": "A", "rollingUpdate": {"x": 1}}},
-                                   {"strategy": {"$retainKeys": ["type"], "type": "Recreate"}}, "Deployment")
+    result = strategic_merge_patch(
+        {"strategy": {"type": "A", "rollingUpdate": {"x": 1}}},
+        {"strategy": {"$retainKeys": ["type"], "type": "Recreate"}},
+        "Deployment",
+    )
     assert result == {"strategy": {"type": "Recreate"}}
 
 
@@ -373,8 +370,12 @@ def test_service_port_elements_need_their_merge_key() -> None:
 
 
 def test_lists_without_merge_key_are_replaced() -> None:
-    patch = {"spec": {"tolerations": [{"key": "b", "operator": "Exists"}],
-                      "containers": [{"name": "sidecar", "args": ["sleep", "1"]}]}}
+    patch = {
+        "spec": {
+            "tolerations": [{"key": "b", "operator": "Exists"}],
+            "containers": [{"name": "sidecar", "args": ["sleep", "1"]}],
+        }
+    }
     result = strategic_merge_patch(make_pod(), patch, "Pod")
     assert result["spec"]["tolerations"] == [{"key": "b", "operator": "Exists"}]
     assert container(result, "sidecar")["args"] == ["sleep", "1"]
@@ -383,9 +384,7 @@ def test_lists_without_merge_key_are_replaced() -> None:
 def test_conditions_merge_by_type_and_owner_references_by_uid() -> None:
     patch = {
         "metadata": {"ownerReferences": [{"uid": "u2", "kind": "Job", "name": "k"}]},
-        "status": {
-            "conditions": [{"type": "Ready", "status": "False"}, {"type": "PodScheduled", "status": "True"}]
-        },
+        "status": {"conditions": [{"type": "Ready", "status": "False"}, {"type": "PodScheduled", "status": "True"}]},
     }
     result = strategic_merge_patch(make_pod(), patch, "Pod")
     assert [o["uid"] for o in result["metadata"]["ownerReferences"]] == ["u1", "u2"]
@@ -406,8 +405,10 @@ def test_node_addresses_and_conditions_merge_by_type() -> None:
     }
     patch = {
         "spec": {"taints": [{"key": "b", "effect": "NoExecute"}]},
-        "status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.2"}],
-                   "conditions": [{"type": "MemoryPressure", "status": "False"}]},
+        "status": {
+            "addresses": [{"type": "InternalIP", "address": "10.0.0.2"}],
+            "conditions": [{"type": "MemoryPressure", "status": "False"}],
+        },
     }
     result = strategic_merge_patch(node, patch, "Node")
     assert result["spec"]["taints"] == [{"key": "b", "effect": "NoExecute"}]  # taints replace
@@ -474,9 +475,7 @@ def test_kubectl_apply_shaped_patch() -> None:
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": "web-0", "namespace": "shop", "labels": {"app": "web"}},
-        "spec": {
-            "containers": [{"name": "web", "image": "nginx:1.25"}, {"name": "sidecar", "image": "busybox:1.36"}]
-        },
+        "spec": {"containers": [{"name": "web", "image": "nginx:1.25"}, {"name": "sidecar", "image": "busybox:1.36"}]},
     }
     new_applied = copy.deepcopy(old_applied)
     new_applied["spec"]["containers"][0]["image"] = "nginx:1.26"

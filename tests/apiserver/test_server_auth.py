@@ -28,11 +28,15 @@ Server = Any  # conftest.ServerProcess (conftest is not importable under --impor
 TOKEN = "s3cret-token-for-tests"
 
 
-
 def run_server(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """Run `lahar apiserver` expecting it to refuse its settings and exit on its own."""
-    return subprocess.run([sys.executable, "-m", "lahar", "apiserver", "--data-dir", str(tmp_path / "data"), *args],
-                          capture_output=True, text=True, timeout=20, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    return subprocess.run(
+        [sys.executable, "-m", "lahar", "apiserver", "--data-dir", str(tmp_path / "data"), *args],
+        capture_output=True,
+        text=True,
+        timeout=20,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
 
 
 def listening(port: int) -> bool:
@@ -60,9 +64,24 @@ class SecuredServer:
     def start(self, timeout: float = 20.0) -> None:
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "lahar", "apiserver", "--data-dir", str(self.home / "data"),
-                 "--port", str(self.port), "--address", self.address, "--token-file", str(self.token_file)],
-                stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                [
+                    sys.executable,
+                    "-m",
+                    "lahar",
+                    "apiserver",
+                    "--data-dir",
+                    str(self.home / "data"),
+                    "--port",
+                    str(self.port),
+                    "--address",
+                    self.address,
+                    "--token-file",
+                    str(self.token_file),
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -156,12 +175,17 @@ def test_loopback_without_token_needs_none(apiserver: Server) -> None:
 def test_requests_without_the_token_get_401(secured: SecuredServer, header: str | None) -> None:
     authorized = {"Authorization": f"Bearer {TOKEN}"}
     headers = {} if header is None else {"Authorization": header}
-    for method, path in (("GET", "/api/v1/namespaces"), ("GET", "/api"), ("GET", "/apis"),
-                         ("GET", "/apis/scheduling.volcano.sh/v1beta1/queues/default"),
-                         ("POST", "/api/v1/namespaces/default/configmaps"),
-                         ("DELETE", "/apis/scheduling.volcano.sh/v1beta1/queues/default")):
-        response = secured.request(method, path, headers=headers,
-                                   json={"metadata": {"name": "intruder"}} if method == "POST" else None)
+    for method, path in (
+        ("GET", "/api/v1/namespaces"),
+        ("GET", "/api"),
+        ("GET", "/apis"),
+        ("GET", "/apis/scheduling.volcano.sh/v1beta1/queues/default"),
+        ("POST", "/api/v1/namespaces/default/configmaps"),
+        ("DELETE", "/apis/scheduling.volcano.sh/v1beta1/queues/default"),
+    ):
+        response = secured.request(
+            method, path, headers=headers, json={"metadata": {"name": "intruder"}} if method == "POST" else None
+        )
         assert response.status_code == 401, (method, path, response.text)
         status = response.json()
         assert status["kind"] == "Status" and status["code"] == 401 and status["reason"] == "Unauthorized"
@@ -177,8 +201,9 @@ def test_watch_without_the_token_gets_401(secured: SecuredServer) -> None:
 def test_requests_with_the_token_succeed(secured: SecuredServer) -> None:
     headers = {"Authorization": f"Bearer {TOKEN}"}
     name = f"allowed-{uuid.uuid4().hex[:6]}"
-    created = secured.request("POST", "/api/v1/namespaces/default/configmaps", headers=headers,
-                              json={"metadata": {"name": name}})
+    created = secured.request(
+        "POST", "/api/v1/namespaces/default/configmaps", headers=headers, json={"metadata": {"name": name}}
+    )
     assert created.status_code == 201, created.text
     fetched = secured.request("GET", f"/api/v1/namespaces/default/configmaps/{name}", headers=headers)
     assert fetched.json()["metadata"]["name"] == name
@@ -187,8 +212,11 @@ def test_requests_with_the_token_succeed(secured: SecuredServer) -> None:
 def test_token_server_speaks_only_https(secured: SecuredServer) -> None:
     """A token never travels in clear text: plain HTTP on the port gets no API answer."""
     try:
-        response = requests.get(f"http://127.0.0.1:{secured.port}/api/v1/namespaces",
-                                headers={"Authorization": f"Bearer {TOKEN}"}, timeout=5)
+        response = requests.get(
+            f"http://127.0.0.1:{secured.port}/api/v1/namespaces",
+            headers={"Authorization": f"Bearer {TOKEN}"},
+            timeout=5,
+        )
     except requests.RequestException:
         return
     assert response.status_code >= 400
@@ -240,18 +268,41 @@ def test_kubectl_with_the_token_kubeconfig(secured: SecuredServer, tmp_path: Pat
     kubectl = shutil.which("kubectl")
     if kubectl is None:
         pytest.skip("kubectl is not installed")
-    printed = subprocess.run([sys.executable, "-m", "lahar", "kubeconfig", "--server", secured.url,
-                              "--token-file", str(secured.token_file), "--ca-file", str(secured.ca)],
-                             capture_output=True, text=True, timeout=20)
+    printed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lahar",
+            "kubeconfig",
+            "--server",
+            secured.url,
+            "--token-file",
+            str(secured.token_file),
+            "--ca-file",
+            str(secured.ca),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
     assert printed.returncode == 0, printed.stderr
     config = tmp_path / "kc"
     config.write_text(printed.stdout)
-    ok = subprocess.run([kubectl, "--kubeconfig", str(config), "get", "queues", "-o", "name"],
-                        capture_output=True, text=True, timeout=20)
+    ok = subprocess.run(
+        [kubectl, "--kubeconfig", str(config), "get", "queues", "-o", "name"],
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
     assert ok.returncode == 0, ok.stderr
     assert "queue.scheduling.volcano.sh/default" in ok.stdout
-    refused = subprocess.run([kubectl, "--kubeconfig", str(config), "--token", "wrong-token", "get", "queues"],
-                             capture_output=True, text=True, timeout=20, stdin=subprocess.DEVNULL)
+    refused = subprocess.run(
+        [kubectl, "--kubeconfig", str(config), "--token", "wrong-token", "get", "queues"],
+        capture_output=True,
+        text=True,
+        timeout=20,
+        stdin=subprocess.DEVNULL,
+    )
     assert refused.returncode != 0
     assert "Unauthorized" in refused.stderr or "credentials" in refused.stderr, refused.stderr
 

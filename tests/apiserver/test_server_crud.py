@@ -67,26 +67,52 @@ def expect_error(code: int, call: Callable[[], Any], reason: str | None = None) 
 
 
 def pod_body(name: str, **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": "web"}},
-            "spec": {"containers": [{"name": "main", "image": "busybox:1"}], **spec}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "main", "image": "busybox:1"}], **spec},
+    }
 
 
 def job_body(name: str, replicas: int = 1) -> dict[str, Any]:
-    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": name},
-            "spec": {"minAvailable": 1, "schedulerName": "volcano", "queue": "default",
-                     "tasks": [{"name": "work", "replicas": replicas,
-                                "template": {"spec": {"restartPolicy": "Never", "containers": [
-                                    {"name": "main", "image": "busybox:1"}]}}}]}}
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "minAvailable": 1,
+            "schedulerName": "volcano",
+            "queue": "default",
+            "tasks": [
+                {
+                    "name": "work",
+                    "replicas": replicas,
+                    "template": {
+                        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox:1"}]}
+                    },
+                }
+            ],
+        },
+    }
 
 
 def podgroup_body(name: str) -> dict[str, Any]:
-    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": name},
-            "spec": {"minMember": 1, "queue": "default"}}
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name},
+        "spec": {"minMember": 1, "queue": "default"},
+    }
 
 
 def queue_body(name: str) -> dict[str, Any]:
-    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": name},
-            "spec": {"weight": 1, "reclaimable": True}}
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": {"weight": 1, "reclaimable": True},
+    }
 
 
 # -- one table of kinds drives the round trips --------------------------------------------------------
@@ -122,6 +148,7 @@ def resources(api: client.ApiClient, ns: str) -> dict[str, Resource]:
             for part in parents:
                 target = target[int(part)] if isinstance(target, list) else target.setdefault(part, {})
             target[last] = value
+
         return apply
 
     def namespaced_custom(group_version: tuple[str, str], plural: str) -> dict[str, Any]:
@@ -131,7 +158,8 @@ def resources(api: client.ApiClient, ns: str) -> dict[str, Resource]:
             read=lambda n: custom.get_namespaced_custom_object(g, v, ns, plural, n),
             replace=lambda n, b: custom.replace_namespaced_custom_object(g, v, ns, plural, n, b),
             delete=lambda n: custom.delete_namespaced_custom_object(g, v, ns, plural, n),
-            names=lambda: _names(custom.list_namespaced_custom_object(g, v, ns, plural)["items"]))
+            names=lambda: _names(custom.list_namespaced_custom_object(g, v, ns, plural)["items"]),
+        )
 
     return {
         "pods": Resource(
@@ -140,16 +168,23 @@ def resources(api: client.ApiClient, ns: str) -> dict[str, Resource]:
             replace=lambda n, b: d(core.replace_namespaced_pod(n, ns, b)),
             delete=lambda n: core.delete_namespaced_pod(n, ns),
             names=lambda: _names(core.list_namespaced_pod(ns).items),
-            body=pod_body, change=set_path("spec.containers.0.image", "busybox:2")),
+            body=pod_body,
+            change=set_path("spec.containers.0.image", "busybox:2"),
+        ),
         "nodes": Resource(
             create=lambda b: d(core.create_node(b)),
             read=lambda n: d(core.read_node(n)),
             replace=lambda n, b: d(core.replace_node(n, b)),
             delete=lambda n: core.delete_node(n),
             names=lambda: _names(core.list_node().items),
-            body=lambda n: {"apiVersion": "v1", "kind": "Node", "metadata": {"name": n},
-                            "spec": {"podCIDR": "10.0.0.0/24"}},
-            change=set_path("spec.unschedulable", True)),
+            body=lambda n: {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": n},
+                "spec": {"podCIDR": "10.0.0.0/24"},
+            },
+            change=set_path("spec.unschedulable", True),
+        ),
         "namespaces": Resource(
             create=lambda b: d(core.create_namespace(b)),
             read=lambda n: d(core.read_namespace(n)),
@@ -157,26 +192,41 @@ def resources(api: client.ApiClient, ns: str) -> dict[str, Resource]:
             delete=lambda n: core.delete_namespace(n),
             names=lambda: _names(core.list_namespace().items),
             body=lambda n: {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}},
-            change=set_path("metadata.labels", {"team": "a"}), has_spec=False),
+            change=set_path("metadata.labels", {"team": "a"}),
+            has_spec=False,
+        ),
         "events": Resource(
             create=lambda b: d(core.create_namespaced_event(ns, b)),
             read=lambda n: d(core.read_namespaced_event(n, ns)),
             replace=lambda n, b: d(core.replace_namespaced_event(n, ns, b)),
             delete=lambda n: core.delete_namespaced_event(n, ns),
             names=lambda: _names(core.list_namespaced_event(ns).items),
-            body=lambda n: {"apiVersion": "v1", "kind": "Event", "metadata": {"name": n},
-                            "involvedObject": {"kind": "Pod", "name": "p", "namespace": ns},
-                            "reason": "Tested", "message": "first", "type": "Normal"},
-            change=set_path("message", "second"), has_spec=False),
+            body=lambda n: {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"name": n},
+                "involvedObject": {"kind": "Pod", "name": "p", "namespace": ns},
+                "reason": "Tested",
+                "message": "first",
+                "type": "Normal",
+            },
+            change=set_path("message", "second"),
+            has_spec=False,
+        ),
         "services": Resource(
             create=lambda b: d(core.create_namespaced_service(ns, b)),
             read=lambda n: d(core.read_namespaced_service(n, ns)),
             replace=lambda n, b: d(core.replace_namespaced_service(n, ns, b)),
             delete=lambda n: core.delete_namespaced_service(n, ns),
             names=lambda: _names(core.list_namespaced_service(ns).items),
-            body=lambda n: {"apiVersion": "v1", "kind": "Service", "metadata": {"name": n},
-                            "spec": {"clusterIP": "None", "selector": {"app": "web"}, "ports": [{"port": 80}]}},
-            change=set_path("spec.ports", [{"port": 81}])),
+            body=lambda n: {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": n},
+                "spec": {"clusterIP": "None", "selector": {"app": "web"}, "ports": [{"port": 80}]},
+            },
+            change=set_path("spec.ports", [{"port": 81}]),
+        ),
         "configmaps": Resource(
             create=lambda b: d(core.create_namespaced_config_map(ns, b)),
             read=lambda n: d(core.read_namespaced_config_map(n, ns)),
@@ -184,41 +234,70 @@ def resources(api: client.ApiClient, ns: str) -> dict[str, Resource]:
             delete=lambda n: core.delete_namespaced_config_map(n, ns),
             names=lambda: _names(core.list_namespaced_config_map(ns).items),
             body=lambda n: {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": n}, "data": {"k": "1"}},
-            change=set_path("data.k", "2"), has_spec=False),
+            change=set_path("data.k", "2"),
+            has_spec=False,
+        ),
         "poddisruptionbudgets": Resource(
             create=lambda b: d(policy.create_namespaced_pod_disruption_budget(ns, b)),
             read=lambda n: d(policy.read_namespaced_pod_disruption_budget(n, ns)),
             replace=lambda n, b: d(policy.replace_namespaced_pod_disruption_budget(n, ns, b)),
             delete=lambda n: policy.delete_namespaced_pod_disruption_budget(n, ns),
             names=lambda: _names(policy.list_namespaced_pod_disruption_budget(ns).items),
-            body=lambda n: {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": n},
-                            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}},
-            change=set_path("spec.minAvailable", 2)),
+            body=lambda n: {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": {"name": n},
+                "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+            },
+            change=set_path("spec.minAvailable", 2),
+        ),
         "priorityclasses": Resource(
             create=lambda b: d(sched.create_priority_class(b)),
             read=lambda n: d(sched.read_priority_class(n)),
             replace=lambda n, b: d(sched.replace_priority_class(n, b)),
             delete=lambda n: sched.delete_priority_class(n),
             names=lambda: _names(sched.list_priority_class().items),
-            body=lambda n: {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": n},
-                            "value": 1000, "description": "first"},
-            change=set_path("description", "second"), has_spec=False),
-        "jobs": Resource(**namespaced_custom(BATCH, "jobs"), body=job_body,
-                         change=set_path("spec.tasks.0.replicas", 2)),
-        "podgroups": Resource(**namespaced_custom(SCHED, "podgroups"), body=podgroup_body,
-                              change=set_path("spec.minMember", 2)),
+            body=lambda n: {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": n},
+                "value": 1000,
+                "description": "first",
+            },
+            change=set_path("description", "second"),
+            has_spec=False,
+        ),
+        "jobs": Resource(
+            **namespaced_custom(BATCH, "jobs"), body=job_body, change=set_path("spec.tasks.0.replicas", 2)
+        ),
+        "podgroups": Resource(
+            **namespaced_custom(SCHED, "podgroups"), body=podgroup_body, change=set_path("spec.minMember", 2)
+        ),
         "queues": Resource(
             create=lambda b: custom.create_cluster_custom_object(*SCHED, "queues", b),
             read=lambda n: custom.get_cluster_custom_object(*SCHED, "queues", n),
             replace=lambda n, b: custom.replace_cluster_custom_object(*SCHED, "queues", n, b),
             delete=lambda n: custom.delete_cluster_custom_object(*SCHED, "queues", n),
             names=lambda: _names(custom.list_cluster_custom_object(*SCHED, "queues")["items"]),
-            body=queue_body, change=set_path("spec.weight", 2)),
+            body=queue_body,
+            change=set_path("spec.weight", 2),
+        ),
     }
 
 
-KINDS = ["pods", "nodes", "namespaces", "events", "services", "configmaps", "poddisruptionbudgets",
-         "priorityclasses", "jobs", "podgroups", "queues"]
+KINDS = [
+    "pods",
+    "nodes",
+    "namespaces",
+    "events",
+    "services",
+    "configmaps",
+    "poddisruptionbudgets",
+    "priorityclasses",
+    "jobs",
+    "podgroups",
+    "queues",
+]
 
 
 def wait_gone(read: Callable[[], Any], seconds: float = 2.5) -> None:
@@ -277,9 +356,11 @@ def test_create_get_update_delete(k8s: client.ApiClient, ns: str, plural: str) -
 
 
 def test_wire_format_of_server_set_metadata(apiserver: Server, ns: str) -> None:
-    response = requests.post(f"{apiserver.url}/api/v1/namespaces/{ns}/configmaps",
-                             json={"metadata": {"name": "wire", "uid": "mine", "resourceVersion": "999999"}},
-                             timeout=5)
+    response = requests.post(
+        f"{apiserver.url}/api/v1/namespaces/{ns}/configmaps",
+        json={"metadata": {"name": "wire", "uid": "mine", "resourceVersion": "999999"}},
+        timeout=5,
+    )
     assert response.status_code == 201, response.text
     meta = response.json()["metadata"]
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", meta["creationTimestamp"]), meta
@@ -307,8 +388,9 @@ def test_generation_bumps_on_spec_change_only(custom: client.CustomObjectsApi, n
     patched = custom.patch_namespaced_custom_object(*BATCH, ns, "jobs", name, {"metadata": {"annotations": {"a": "b"}}})
     assert patched["metadata"]["generation"] == 1
 
-    status = custom.patch_namespaced_custom_object_status(*BATCH, ns, "jobs", name,
-                                                          {"status": {"state": {"phase": "Running"}}})
+    status = custom.patch_namespaced_custom_object_status(
+        *BATCH, ns, "jobs", name, {"status": {"state": {"phase": "Running"}}}
+    )
     assert status["metadata"]["generation"] == 1
     assert rv(status) > rv(patched)
 
@@ -323,8 +405,9 @@ def test_generation_ignores_fields_the_server_defaults(custom: client.CustomObje
     when its merge patch replaces spec.tasks) is no spec change: the defaulted result is the same."""
     created = custom.create_namespaced_custom_object(*BATCH, ns, "jobs", job_body("defaults"))
     assert created["spec"]["tasks"] != job_body("defaults")["spec"]["tasks"], "expected server defaults in tasks"
-    patched = custom.patch_namespaced_custom_object(*BATCH, ns, "jobs", "defaults",
-                                                    {"spec": {"tasks": job_body("defaults")["spec"]["tasks"]}})
+    patched = custom.patch_namespaced_custom_object(
+        *BATCH, ns, "jobs", "defaults", {"spec": {"tasks": job_body("defaults")["spec"]["tasks"]}}
+    )
     assert patched["spec"] == created["spec"]
     assert patched["metadata"]["generation"] == 1
     replaced = custom.replace_namespaced_custom_object(*BATCH, ns, "jobs", "defaults", job_body("defaults"))
@@ -342,10 +425,12 @@ def test_update_that_changes_nothing_keeps_the_resource_version(k8s: client.ApiC
     job = custom.create_namespaced_custom_object(*BATCH, ns, "jobs", job_body("same"))
     unchanged = custom.replace_namespaced_custom_object(*BATCH, ns, "jobs", "same", job)
     assert unchanged["metadata"]["resourceVersion"] == job["metadata"]["resourceVersion"]
-    status = custom.patch_namespaced_custom_object_status(*BATCH, ns, "jobs", "same",
-                                                          {"status": {"state": {"phase": "Running"}}})
-    same_status = custom.patch_namespaced_custom_object_status(*BATCH, ns, "jobs", "same",
-                                                               {"status": {"state": {"phase": "Running"}}})
+    status = custom.patch_namespaced_custom_object_status(
+        *BATCH, ns, "jobs", "same", {"status": {"state": {"phase": "Running"}}}
+    )
+    same_status = custom.patch_namespaced_custom_object_status(
+        *BATCH, ns, "jobs", "same", {"status": {"state": {"phase": "Running"}}}
+    )
     assert same_status["metadata"]["resourceVersion"] == status["metadata"]["resourceVersion"]
 
 
@@ -386,11 +471,13 @@ def test_not_found_is_404(k8s: client.ApiClient, ns: str) -> None:
     status = expect_error(404, lambda: core.read_namespaced_pod("missing", ns), "NotFound")
     assert '"missing"' in status["message"]
     assert status["details"]["name"] == "missing"
-    expect_error(404, lambda: core.replace_namespaced_config_map("missing", ns, {"metadata": {"name": "missing"}}),
-                 "NotFound")
+    expect_error(
+        404, lambda: core.replace_namespaced_config_map("missing", ns, {"metadata": {"name": "missing"}}), "NotFound"
+    )
     expect_error(404, lambda: core.delete_namespaced_pod("missing", ns), "NotFound")
-    expect_error(404, lambda: core.patch_namespaced_pod("missing", ns, {"metadata": {"labels": {"a": "b"}}}),
-                 "NotFound")
+    expect_error(
+        404, lambda: core.patch_namespaced_pod("missing", ns, {"metadata": {"labels": {"a": "b"}}}), "NotFound"
+    )
     expect_error(404, lambda: custom.get_namespaced_custom_object(*BATCH, ns, "jobs", "missing"), "NotFound")
     expect_error(404, lambda: custom.get_cluster_custom_object(*SCHED, "queues", "missing"), "NotFound")
     expect_error(404, lambda: core.read_node("missing"), "NotFound")
@@ -434,13 +521,16 @@ def test_namespace_in_body_must_match_url(core: client.CoreV1Api, ns: str) -> No
     expect_error(400, lambda: core.create_namespaced_config_map(ns, body), "BadRequest")
 
 
-@pytest.mark.parametrize(("method", "body"), [
-    ("POST", b"{not json"),
-    ("POST", b'{"metadata": {"name": "x"'),
-    ("POST", b"[1, 2, 3]"),
-    ("POST", b'"a string"'),
-    ("PUT", b"{not json"),
-])
+@pytest.mark.parametrize(
+    ("method", "body"),
+    [
+        ("POST", b"{not json"),
+        ("POST", b'{"metadata": {"name": "x"'),
+        ("POST", b"[1, 2, 3]"),
+        ("POST", b'"a string"'),
+        ("PUT", b"{not json"),
+    ],
+)
 def test_malformed_body_is_400(apiserver: Server, ns: str, method: str, body: bytes) -> None:
     url = f"{apiserver.url}/api/v1/namespaces/{ns}/configmaps"
     if method == "PUT":
@@ -459,8 +549,9 @@ def test_body_in_unsupported_media_type_is_415(apiserver: Server, ns: str, conte
     """`kubectl create namespace` and friends send protobuf; a server that reads JSON only must say
     415 UnsupportedMediaType (as kube-apiserver does for custom resources), not 400 "not JSON"."""
     url = f"{apiserver.url}/api/v1/namespaces/{ns}/configmaps"
-    response = requests.post(url, data=b"k8s\x00\n\x0f\n\x02v1\x12\tConfigMap", headers={"Content-Type": content_type},
-                             timeout=5)
+    response = requests.post(
+        url, data=b"k8s\x00\n\x0f\n\x02v1\x12\tConfigMap", headers={"Content-Type": content_type}, timeout=5
+    )
     assert response.status_code == 415, response.text
     status = response.json()
     assert status["kind"] == "Status" and status["reason"] == "UnsupportedMediaType"
@@ -518,40 +609,60 @@ class StatusCase:
 
 
 STATUS_CASES = {
-    "pods": StatusCase(pod_body, {"phase": "Running"}, {"phase": "Succeeded"},
-                       lambda o: o["spec"]["containers"][0].update(image="busybox:2")),
-    "nodes": StatusCase(lambda n: {"apiVersion": "v1", "kind": "Node", "metadata": {"name": n}, "spec": {}},
-                        {"capacity": {"cpu": "4"}}, {"capacity": {"cpu": "8"}},
-                        lambda o: o["spec"].update(unschedulable=True)),
-    "jobs": StatusCase(job_body, {"state": {"phase": "Running"}}, {"state": {"phase": "Completed"}},
-                       lambda o: o["spec"].update(maxRetry=7)),
-    "podgroups": StatusCase(podgroup_body, {"phase": "Inqueue"}, {"phase": "Running"},
-                            lambda o: o["spec"].update(minMember=2)),
-    "queues": StatusCase(queue_body, {"state": "Closing"}, {"state": "Closed"},
-                         lambda o: o["spec"].update(weight=3)),
+    "pods": StatusCase(
+        pod_body,
+        {"phase": "Running"},
+        {"phase": "Succeeded"},
+        lambda o: o["spec"]["containers"][0].update(image="busybox:2"),
+    ),
+    "nodes": StatusCase(
+        lambda n: {"apiVersion": "v1", "kind": "Node", "metadata": {"name": n}, "spec": {}},
+        {"capacity": {"cpu": "4"}},
+        {"capacity": {"cpu": "8"}},
+        lambda o: o["spec"].update(unschedulable=True),
+    ),
+    "jobs": StatusCase(
+        job_body,
+        {"state": {"phase": "Running"}},
+        {"state": {"phase": "Completed"}},
+        lambda o: o["spec"].update(maxRetry=7),
+    ),
+    "podgroups": StatusCase(
+        podgroup_body, {"phase": "Inqueue"}, {"phase": "Running"}, lambda o: o["spec"].update(minMember=2)
+    ),
+    "queues": StatusCase(queue_body, {"state": "Closing"}, {"state": "Closed"}, lambda o: o["spec"].update(weight=3)),
 }
 
 
-def status_calls(api: client.ApiClient, ns: str, plural: str) -> tuple[Callable[..., Any], Callable[..., Any],
-                                                                          Callable[..., Any]]:
+def status_calls(
+    api: client.ApiClient, ns: str, plural: str
+) -> tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]]:
     """(replace_status(name, body), patch_status(name, body), patch(name, body)), each returning a dict."""
     core, custom, d = client.CoreV1Api(api), client.CustomObjectsApi(api), api.sanitize_for_serialization
     if plural == "pods":
-        return (lambda n, b: d(core.replace_namespaced_pod_status(n, ns, b)),
-                lambda n, b: d(core.patch_namespaced_pod_status(n, ns, b, _content_type=MERGE)),
-                lambda n, b: d(core.patch_namespaced_pod(n, ns, b, _content_type=MERGE)))
+        return (
+            lambda n, b: d(core.replace_namespaced_pod_status(n, ns, b)),
+            lambda n, b: d(core.patch_namespaced_pod_status(n, ns, b, _content_type=MERGE)),
+            lambda n, b: d(core.patch_namespaced_pod(n, ns, b, _content_type=MERGE)),
+        )
     if plural == "nodes":
-        return (lambda n, b: d(core.replace_node_status(n, b)),
-                lambda n, b: d(core.patch_node_status(n, b, _content_type=MERGE)),
-                lambda n, b: d(core.patch_node(n, b, _content_type=MERGE)))
+        return (
+            lambda n, b: d(core.replace_node_status(n, b)),
+            lambda n, b: d(core.patch_node_status(n, b, _content_type=MERGE)),
+            lambda n, b: d(core.patch_node(n, b, _content_type=MERGE)),
+        )
     if plural == "queues":
-        return (lambda n, b: custom.replace_cluster_custom_object_status(*SCHED, "queues", n, b),
-                lambda n, b: custom.patch_cluster_custom_object_status(*SCHED, "queues", n, b),
-                lambda n, b: custom.patch_cluster_custom_object(*SCHED, "queues", n, b))
+        return (
+            lambda n, b: custom.replace_cluster_custom_object_status(*SCHED, "queues", n, b),
+            lambda n, b: custom.patch_cluster_custom_object_status(*SCHED, "queues", n, b),
+            lambda n, b: custom.patch_cluster_custom_object(*SCHED, "queues", n, b),
+        )
     g, v = BATCH if plural == "jobs" else SCHED
-    return (lambda n, b: custom.replace_namespaced_custom_object_status(g, v, ns, plural, n, b),
-            lambda n, b: custom.patch_namespaced_custom_object_status(g, v, ns, plural, n, b),
-            lambda n, b: custom.patch_namespaced_custom_object(g, v, ns, plural, n, b))
+    return (
+        lambda n, b: custom.replace_namespaced_custom_object_status(g, v, ns, plural, n, b),
+        lambda n, b: custom.patch_namespaced_custom_object_status(g, v, ns, plural, n, b),
+        lambda n, b: custom.patch_namespaced_custom_object(g, v, ns, plural, n, b),
+    )
 
 
 @pytest.mark.parametrize("plural", list(STATUS_CASES))
@@ -610,8 +721,7 @@ def test_status_update_with_stale_resource_version_is_409(k8s: client.ApiClient,
     job = custom.create_namespaced_custom_object(*BATCH, ns, "jobs", job_body("sj"))
     custom.patch_namespaced_custom_object(*BATCH, ns, "jobs", "sj", {"metadata": {"labels": {"a": "b"}}})
     job["status"] = {"state": {"phase": "Running"}}
-    expect_error(409, lambda: custom.replace_namespaced_custom_object_status(*BATCH, ns, "jobs", "sj", job),
-                 "Conflict")
+    expect_error(409, lambda: custom.replace_namespaced_custom_object_status(*BATCH, ns, "jobs", "sj", job), "Conflict")
 
 
 def test_new_pod_has_pending_phase(core: client.CoreV1Api, ns: str) -> None:
@@ -627,8 +737,9 @@ def test_merge_patch_sets_and_removes_fields(core: client.CoreV1Api, ns: str) ->
     body = pod_body("mp")
     body["metadata"]["labels"] = {"app": "web", "tier": "front"}
     created = core.create_namespaced_pod(ns, body)
-    patched = core.patch_namespaced_pod("mp", ns, {"metadata": {"labels": {"tier": None, "new": "1"}}},
-                                        _content_type=MERGE)
+    patched = core.patch_namespaced_pod(
+        "mp", ns, {"metadata": {"labels": {"tier": None, "new": "1"}}}, _content_type=MERGE
+    )
     assert patched.metadata.labels == {"app": "web", "new": "1"}
     assert int(patched.metadata.resource_version) > int(created.metadata.resource_version)
     assert core.read_namespaced_pod("mp", ns).metadata.labels == {"app": "web", "new": "1"}
@@ -642,8 +753,9 @@ def _two_container_pod(core: client.CoreV1Api, ns: str, name: str) -> None:
 
 def test_strategic_merge_patch_merges_containers_by_name(core: client.CoreV1Api, ns: str) -> None:
     _two_container_pod(core, ns, "smp")
-    patched = core.patch_namespaced_pod("smp", ns, {"spec": {"containers": [{"name": "b", "image": "img-b:2"}]}},
-                                        _content_type=STRATEGIC)
+    patched = core.patch_namespaced_pod(
+        "smp", ns, {"spec": {"containers": [{"name": "b", "image": "img-b:2"}]}}, _content_type=STRATEGIC
+    )
     assert [(c.name, c.image) for c in patched.spec.containers] == [("a", "img-a:1"), ("b", "img-b:2")]
     assert patched.metadata.generation == 2
     # The official client's default for a dict body on a built-in kind is a strategic merge too.
@@ -653,25 +765,31 @@ def test_strategic_merge_patch_merges_containers_by_name(core: client.CoreV1Api,
 
 def test_merge_patch_replaces_lists(core: client.CoreV1Api, ns: str) -> None:
     _two_container_pod(core, ns, "mpl")
-    patched = core.patch_namespaced_pod("mpl", ns, {"spec": {"containers": [{"name": "b", "image": "img-b:2"}]}},
-                                        _content_type=MERGE)
+    patched = core.patch_namespaced_pod(
+        "mpl", ns, {"spec": {"containers": [{"name": "b", "image": "img-b:2"}]}}, _content_type=MERGE
+    )
     assert [(c.name, c.image) for c in patched.spec.containers] == [("b", "img-b:2")]
 
 
 def test_strategic_merge_delete_directive(core: client.CoreV1Api, ns: str) -> None:
     _two_container_pod(core, ns, "smpdel")
-    patched = core.patch_namespaced_pod("smpdel", ns, {"spec": {"containers": [{"name": "a", "$patch": "delete"}]}},
-                                        _content_type=STRATEGIC)
+    patched = core.patch_namespaced_pod(
+        "smpdel", ns, {"spec": {"containers": [{"name": "a", "$patch": "delete"}]}}, _content_type=STRATEGIC
+    )
     assert [c.name for c in patched.spec.containers] == ["b"]
 
 
 def test_json_patch(core: client.CoreV1Api, ns: str) -> None:
     _two_container_pod(core, ns, "jp")
-    patched = core.patch_namespaced_pod("jp", ns, [
-        {"op": "add", "path": "/metadata/labels/added", "value": "yes"},
-        {"op": "replace", "path": "/spec/containers/1/image", "value": "img-b:3"},
-        {"op": "test", "path": "/spec/containers/0/name", "value": "a"},
-    ])
+    patched = core.patch_namespaced_pod(
+        "jp",
+        ns,
+        [
+            {"op": "add", "path": "/metadata/labels/added", "value": "yes"},
+            {"op": "replace", "path": "/spec/containers/1/image", "value": "img-b:3"},
+            {"op": "test", "path": "/spec/containers/0/name", "value": "a"},
+        ],
+    )
     assert patched.metadata.labels["added"] == "yes"
     assert patched.spec.containers[1].image == "img-b:3"
 
@@ -680,10 +798,14 @@ def test_json_patch_failing_test_op_changes_nothing(core: client.CoreV1Api, ns: 
     core.create_namespaced_pod(ns, pod_body("jpt"))
     before = core.read_namespaced_pod("jpt", ns)
     with pytest.raises(ApiException) as caught:
-        core.patch_namespaced_pod("jpt", ns, [
-            {"op": "replace", "path": "/metadata/labels/app", "value": "changed"},
-            {"op": "test", "path": "/metadata/labels/app", "value": "not-the-value"},
-        ])
+        core.patch_namespaced_pod(
+            "jpt",
+            ns,
+            [
+                {"op": "replace", "path": "/metadata/labels/app", "value": "changed"},
+                {"op": "test", "path": "/metadata/labels/app", "value": "not-the-value"},
+            ],
+        )
     assert 400 <= caught.value.status < 500
     status_of(caught.value)
     after = core.read_namespaced_pod("jpt", ns)
@@ -702,8 +824,13 @@ def test_json_patch_on_missing_path_is_4xx(core: client.CoreV1Api, ns: str) -> N
 def test_json_patch_on_custom_resource(custom: client.CustomObjectsApi, ns: str) -> None:
     custom.create_namespaced_custom_object(*BATCH, ns, "jobs", job_body("jpj"))
     patched = custom.patch_namespaced_custom_object(
-        *BATCH, ns, "jobs", "jpj", [{"op": "replace", "path": "/spec/tasks/0/replicas", "value": 3}],
-        _content_type=JSON_PATCH)
+        *BATCH,
+        ns,
+        "jobs",
+        "jpj",
+        [{"op": "replace", "path": "/spec/tasks/0/replicas", "value": 3}],
+        _content_type=JSON_PATCH,
+    )
     assert patched["spec"]["tasks"][0]["replicas"] == 3
     assert patched["metadata"]["generation"] == 2
 
@@ -723,20 +850,36 @@ def test_strategic_merge_on_custom_resource_is_415(k8s: client.ApiClient, ns: st
     custom = client.CustomObjectsApi(k8s)
     patch = {"metadata": {"labels": {"x": "y"}}}
     if plural == "queues":
-        call = lambda: custom.patch_cluster_custom_object(*SCHED, plural, name, patch,  # noqa: E731
-                                                          _content_type=STRATEGIC)
+        call = lambda: custom.patch_cluster_custom_object(
+            *SCHED,
+            plural,
+            name,
+            patch,  # noqa: E731
+            _content_type=STRATEGIC,
+        )
     else:
         g, v = BATCH if plural == "jobs" else SCHED
-        call = lambda: custom.patch_namespaced_custom_object(g, v, ns, plural, name, patch,  # noqa: E731
-                                                             _content_type=STRATEGIC)
+        call = lambda: custom.patch_namespaced_custom_object(
+            g,
+            v,
+            ns,
+            plural,
+            name,
+            patch,  # noqa: E731
+            _content_type=STRATEGIC,
+        )
     expect_error(415, call, "UnsupportedMediaType")
     assert res.read(name)["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
 
 
 def test_unknown_patch_content_type_is_415(apiserver: Server, core: client.CoreV1Api, ns: str) -> None:
     core.create_namespaced_config_map(ns, {"metadata": {"name": "ct"}, "data": {"k": "v"}})
-    response = requests.patch(f"{apiserver.url}/api/v1/namespaces/{ns}/configmaps/ct", data=b'{"data":{"k":"w"}}',
-                              headers={"Content-Type": "text/plain"}, timeout=5)
+    response = requests.patch(
+        f"{apiserver.url}/api/v1/namespaces/{ns}/configmaps/ct",
+        data=b'{"data":{"k":"w"}}',
+        headers={"Content-Type": "text/plain"},
+        timeout=5,
+    )
     assert response.status_code == 415, response.text
     assert response.json()["kind"] == "Status"
     assert core.read_namespaced_config_map("ct", ns).data == {"k": "v"}
@@ -775,9 +918,18 @@ def test_delete_collection_stays_in_its_namespace(core: client.CoreV1Api, ns: st
 
 
 def _owned_by(owner: dict[str, Any], kind: str, api_version: str) -> dict[str, Any]:
-    return {"ownerReferences": [{"apiVersion": api_version, "kind": kind, "name": owner["metadata"]["name"],
-                                 "uid": owner["metadata"]["uid"], "controller": True,
-                                 "blockOwnerDeletion": True}]}
+    return {
+        "ownerReferences": [
+            {
+                "apiVersion": api_version,
+                "kind": kind,
+                "name": owner["metadata"]["name"],
+                "uid": owner["metadata"]["uid"],
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+    }
 
 
 def test_deleting_an_owner_collects_its_dependents(k8s: client.ApiClient, ns: str) -> None:
@@ -808,8 +960,9 @@ def test_deleting_an_owner_collects_its_dependents(k8s: client.ApiClient, ns: st
 def test_garbage_collection_is_transitive(k8s: client.ApiClient, ns: str) -> None:
     core = client.CoreV1Api(k8s)
     top = k8s.sanitize_for_serialization(core.create_namespaced_config_map(ns, {"metadata": {"name": "top"}}))
-    middle = k8s.sanitize_for_serialization(core.create_namespaced_config_map(
-        ns, {"metadata": {"name": "middle", **_owned_by(top, "ConfigMap", "v1")}}))
+    middle = k8s.sanitize_for_serialization(
+        core.create_namespaced_config_map(ns, {"metadata": {"name": "middle", **_owned_by(top, "ConfigMap", "v1")}})
+    )
     core.create_namespaced_config_map(ns, {"metadata": {"name": "bottom", **_owned_by(middle, "ConfigMap", "v1")}})
     core.delete_namespaced_config_map("top", ns)
     wait_gone(lambda: core.read_namespaced_config_map("bottom", ns))
@@ -852,8 +1005,9 @@ def test_deleting_a_namespace_removes_its_objects(k8s: client.ApiClient, ns: str
         custom.create_namespaced_custom_object(*SCHED, namespace, "podgroups", podgroup_body("pg"))
     core.delete_namespace(ns)
     wait_gone(lambda: core.read_namespace(ns))
-    assert [p.metadata.namespace for p in core.list_pod_for_all_namespaces().items
-            if p.metadata.namespace in (ns, other)] == [other]
+    assert [
+        p.metadata.namespace for p in core.list_pod_for_all_namespaces().items if p.metadata.namespace in (ns, other)
+    ] == [other]
     assert core.list_namespaced_config_map(ns).items == []
     assert custom.list_namespaced_custom_object(*BATCH, ns, "jobs")["items"] == []
     assert custom.list_namespaced_custom_object(*SCHED, ns, "podgroups")["items"] == []
@@ -869,6 +1023,9 @@ def test_pod_update_may_not_change_node_name(core: client.CoreV1Api, ns: str) ->
     body["spec"]["nodeName"] = "node-1"
     status = expect_error(422, lambda: core.replace_namespaced_pod("nn", ns, body), "Invalid")
     assert "spec.nodeName" in status["message"]
-    expect_error(422, lambda: core.patch_namespaced_pod("nn", ns, {"spec": {"nodeName": "node-1"}},
-                                                         _content_type=MERGE), "Invalid")
+    expect_error(
+        422,
+        lambda: core.patch_namespaced_pod("nn", ns, {"spec": {"nodeName": "node-1"}}, _content_type=MERGE),
+        "Invalid",
+    )
     assert core.read_namespaced_pod("nn", ns).spec.node_name is None

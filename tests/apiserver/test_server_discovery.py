@@ -53,7 +53,8 @@ def test_core_v1_resources_and_pod_subresources(k8s: client.ApiClient) -> None:
     assert resources["pods"].namespaced is True
     assert resources["pods"].kind == "Pod"
     assert {"create", "get", "list", "watch", "update", "patch", "delete", "deletecollection"} <= set(
-        resources["pods"].verbs)
+        resources["pods"].verbs
+    )
     assert "po" in (resources["pods"].short_names or [])
     assert resources["nodes"].namespaced is False
     assert resources["namespaces"].namespaced is False
@@ -89,15 +90,19 @@ def test_single_group_document(apiserver: Any, group: str) -> None:
     assert document["preferredVersion"]["groupVersion"].startswith(f"{group}/")
 
 
-@pytest.mark.parametrize(("group_version", "resource", "kind", "namespaced"), [
-    ("policy/v1", "poddisruptionbudgets", "PodDisruptionBudget", True),
-    ("scheduling.k8s.io/v1", "priorityclasses", "PriorityClass", False),
-    ("batch.volcano.sh/v1alpha1", "jobs", "Job", True),
-    ("scheduling.volcano.sh/v1beta1", "podgroups", "PodGroup", True),
-    ("scheduling.volcano.sh/v1beta1", "queues", "Queue", False),
-])
-def test_group_version_resource_lists(apiserver: Any, group_version: str, resource: str, kind: str,
-                                      namespaced: bool) -> None:
+@pytest.mark.parametrize(
+    ("group_version", "resource", "kind", "namespaced"),
+    [
+        ("policy/v1", "poddisruptionbudgets", "PodDisruptionBudget", True),
+        ("scheduling.k8s.io/v1", "priorityclasses", "PriorityClass", False),
+        ("batch.volcano.sh/v1alpha1", "jobs", "Job", True),
+        ("scheduling.volcano.sh/v1beta1", "podgroups", "PodGroup", True),
+        ("scheduling.volcano.sh/v1beta1", "queues", "Queue", False),
+    ],
+)
+def test_group_version_resource_lists(
+    apiserver: Any, group_version: str, resource: str, kind: str, namespaced: bool
+) -> None:
     resources = _resources(apiserver, group_version)
     assert resource in resources
     assert resources[resource]["kind"] == kind
@@ -105,11 +110,14 @@ def test_group_version_resource_lists(apiserver: Any, group_version: str, resour
     assert "watch" in resources[resource]["verbs"]
 
 
-@pytest.mark.parametrize(("group_version", "subresource"), [
-    ("batch.volcano.sh/v1alpha1", "jobs/status"),
-    ("scheduling.volcano.sh/v1beta1", "podgroups/status"),
-    ("scheduling.volcano.sh/v1beta1", "queues/status"),
-])
+@pytest.mark.parametrize(
+    ("group_version", "subresource"),
+    [
+        ("batch.volcano.sh/v1alpha1", "jobs/status"),
+        ("scheduling.volcano.sh/v1beta1", "podgroups/status"),
+        ("scheduling.volcano.sh/v1beta1", "queues/status"),
+    ],
+)
 def test_volcano_status_subresources_listed(apiserver: Any, group_version: str, subresource: str) -> None:
     resources = _resources(apiserver, group_version)
     assert subresource in resources
@@ -128,15 +136,18 @@ def test_version(k8s: client.ApiClient) -> None:
     assert info.platform
 
 
-@pytest.mark.parametrize("path", [
-    "/nothing",
-    "/api/v2",
-    "/api/v1/widgets",
-    "/apis/example.com/v1",
-    "/apis/batch.volcano.sh/v9",
-    "/apis/batch.volcano.sh/v1alpha1/namespaces/default/widgets",
-    "/api/v1/namespaces/default/pods/p/nosuchsubresource",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/nothing",
+        "/api/v2",
+        "/api/v1/widgets",
+        "/apis/example.com/v1",
+        "/apis/batch.volcano.sh/v9",
+        "/apis/batch.volcano.sh/v1alpha1/namespaces/default/widgets",
+        "/api/v1/namespaces/default/pods/p/nosuchsubresource",
+    ],
+)
 def test_unknown_path_is_404_status(apiserver: Any, path: str) -> None:
     response = _get(apiserver, path)
     assert response.status_code == 404

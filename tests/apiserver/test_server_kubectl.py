@@ -30,11 +30,13 @@ def kubeconfig(module_apiserver: Server, tmp_path_factory: pytest.TempPathFactor
 def kubectl(kubeconfig: Path) -> Any:
     def run(*args: str, stdin: str | None = None, ok: bool = True) -> subprocess.CompletedProcess[str]:
         assert KUBECTL is not None
-        result = subprocess.run([KUBECTL, "--kubeconfig", str(kubeconfig), *args], input=stdin,
-                                capture_output=True, text=True, timeout=20)
+        result = subprocess.run(
+            [KUBECTL, "--kubeconfig", str(kubeconfig), *args], input=stdin, capture_output=True, text=True, timeout=20
+        )
         if ok:
             assert result.returncode == 0, f"kubectl {' '.join(args)}:\n{result.stdout}\n{result.stderr}"
         return result
+
     return run
 
 
@@ -42,8 +44,13 @@ def kubectl(kubeconfig: Path) -> Any:
 def ns(kubectl: Any) -> str:
     name = f"t-{uuid.uuid4().hex[:8]}"
     # `kubectl apply`, not `kubectl create namespace`: create sends protobuf, which this server does not read.
-    kubectl("apply", "--validate=false", "-f", "-",
-            stdin=yaml.safe_dump({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}))
+    kubectl(
+        "apply",
+        "--validate=false",
+        "-f",
+        "-",
+        stdin=yaml.safe_dump({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
+    )
     return name
 
 
@@ -55,9 +62,14 @@ def table(output: str) -> list[dict[str, str]]:
 
 
 def pod_manifest(name: str, image: str) -> str:
-    return yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": "web"}},
-                           "spec": {"containers": [{"name": "main", "image": image},
-                                                   {"name": "sidecar", "image": "busybox:1"}]}})
+    return yaml.safe_dump(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "main", "image": image}, {"name": "sidecar", "image": "busybox:1"}]},
+        }
+    )
 
 
 def test_apply_example_mpi_job_and_get_it(kubectl: Any, ns: str) -> None:
@@ -86,9 +98,16 @@ def test_get_pods_wide(kubectl: Any, ns: str, module_apiserver: Server) -> None:
 
     kubectl("apply", "--validate=false", "-n", ns, "-f", "-", stdin=pod_manifest("shown", "busybox:1"))
     kubectl("apply", "--validate=false", "-n", ns, "-f", "-", stdin=pod_manifest("placed", "busybox:1"))
-    response = requests.post(f"{module_apiserver.url}/api/v1/namespaces/{ns}/pods/placed/binding", timeout=5,
-                             json={"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "placed"},
-                                   "target": {"apiVersion": "v1", "kind": "Node", "name": "node-9"}})
+    response = requests.post(
+        f"{module_apiserver.url}/api/v1/namespaces/{ns}/pods/placed/binding",
+        timeout=5,
+        json={
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": "placed"},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": "node-9"},
+        },
+    )
     assert response.status_code == 201
     rows = {r["NAME"]: r for r in table(kubectl("get", "pods", "-n", ns, "-o", "wide").stdout)}
     assert set(rows) == {"shown", "placed"}
@@ -110,7 +129,9 @@ def test_apply_twice_with_a_changed_image(kubectl: Any, ns: str) -> None:
     assert "pod/web configured" in second.stdout
     after = json.loads(kubectl("get", "pod", "web", "-n", ns, "-o", "json").stdout)
     assert [(c["name"], c["image"]) for c in after["spec"]["containers"]] == [
-        ("main", "nginx:1.27"), ("sidecar", "busybox:1")]
+        ("main", "nginx:1.27"),
+        ("sidecar", "busybox:1"),
+    ]
     assert after["metadata"]["uid"] == before["metadata"]["uid"], "apply must patch, not recreate"
     assert after["metadata"]["generation"] == before["metadata"]["generation"] + 1
     assert int(after["metadata"]["resourceVersion"]) > int(before["metadata"]["resourceVersion"])
@@ -153,7 +174,7 @@ def test_delete(kubectl: Any, ns: str) -> None:
     kubectl("apply", "--validate=false", "-n", ns, "-f", "-", stdin=pod_manifest("doomed", "busybox:1"))
     deleted = kubectl("delete", "-n", ns, "-f", str(EXAMPLES / "mpi-job.yaml"))
     assert "lm-mpi-job" in deleted.stdout and "deleted" in deleted.stdout
-    assert "pod \"doomed\" deleted" in kubectl("delete", "pod", "doomed", "-n", ns).stdout
+    assert 'pod "doomed" deleted' in kubectl("delete", "pod", "doomed", "-n", ns).stdout
     assert kubectl("get", "vcjob,pods", "-n", ns, "-o", "name").stdout.strip() == ""
     missing = kubectl("get", "vcjob", "lm-mpi-job", "-n", ns, ok=False)
     assert missing.returncode != 0 and "NotFound" in missing.stderr

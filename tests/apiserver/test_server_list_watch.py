@@ -45,28 +45,34 @@ def ns(core: client.CoreV1Api) -> str:
 
 
 def pod(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
-    return {"metadata": {"name": name, "labels": labels or {}},
-            "spec": {"containers": [{"name": "main", "image": "busybox:1"}]}}
+    return {
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {"containers": [{"name": "main", "image": "busybox:1"}]},
+    }
 
 
 def bind(core: client.CoreV1Api, ns: str, name: str, node: str) -> None:
-    body = client.V1Binding(metadata=client.V1ObjectMeta(name=name), target=client.V1ObjectReference(
-        api_version="v1", kind="Node", name=node))
+    body = client.V1Binding(
+        metadata=client.V1ObjectMeta(name=name),
+        target=client.V1ObjectReference(api_version="v1", kind="Node", name=node),
+    )
     response = core.create_namespaced_pod_binding(name, ns, body, _preload_content=False)
     assert response.status == 201
 
 
 def set_phase(core: client.CoreV1Api, ns: str, name: str, phase: str) -> None:
-    core.patch_namespaced_pod_status(name, ns, {"status": {"phase": phase}},
-                                     _content_type="application/merge-patch+json")
+    core.patch_namespaced_pod_status(
+        name, ns, {"status": {"phase": phase}}, _content_type="application/merge-patch+json"
+    )
 
 
 def names(items: list[Any]) -> list[str]:
     return sorted(i.metadata.name for i in items)
 
 
-def events(list_call: Callable[..., Any], *args: Any, stop_after: int | None = None,
-           **kwargs: Any) -> list[dict[str, Any]]:
+def events(
+    list_call: Callable[..., Any], *args: Any, stop_after: int | None = None, **kwargs: Any
+) -> list[dict[str, Any]]:
     """The events of one watch, stopped after `stop_after` events or at the server's timeout."""
     kwargs.setdefault("timeout_seconds", 1)
     seen: list[dict[str, Any]] = []
@@ -87,26 +93,33 @@ def summary(seen: list[dict[str, Any]]) -> list[tuple[str, str]]:
 
 @pytest.fixture
 def labelled(core: client.CoreV1Api, ns: str) -> str:
-    for name, labels in (("a", {"app": "web", "tier": "front"}), ("b", {"app": "web", "tier": "back"}),
-                         ("c", {"app": "db"}), ("d", {})):
+    for name, labels in (
+        ("a", {"app": "web", "tier": "front"}),
+        ("b", {"app": "web", "tier": "back"}),
+        ("c", {"app": "db"}),
+        ("d", {}),
+    ):
         core.create_namespaced_config_map(ns, {"metadata": {"name": name, "labels": labels}})
     return ns
 
 
-@pytest.mark.parametrize(("selector", "expected"), [
-    ("app=web", ["a", "b"]),
-    ("app==web", ["a", "b"]),
-    ("app!=web", ["c", "d"]),
-    ("tier in (front,back)", ["a", "b"]),
-    ("tier in (front)", ["a"]),
-    ("tier notin (front)", ["b", "c", "d"]),
-    ("tier", ["a", "b"]),
-    ("!tier", ["c", "d"]),
-    ("app=web,tier!=back", ["a"]),
-    ("app in (web,db),!tier", ["c"]),
-    ("app=nothing", []),
-    ("", ["a", "b", "c", "d"]),
-])
+@pytest.mark.parametrize(
+    ("selector", "expected"),
+    [
+        ("app=web", ["a", "b"]),
+        ("app==web", ["a", "b"]),
+        ("app!=web", ["c", "d"]),
+        ("tier in (front,back)", ["a", "b"]),
+        ("tier in (front)", ["a"]),
+        ("tier notin (front)", ["b", "c", "d"]),
+        ("tier", ["a", "b"]),
+        ("!tier", ["c", "d"]),
+        ("app=web,tier!=back", ["a"]),
+        ("app in (web,db),!tier", ["c"]),
+        ("app=nothing", []),
+        ("", ["a", "b", "c", "d"]),
+    ],
+)
 def test_label_selector(core: client.CoreV1Api, labelled: str, selector: str, expected: list[str]) -> None:
     assert names(core.list_namespaced_config_map(labelled, label_selector=selector).items) == expected
 
@@ -137,19 +150,22 @@ def placed(core: client.CoreV1Api, ns: str) -> str:
     return ns
 
 
-@pytest.mark.parametrize(("selector", "expected"), [
-    ("metadata.name=on-1", ["on-1"]),
-    ("metadata.name!=on-1", ["free", "on-2"]),
-    ("spec.nodeName=node-1", ["on-1"]),
-    ("spec.nodeName=", ["free"]),
-    ("spec.nodeName!=", ["on-1", "on-2"]),
-    ("spec.nodeName!=node-1", ["free", "on-2"]),
-    ("status.phase=Running", ["on-1"]),
-    ("status.phase!=Failed", ["free", "on-1"]),
-    ("status.phase==Failed", ["on-2"]),
-    ("spec.nodeName=node-2,status.phase=Failed", ["on-2"]),
-    ("spec.nodeName=node-2,status.phase=Running", []),
-])
+@pytest.mark.parametrize(
+    ("selector", "expected"),
+    [
+        ("metadata.name=on-1", ["on-1"]),
+        ("metadata.name!=on-1", ["free", "on-2"]),
+        ("spec.nodeName=node-1", ["on-1"]),
+        ("spec.nodeName=", ["free"]),
+        ("spec.nodeName!=", ["on-1", "on-2"]),
+        ("spec.nodeName!=node-1", ["free", "on-2"]),
+        ("status.phase=Running", ["on-1"]),
+        ("status.phase!=Failed", ["free", "on-1"]),
+        ("status.phase==Failed", ["on-2"]),
+        ("spec.nodeName=node-2,status.phase=Failed", ["on-2"]),
+        ("spec.nodeName=node-2,status.phase=Running", []),
+    ],
+)
 def test_pod_field_selector(core: client.CoreV1Api, placed: str, selector: str, expected: list[str]) -> None:
     assert names(core.list_namespaced_pod(placed, field_selector=selector).items) == expected
 
@@ -198,8 +214,13 @@ def test_list_across_all_namespaces(k8s: client.ApiClient) -> None:
     spaces = [new_namespace(core) for _ in range(3)]
     for namespace in spaces:
         core.create_namespaced_pod(namespace, pod("p"))
-        custom.create_namespaced_custom_object("scheduling.volcano.sh", "v1beta1", namespace, "podgroups",
-                                               {"metadata": {"name": "pg"}, "spec": {"minMember": 1}})
+        custom.create_namespaced_custom_object(
+            "scheduling.volcano.sh",
+            "v1beta1",
+            namespace,
+            "podgroups",
+            {"metadata": {"name": "pg"}, "spec": {"minMember": 1}},
+        )
     listed = core.list_pod_for_all_namespaces()
     assert {(p.metadata.namespace, p.metadata.name) for p in listed.items} >= {(n, "p") for n in spaces}
     assert int(listed.metadata.resource_version) > 0
@@ -235,8 +256,10 @@ def test_pagination_across_namespaces_with_selector(core: client.CoreV1Api) -> N
     spaces = sorted(new_namespace(core) for _ in range(2))
     for namespace in spaces:
         for i in range(3):
-            core.create_namespaced_config_map(namespace, {"metadata": {"name": f"c{i}", "labels": {
-                "pick": "yes" if i != 1 else "no", "suite": spaces[0]}}})
+            core.create_namespaced_config_map(
+                namespace,
+                {"metadata": {"name": f"c{i}", "labels": {"pick": "yes" if i != 1 else "no", "suite": spaces[0]}}},
+            )
     selector = f"pick=yes,suite={spaces[0]}"
     seen: list[tuple[str, str]] = []
     token = None
@@ -291,8 +314,9 @@ def test_watch_only_sees_its_namespace_and_kind(core: client.CoreV1Api, ns: str)
 
 
 @pytest.mark.parametrize("resource_version", ["0", None])
-def test_watch_without_version_starts_with_existing_objects(core: client.CoreV1Api, ns: str,
-                                                            resource_version: str | None) -> None:
+def test_watch_without_version_starts_with_existing_objects(
+    core: client.CoreV1Api, ns: str, resource_version: str | None
+) -> None:
     for name in ("one", "two"):
         core.create_namespaced_config_map(ns, {"metadata": {"name": name}})
     kwargs = {} if resource_version is None else {"resource_version": resource_version}
@@ -341,12 +365,14 @@ def test_watch_field_selector_sees_deleted_when_pod_leaves_selection(core: clien
     start = core.list_namespaced_pod(ns).metadata.resource_version
     core.create_namespaced_pod(ns, pod("mover"))
     bind(core, ns, "mover", "node-7")
-    unbound = events(core.list_namespaced_pod, ns, resource_version=start, field_selector="spec.nodeName=",
-                     stop_after=2)
+    unbound = events(
+        core.list_namespaced_pod, ns, resource_version=start, field_selector="spec.nodeName=", stop_after=2
+    )
     assert summary(unbound) == [("ADDED", "mover"), ("DELETED", "mover")]
     assert unbound[1]["object"].spec.node_name == "node-7"
-    on_node = events(core.list_namespaced_pod, ns, resource_version=start, field_selector="spec.nodeName=node-7",
-                     stop_after=1)
+    on_node = events(
+        core.list_namespaced_pod, ns, resource_version=start, field_selector="spec.nodeName=node-7", stop_after=1
+    )
     assert summary(on_node) == [("ADDED", "mover")]
     assert on_node[0]["object"].spec.node_name == "node-7"
 
@@ -357,15 +383,20 @@ def test_watch_field_selector_on_phase(core: client.CoreV1Api, ns: str) -> None:
     start = core.list_namespaced_pod(ns).metadata.resource_version
     set_phase(core, ns, "phased", "Running")
     set_phase(core, ns, "phased", "Succeeded")
-    seen = events(core.list_namespaced_pod, ns, resource_version=start, field_selector="status.phase=Running",
-                  stop_after=2)
+    seen = events(
+        core.list_namespaced_pod, ns, resource_version=start, field_selector="status.phase=Running", stop_after=2
+    )
     assert summary(seen) == [("ADDED", "phased"), ("DELETED", "phased")]
 
 
 def test_watch_timeout_closes_stream_cleanly(apiserver: Server, ns: str) -> None:
     began = time.monotonic()
-    with requests.get(f"{apiserver.url}/api/v1/namespaces/{ns}/configmaps",
-                      params={"watch": "true", "timeoutSeconds": "1"}, stream=True, timeout=5) as response:
+    with requests.get(
+        f"{apiserver.url}/api/v1/namespaces/{ns}/configmaps",
+        params={"watch": "true", "timeoutSeconds": "1"},
+        stream=True,
+        timeout=5,
+    ) as response:
         assert response.status_code == 200
         assert response.headers["Content-Type"].startswith("application/json")
         lines = [line for line in response.iter_lines() if line]
@@ -402,9 +433,12 @@ def test_watch_from_too_old_version_is_410(tmp_path: Path, server_process: type[
             assert caught.value.status == 410
 
             # On the wire: an ERROR event whose object is a 410 Status, then the end of the stream.
-            with requests.get(f"{server.url}/api/v1/namespaces/default/configmaps", stream=True, timeout=5,
-                              params={"watch": "1", "resourceVersion": start, "timeoutSeconds": "5",
-                                      "allowWatchBookmarks": "true"}) as response:
+            with requests.get(
+                f"{server.url}/api/v1/namespaces/default/configmaps",
+                stream=True,
+                timeout=5,
+                params={"watch": "1", "resourceVersion": start, "timeoutSeconds": "5", "allowWatchBookmarks": "true"},
+            ) as response:
                 began = time.monotonic()
                 lines = [json.loads(line) for line in response.iter_lines() if line]
                 assert time.monotonic() - began < 1.0, "a 410 ends the watch at once"
@@ -416,8 +450,9 @@ def test_watch_from_too_old_version_is_410(tmp_path: Path, server_process: type[
             # A recent version still resumes.
             recent = core.list_namespaced_config_map("default").metadata.resource_version
             core.create_namespaced_config_map("default", {"metadata": {"name": "fresh"}})
-            assert summary(events(core.list_namespaced_config_map, "default", resource_version=recent,
-                                  stop_after=1)) == [("ADDED", "fresh")]
+            assert summary(
+                events(core.list_namespaced_config_map, "default", resource_version=recent, stop_after=1)
+            ) == [("ADDED", "fresh")]
     finally:
         server.stop()
 
@@ -425,8 +460,12 @@ def test_watch_from_too_old_version_is_410(tmp_path: Path, server_process: type[
 def test_watch_from_a_version_never_issued_is_410(apiserver: Server) -> None:
     """A version above the server's revision (its data was replaced): re-list, as for a too-old one."""
     current = int(requests.get(f"{apiserver.url}/api/v1/namespaces", timeout=5).json()["metadata"]["resourceVersion"])
-    with requests.get(f"{apiserver.url}/api/v1/namespaces", stream=True, timeout=5,
-                      params={"watch": "1", "resourceVersion": str(current + 1000), "timeoutSeconds": "5"}) as response:
+    with requests.get(
+        f"{apiserver.url}/api/v1/namespaces",
+        stream=True,
+        timeout=5,
+        params={"watch": "1", "resourceVersion": str(current + 1000), "timeoutSeconds": "5"},
+    ) as response:
         lines = [json.loads(line) for line in response.iter_lines() if line]
     assert [line["type"] for line in lines] == ["ERROR"]
     assert lines[0]["object"]["code"] == 410
@@ -450,8 +489,9 @@ def quick_bookmarks(tmp_path: Path) -> Iterator[client.Configuration]:
 
         async def start() -> None:
             store = Store(tmp_path / "lahar.db")
-            runner = web.AppRunner(ApiServer(store, bookmark_interval=0.2).make_app(), access_log=None,
-                                   shutdown_timeout=0.1)
+            runner = web.AppRunner(
+                ApiServer(store, bookmark_interval=0.2).make_app(), access_log=None, shutdown_timeout=0.1
+            )
             await runner.setup()
             site = web.TCPSite(runner, "127.0.0.1", 0)
             await site.start()
@@ -496,6 +536,7 @@ def churn(configuration: client.Configuration, every: float) -> Callable[[], Non
     def finish() -> None:
         stop.set()
         thread.join()
+
     return finish
 
 
@@ -506,8 +547,13 @@ def bookmark_versions(configuration: client.Configuration, churn_every: float) -
         start = core.list_namespaced_config_map("quiet").metadata.resource_version
         finish = churn(configuration, churn_every)
         try:
-            seen = events(core.list_namespaced_config_map, "quiet", resource_version=start,
-                          allow_watch_bookmarks=True, timeout_seconds=1)
+            seen = events(
+                core.list_namespaced_config_map,
+                "quiet",
+                resource_version=start,
+                allow_watch_bookmarks=True,
+                timeout_seconds=1,
+            )
         finally:
             finish()
     assert {e["type"] for e in seen} == {"BOOKMARK"}, summary(seen)
@@ -538,6 +584,5 @@ def test_list_resource_version_is_the_current_revision(core: client.CoreV1Api, n
     assert int(listed.metadata.resource_version) >= int(created.metadata.resource_version)
     # Watching from the list's version misses nothing that comes later and repeats nothing before.
     core.create_namespaced_config_map(ns, {"metadata": {"name": "next"}})
-    seen = events(core.list_namespaced_config_map, ns, resource_version=listed.metadata.resource_version,
-                  stop_after=1)
+    seen = events(core.list_namespaced_config_map, ns, resource_version=listed.metadata.resource_version, stop_after=1)
     assert summary(seen) == [("ADDED", "next")]

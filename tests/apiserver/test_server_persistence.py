@@ -44,20 +44,38 @@ def api(server: Server) -> client.ApiClient:
 
 
 def job(name: str) -> dict[str, Any]:
-    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": name},
-            "spec": {"minAvailable": 1, "tasks": [{"name": "t", "replicas": 1, "template": {"spec": {
-                "containers": [{"name": "c", "image": "busybox:1"}]}}}]}}
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "minAvailable": 1,
+            "tasks": [
+                {
+                    "name": "t",
+                    "replicas": 1,
+                    "template": {"spec": {"containers": [{"name": "c", "image": "busybox:1"}]}},
+                }
+            ],
+        },
+    }
 
 
 def snapshot(server: Server) -> dict[str, dict[str, Any]]:
     """Every object the tests create, as raw JSON, by kind/namespace/name."""
     found: dict[str, dict[str, Any]] = {}
-    for path in ("/api/v1/pods", "/api/v1/configmaps", "/api/v1/namespaces", "/api/v1/nodes",
-                 "/apis/batch.volcano.sh/v1alpha1/jobs", "/apis/scheduling.volcano.sh/v1beta1/queues",
-                 "/apis/scheduling.volcano.sh/v1beta1/podgroups"):
+    for path in (
+        "/api/v1/pods",
+        "/api/v1/configmaps",
+        "/api/v1/namespaces",
+        "/api/v1/nodes",
+        "/apis/batch.volcano.sh/v1alpha1/jobs",
+        "/apis/scheduling.volcano.sh/v1beta1/queues",
+        "/apis/scheduling.volcano.sh/v1beta1/podgroups",
+    ):
         for item in requests.get(server.url + path, timeout=5).json()["items"]:
             meta = item["metadata"]
-            found[f'{item["kind"]}/{meta.get("namespace", "")}/{meta["name"]}'] = item
+            found[f"{item['kind']}/{meta.get('namespace', '')}/{meta['name']}"] = item
     return found
 
 
@@ -72,16 +90,22 @@ def populate(server: Server) -> None:
         core.create_namespaced_config_map("team", {"metadata": {"name": "settings"}, "data": {"k": "v"}})
         core.patch_namespaced_config_map("settings", "team", {"data": {"k": "v2"}})
         core.create_node({"metadata": {"name": "node-1"}, "status": {"capacity": {"cpu": "4"}}})
-        core.create_namespaced_pod("team", {"metadata": {"name": "p"}, "spec": {
-            "containers": [{"name": "c", "image": "busybox:1"}]}})
-        core.create_namespaced_pod_binding("p", "team", client.V1Binding(
-            metadata=client.V1ObjectMeta(name="p"), target=client.V1ObjectReference(kind="Node", name="node-1")),
-            _preload_content=False)
+        core.create_namespaced_pod(
+            "team", {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}}
+        )
+        core.create_namespaced_pod_binding(
+            "p",
+            "team",
+            client.V1Binding(
+                metadata=client.V1ObjectMeta(name="p"), target=client.V1ObjectReference(kind="Node", name="node-1")
+            ),
+            _preload_content=False,
+        )
         custom.create_namespaced_custom_object(*BATCH, "team", "jobs", job("train"))
-        custom.patch_namespaced_custom_object_status(*BATCH, "team", "jobs", "train",
-                                                     {"status": {"state": {"phase": "Running"}}})
-        custom.create_cluster_custom_object(*SCHED, "queues", {"metadata": {"name": "research"},
-                                                               "spec": {"weight": 3}})
+        custom.patch_namespaced_custom_object_status(
+            *BATCH, "team", "jobs", "train", {"status": {"state": {"phase": "Running"}}}
+        )
+        custom.create_cluster_custom_object(*SCHED, "queues", {"metadata": {"name": "research"}, "spec": {"weight": 3}})
         core.create_namespaced_config_map("team", {"metadata": {"name": "doomed"}})
         core.delete_namespaced_config_map("doomed", "team")
 
@@ -105,8 +129,11 @@ def test_objects_and_versions_survive_a_restart(server: Server) -> None:
 def test_object_answered_just_before_sigkill_survives(server: Server) -> None:
     answers = []
     for i in range(20):
-        response = requests.post(f"{server.url}/api/v1/namespaces/default/configmaps",
-                                 json={"metadata": {"name": f"last-{i}"}, "data": {"i": str(i)}}, timeout=5)
+        response = requests.post(
+            f"{server.url}/api/v1/namespaces/default/configmaps",
+            json={"metadata": {"name": f"last-{i}"}, "data": {"i": str(i)}},
+            timeout=5,
+        )
         assert response.status_code == 201
         answers.append(response.json())
     assert server.proc is not None
@@ -152,12 +179,17 @@ def test_watch_from_before_restart_is_410(server: Server) -> None:
     with api(server) as k8s:
         core = client.CoreV1Api(k8s)
         with pytest.raises(ApiException) as caught:
-            for _ in watch.Watch().stream(core.list_namespaced_config_map, "team", resource_version=old,
-                                          timeout_seconds=1):
+            for _ in watch.Watch().stream(
+                core.list_namespaced_config_map, "team", resource_version=old, timeout_seconds=1
+            ):
                 pass
         assert caught.value.status == 410
-        with requests.get(f"{server.url}/api/v1/namespaces/team/configmaps", stream=True, timeout=5,
-                          params={"watch": "1", "resourceVersion": old, "timeoutSeconds": "2"}) as response:
+        with requests.get(
+            f"{server.url}/api/v1/namespaces/team/configmaps",
+            stream=True,
+            timeout=5,
+            params={"watch": "1", "resourceVersion": old, "timeoutSeconds": "2"},
+        ) as response:
             first = json.loads(next(line for line in response.iter_lines() if line))
         assert first["type"] == "ERROR" and first["object"]["code"] == 410
         # From the restart's revision on, watching works: nothing was lost between the two.
@@ -165,8 +197,9 @@ def test_watch_from_before_restart_is_410(server: Server) -> None:
         core.create_namespaced_config_map("team", {"metadata": {"name": "after"}})
         stream = watch.Watch()
         seen = []
-        for event in stream.stream(core.list_namespaced_config_map, "team", resource_version=current,
-                                   timeout_seconds=1):
+        for event in stream.stream(
+            core.list_namespaced_config_map, "team", resource_version=current, timeout_seconds=1
+        ):
             seen.append((event["type"], event["object"].metadata.name))
             stream.stop()
         assert seen == [("ADDED", "after")]
@@ -175,11 +208,17 @@ def test_watch_from_before_restart_is_410(server: Server) -> None:
 def test_pending_grace_period_ends_after_restart(server: Server) -> None:
     with api(server) as k8s:
         core = client.CoreV1Api(k8s)
-        core.create_namespaced_pod("default", {"metadata": {"name": "slow"}, "spec": {
-            "containers": [{"name": "c", "image": "busybox:1"}]}})
-        core.create_namespaced_pod_binding("slow", "default", client.V1Binding(
-            metadata=client.V1ObjectMeta(name="slow"), target=client.V1ObjectReference(kind="Node", name="n")),
-            _preload_content=False)
+        core.create_namespaced_pod(
+            "default", {"metadata": {"name": "slow"}, "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}}
+        )
+        core.create_namespaced_pod_binding(
+            "slow",
+            "default",
+            client.V1Binding(
+                metadata=client.V1ObjectMeta(name="slow"), target=client.V1ObjectReference(kind="Node", name="n")
+            ),
+            _preload_content=False,
+        )
         core.delete_namespaced_pod("slow", "default", grace_period_seconds=1)
     server.stop(signal.SIGKILL)
     server.start()
@@ -201,8 +240,9 @@ def test_fsync_full_mode_persists(tmp_path: Path, server_process: type[Server]) 
     server = server_process(tmp_path / "data", extra_args=("--fsync", "full"))
     try:
         server.start()
-        requests.post(f"{server.url}/api/v1/namespaces/default/configmaps", json={"metadata": {"name": "durable"}},
-                      timeout=5).raise_for_status()
+        requests.post(
+            f"{server.url}/api/v1/namespaces/default/configmaps", json={"metadata": {"name": "durable"}}, timeout=5
+        ).raise_for_status()
         server.stop(signal.SIGKILL)
         server.start()
         assert requests.get(f"{server.url}/api/v1/namespaces/default/configmaps/durable", timeout=5).status_code == 200
@@ -219,8 +259,9 @@ def test_sigterm_with_an_open_watch_stops_promptly(server: Server) -> None:
 
     def watch_forever() -> None:
         try:
-            with requests.get(f"{server.url}/api/v1/pods", params={"watch": "true"}, stream=True,
-                              timeout=30) as response:
+            with requests.get(
+                f"{server.url}/api/v1/pods", params={"watch": "true"}, stream=True, timeout=30
+            ) as response:
                 for _ in response.iter_lines():
                     pass
         except requests.RequestException:

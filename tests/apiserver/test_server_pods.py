@@ -39,8 +39,10 @@ def pod(name: str, labels: dict[str, str] | None = None, grace: int | None = Non
 
 
 def binding(name: str, node: str, uid: str | None = None) -> client.V1Binding:
-    return client.V1Binding(metadata=client.V1ObjectMeta(name=name, uid=uid),
-                            target=client.V1ObjectReference(api_version="v1", kind="Node", name=node))
+    return client.V1Binding(
+        metadata=client.V1ObjectMeta(name=name, uid=uid),
+        target=client.V1ObjectReference(api_version="v1", kind="Node", name=node),
+    )
 
 
 def bind(core: client.CoreV1Api, ns: str, name: str, node: str, uid: str | None = None) -> Any:
@@ -60,8 +62,9 @@ def running_pod(core: client.CoreV1Api, ns: str, name: str, node: str = "node-1"
 
 
 def pdb(policy: client.PolicyV1Api, ns: str, name: str, **spec: Any) -> None:
-    policy.create_namespaced_pod_disruption_budget(ns, {
-        "metadata": {"name": name}, "spec": {"selector": {"matchLabels": {"app": "web"}}, **spec}})
+    policy.create_namespaced_pod_disruption_budget(
+        ns, {"metadata": {"name": name}, "spec": {"selector": {"matchLabels": {"app": "web"}}, **spec}}
+    )
 
 
 def gone_or_terminating(core: client.CoreV1Api, ns: str, name: str) -> bool:
@@ -138,8 +141,11 @@ def test_binding_without_target_is_refused(core: client.CoreV1Api, apiserver: Se
     import requests
 
     core.create_namespaced_pod(ns, pod("b4"))
-    response = requests.post(f"{apiserver.url}/api/v1/namespaces/{ns}/pods/b4/binding",
-                             json={"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "b4"}}, timeout=5)
+    response = requests.post(
+        f"{apiserver.url}/api/v1/namespaces/{ns}/pods/b4/binding",
+        json={"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "b4"}},
+        timeout=5,
+    )
     assert response.status_code == 422, response.text
     assert core.read_namespaced_pod("b4", ns).spec.node_name is None
 
@@ -177,8 +183,7 @@ def test_eviction_without_budget(core: client.CoreV1Api, ns: str) -> None:
     assert gone_or_terminating(core, ns, "busy")
 
 
-def test_eviction_that_would_break_budget_is_429(core: client.CoreV1Api, policy: client.PolicyV1Api,
-                                                 ns: str) -> None:
+def test_eviction_that_would_break_budget_is_429(core: client.CoreV1Api, policy: client.PolicyV1Api, ns: str) -> None:
     for name in ("w1", "w2"):
         running_pod(core, ns, name)
     pdb(policy, ns, "keep-two", minAvailable=2)
@@ -205,8 +210,7 @@ def test_eviction_allowed_by_budget(core: client.CoreV1Api, policy: client.Polic
     assert caught.value.status == 429
 
 
-def test_eviction_with_max_unavailable_percentage(core: client.CoreV1Api, policy: client.PolicyV1Api,
-                                                  ns: str) -> None:
+def test_eviction_with_max_unavailable_percentage(core: client.CoreV1Api, policy: client.PolicyV1Api, ns: str) -> None:
     for name in ("m1", "m2", "m3", "m4"):
         running_pod(core, ns, name)
     pdb(policy, ns, "quarter", maxUnavailable="25%")
@@ -216,8 +220,7 @@ def test_eviction_with_max_unavailable_percentage(core: client.CoreV1Api, policy
     assert caught.value.status == 429
 
 
-def test_eviction_of_pod_outside_budget_selector(core: client.CoreV1Api, policy: client.PolicyV1Api,
-                                                 ns: str) -> None:
+def test_eviction_of_pod_outside_budget_selector(core: client.CoreV1Api, policy: client.PolicyV1Api, ns: str) -> None:
     running_pod(core, ns, "guarded")
     running_pod(core, ns, "unguarded", labels={"app": "batch"})
     pdb(policy, ns, "all-web", minAvailable=1)
@@ -349,8 +352,9 @@ def test_pod_priority_comes_from_its_priority_class(core: client.CoreV1Api, k8s:
     assert high.spec.priority == 1000 and high.spec.preemption_policy == "PreemptLowerPriority"
     plain = core.create_namespaced_pod(ns, {"metadata": {"name": "plain"}, "spec": spec})
     assert plain.spec.priority == 0
-    critical = core.create_namespaced_pod(ns, {"metadata": {"name": "crit"},
-                                               "spec": {**spec, "priorityClassName": "system-node-critical"}})
+    critical = core.create_namespaced_pod(
+        ns, {"metadata": {"name": "crit"}, "spec": {**spec, "priorityClassName": "system-node-critical"}}
+    )
     assert critical.spec.priority == 2_000_001_000
     with pytest.raises(ApiException) as missing:
         core.create_namespaced_pod(ns, {"metadata": {"name": "ghost"}, "spec": {**spec, "priorityClassName": "nope"}})

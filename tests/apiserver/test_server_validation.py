@@ -39,8 +39,18 @@ def core(module_k8s: client.ApiClient) -> client.CoreV1Api:
 
 
 def task(name: str, replicas: int = 1, cpu: Any = "500m") -> dict[str, Any]:
-    return {"name": name, "replicas": replicas, "template": {"spec": {"restartPolicy": "Never", "containers": [
-        {"name": "main", "image": "busybox:1", "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}]}}}
+    return {
+        "name": name,
+        "replicas": replicas,
+        "template": {
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [
+                    {"name": "main", "image": "busybox:1", "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}
+                ],
+            }
+        },
+    }
 
 
 def job(name: str = "j", **spec: Any) -> dict[str, Any]:
@@ -90,16 +100,19 @@ def test_job_duplicate_task_name(custom: client.CustomObjectsApi, ns: str) -> No
 
 
 def test_job_duplicate_policy_event(custom: client.CustomObjectsApi, ns: str) -> None:
-    body = job(policies=[{"event": "PodEvicted", "action": "RestartJob"},
-                         {"event": "PodEvicted", "action": "AbortJob"}])
+    body = job(
+        policies=[{"event": "PodEvicted", "action": "RestartJob"}, {"event": "PodEvicted", "action": "AbortJob"}]
+    )
     refused(lambda: custom.create_namespaced_custom_object(*BATCH, ns, "jobs", body), "spec.policies[1]")
     no_jobs(custom, ns)
 
 
 def test_task_duplicate_policy_event(custom: client.CustomObjectsApi, ns: str) -> None:
     worker = task("worker")
-    worker["policies"] = [{"event": "TaskCompleted", "action": "CompleteJob"},
-                          {"events": ["PodFailed", "TaskCompleted"], "action": "AbortJob"}]
+    worker["policies"] = [
+        {"event": "TaskCompleted", "action": "CompleteJob"},
+        {"events": ["PodFailed", "TaskCompleted"], "action": "AbortJob"},
+    ]
     body = job(tasks=[worker])
     refused(lambda: custom.create_namespaced_custom_object(*BATCH, ns, "jobs", body), "spec.tasks[0].policies[1]")
     no_jobs(custom, ns)
@@ -110,15 +123,21 @@ def test_job_bad_quantity(custom: client.CustomObjectsApi, ns: str, quantity: st
     """Malformed and negative requests are both refused (Volcano validates the pod template as
     Kubernetes does: a resource quantity must be well-formed and >= 0)."""
     body = job(tasks=[task("work", cpu=quantity)])
-    refused(lambda: custom.create_namespaced_custom_object(*BATCH, ns, "jobs", body),
-            "spec.tasks[0].template.spec.containers[0].resources.requests")
+    refused(
+        lambda: custom.create_namespaced_custom_object(*BATCH, ns, "jobs", body),
+        "spec.tasks[0].template.spec.containers[0].resources.requests",
+    )
     no_jobs(custom, ns)
 
 
 def test_job_lists_every_error_at_once(custom: client.CustomObjectsApi, ns: str) -> None:
     body = job(minAvailable=9, tasks=[task("w", cpu="bad"), task("w")])
-    refused(lambda: custom.create_namespaced_custom_object(*BATCH, ns, "jobs", body),
-            "spec.minAvailable", "spec.tasks[1].name", "spec.tasks[0].template")
+    refused(
+        lambda: custom.create_namespaced_custom_object(*BATCH, ns, "jobs", body),
+        "spec.minAvailable",
+        "spec.tasks[1].name",
+        "spec.tasks[0].template",
+    )
 
 
 def test_job_unknown_policy_action(custom: client.CustomObjectsApi, ns: str) -> None:
@@ -131,10 +150,14 @@ def test_invalid_job_update_is_refused_and_nothing_changes(custom: client.Custom
     too_many = copy.deepcopy(created)
     too_many["spec"]["minAvailable"] = 5
     refused(lambda: custom.replace_namespaced_custom_object(*BATCH, ns, "jobs", "u", too_many), "spec.minAvailable")
-    refused(lambda: custom.patch_namespaced_custom_object(*BATCH, ns, "jobs", "u", {"spec": {"minAvailable": 5}}),
-            "spec.minAvailable")
-    refused(lambda: custom.patch_namespaced_custom_object(*BATCH, ns, "jobs", "u", {"spec": {"maxRetry": -1}}),
-            "spec.maxRetry")
+    refused(
+        lambda: custom.patch_namespaced_custom_object(*BATCH, ns, "jobs", "u", {"spec": {"minAvailable": 5}}),
+        "spec.minAvailable",
+    )
+    refused(
+        lambda: custom.patch_namespaced_custom_object(*BATCH, ns, "jobs", "u", {"spec": {"maxRetry": -1}}),
+        "spec.maxRetry",
+    )
     current = custom.get_namespaced_custom_object(*BATCH, ns, "jobs", "u")
     assert current["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
     assert current["spec"] == created["spec"]
@@ -151,8 +174,9 @@ def test_job_update_with_duplicate_task_name_is_refused(custom: client.CustomObj
 
 def test_dry_run_of_invalid_job_is_refused_too(custom: client.CustomObjectsApi, ns: str) -> None:
     body = job(minAvailable=7)
-    refused(lambda: custom.create_namespaced_custom_object(*BATCH, ns, "jobs", body, dry_run="All"),
-            "spec.minAvailable")
+    refused(
+        lambda: custom.create_namespaced_custom_object(*BATCH, ns, "jobs", body, dry_run="All"), "spec.minAvailable"
+    )
 
 
 # -- Queues and PodGroups ------------------------------------------------------------------------------------
@@ -160,8 +184,12 @@ def test_dry_run_of_invalid_job_is_refused_too(custom: client.CustomObjectsApi, 
 
 def test_queue_weight_zero(custom: client.CustomObjectsApi) -> None:
     name = f"q-{uuid.uuid4().hex[:6]}"
-    body = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": name},
-            "spec": {"weight": 0}}
+    body = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": {"weight": 0},
+    }
     refused(lambda: custom.create_cluster_custom_object(*SCHED, "queues", body), "spec.weight")
     with pytest.raises(ApiException) as caught:
         custom.get_cluster_custom_object(*SCHED, "queues", name)
@@ -170,10 +198,8 @@ def test_queue_weight_zero(custom: client.CustomObjectsApi) -> None:
 
 def test_queue_update_to_weight_zero(custom: client.CustomObjectsApi) -> None:
     name = f"q-{uuid.uuid4().hex[:6]}"
-    created = custom.create_cluster_custom_object(*SCHED, "queues", {"metadata": {"name": name},
-                                                                     "spec": {"weight": 2}})
-    refused(lambda: custom.patch_cluster_custom_object(*SCHED, "queues", name, {"spec": {"weight": 0}}),
-            "spec.weight")
+    created = custom.create_cluster_custom_object(*SCHED, "queues", {"metadata": {"name": name}, "spec": {"weight": 2}})
+    refused(lambda: custom.patch_cluster_custom_object(*SCHED, "queues", name, {"spec": {"weight": 0}}), "spec.weight")
     body = copy.deepcopy(created)
     body["spec"]["weight"] = 0
     refused(lambda: custom.replace_cluster_custom_object(*SCHED, "queues", name, body), "spec.weight")
@@ -188,17 +214,24 @@ def test_queue_defaults(custom: client.CustomObjectsApi) -> None:
 
 
 def test_podgroup_negative_min_member(custom: client.CustomObjectsApi, ns: str) -> None:
-    body = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": "pg"},
-            "spec": {"minMember": -1}}
+    body = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "pg"},
+        "spec": {"minMember": -1},
+    }
     refused(lambda: custom.create_namespaced_custom_object(*SCHED, ns, "podgroups", body), "spec.minMember")
     assert custom.list_namespaced_custom_object(*SCHED, ns, "podgroups")["items"] == []
 
 
 def test_podgroup_update_to_negative_min_member(custom: client.CustomObjectsApi, ns: str) -> None:
-    created = custom.create_namespaced_custom_object(*SCHED, ns, "podgroups", {"metadata": {"name": "pg"},
-                                                                               "spec": {"minMember": 2}})
-    refused(lambda: custom.patch_namespaced_custom_object(*SCHED, ns, "podgroups", "pg", {"spec": {"minMember": -3}}),
-            "spec.minMember")
+    created = custom.create_namespaced_custom_object(
+        *SCHED, ns, "podgroups", {"metadata": {"name": "pg"}, "spec": {"minMember": 2}}
+    )
+    refused(
+        lambda: custom.patch_namespaced_custom_object(*SCHED, ns, "podgroups", "pg", {"spec": {"minMember": -3}}),
+        "spec.minMember",
+    )
     current = custom.get_namespaced_custom_object(*SCHED, ns, "podgroups", "pg")
     assert current["spec"]["minMember"] == 2
     assert current["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
@@ -212,8 +245,10 @@ def test_podgroup_bad_min_resources(custom: client.CustomObjectsApi, ns: str) ->
 @pytest.mark.parametrize("quantity", ["1.2.3Gi", "-512Mi"])
 def test_pod_bad_quantity(core: client.CoreV1Api, ns: str, quantity: str) -> None:
     """Kubernetes refuses malformed and negative resource quantities alike."""
-    body = {"metadata": {"name": "badpod"}, "spec": {"containers": [
-        {"name": "main", "image": "busybox:1", "resources": {"limits": {"memory": quantity}}}]}}
+    body = {
+        "metadata": {"name": "badpod"},
+        "spec": {"containers": [{"name": "main", "image": "busybox:1", "resources": {"limits": {"memory": quantity}}}]},
+    }
     refused(lambda: core.create_namespaced_pod(ns, body), "spec.containers[0].resources.limits")
     assert core.list_namespaced_pod(ns).items == []
 
@@ -240,8 +275,7 @@ def test_example_mpi_job_is_stored_as_written(custom: client.CustomObjectsApi, n
     assert fetched["spec"] == stored["spec"]
 
 
-def test_example_mpi_job_without_queue_and_max_retry_gets_defaults(custom: client.CustomObjectsApi,
-                                                                  ns: str) -> None:
+def test_example_mpi_job_without_queue_and_max_retry_gets_defaults(custom: client.CustomObjectsApi, ns: str) -> None:
     manifest = mpi_job()
     del manifest["spec"]["queue"], manifest["spec"]["maxRetry"]
     stored = custom.create_namespaced_custom_object(*BATCH, ns, "jobs", manifest)

@@ -33,8 +33,9 @@ spec:
 
 def lahar(*args: str, kubeconfig: Path | None = None, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     extra = ["--kubeconfig", str(kubeconfig)] if kubeconfig else []
-    return subprocess.run([sys.executable, "-m", "lahar", *args, *extra], capture_output=True, text=True,
-                          input=stdin, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "lahar", *args, *extra], capture_output=True, text=True, input=stdin, timeout=60
+    )
 
 
 @pytest.fixture
@@ -94,20 +95,28 @@ def test_apply_a_directory_then_delete_by_file(kubeconfig: Path) -> None:
     result = lahar("apply", "-f", str(REPO / "examples"), kubeconfig=kubeconfig)
     assert result.returncode == 0, result.stderr
     queues = lahar("get", "queues", "-o", "name", kubeconfig=kubeconfig).stdout.split()
-    assert sorted(queues) == ["queue.scheduling.volcano.sh/default", "queue.scheduling.volcano.sh/production",
-                              "queue.scheduling.volcano.sh/research", "queue.scheduling.volcano.sh/team-a",
-                              "queue.scheduling.volcano.sh/team-b"]
+    assert sorted(queues) == [
+        "queue.scheduling.volcano.sh/default",
+        "queue.scheduling.volcano.sh/production",
+        "queue.scheduling.volcano.sh/research",
+        "queue.scheduling.volcano.sh/team-a",
+        "queue.scheduling.volcano.sh/team-b",
+    ]
     deleted = lahar("delete", "-f", str(REPO / "examples" / "queues.yaml"), kubeconfig=kubeconfig)
     assert deleted.returncode == 0, deleted.stderr
     assert lahar("get", "queues", "-o", "name", kubeconfig=kubeconfig).stdout.split() == [
-        "queue.scheduling.volcano.sh/default", "queue.scheduling.volcano.sh/team-a",
-        "queue.scheduling.volcano.sh/team-b"]
+        "queue.scheduling.volcano.sh/default",
+        "queue.scheduling.volcano.sh/team-a",
+        "queue.scheduling.volcano.sh/team-b",
+    ]
 
 
 def test_get_pods_wide_and_describe(kubeconfig: Path, tmp_path: Path) -> None:
     pod = tmp_path / "pod.yaml"
-    pod.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: web, labels: {app: web}}\n"
-                   "spec: {containers: [{name: c, image: nginx}]}\n")
+    pod.write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: web, labels: {app: web}}\n"
+        "spec: {containers: [{name: c, image: nginx}]}\n"
+    )
     assert lahar("apply", "-f", str(pod), kubeconfig=kubeconfig).returncode == 0
     wide = lahar("get", "pods", "-o", "wide", "-l", "app=web", kubeconfig=kubeconfig).stdout.splitlines()
     assert wide[0].split() == ["NAME", "READY", "STATUS", "RESTARTS", "IP", "NODE", "AGE"]
@@ -136,9 +145,11 @@ def test_clear_errors(kubeconfig: Path, tmp_path: Path) -> None:
 
 def test_unreachable_api_is_a_clear_error(tmp_path: Path) -> None:
     config = tmp_path / "kc"
-    config.write_text(f"apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: "
-                      f"'http://127.0.0.1:{free_loopback_port()}'}}}}]\nusers: [{{name: u, user: {{}}}}]\n"
-                      "contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n")
+    config.write_text(
+        f"apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: "
+        f"'http://127.0.0.1:{free_loopback_port()}'}}}}]\nusers: [{{name: u, user: {{}}}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n"
+    )
     result = lahar("get", "queues", kubeconfig=config)
     assert result.returncode == 1
     assert result.stderr.startswith("error:") and "Connection refused" in result.stderr, result.stderr
@@ -153,4 +164,5 @@ def test_kubeconfig_command_prints_a_usable_config(apiserver, tmp_path: Path) ->
     path = tmp_path / "kc"
     path.write_text(printed.stdout)
     assert lahar("get", "queues", "-o", "name", kubeconfig=path).stdout.split() == [
-        "queue.scheduling.volcano.sh/default"]
+        "queue.scheduling.volcano.sh/default"
+    ]

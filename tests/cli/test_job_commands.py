@@ -14,13 +14,21 @@ import pytest
 def lahar(*args: str, kubeconfig: Path) -> subprocess.CompletedProcess[str]:
     # --kubeconfig goes right after the verb: everything after `--` is the job's command.
     command, verb, *rest = args
-    return subprocess.run([sys.executable, "-m", "lahar", command, verb, "--kubeconfig", str(kubeconfig), *rest],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "lahar", command, verb, "--kubeconfig", str(kubeconfig), *rest],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def stored(kind: str, kubeconfig: Path, *names: str) -> Any:
-    result = subprocess.run([sys.executable, "-m", "lahar", "get", kind, *names, "-o", "json",
-                             "--kubeconfig", str(kubeconfig)], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "lahar", "get", kind, *names, "-o", "json", "--kubeconfig", str(kubeconfig)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 
@@ -31,9 +39,29 @@ def kubeconfig(apiserver, tmp_path: Path) -> Path:  # type: ignore[no-untyped-de
 
 
 def test_job_run_creates_a_one_task_volcano_job(kubeconfig: Path) -> None:
-    result = lahar("job", "run", "--name", "train", "--image", "busybox:1.36", "--replicas", "3",
-                   "--min-available", "2", "--queue", "default", "--cpu", "250m", "--memory", "64Mi",
-                   "--", "sh", "-c", "echo hi", kubeconfig=kubeconfig)
+    result = lahar(
+        "job",
+        "run",
+        "--name",
+        "train",
+        "--image",
+        "busybox:1.36",
+        "--replicas",
+        "3",
+        "--min-available",
+        "2",
+        "--queue",
+        "default",
+        "--cpu",
+        "250m",
+        "--memory",
+        "64Mi",
+        "--",
+        "sh",
+        "-c",
+        "echo hi",
+        kubeconfig=kubeconfig,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "job.batch.volcano.sh/train created"
 
@@ -59,14 +87,19 @@ def test_job_run_defaults(kubeconfig: Path) -> None:
     assert "command" not in container
 
 
-@pytest.mark.parametrize(("flags", "message"), [
-    (["--name", "bad"], "the following arguments are required: --image"),
-    (["--name", "bad", "--image", "busybox", "--replicas", "0", "--min-available", "1"],
-     "minAvailable (1) must not be greater than the total replicas (0)"),
-    (["--name", "bad", "--image", "busybox", "--memory", "lots"], 'invalid quantity "lots"'),
-    (["--name", "bad", "--image", "busybox", "--replicas", "-1"], "spec.tasks[0].replicas"),
-    (["--name", "Bad_Name", "--image", "busybox"], "metadata.name"),
-])
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--name", "bad"], "the following arguments are required: --image"),
+        (
+            ["--name", "bad", "--image", "busybox", "--replicas", "0", "--min-available", "1"],
+            "minAvailable (1) must not be greater than the total replicas (0)",
+        ),
+        (["--name", "bad", "--image", "busybox", "--memory", "lots"], 'invalid quantity "lots"'),
+        (["--name", "bad", "--image", "busybox", "--replicas", "-1"], "spec.tasks[0].replicas"),
+        (["--name", "Bad_Name", "--image", "busybox"], "metadata.name"),
+    ],
+)
 def test_job_run_refuses_bad_input_and_stores_nothing(kubeconfig: Path, flags: list[str], message: str) -> None:
     result = lahar("job", "run", *flags, kubeconfig=kubeconfig)
     assert result.returncode in (1, 2)  # 2: argparse's missing flag
@@ -83,18 +116,37 @@ def test_job_run_twice_is_a_clear_error(kubeconfig: Path) -> None:
 
 def test_job_list_and_view(kubeconfig: Path) -> None:
     assert lahar("job", "list", kubeconfig=kubeconfig).stdout.strip() == "No jobs found in default namespace."
-    assert lahar("job", "run", "--name", "alpha", "--image", "busybox", "--replicas", "2",
-                 kubeconfig=kubeconfig).returncode == 0
-    namespace = subprocess.run([sys.executable, "-m", "lahar", "apply", "-f", "-", "--kubeconfig", str(kubeconfig)],
-                               input="apiVersion: v1\nkind: Namespace\nmetadata: {name: team}\n",
-                               capture_output=True, text=True, timeout=60)
+    assert (
+        lahar(
+            "job", "run", "--name", "alpha", "--image", "busybox", "--replicas", "2", kubeconfig=kubeconfig
+        ).returncode
+        == 0
+    )
+    namespace = subprocess.run(
+        [sys.executable, "-m", "lahar", "apply", "-f", "-", "--kubeconfig", str(kubeconfig)],
+        input="apiVersion: v1\nkind: Namespace\nmetadata: {name: team}\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert namespace.returncode == 0, namespace.stderr
-    assert lahar("job", "run", "--name", "beta", "--image", "busybox", "-n", "team",
-                 kubeconfig=kubeconfig).returncode == 0
+    assert (
+        lahar("job", "run", "--name", "beta", "--image", "busybox", "-n", "team", kubeconfig=kubeconfig).returncode == 0
+    )
 
     header, *rows = lahar("job", "list", kubeconfig=kubeconfig).stdout.splitlines()
-    assert header.split() == ["NAME", "PHASE", "MIN", "PENDING", "RUNNING", "SUCCEEDED", "FAILED", "RETRYCOUNT",
-                              "QUEUE", "AGE"]
+    assert header.split() == [
+        "NAME",
+        "PHASE",
+        "MIN",
+        "PENDING",
+        "RUNNING",
+        "SUCCEEDED",
+        "FAILED",
+        "RETRYCOUNT",
+        "QUEUE",
+        "AGE",
+    ]
     assert [row.split()[:9] for row in rows] == [["alpha", "Pending", "2", "0", "0", "0", "0", "0", "default"]]
 
     everywhere = lahar("job", "list", "-A", kubeconfig=kubeconfig).stdout.splitlines()
@@ -114,13 +166,19 @@ def test_job_list_and_view(kubeconfig: Path) -> None:
 def test_job_view_lists_the_jobs_pods(kubeconfig: Path, tmp_path: Path) -> None:
     assert lahar("job", "run", "--name", "withpods", "--image", "busybox", kubeconfig=kubeconfig).returncode == 0
     pod = tmp_path / "pod.yaml"
-    pod.write_text("apiVersion: v1\nkind: Pod\nmetadata:\n  name: withpods-withpods-0\n"
-                   "  labels: {volcano.sh/job-name: withpods}\n"
-                   "spec: {containers: [{name: c, image: busybox}]}\n---\n"
-                   "apiVersion: v1\nkind: Pod\nmetadata: {name: stranger}\n"
-                   "spec: {containers: [{name: c, image: busybox}]}\n")
-    applied = subprocess.run([sys.executable, "-m", "lahar", "apply", "-f", str(pod), "--kubeconfig", str(kubeconfig)],
-                             capture_output=True, text=True, timeout=60)
+    pod.write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: withpods-withpods-0\n"
+        "  labels: {volcano.sh/job-name: withpods}\n"
+        "spec: {containers: [{name: c, image: busybox}]}\n---\n"
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: stranger}\n"
+        "spec: {containers: [{name: c, image: busybox}]}\n"
+    )
+    applied = subprocess.run(
+        [sys.executable, "-m", "lahar", "apply", "-f", str(pod), "--kubeconfig", str(kubeconfig)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert applied.returncode == 0, applied.stderr
     view = lahar("job", "view", "withpods", kubeconfig=kubeconfig).stdout
     pods = view.split("Pods:", 1)[1]
@@ -141,8 +199,18 @@ def test_suspend_and_resume_set_the_command_annotation(kubeconfig: Path) -> None
 
 
 def test_queue_create_list_and_operate(kubeconfig: Path) -> None:
-    created = lahar("queue", "create", "--name", "research", "--weight", "4", "--capability", "cpu=8,memory=32Gi",
-                    "--no-reclaimable", kubeconfig=kubeconfig)
+    created = lahar(
+        "queue",
+        "create",
+        "--name",
+        "research",
+        "--weight",
+        "4",
+        "--capability",
+        "cpu=8,memory=32Gi",
+        "--no-reclaimable",
+        kubeconfig=kubeconfig,
+    )
     assert created.returncode == 0, created.stderr
     assert created.stdout.strip() == "queue.scheduling.volcano.sh/research created"
     queue = stored("queues", kubeconfig, "research")
@@ -151,8 +219,10 @@ def test_queue_create_list_and_operate(kubeconfig: Path) -> None:
 
     header, *rows = lahar("queue", "list", kubeconfig=kubeconfig).stdout.splitlines()
     assert header.split() == ["NAME", "WEIGHT", "STATE", "INQUEUE", "PENDING", "RUNNING"]
-    assert [row.split() for row in rows] == [["default", "1", "Open", "0", "0", "0"],
-                                             ["research", "4", "Open", "0", "0", "0"]]
+    assert [row.split() for row in rows] == [
+        ["default", "1", "Open", "0", "0", "0"],
+        ["research", "4", "Open", "0", "0", "0"],
+    ]
 
     closed = lahar("queue", "operate", "--name", "research", "--action", "close", kubeconfig=kubeconfig)
     assert closed.returncode == 0, closed.stderr

@@ -61,7 +61,8 @@ def pod() -> Callable[..., Obj]:
 
     def manifest(name: str, labels: dict[str, str] | None = None, namespace: str = "default") -> Obj:
         return {
-            "apiVersion": "v1", "kind": "Pod",
+            "apiVersion": "v1",
+            "kind": "Pod",
             "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
             "spec": {"containers": [{"name": "main", "image": "busybox", "command": ["sleep", "1"]}]},
         }

@@ -48,6 +48,7 @@ def unused_local_url() -> str:
 
 # -- CRUD ----------------------------------------------------------------------------------------
 
+
 def test_pod_round_trip(api: KubeApi, pod: PodFactory) -> None:
     created = api.create(POD, pod("web", {"app": "web"}))
     assert created["metadata"]["uid"] and created["metadata"]["namespace"] == "default"
@@ -131,6 +132,7 @@ def test_namespaced_kind_needs_a_namespace(api: KubeApi) -> None:
 
 # -- errors --------------------------------------------------------------------------------------
 
+
 def test_missing_object_is_not_found(api: KubeApi) -> None:
     with pytest.raises(NotFound) as caught:
         api.get(POD, "ghost", "default")
@@ -200,6 +202,7 @@ def test_error_from_status_prefers_the_reason() -> None:
 
 # -- binding and eviction ------------------------------------------------------------------------
 
+
 def test_bind_twice_is_conflict(api: KubeApi, pod: PodFactory) -> None:
     api.create(NODE, {"metadata": {"name": "node-a"}})
     api.create(NODE, {"metadata": {"name": "node-b"}})
@@ -238,6 +241,7 @@ def test_delete_with_stale_uid_precondition_is_conflict(api: KubeApi, pod: PodFa
 
 # -- watch ---------------------------------------------------------------------------------------
 
+
 def test_watch_yields_changes_in_order(api: KubeApi, pod: PodFactory) -> None:
     start = api.list(POD, "default")["metadata"]["resourceVersion"]
     with api.watch(POD, "default", resource_version=start, timeout_seconds=3, allow_bookmarks=False) as events:
@@ -274,8 +278,13 @@ def test_watch_from_an_expired_version_raises_gone(short_history_server: ServerP
 
 
 def test_close_from_another_thread_ends_a_blocked_watch(api: KubeApi) -> None:
-    stream = api.watch(POD, "default", resource_version=api.list(POD)["metadata"]["resourceVersion"],
-                       timeout_seconds=60, allow_bookmarks=False)
+    stream = api.watch(
+        POD,
+        "default",
+        resource_version=api.list(POD)["metadata"]["resourceVersion"],
+        timeout_seconds=60,
+        allow_bookmarks=False,
+    )
     finished = threading.Event()
 
     def consume() -> None:

@@ -42,16 +42,18 @@ def service_account(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return directory
 
 
-def test_explicit_path_wins_over_env_and_in_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                     service_account: Path) -> None:
+def test_explicit_path_wins_over_env_and_in_cluster(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, service_account: Path
+) -> None:
     explicit = write_kubeconfig(tmp_path / "explicit", "http://explicit.example:1")
     monkeypatch.setenv("KUBECONFIG", str(write_kubeconfig(tmp_path / "env", "http://env.example:2")))
     assert load_configuration(str(explicit)).host == "http://explicit.example:1"
     assert describe_source(str(explicit)) == f"kubeconfig {explicit}"
 
 
-def test_kubeconfig_env_wins_over_in_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                             service_account: Path) -> None:
+def test_kubeconfig_env_wins_over_in_cluster(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, service_account: Path
+) -> None:
     from_env = write_kubeconfig(tmp_path / "env", "http://env.example:2", token="secret")
     monkeypatch.setenv("KUBECONFIG", str(from_env))
     configuration = load_configuration()
@@ -90,11 +92,14 @@ def test_missing_kubeconfig_names_the_file(tmp_path: Path, monkeypatch: pytest.M
         load_configuration()
 
 
-@pytest.mark.parametrize(("content", "problem"), [
-    ("clusters: [unclosed\n", "is not valid YAML"),
-    ("just a string\n", "is not a kubeconfig"),
-    ("apiVersion: v1\nkind: Config\nclusters: []\n", "invalid kubeconfig"),  # no context to use
-])
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        ("clusters: [unclosed\n", "is not valid YAML"),
+        ("just a string\n", "is not a kubeconfig"),
+        ("apiVersion: v1\nkind: Config\nclusters: []\n", "invalid kubeconfig"),  # no context to use
+    ],
+)
 def test_invalid_kubeconfig_names_the_file(tmp_path: Path, content: str, problem: str) -> None:
     path = tmp_path / "broken.yaml"
     path.write_text(content)
@@ -112,8 +117,8 @@ def test_unreadable_kubeconfig_names_the_file(tmp_path: Path) -> None:
 
 
 def test_kubeconfig_token_and_ca_reach_a_guarded_server(
-        apiserver: ServerProcess, server_process: type[ServerProcess], tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    apiserver: ServerProcess, server_process: type[ServerProcess], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """With --token-file the server speaks HTTPS with its own CA: the kubeconfig's CA and token
     must both reach it through KubeApi."""
     apiserver.stop()

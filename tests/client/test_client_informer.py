@@ -79,8 +79,16 @@ def informers() -> Iterator[list[Informer]]:
 
 
 def start_informer(informers: list[Informer], api: KubeApi, recorder: Recorder, **options: Any) -> Informer:
-    informer = Informer(POD, api, "default", on_add=recorder.on_add, on_update=recorder.on_update,
-                        on_delete=recorder.on_delete, backoff=Backoff(0.05, 0.5), **options)
+    informer = Informer(
+        POD,
+        api,
+        "default",
+        on_add=recorder.on_add,
+        on_update=recorder.on_update,
+        on_delete=recorder.on_delete,
+        backoff=Backoff(0.05, 0.5),
+        **options,
+    )
     informers.append(informer)
     informer.start()
     assert informer.wait_for_sync(5)
@@ -101,8 +109,9 @@ def churn_other_kind(api: KubeApi, count: int) -> None:
         api.create(QUEUE, {"metadata": {"name": f"churn-{index}"}, "spec": {"weight": 1}})
 
 
-def test_initial_sync_lists_every_page(api: KubeApi, pod: PodFactory, recorder: Recorder,
-                                       informers: list[Informer]) -> None:
+def test_initial_sync_lists_every_page(
+    api: KubeApi, pod: PodFactory, recorder: Recorder, informers: list[Informer]
+) -> None:
     for name in ("a", "b", "c", "d", "e"):
         api.create(POD, pod(name))
     informer = start_informer(informers, api, recorder, page_size=2)
@@ -114,8 +123,9 @@ def test_initial_sync_lists_every_page(api: KubeApi, pod: PodFactory, recorder: 
     assert int(informer.resource_version) >= int(api.get(POD, "e", "default")["metadata"]["resourceVersion"])
 
 
-def test_handlers_see_add_update_delete(api: KubeApi, pod: PodFactory, recorder: Recorder,
-                                        informers: list[Informer]) -> None:
+def test_handlers_see_add_update_delete(
+    api: KubeApi, pod: PodFactory, recorder: Recorder, informers: list[Informer]
+) -> None:
     informer = start_informer(informers, api, recorder)
     assert recorder.snapshot() == []
     created = api.create(POD, pod("live"))
@@ -129,8 +139,9 @@ def test_handlers_see_add_update_delete(api: KubeApi, pod: PodFactory, recorder:
     assert int(informer.resource_version) > int(updated["metadata"]["resourceVersion"])
 
 
-def test_label_selector_moves_objects_in_and_out(api: KubeApi, pod: PodFactory, recorder: Recorder,
-                                                 informers: list[Informer]) -> None:
+def test_label_selector_moves_objects_in_and_out(
+    api: KubeApi, pod: PodFactory, recorder: Recorder, informers: list[Informer]
+) -> None:
     api.create(POD, pod("in", {"team": "ml"}))
     api.create(POD, pod("out", {"team": "web"}))
     informer = start_informer(informers, api, recorder, label_selector="team=ml")
@@ -141,8 +152,9 @@ def test_label_selector_moves_objects_in_and_out(api: KubeApi, pod: PodFactory, 
     assert names(informer) == ["out"]
 
 
-def test_a_failing_handler_does_not_stop_the_informer(api: KubeApi, pod: PodFactory, recorder: Recorder,
-                                                      informers: list[Informer]) -> None:
+def test_a_failing_handler_does_not_stop_the_informer(
+    api: KubeApi, pod: PodFactory, recorder: Recorder, informers: list[Informer]
+) -> None:
     def explode(obj: Obj) -> None:
         raise RuntimeError(f"handler bug on {obj['metadata']['name']}")
 
@@ -157,8 +169,9 @@ def test_a_failing_handler_does_not_stop_the_informer(api: KubeApi, pod: PodFact
     assert names(informer) == ["first", "second"]
 
 
-def test_rewatches_when_a_watch_times_out(api: KubeApi, pod: PodFactory, recorder: Recorder,
-                                          informers: list[Informer]) -> None:
+def test_rewatches_when_a_watch_times_out(
+    api: KubeApi, pod: PodFactory, recorder: Recorder, informers: list[Informer]
+) -> None:
     informer = start_informer(informers, api, recorder, watch_timeout=1)
     wait_until(lambda: informer.watches >= 2, 5, "the first watch (1-2 s) to end and a second to open")
     api.create(POD, pod("late"))
@@ -166,8 +179,9 @@ def test_rewatches_when_a_watch_times_out(api: KubeApi, pod: PodFactory, recorde
     assert informer.relists == 1  # an ended watch resumes from its version; it does not list again
 
 
-def test_restart_resumes_from_its_version_without_listing(api: KubeApi, pod: PodFactory, recorder: Recorder,
-                                                          informers: list[Informer]) -> None:
+def test_restart_resumes_from_its_version_without_listing(
+    api: KubeApi, pod: PodFactory, recorder: Recorder, informers: list[Informer]
+) -> None:
     api.create(POD, pod("kept"))
     informer = start_informer(informers, api, recorder)
     informer.stop()
@@ -179,8 +193,8 @@ def test_restart_resumes_from_its_version_without_listing(api: KubeApi, pod: Pod
 
 
 def test_expired_version_relists_and_fires_only_the_differences(
-        short_history_server: ServerProcess, api: KubeApi, pod: PodFactory, recorder: Recorder,
-        informers: list[Informer]) -> None:
+    short_history_server: ServerProcess, api: KubeApi, pod: PodFactory, recorder: Recorder, informers: list[Informer]
+) -> None:
     for name in ("changed", "deleted", "unchanged"):
         api.create(POD, pod(name))
     informer = start_informer(informers, api, recorder)
@@ -203,9 +217,15 @@ def test_expired_version_relists_and_fires_only_the_differences(
 
 
 def test_server_restart_relists_and_sees_what_changed_meanwhile(
-        apiserver: ServerProcess, api: KubeApi, recorder: Recorder, informers: list[Informer],
-        server_process: type[ServerProcess], connect_to: Callable[[ServerProcess], KubeApi],
-        caplog: pytest.LogCaptureFixture, pod: PodFactory) -> None:
+    apiserver: ServerProcess,
+    api: KubeApi,
+    recorder: Recorder,
+    informers: list[Informer],
+    server_process: type[ServerProcess],
+    connect_to: Callable[[ServerProcess], KubeApi],
+    caplog: pytest.LogCaptureFixture,
+    pod: PodFactory,
+) -> None:
     for name in ("changed", "deleted", "unchanged"):
         api.create(POD, pod(name))
     informer = start_informer(informers, api, recorder)

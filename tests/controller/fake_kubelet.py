@@ -13,19 +13,41 @@ NAMESPACE = "default"
 NODE = "node-1"
 
 
-def job(name: str, replicas: int = 3, policies: list[dict[str, Any]] | None = None,
-        tasks: list[dict[str, Any]] | None = None, **spec: Any) -> dict[str, Any]:
+def job(
+    name: str,
+    replicas: int = 3,
+    policies: list[dict[str, Any]] | None = None,
+    tasks: list[dict[str, Any]] | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
     """A Volcano Job: one task "worker" of `replicas` pods unless `tasks` are given."""
     tasks = tasks or [task("worker", replicas)]
-    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": name},
-            "spec": {"minAvailable": sum(t["replicas"] for t in tasks), "schedulerName": "lahar",
-                     "policies": policies or [], "tasks": tasks, **spec}}
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "minAvailable": sum(t["replicas"] for t in tasks),
+            "schedulerName": "lahar",
+            "policies": policies or [],
+            "tasks": tasks,
+            **spec,
+        },
+    }
 
 
 def task(name: str, replicas: int, **extra: Any) -> dict[str, Any]:
-    return {"name": name, "replicas": replicas, "template": {"spec": {
-        "restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox", "command": ["true"]}]}},
-        **extra}
+    return {
+        "name": name,
+        "replicas": replicas,
+        "template": {
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [{"name": "main", "image": "busybox", "command": ["true"]}],
+            }
+        },
+        **extra,
+    }
 
 
 def pods_of(api: KubeApi, name: str) -> list[dict[str, Any]]:
@@ -55,9 +77,27 @@ def kubelet_runs(api: KubeApi, pod: dict[str, Any], phase: str, exit_code: int =
     if not api.get(kinds.POD, name, NAMESPACE)["spec"].get("nodeName"):  # `pod` may be an older copy
         api.bind(NAMESPACE, name, NODE)
     state = {"terminated": {"exitCode": exit_code}} if phase in ("Succeeded", "Failed") else {"running": {}}
-    api.patch(kinds.POD, name, {"status": {"phase": phase, "containerStatuses": [
-        {"name": "main", "ready": phase == "Running", "restartCount": restarts, "image": "busybox", "imageID": "",
-         "state": state}]}}, NAMESPACE, subresource="status")
+    api.patch(
+        kinds.POD,
+        name,
+        {
+            "status": {
+                "phase": phase,
+                "containerStatuses": [
+                    {
+                        "name": "main",
+                        "ready": phase == "Running",
+                        "restartCount": restarts,
+                        "image": "busybox",
+                        "imageID": "",
+                        "state": state,
+                    }
+                ],
+            }
+        },
+        NAMESPACE,
+        subresource="status",
+    )
 
 
 def kubelet_runs_all(api: KubeApi, job_name: str, phase: str) -> list[dict[str, Any]]:

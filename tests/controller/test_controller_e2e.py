@@ -40,22 +40,36 @@ def test_job_runs_to_completion(api: KubeApi, controller: JobController) -> None
 
 
 def test_evicted_pod_restarts_the_job_until_max_retry(api: KubeApi, controller: JobController) -> None:
-    api.create(kinds.JOB, job("flaky", replicas=2, maxRetry=1,
-                              policies=[{"event": "PodEvicted", "action": "RestartJob"}]), "default")
+    api.create(
+        kinds.JOB,
+        job("flaky", replicas=2, maxRetry=1, policies=[{"event": "PodEvicted", "action": "RestartJob"}]),
+        "default",
+    )
     for pod in wait_for(lambda: len(pods_of(api, "flaky")) == 2 and pods_of(api, "flaky"), 10, "2 pods"):
         kubelet_runs(api, pod, "Running")
     wait_for(lambda: phase_of(api, "flaky") == "Running", 10, "the job to run")
     first_uids = {p["metadata"]["uid"] for p in pods_of(api, "flaky")}
 
     api.evict("default", "flaky-worker-0")
-    wait_for(lambda: (api.get(kinds.JOB, "flaky", "default").get("status") or {}).get("retryCount") == 1, 10,
-             "the restart to be counted")
+    wait_for(
+        lambda: (api.get(kinds.JOB, "flaky", "default").get("status") or {}).get("retryCount") == 1,
+        10,
+        "the restart to be counted",
+    )
     # The restart deletes every pod; the kubelet's grace periods end; new pods come.
-    wait_for(lambda: all(p["metadata"].get("deletionTimestamp") for p in pods_of(api, "flaky")), 10,
-             "every pod to be deleted")
+    wait_for(
+        lambda: all(p["metadata"].get("deletionTimestamp") for p in pods_of(api, "flaky")),
+        10,
+        "every pod to be deleted",
+    )
     kubelet_finishes_deletions(api, "flaky")
-    fresh = wait_for(lambda: (lambda pods: len(pods) == 2 and not {p["metadata"]["uid"] for p in pods} & first_uids
-                              and pods)(pods_of(api, "flaky")), 15, "recreated pods")
+    fresh = wait_for(
+        lambda: (lambda pods: len(pods) == 2 and not {p["metadata"]["uid"] for p in pods} & first_uids and pods)(
+            pods_of(api, "flaky")
+        ),
+        15,
+        "recreated pods",
+    )
     for pod in fresh:
         kubelet_runs(api, pod, "Running")
     wait_for(lambda: phase_of(api, "flaky") == "Running", 10, "the job to run again")
@@ -87,14 +101,20 @@ def test_controller_restart_neither_duplicates_nor_loses_pods(api: KubeApi, cont
 def test_queue_closes_once_its_podgroups_are_gone(api: KubeApi, controller: JobController) -> None:
     api.create(kinds.QUEUE, {"metadata": {"name": "team"}, "spec": {"weight": 2}})
     api.create(kinds.JOB, job("member", replicas=1, queue="team"), "default")
-    wait_for(lambda: (api.get(kinds.QUEUE, "team").get("status") or {}).get("pending") == 1, 10,
-             "the queue to count the job's PodGroup")
+    wait_for(
+        lambda: (api.get(kinds.QUEUE, "team").get("status") or {}).get("pending") == 1,
+        10,
+        "the queue to count the job's PodGroup",
+    )
     api.patch(kinds.QUEUE, "team", {"metadata": {"annotations": {"lahar.dev/queue-command": "close"}}})
     wait_for(lambda: api.get(kinds.QUEUE, "team")["status"]["state"] == "Closing", 10, "Closing")
     api.delete(kinds.JOB, "member", "default")  # the API's garbage collector takes its PodGroup
     wait_for(lambda: api.get(kinds.QUEUE, "team")["status"]["state"] == "Closed", 10, "Closed")
-    wait_for(lambda: "lahar.dev/queue-command" not in (api.get(kinds.QUEUE, "team")["metadata"].get("annotations")
-                                                      or {}), 10, "the request to be consumed")
+    wait_for(
+        lambda: "lahar.dev/queue-command" not in (api.get(kinds.QUEUE, "team")["metadata"].get("annotations") or {}),
+        10,
+        "the request to be consumed",
+    )
     api.patch(kinds.QUEUE, "team", {"metadata": {"annotations": {"lahar.dev/queue-command": "open"}}})
     wait_for(lambda: api.get(kinds.QUEUE, "team")["status"]["state"] == "Open", 10, "Open again")
 
@@ -120,8 +140,12 @@ def test_a_job_is_held_until_its_queue_exists(api: KubeApi, controller: JobContr
     assert api.get(kinds.PODGROUP, "early", "default")["spec"]["queue"] == "later"
     conditions = api.get(kinds.JOB, "early", "default")["status"]["conditions"]
     assert [c.get("reason") for c in conditions] == ["QueueNotFound", "QueueOpen"]
-    view = subprocess.run([sys.executable, "-m", "lahar", "job", "view", "early", "--kubeconfig", str(kubeconfig)],
-                          capture_output=True, text=True, timeout=60)
+    view = subprocess.run(
+        [sys.executable, "-m", "lahar", "job", "view", "early", "--kubeconfig", str(kubeconfig)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert view.returncode == 0, view.stderr
     held = next(line for line in view.stdout.splitlines() if "QueueNotFound" in line)
     assert held.split()[:2] == ["Pending", "QueueNotFound"] and 'queue "later" does not exist' in held

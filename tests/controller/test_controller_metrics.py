@@ -30,8 +30,11 @@ Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 def scrape(port: int) -> Samples:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
         text = response.read().decode()
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 def get(url: str) -> tuple[int, str]:
@@ -43,8 +46,14 @@ def get(url: str) -> tuple[int, str]:
 
 
 def test_jobs_by_phase_counts_every_phase() -> None:
-    counts = jobs_by_phase([{"status": {"state": {"phase": "Running"}}}, {"status": {"state": {"phase": "Running"}}},
-                            {}, {"status": {"state": {"phase": "Nonsense"}}}])
+    counts = jobs_by_phase(
+        [
+            {"status": {"state": {"phase": "Running"}}},
+            {"status": {"state": {"phase": "Running"}}},
+            {},
+            {"status": {"state": {"phase": "Nonsense"}}},
+        ]
+    )
     assert counts["Running"] == 2 and counts["Pending"] == 2  # unwritten or unknown: Pending
     assert counts["Failed"] == 0 and len(counts) == 10
 
@@ -57,18 +66,23 @@ def served(controller: JobController) -> Iterator[MetricsServer]:
     server.stop()
 
 
-def test_metrics_follow_jobs_reconciles_and_policy_actions(api: KubeApi, controller: JobController,
-                                                           served: MetricsServer) -> None:
+def test_metrics_follow_jobs_reconciles_and_policy_actions(
+    api: KubeApi, controller: JobController, served: MetricsServer
+) -> None:
     assert get(f"http://127.0.0.1:{served.port}/healthz") == (200, "ok\n")
     assert get(f"http://127.0.0.1:{served.port}/nope")[0] == 404
-    api.create(kinds.JOB, job("watched", replicas=2, policies=[{"event": "PodEvicted", "action": "RestartJob"}]),
-               NAMESPACE)
+    api.create(
+        kinds.JOB, job("watched", replicas=2, policies=[{"event": "PodEvicted", "action": "RestartJob"}]), NAMESPACE
+    )
     wait_for(lambda: len(pods_of(api, "watched")) == 2, 10, "2 pods")
     kubelet_runs_all(api, "watched", "Running")
     wait_for(lambda: phase_of(api, "watched") == "Running", 10, "Running")
 
-    samples = wait_for(lambda: (lambda s: s[("lahar_controller_jobs", (("phase", "Running"),))] == 1 and s)(
-        scrape(served.port)), 10, "the job counted as Running")
+    samples = wait_for(
+        lambda: (lambda s: s[("lahar_controller_jobs", (("phase", "Running"),))] == 1 and s)(scrape(served.port)),
+        10,
+        "the job counted as Running",
+    )
     assert samples[("lahar_controller_jobs", (("phase", "Pending"),))] == 0
     assert samples[("lahar_controller_reconcile_duration_seconds_count", (("kind", "job"),))] >= 3
     assert samples[("lahar_controller_reconcile_duration_seconds_count", (("kind", "queue"),))] >= 1
@@ -76,8 +90,11 @@ def test_metrics_follow_jobs_reconciles_and_policy_actions(api: KubeApi, control
     assert samples[("lahar_controller_policy_actions_total", (("action", "RestartJob"),))] == 0
 
     api.evict(NAMESPACE, "watched-worker-0")
-    wait_for(lambda: scrape(served.port)[("lahar_controller_policy_actions_total", (("action", "RestartJob"),))] == 1,
-             10, "the RestartJob to be counted")
+    wait_for(
+        lambda: scrape(served.port)[("lahar_controller_policy_actions_total", (("action", "RestartJob"),))] == 1,
+        10,
+        "the RestartJob to be counted",
+    )
     samples = scrape(served.port)
     assert samples[("lahar_controller_jobs", (("phase", "Restarting"),))] == 1
     assert samples[("lahar_controller_policy_actions_total", (("action", "AbortJob"),))] == 0
@@ -90,9 +107,24 @@ def test_healthz_fails_until_the_controller_runs(api: KubeApi) -> None:
 
 def test_lahar_controller_serves_metrics(kubeconfig: Path) -> None:
     process = subprocess.Popen(
-        [sys.executable, "-m", "lahar", "controller", "--kubeconfig", str(kubeconfig), "--no-admission",
-         "--metrics-port", "0", "--metrics-address", "127.0.0.1"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        [
+            sys.executable,
+            "-m",
+            "lahar",
+            "controller",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--no-admission",
+            "--metrics-port",
+            "0",
+            "--metrics-address",
+            "127.0.0.1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     try:
         assert process.stdout is not None
         banner = process.stdout.readline()
@@ -113,8 +145,12 @@ def test_lahar_controller_serves_metrics(kubeconfig: Path) -> None:
 
 
 def test_lahar_controller_refuses_a_bad_metrics_port(kubeconfig: Path) -> None:
-    result = subprocess.run([sys.executable, "-m", "lahar", "controller", "--kubeconfig", str(kubeconfig),
-                             "--metrics-port", "70000"], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "lahar", "controller", "--kubeconfig", str(kubeconfig), "--metrics-port", "70000"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 1
     assert "--metrics-port must be between 0 and 65535, not 70000" in result.stderr
     assert "Traceback" not in result.stderr

@@ -12,8 +12,17 @@ from lahar.client.connect import new_api_client
 from lahar.client.errors import KubeError
 from lahar.controller.controller import JobController
 from tests.controller.fake_kubelet import (
-    NAMESPACE, events_of, job, kubelet_finishes_deletions, kubelet_runs, kubelet_runs_all, phase_of, pod_named,
-    pods_of, status_of, task,
+    NAMESPACE,
+    events_of,
+    job,
+    kubelet_finishes_deletions,
+    kubelet_runs,
+    kubelet_runs_all,
+    phase_of,
+    pod_named,
+    pods_of,
+    status_of,
+    task,
 )
 from tests.support import wait_for
 
@@ -32,9 +41,17 @@ def env_of(pod: dict[str, Any]) -> dict[str, str]:
 
 
 def test_task_completed_completes_the_job(api: KubeApi, controller: JobController) -> None:
-    api.create(kinds.JOB, job("mw", tasks=[
-        task("master", 1, policies=[{"event": "TaskCompleted", "action": "CompleteJob"}]), task("worker", 2)]),
-        NAMESPACE)
+    api.create(
+        kinds.JOB,
+        job(
+            "mw",
+            tasks=[
+                task("master", 1, policies=[{"event": "TaskCompleted", "action": "CompleteJob"}]),
+                task("worker", 2),
+            ],
+        ),
+        NAMESPACE,
+    )
     wait_for_pods(api, "mw", 3)
     kubelet_runs_all(api, "mw", "Running")
     wait_for_phase(api, "mw", "Running")
@@ -73,13 +90,19 @@ def test_ttl_deletes_the_finished_job_and_what_it_owns(api: KubeApi, controller:
     # The API's garbage collector takes everything the job owned.
     assert pods_of(api, "brief") == []
     for kind in (kinds.PODGROUP, kinds.SERVICE, kinds.CONFIGMAP):
-        assert [o["metadata"]["name"] for o in api.list(kind, NAMESPACE)["items"]
-                if o["metadata"]["name"].startswith("brief")] == [], kind.plural
+        assert [
+            o["metadata"]["name"]
+            for o in api.list(kind, NAMESPACE)["items"]
+            if o["metadata"]["name"].startswith("brief")
+        ] == [], kind.plural
 
 
 def test_svc_and_env_plugins_give_hosts_and_indexes(api: KubeApi, controller: JobController) -> None:
-    api.create(kinds.JOB, job("mpi", tasks=[task("launcher", 1), task("mpi-worker", 2)],
-                              plugins={"svc": [], "env": []}), NAMESPACE)
+    api.create(
+        kinds.JOB,
+        job("mpi", tasks=[task("launcher", 1), task("mpi-worker", 2)], plugins={"svc": [], "env": []}),
+        NAMESPACE,
+    )
     pods = {p["metadata"]["name"]: p for p in wait_for_pods(api, "mpi", 3)}
 
     service = api.get(kinds.SERVICE, "mpi", NAMESPACE)
@@ -102,8 +125,15 @@ def test_svc_and_env_plugins_give_hosts_and_indexes(api: KubeApi, controller: Jo
 
 def test_pod_pending_too_long_restarts_the_pod_until_max_retry(api: KubeApi, controller: JobController) -> None:
     # No scheduler binds the pod: it stays Pending past the policy's timeout, twice.
-    api.create(kinds.JOB, job("stuck", tasks=[task("worker", 1, policies=[
-        {"event": "PodPending", "timeout": "1s", "action": "RestartPod"}])], maxRetry=1), NAMESPACE)
+    api.create(
+        kinds.JOB,
+        job(
+            "stuck",
+            tasks=[task("worker", 1, policies=[{"event": "PodPending", "timeout": "1s", "action": "RestartPod"}])],
+            maxRetry=1,
+        ),
+        NAMESPACE,
+    )
     first = wait_for_pods(api, "stuck", 1)[0]["metadata"]["uid"]
     wait_for(lambda: status_of(api, "stuck").get("retryCount") == 1, 10, "the first restart")
     wait_for(lambda: any(p["metadata"]["uid"] != first for p in pods_of(api, "stuck")), 10, "a new pod")
@@ -114,8 +144,15 @@ def test_pod_pending_too_long_restarts_the_pod_until_max_retry(api: KubeApi, con
 
 
 def test_exit_code_policy_picks_the_action(api: KubeApi, controller: JobController) -> None:
-    api.create(kinds.JOB, job("coded", tasks=[task("worker", 2, policies=[{"exitCode": 3, "action": "AbortJob"}])],
-                              policies=[{"event": "PodFailed", "action": "RestartJob"}]), NAMESPACE)
+    api.create(
+        kinds.JOB,
+        job(
+            "coded",
+            tasks=[task("worker", 2, policies=[{"exitCode": 3, "action": "AbortJob"}])],
+            policies=[{"event": "PodFailed", "action": "RestartJob"}],
+        ),
+        NAMESPACE,
+    )
     pods = wait_for_pods(api, "coded", 2)
     kubelet_runs_all(api, "coded", "Running")
     wait_for_phase(api, "coded", "Running")
@@ -149,8 +186,11 @@ def test_a_failed_pod_deletion_is_issued_again(api: KubeApi, kubeconfig: Path) -
     controller = JobController(flaky, admission_required=False, resync_seconds=2.0)
     controller.start()
     try:
-        api.create(kinds.JOB, job("retry", tasks=[task("worker", 2, policies=[
-            {"event": "PodFailed", "action": "RestartPod"}])]), NAMESPACE)
+        api.create(
+            kinds.JOB,
+            job("retry", tasks=[task("worker", 2, policies=[{"event": "PodFailed", "action": "RestartPod"}])]),
+            NAMESPACE,
+        )
         pods = wait_for_pods(api, "retry", 2)
         kubelet_runs_all(api, "retry", "Running")
         wait_for_phase(api, "retry", "Running")
@@ -166,8 +206,9 @@ def test_a_failed_pod_deletion_is_issued_again(api: KubeApi, kubeconfig: Path) -
         wait_for(lambda: "restartingPods" not in status_of(api, "retry"), 10, "the restart's record to be cleared")
         assert pod_named(api, "retry", "retry-worker-1")["metadata"]["uid"] == pods[1]["metadata"]["uid"]
         assert "FailedPodWrites" in {e["reason"] for e in events_of(api, "retry")}
-        errors = controller.metrics.registry.get_sample_value("lahar_controller_reconcile_errors_total",
-                                                              {"kind": "job"})
+        errors = controller.metrics.registry.get_sample_value(
+            "lahar_controller_reconcile_errors_total", {"kind": "job"}
+        )
         assert errors is not None and errors >= 1
     finally:
         controller.stop()

@@ -7,28 +7,40 @@ from typing import Any
 from lahar.api.job import Job
 from lahar.controller.desired import desired_podgroup, desired_pods
 from lahar.controller.naming import (
-    GROUP_NAME_KEY, JOB_NAME_KEY, TASK_INDEX_KEY, TASK_SPEC_KEY, pod_index, pod_task_name,
+    GROUP_NAME_KEY,
+    JOB_NAME_KEY,
+    TASK_INDEX_KEY,
+    TASK_SPEC_KEY,
+    pod_index,
+    pod_task_name,
 )
 
 
 def _task(name: str, replicas: int, cpu: str, memory: str, **extra: Any) -> dict[str, Any]:
-    container = {"name": "c", "image": "busybox",
-                 "resources": {"requests": {"cpu": cpu, "memory": memory}}}
-    return {"name": name, "replicas": replicas,
-            "template": {"metadata": {"labels": {"app": name}},
-                         "spec": {"containers": [container], "restartPolicy": "OnFailure"}},
-            **extra}
+    container = {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu, "memory": memory}}}
+    return {
+        "name": name,
+        "replicas": replicas,
+        "template": {
+            "metadata": {"labels": {"app": name}},
+            "spec": {"containers": [container], "restartPolicy": "OnFailure"},
+        },
+        **extra,
+    }
 
 
 def _job(**spec: Any) -> Job:
-    return Job.from_dict({"metadata": {"name": "train", "namespace": "ml", "uid": "u-1"},
-                          "spec": {"queue": "research", **spec}})
+    return Job.from_dict(
+        {"metadata": {"name": "train", "namespace": "ml", "uid": "u-1"}, "spec": {"queue": "research", **spec}}
+    )
 
 
 def test_podgroup_min_resources_takes_task_minimums_then_fills_in_task_order() -> None:
-    job = _job(minAvailable=3, priorityClassName="high", tasks=[
-        _task("ps", 2, "1", "1Gi", minAvailable=1),
-        _task("worker", 4, "2", "2Gi", minAvailable=1)])
+    job = _job(
+        minAvailable=3,
+        priorityClassName="high",
+        tasks=[_task("ps", 2, "1", "1Gi", minAvailable=1), _task("worker", 4, "2", "2Gi", minAvailable=1)],
+    )
     group = desired_podgroup(job)
     # ps minimum (1 cpu) + worker minimum (2 cpu) + one more ps (1 cpu) = 4 cpu, 4Gi.
     assert group["spec"]["minResources"] == {"cpu": "4", "memory": "4Gi"}
@@ -47,8 +59,11 @@ def test_min_resources_of_default_min_available_is_all_replicas() -> None:
 
 
 def test_desired_pods_are_named_labelled_and_annotated_like_volcano() -> None:
-    job = _job(schedulerName="lahar", priorityClassName="high",
-               tasks=[_task("ps", 1, "1", "1Gi"), _task("worker", 2, "1", "1Gi")])
+    job = _job(
+        schedulerName="lahar",
+        priorityClassName="high",
+        tasks=[_task("ps", 1, "1", "1Gi"), _task("worker", 2, "1", "1Gi")],
+    )
     pods = desired_pods(job, retry_count=2)
     assert list(pods) == ["train-ps-0", "train-worker-0", "train-worker-1"]
     pod = pods["train-worker-1"]

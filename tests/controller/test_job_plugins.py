@@ -12,7 +12,13 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from lahar.controller.naming import JOB_NAME_KEY
 from lahar.controller.plugins import (
-    PLUGINS, UnknownPluginError, apply_on_pod, get_plugin, job_objects, job_plugins, parse_flags,
+    PLUGINS,
+    UnknownPluginError,
+    apply_on_pod,
+    get_plugin,
+    job_objects,
+    job_plugins,
+    parse_flags,
 )
 from lahar.controller.plugins import ssh as ssh_plugin
 
@@ -22,15 +28,23 @@ JOB_UID = "uid-1234"
 def mpi_job(plugins: dict[str, list[str]] | None = None) -> dict[str, Any]:
     container = {"name": "main", "image": "mpi:latest", "env": [{"name": "KEEP", "value": "1"}]}
     return {
-        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
         "metadata": {"name": "lm", "namespace": "team", "uid": JOB_UID},
         "spec": {
             "plugins": plugins if plugins is not None else {"env": [], "svc": [], "ssh": []},
             "tasks": [
                 {"name": "mpi-master", "replicas": 1, "template": {"spec": {"containers": [container]}}},
-                {"name": "mpi-worker", "replicas": 2, "template": {"spec": {
-                    "initContainers": [{"name": "init", "image": "busybox"}],
-                    "containers": [copy.deepcopy(container), {"name": "sidecar", "image": "s"}]}}},
+                {
+                    "name": "mpi-worker",
+                    "replicas": 2,
+                    "template": {
+                        "spec": {
+                            "initContainers": [{"name": "init", "image": "busybox"}],
+                            "containers": [copy.deepcopy(container), {"name": "sidecar", "image": "s"}],
+                        }
+                    },
+                },
             ],
         },
     }
@@ -64,8 +78,14 @@ def secret_text(secret: dict[str, Any]) -> dict[str, str]:
 
 def assert_owned_by_job(obj: dict[str, Any]) -> None:
     [owner] = obj["metadata"]["ownerReferences"]
-    assert owner == {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "lm",
-                     "uid": JOB_UID, "controller": True, "blockOwnerDeletion": True}
+    assert owner == {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "name": "lm",
+        "uid": JOB_UID,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
     assert obj["metadata"]["namespace"] == "team"
 
 
@@ -105,7 +125,8 @@ def test_env_sets_task_index_on_every_container(index: int) -> None:
 def test_env_replaces_rather_than_duplicates_an_existing_entry() -> None:
     job = mpi_job({"env": []})
     job["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["env"].append(
-        {"name": "VC_TASK_INDEX", "value": "stale"})
+        {"name": "VC_TASK_INDEX", "value": "stale"}
+    )
     pod = build_pod(job, 0, 0)
     assert env_of(pod["spec"]["containers"][0])["VC_TASK_INDEX"] == "0"
 
@@ -121,8 +142,7 @@ def test_svc_headless_service_shape() -> None:
     service = by_kind(job_objects(mpi_job({"svc": []})), "Service")
     assert service["apiVersion"] == "v1"
     assert service["metadata"]["name"] == "lm"
-    assert service["spec"] == {"clusterIP": "None", "selector": {JOB_NAME_KEY: "lm"},
-                               "publishNotReadyAddresses": True}
+    assert service["spec"] == {"clusterIP": "None", "selector": {JOB_NAME_KEY: "lm"}, "publishNotReadyAddresses": True}
     assert_owned_by_job(service)
 
 
@@ -137,8 +157,10 @@ def test_svc_config_map_lists_hosts_per_task() -> None:
     config_map = by_kind(job_objects(mpi_job({"svc": []})), "ConfigMap")
     assert config_map["metadata"]["name"] == "lm-svc"
     assert config_map["data"] == {
-        "mpi-master.host": "lm-mpi-master-0.lm", "mpi-master.num": "1",
-        "mpi-worker.host": "lm-mpi-worker-0.lm\nlm-mpi-worker-1.lm", "mpi-worker.num": "2",
+        "mpi-master.host": "lm-mpi-master-0.lm",
+        "mpi-master.num": "1",
+        "mpi-worker.host": "lm-mpi-worker-0.lm\nlm-mpi-worker-1.lm",
+        "mpi-worker.num": "2",
     }
     assert_owned_by_job(config_map)
 
@@ -216,16 +238,14 @@ def test_ssh_incomplete_existing_secret_is_replaced() -> None:
 
 def test_ssh_mounts_the_secret_in_every_container() -> None:
     pod = build_pod(mpi_job({"ssh": []}), 1, 0)
-    assert pod["spec"]["volumes"] == [
-        {"name": "lm-ssh", "secret": {"secretName": "lm-ssh", "defaultMode": 0o600}}]
+    assert pod["spec"]["volumes"] == [{"name": "lm-ssh", "secret": {"secretName": "lm-ssh", "defaultMode": 0o600}}]
     for container in containers(pod):
         assert container["volumeMounts"] == [{"name": "lm-ssh", "mountPath": "/root/.ssh"}]
 
 
 def test_ssh_key_file_path_moves_the_mount() -> None:
     pod = build_pod(mpi_job({"ssh": ["--ssh-key-file-path=/home/mpi/.ssh"]}), 0, 0)
-    assert pod["spec"]["containers"][0]["volumeMounts"] == [
-        {"name": "lm-ssh", "mountPath": "/home/mpi/.ssh"}]
+    assert pod["spec"]["containers"][0]["volumeMounts"] == [{"name": "lm-ssh", "mountPath": "/home/mpi/.ssh"}]
     assert ssh_plugin.mount_path([]) == "/root/.ssh"
 
 
@@ -248,7 +268,10 @@ def test_all_plugins_applied_twice_change_nothing() -> None:
 def test_all_plugins_objects() -> None:
     objects = job_objects(mpi_job())
     assert sorted((obj["kind"], obj["metadata"]["name"]) for obj in objects) == [
-        ("ConfigMap", "lm-svc"), ("Secret", "lm-ssh"), ("Service", "lm")]
+        ("ConfigMap", "lm-svc"),
+        ("Secret", "lm-ssh"),
+        ("Service", "lm"),
+    ]
 
 
 def test_on_pod_does_not_touch_the_job() -> None:

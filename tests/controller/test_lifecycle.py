@@ -14,26 +14,34 @@ PENDING_GROUP = {"status": {"phase": "Pending"}}
 
 
 def _task(name: str, replicas: int, **extra: Any) -> dict[str, Any]:
-    return {"name": name, "replicas": replicas,
-            "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}, **extra}
+    return {
+        "name": name,
+        "replicas": replicas,
+        "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}},
+        **extra,
+    }
 
 
-def _job(tasks: list[dict[str, Any]], phase: str | None = None, retry: int = 0,
-         since: datetime = NOW, **spec: Any) -> dict[str, Any]:
-    job: dict[str, Any] = {"metadata": {"name": "j", "namespace": "ns", "uid": "u"},
-                           "spec": {"tasks": tasks, **spec}}
+def _job(
+    tasks: list[dict[str, Any]], phase: str | None = None, retry: int = 0, since: datetime = NOW, **spec: Any
+) -> dict[str, Any]:
+    job: dict[str, Any] = {"metadata": {"name": "j", "namespace": "ns", "uid": "u"}, "spec": {"tasks": tasks, **spec}}
     if phase:
-        job["status"] = {"state": {"phase": phase, "lastTransitionTime": format_time(since)},
-                         "retryCount": retry}
+        job["status"] = {"state": {"phase": phase, "lastTransitionTime": format_time(since)}, "retryCount": retry}
     return job
 
 
-def _pod(task: str, index: int, phase: str = "Running", created: datetime = NOW,
-         exit_code: int | None = None, **status: Any) -> dict[str, Any]:
+def _pod(
+    task: str, index: int, phase: str = "Running", created: datetime = NOW, exit_code: int | None = None, **status: Any
+) -> dict[str, Any]:
     pod: dict[str, Any] = {
-        "metadata": {"name": f"j-{task}-{index}", "creationTimestamp": format_time(created),
-                     "labels": {"volcano.sh/task-spec": task, "volcano.sh/task-index": str(index)}},
-        "status": {"phase": phase, **status}}
+        "metadata": {
+            "name": f"j-{task}-{index}",
+            "creationTimestamp": format_time(created),
+            "labels": {"volcano.sh/task-spec": task, "volcano.sh/task-index": str(index)},
+        },
+        "status": {"phase": phase, **status},
+    }
     if exit_code is not None:
         pod["status"]["containerStatuses"] = [{"state": {"terminated": {"exitCode": exit_code}}}]
     return pod
@@ -60,8 +68,14 @@ def test_three_replica_job_goes_pending_running_completed() -> None:
 
     running = _step(job, [_pod("w", i) for i in range(3)])
     assert running.phase is JobPhase.RUNNING
-    assert running.new_conditions == [{"status": "Running", "lastTransitionTime": format_time(NOW),
-                                       "reason": "MinAvailable", "message": "3 of minAvailable 3 pods started"}]
+    assert running.new_conditions == [
+        {
+            "status": "Running",
+            "lastTransitionTime": format_time(NOW),
+            "reason": "MinAvailable",
+            "message": "3 of minAvailable 3 pods started",
+        }
+    ]
     job["status"] = running.status
 
     partly = _step(job, [_pod("w", 0, "Succeeded"), _pod("w", 1), _pod("w", 2)])
@@ -87,8 +101,7 @@ def test_pods_are_created_only_once_the_podgroup_is_inqueue() -> None:
 
 
 def test_pod_evicted_restarts_the_job() -> None:
-    job = _job([_task("w", 2)], phase="Running", retry=1,
-               policies=[{"event": "PodEvicted", "action": "RestartJob"}])
+    job = _job([_task("w", 2)], phase="Running", retry=1, policies=[{"event": "PodEvicted", "action": "RestartJob"}])
     decision = _step(job, [_pod("w", 0, "Failed", reason="Evicted"), _pod("w", 1)])
     assert decision.phase is JobPhase.RESTARTING
     assert _deleted(decision) == {"j-w-0", "j-w-1"}
@@ -105,16 +118,16 @@ def test_pod_evicted_restarts_the_job() -> None:
 
 
 def test_a_pod_being_deleted_reads_as_evicted() -> None:
-    job = _job([_task("w", 1)], phase="Running",
-               policies=[{"event": "PodEvicted", "action": "RestartJob"}])
+    job = _job([_task("w", 1)], phase="Running", policies=[{"event": "PodEvicted", "action": "RestartJob"}])
     pod = _pod("w", 0)
     pod["metadata"]["deletionTimestamp"] = format_time(NOW)
     assert _step(job, [pod]).phase is JobPhase.RESTARTING
 
 
 def test_restart_after_max_retry_fails_the_job() -> None:
-    job = _job([_task("w", 2)], phase="Running", retry=3, maxRetry=3,
-               policies=[{"event": "PodFailed", "action": "RestartJob"}])
+    job = _job(
+        [_task("w", 2)], phase="Running", retry=3, maxRetry=3, policies=[{"event": "PodFailed", "action": "RestartJob"}]
+    )
     decision = _step(job, [_pod("w", 0, "Failed", exit_code=1), _pod("w", 1)])
     assert decision.phase is JobPhase.FAILED
     assert decision.retry_count == 3 and not decision.retry_incremented
@@ -122,8 +135,10 @@ def test_restart_after_max_retry_fails_the_job() -> None:
 
 
 def test_task_completed_completes_the_job() -> None:
-    job = _job([_task("master", 1, policies=[{"event": "TaskCompleted", "action": "CompleteJob"}]),
-                _task("worker", 2)], phase="Running")
+    job = _job(
+        [_task("master", 1, policies=[{"event": "TaskCompleted", "action": "CompleteJob"}]), _task("worker", 2)],
+        phase="Running",
+    )
     decision = _step(job, [_pod("master", 0, "Succeeded"), _pod("worker", 0), _pod("worker", 1)])
     assert decision.phase is JobPhase.COMPLETING
     assert _deleted(decision) == {"j-worker-0", "j-worker-1"}
@@ -141,8 +156,7 @@ def test_min_success_completes_early() -> None:
 
 
 def test_ttl_after_finished_deletes_the_job() -> None:
-    job = _job([_task("w", 1)], phase="Completed", since=NOW - timedelta(seconds=50),
-               ttlSecondsAfterFinished=60)
+    job = _job([_task("w", 1)], phase="Completed", since=NOW - timedelta(seconds=50), ttlSecondsAfterFinished=60)
     early = _step(job, [])
     assert not early.delete_job and early.requeue_after == 10
     assert _step(job, [], now=NOW + timedelta(seconds=10)).delete_job
@@ -163,8 +177,11 @@ def test_pod_pending_timeout_restarts_the_pod() -> None:
 
 
 def test_exit_code_policy_picks_the_action() -> None:
-    job = _job([_task("w", 2, policies=[{"exitCode": 3, "action": "AbortJob"}])], phase="Running",
-               policies=[{"event": "PodFailed", "action": "RestartJob"}])
+    job = _job(
+        [_task("w", 2, policies=[{"exitCode": 3, "action": "AbortJob"}])],
+        phase="Running",
+        policies=[{"event": "PodFailed", "action": "RestartJob"}],
+    )
     aborted = _step(job, [_pod("w", 0, "Failed", exit_code=3), _pod("w", 1)])
     assert aborted.phase is JobPhase.ABORTING and _deleted(aborted) == {"j-w-1"}
     restarted = _step(job, [_pod("w", 0, "Failed", exit_code=1), _pod("w", 1)])
@@ -181,9 +198,10 @@ def test_depends_on_gates_pod_creation() -> None:
 
 
 def test_depends_on_any() -> None:
-    job = _job([_task("a", 1), _task("b", 1),
-                _task("c", 1, dependsOn={"name": ["a", "b"], "iteration": "any"})])
-    assert [p["metadata"]["name"] for p in _step(job, [_pod("a", 0), _pod("b", 0, "Pending")]).pods_to_create] == ["j-c-0"]
+    job = _job([_task("a", 1), _task("b", 1), _task("c", 1, dependsOn={"name": ["a", "b"], "iteration": "any"})])
+    assert [p["metadata"]["name"] for p in _step(job, [_pod("a", 0), _pod("b", 0, "Pending")]).pods_to_create] == [
+        "j-c-0"
+    ]
 
 
 def test_suspend_and_resume_commands() -> None:
@@ -217,8 +235,9 @@ def test_finished_phase_stays_and_kills_leftover_pods() -> None:
 
 
 def test_restart_task_deletes_only_that_task() -> None:
-    job = _job([_task("ps", 1), _task("w", 2, policies=[{"event": "PodFailed", "action": "RestartTask"}])],
-               phase="Running")
+    job = _job(
+        [_task("ps", 1), _task("w", 2, policies=[{"event": "PodFailed", "action": "RestartTask"}])], phase="Running"
+    )
     decision = _step(job, [_pod("ps", 0), _pod("w", 0, "Failed", exit_code=2), _pod("w", 1)])
     assert decision.phase is JobPhase.RESTARTING
     assert _deleted(decision) == {"j-w-0", "j-w-1"}
@@ -244,8 +263,9 @@ def test_a_failed_pod_deletion_is_issued_again_while_restarting() -> None:
 
 
 def test_restart_task_remembers_its_pods_only() -> None:
-    job = _job([_task("ps", 1), _task("w", 2, policies=[{"event": "PodFailed", "action": "RestartTask"}])],
-               phase="Running")
+    job = _job(
+        [_task("ps", 1), _task("w", 2, policies=[{"event": "PodFailed", "action": "RestartTask"}])], phase="Running"
+    )
     restart = _step(job, [_pod("ps", 0), _pod("w", 0, "Failed", exit_code=2), _pod("w", 1)])
     assert restart.status["restartingPods"] == ["j-w-0", "j-w-1"]
     job["status"] = restart.status
@@ -273,8 +293,9 @@ def test_task_max_retry_counts_container_restarts_as_task_failed() -> None:
 
 
 def test_task_max_retry_zero_tolerates_no_restart() -> None:
-    job = _job([_task("w", 1, maxRetry=0, policies=[{"event": "TaskFailed", "action": "TerminateJob"}])],
-               phase="Running")
+    job = _job(
+        [_task("w", 1, maxRetry=0, policies=[{"event": "TaskFailed", "action": "TerminateJob"}])], phase="Running"
+    )
     assert _step(job, [_pod("w", 0)]).phase is JobPhase.RUNNING  # no restart yet: not failed
     assert _step(job, [_restarted(_pod("w", 0), 1)]).phase is JobPhase.TERMINATING
 

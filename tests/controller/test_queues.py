@@ -27,32 +27,35 @@ def make_podgroup(queue: str | None, phase: str | None) -> dict[str, Any]:
     return group
 
 
-@pytest.mark.parametrize(("state", "command", "podgroups", "expected"), [
-    # close: Closing while groups remain, Closed when none
-    ("Open", "close", 2, "Closing"),
-    ("Open", "close", 0, "Closed"),
-    (None, "close", 0, "Closed"),
-    ("Unknown", "close", 1, "Closing"),
-    # Closing (an earlier close, or an operator's write) finishes once the queue is empty
-    ("Closing", None, 3, None),
-    ("Closing", None, 0, "Closed"),
-    ("Closing", "close", 0, "Closed"),
-    # Closed stays Closed, even if groups created before the close are still there
-    ("Closed", None, 0, None),
-    ("Closed", "close", 4, None),
-    # open: from any state
-    ("Closed", "open", 0, "Open"),
-    ("Closing", "open", 5, "Open"),
-    ("Open", "open", 0, None),
-    (None, "open", 0, None),
-    # no request: Open stays Open, absent reads as Open
-    ("Open", None, 7, None),
-    (None, None, 0, None),
-    # an unrecognised command changes nothing
-    ("Open", "pause", 0, None),
-    # a state Lahar does not know is written back as Unknown
-    ("Paused", None, 0, "Unknown"),
-])
+@pytest.mark.parametrize(
+    ("state", "command", "podgroups", "expected"),
+    [
+        # close: Closing while groups remain, Closed when none
+        ("Open", "close", 2, "Closing"),
+        ("Open", "close", 0, "Closed"),
+        (None, "close", 0, "Closed"),
+        ("Unknown", "close", 1, "Closing"),
+        # Closing (an earlier close, or an operator's write) finishes once the queue is empty
+        ("Closing", None, 3, None),
+        ("Closing", None, 0, "Closed"),
+        ("Closing", "close", 0, "Closed"),
+        # Closed stays Closed, even if groups created before the close are still there
+        ("Closed", None, 0, None),
+        ("Closed", "close", 4, None),
+        # open: from any state
+        ("Closed", "open", 0, "Open"),
+        ("Closing", "open", 5, "Open"),
+        ("Open", "open", 0, None),
+        (None, "open", 0, None),
+        # no request: Open stays Open, absent reads as Open
+        ("Open", None, 7, None),
+        (None, None, 0, None),
+        # an unrecognised command changes nothing
+        ("Open", "pause", 0, None),
+        # a state Lahar does not know is written back as Unknown
+        ("Paused", None, 0, "Unknown"),
+    ],
+)
 def test_next_queue_state(state: str | None, command: str | None, podgroups: int, expected: str | None) -> None:
     assert next_queue_state(make_queue(state=state, command=command), podgroups) == expected
 
@@ -82,7 +85,13 @@ def test_queue_status_counts_own_podgroups_by_phase() -> None:
         make_podgroup(None, "Running"),  # no queue: the default queue's
     ]
     assert queue_status(make_queue(state="Open"), groups) == {
-        "pending": 2, "inqueue": 1, "running": 2, "unknown": 1, "completed": 1, "state": "Open"}
+        "pending": 2,
+        "inqueue": 1,
+        "running": 2,
+        "unknown": 1,
+        "completed": 1,
+        "state": "Open",
+    }
     assert queue_status(make_queue("default"), groups)["running"] == 1
 
 

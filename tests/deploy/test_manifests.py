@@ -133,8 +133,9 @@ def json_schema(node: Obj, strict: bool = True, root: bool = False) -> Obj:
     result: Obj = {}
     for key, value in node.items():
         if key == "properties":
-            result[key] = {name: json_schema(child, strict=not (root and name == "metadata"))
-                           for name, child in value.items()}
+            result[key] = {
+                name: json_schema(child, strict=not (root and name == "metadata")) for name, child in value.items()
+            }
         elif key in ("items", "additionalProperties") and isinstance(value, dict):
             result[key] = json_schema(value)
         elif key in ("anyOf", "allOf", "oneOf"):
@@ -149,8 +150,13 @@ def json_schema(node: Obj, strict: bool = True, root: bool = False) -> Obj:
         result["type"] = [result["type"], "null"]
     if node.get("x-kubernetes-int-or-string") and "anyOf" not in result:
         result["anyOf"] = [{"type": "integer"}, {"type": "string"}]
-    if (strict and node.get("type") == "object" and "properties" in node
-            and not node.get("x-kubernetes-preserve-unknown-fields") and "additionalProperties" not in node):
+    if (
+        strict
+        and node.get("type") == "object"
+        and "properties" in node
+        and not node.get("x-kubernetes-preserve-unknown-fields")
+        and "additionalProperties" not in node
+    ):
         result["additionalProperties"] = False
     return result
 
@@ -163,8 +169,10 @@ def validator_for(kind: kinds.Kind) -> jsonschema.Validator:
 
 def schema_errors(obj: Obj) -> list[str]:
     kind = LAHAR_KINDS[(obj["apiVersion"], obj["kind"])]
-    return [f"{'.'.join(map(str, error.absolute_path)) or '<root>'}: {error.message}"
-            for error in validator_for(kind).iter_errors(obj)]
+    return [
+        f"{'.'.join(map(str, error.absolute_path)) or '<root>'}: {error.message}"
+        for error in validator_for(kind).iter_errors(obj)
+    ]
 
 
 def schema_nodes(node: Obj, path: str = "") -> Iterator[tuple[str, Obj]]:
@@ -200,8 +208,13 @@ SEPARATE_KUSTOMIZATIONS = (DEPLOY / "grafana",)
 
 
 def test_the_kustomization_reaches_every_file_in_deploy_once() -> None:
-    on_disk = {path.resolve() for path in DEPLOY.rglob("*") if path.is_file() and "__pycache__" not in path.parts
-               and not any(separate in path.parents for separate in SEPARATE_KUSTOMIZATIONS)}
+    on_disk = {
+        path.resolve()
+        for path in DEPLOY.rglob("*")
+        if path.is_file()
+        and "__pycache__" not in path.parts
+        and not any(separate in path.parents for separate in SEPARATE_KUSTOMIZATIONS)
+    }
     reached = RESOURCE_FILES + KUSTOMIZATIONS
     assert len(reached) == len(set(reached)), "a file is listed twice"
     orphans = sorted(str(path.relative_to(DEPLOY)) for path in on_disk - set(reached))
@@ -209,8 +222,10 @@ def test_the_kustomization_reaches_every_file_in_deploy_once() -> None:
 
 
 def test_objects_are_unique_and_namespaced_objects_live_in_lahar_system() -> None:
-    keys = [(obj["apiVersion"], obj["kind"], obj["metadata"].get("namespace"), obj["metadata"]["name"])
-            for _, obj in OBJECTS]
+    keys = [
+        (obj["apiVersion"], obj["kind"], obj["metadata"].get("namespace"), obj["metadata"]["name"])
+        for _, obj in OBJECTS
+    ]
     assert len(keys) == len(set(keys))
     for _, obj in OBJECTS:
         namespace = obj["metadata"].get("namespace")
@@ -235,8 +250,13 @@ def test_kubectl_kustomize_renders_exactly_the_files() -> None:
     version = kustomize_version()
     if version is None or version < 4:
         pytest.skip("needs kubectl with kustomize v4 or later (kubectl >= 1.21)")
-    result = subprocess.run([str(shutil.which("kubectl")), "kustomize", str(DEPLOY)], capture_output=True, text=True,
-                            timeout=60, check=False)
+    result = subprocess.run(
+        [str(shutil.which("kubectl")), "kustomize", str(DEPLOY)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     rendered = [doc for doc in yaml.safe_load_all(result.stdout) if doc is not None]
 
@@ -278,23 +298,43 @@ def test_every_manifest_is_a_valid_kubernetes_object(entry: tuple[Path, Obj], ve
 # The fields of monitoring.coreos.com/v1 ServiceMonitor these manifests use, as the operator's CRD
 # types them; anything else is refused so a typo cannot slip through.
 SERVICE_MONITOR_SCHEMA: Obj = {
-    "type": "object", "required": ["apiVersion", "kind", "metadata", "spec"], "additionalProperties": False,
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "additionalProperties": False,
     "properties": {
-        "apiVersion": {"const": "monitoring.coreos.com/v1"}, "kind": {"const": "ServiceMonitor"},
+        "apiVersion": {"const": "monitoring.coreos.com/v1"},
+        "kind": {"const": "ServiceMonitor"},
         "metadata": {"type": "object"},
         "spec": {
-            "type": "object", "required": ["selector", "endpoints"], "additionalProperties": False,
+            "type": "object",
+            "required": ["selector", "endpoints"],
+            "additionalProperties": False,
             "properties": {
-                "selector": {"type": "object", "additionalProperties": False,
-                             "properties": {"matchLabels": {"type": "object",
-                                                            "additionalProperties": {"type": "string"}}}},
-                "namespaceSelector": {"type": "object", "additionalProperties": False,
-                                      "properties": {"matchNames": {"type": "array", "items": {"type": "string"}}}},
-                "endpoints": {"type": "array", "minItems": 1, "items": {
-                    "type": "object", "required": ["port"], "additionalProperties": False,
-                    "properties": {"port": {"type": "string"}, "path": {"type": "string"},
-                                   "interval": {"type": "string", "pattern": r"^(0|(([0-9]+)(y|w|d|h|m|s|ms))+)$"},
-                                   "honorLabels": {"type": "boolean"}}}},
+                "selector": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {"matchLabels": {"type": "object", "additionalProperties": {"type": "string"}}},
+                },
+                "namespaceSelector": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {"matchNames": {"type": "array", "items": {"type": "string"}}},
+                },
+                "endpoints": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "required": ["port"],
+                        "additionalProperties": False,
+                        "properties": {
+                            "port": {"type": "string"},
+                            "path": {"type": "string"},
+                            "interval": {"type": "string", "pattern": r"^(0|(([0-9]+)(y|w|d|h|m|s|ms))+)$"},
+                            "honorLabels": {"type": "boolean"},
+                        },
+                    },
+                },
             },
         },
     },
@@ -308,8 +348,11 @@ def test_service_monitors_select_the_metrics_ports() -> None:
         jsonschema.validate(monitor, SERVICE_MONITOR_SCHEMA)
         spec = monitor["spec"]
         assert spec["namespaceSelector"]["matchNames"] == [NAMESPACE]
-        selected = [service for service in objects_of_kind("Service")
-                    if spec["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()]
+        selected = [
+            service
+            for service in objects_of_kind("Service")
+            if spec["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+        ]
         assert len(selected) == 1, f"{monitor['metadata']['name']} selects {len(selected)} Services"
         port_names = {port["name"] for port in selected[0]["spec"]["ports"]}
         assert {endpoint["port"] for endpoint in spec["endpoints"]} <= port_names
@@ -329,8 +372,11 @@ def test_services_select_one_workload_and_name_its_ports() -> None:
         selector = service["spec"]["selector"]
         selected = [w for w in WORKLOADS if selector.items() <= w["spec"]["template"]["metadata"]["labels"].items()]
         assert len(selected) == 1, f"Service {service['metadata']['name']} selects {len(selected)} workloads"
-        container_ports = {port["name"]: port["containerPort"]
-                           for container in pod_spec(selected[0])["containers"] for port in container["ports"]}
+        container_ports = {
+            port["name"]: port["containerPort"]
+            for container in pod_spec(selected[0])["containers"]
+            for port in container["ports"]
+        }
         for port in service["spec"]["ports"]:
             assert port["targetPort"] in container_ports, port
             assert port["port"] == container_ports[port["targetPort"]], "the Service keeps the container's number"
@@ -342,8 +388,10 @@ def test_workloads_use_existing_accounts_config_maps_and_their_own_labels() -> N
     for workload in WORKLOADS:
         spec = pod_spec(workload)
         assert spec["serviceAccountName"] in accounts
-        assert workload["spec"]["selector"]["matchLabels"].items() <= workload["spec"]["template"]["metadata"][
-            "labels"].items()
+        assert (
+            workload["spec"]["selector"]["matchLabels"].items()
+            <= workload["spec"]["template"]["metadata"]["labels"].items()
+        )
         for volume in spec.get("volumes", []):
             if "configMap" in volume:
                 assert volume["configMap"]["name"] in config_maps
@@ -365,8 +413,13 @@ def test_role_bindings_bind_existing_roles_to_existing_accounts() -> None:
 
 
 def rules_of(role: str) -> set[tuple[str, str, str]]:
-    return {(group, resource, verb) for rule in the_object("ClusterRole", role)["rules"]
-            for group in rule["apiGroups"] for resource in rule["resources"] for verb in rule["verbs"]}
+    return {
+        (group, resource, verb)
+        for rule in the_object("ClusterRole", role)["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
 
 
 def test_rbac_is_least_privilege() -> None:
@@ -374,22 +427,44 @@ def test_rbac_is_least_privilege() -> None:
         for group, resource, verb in rules_of(role["metadata"]["name"]):
             assert "*" not in (group, resource, verb), f"{role['metadata']['name']}: no wildcards"
     assert rules_of("lahar-agent") == {
-        ("", "pods", "get"), ("", "pods", "list"), ("", "pods", "watch"), ("", "pods/eviction", "create"),
-        ("", "nodes", "get"), ("", "nodes/status", "patch"), ("", "events", "create"),
+        ("", "pods", "get"),
+        ("", "pods", "list"),
+        ("", "pods", "watch"),
+        ("", "pods/eviction", "create"),
+        ("", "nodes", "get"),
+        ("", "nodes/status", "patch"),
+        ("", "events", "create"),
     }
     scheduler = rules_of("lahar-scheduler")
-    assert {("", "pods/binding", "create"), ("", "pods/eviction", "create"),
-            ("scheduling.volcano.sh", "podgroups/status", "update"),
-            ("scheduling.volcano.sh", "queues/status", "update"),
-            ("scheduling.k8s.io", "priorityclasses", "watch")} <= scheduler
+    assert {
+        ("", "pods/binding", "create"),
+        ("", "pods/eviction", "create"),
+        ("scheduling.volcano.sh", "podgroups/status", "update"),
+        ("scheduling.volcano.sh", "queues/status", "update"),
+        ("scheduling.k8s.io", "priorityclasses", "watch"),
+    } <= scheduler
     assert {verb for _, resource, verb in scheduler if resource in ("podgroups", "queues", "nodes")} == {
-        "get", "list", "watch"}, "the scheduler writes only the status of PodGroups and Queues"
+        "get",
+        "list",
+        "watch",
+    }, "the scheduler writes only the status of PodGroups and Queues"
     assert {verb for _, resource, verb in scheduler if resource == "pods"} == {
-        "get", "list", "watch", "patch", "delete"}, "it never creates pods (patch: GPU index, delete: gang rollback)"
+        "get",
+        "list",
+        "watch",
+        "patch",
+        "delete",
+    }, "it never creates pods (patch: GPU index, delete: gang rollback)"
     controller = rules_of("lahar-controller")
-    assert {("batch.volcano.sh", "jobs/status", "patch"), ("scheduling.volcano.sh", "podgroups", "create"),
-            ("", "pods", "create"), ("", "pods", "delete"), ("scheduling.volcano.sh", "queues/status", "patch"),
-            ("", "secrets", "create"), ("", "events", "create")} <= controller
+    assert {
+        ("batch.volcano.sh", "jobs/status", "patch"),
+        ("scheduling.volcano.sh", "podgroups", "create"),
+        ("", "pods", "create"),
+        ("", "pods", "delete"),
+        ("scheduling.volcano.sh", "queues/status", "patch"),
+        ("", "secrets", "create"),
+        ("", "events", "create"),
+    } <= controller
     for role in ("lahar-agent", "lahar-scheduler"):
         assert not {r for _, r, _ in rules_of(role)} & {"secrets", "configmaps"}, f"{role} reads its files from mounts"
 
@@ -448,8 +523,9 @@ def test_container_args_are_accepted_by_the_lahar_command(workload: str, contain
     for value in vars(args).values():  # every path a flag names is (in, or a folder of) a mount
         path = str(value)
         if isinstance(value, (str, Path)) and path.startswith("/") and path != "/":
-            assert any(path == mount or path.startswith(mount + "/") or mount.startswith(path + "/")
-                       for mount in mounts), f"{workload}: {path} is not in any of {mounts}"
+            assert any(
+                path == mount or path.startswith(mount + "/") or mount.startswith(path + "/") for mount in mounts
+            ), f"{workload}: {path} is not in any of {mounts}"
 
 
 def test_agent_ports_and_flags_follow_the_code() -> None:
@@ -478,12 +554,15 @@ def test_agent_daemonset_runs_on_every_node_with_the_access_it_needs() -> None:
     assert agent["securityContext"]["readOnlyRootFilesystem"] is True
     for probe in ("readinessProbe", "livenessProbe"):
         assert agent[probe]["httpGet"] == {"path": "/healthz", "port": "metrics"}
-    assert agent["resources"] == {"requests": {"cpu": "50m", "memory": "96Mi"},
-                                  "limits": {"cpu": "500m", "memory": "256Mi"}}
+    assert agent["resources"] == {
+        "requests": {"cpu": "50m", "memory": "96Mi"},
+        "limits": {"cpu": "500m", "memory": "256Mi"},
+    }
     host_paths = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
     assert set(host_paths.values()) == {"/proc", "/sys", "/sys/fs/cgroup", "/usr", "/var/lib/kubelet"}
-    writable = {host_paths[m["name"]] for m in agent["volumeMounts"]
-                if m["name"] in host_paths and not m.get("readOnly")}
+    writable = {
+        host_paths[m["name"]] for m in agent["volumeMounts"] if m["name"] in host_paths and not m.get("readOnly")
+    }
     assert writable == {"/sys/fs/cgroup"}, "only the cgroup tree is writable"
     for mount in agent["volumeMounts"]:
         if mount["name"] in host_paths:
@@ -518,8 +597,10 @@ def test_scheduler_conf_is_volcano_format_with_the_default_actions_and_tiers() -
     assert [action.strip() for action in conf["actions"].split(",")] == SCHEDULER_CONF_ACTIONS
     # The deployed tiers are the scheduler's built-in default, so a cluster and `lahar up` agree.
     from lahar.scheduler.conf import default_conf
-    assert [[plugin["name"] for plugin in tier["plugins"]] for tier in conf["tiers"]] == \
-        [[option.name for option in tier] for tier in default_conf().tiers]
+
+    assert [[plugin["name"] for plugin in tier["plugins"]] for tier in conf["tiers"]] == [
+        [option.name for option in tier] for tier in default_conf().tiers
+    ]
     _, scheduler = the_container("lahar-scheduler", "scheduler")
     mount = next(m for m in scheduler["volumeMounts"] if m["name"] == "config")
     assert "subPath" not in mount, "a subPath mount never sees ConfigMap updates (hot reload)"
@@ -694,20 +775,52 @@ def value_at(obj: Any, path: tuple[Any, ...]) -> Any:
 
 
 def minimal_job() -> Obj:
-    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "j", "namespace": "default"},
-            "spec": {"tasks": [{"name": "main", "replicas": 2,
-                                "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}}]}}
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "j", "namespace": "default"},
+        "spec": {
+            "tasks": [
+                {
+                    "name": "main",
+                    "replicas": 2,
+                    "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}},
+                }
+            ]
+        },
+    }
 
 
-@pytest.mark.parametrize(("kind", "minimal", "lahar_defaults"), [
-    (kinds.JOB, minimal_job, job_api.defaults),
-    (kinds.PODGROUP, lambda: {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-                              "metadata": {"name": "pg", "namespace": "default"}, "spec": {}}, podgroup_api.defaults),
-    (kinds.QUEUE, lambda: {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
-                           "metadata": {"name": "q"}, "spec": {}}, queue_api.defaults),
-], ids=["Job", "PodGroup", "Queue"])
-def test_crd_defaults_are_lahars_defaults(kind: kinds.Kind, minimal: Callable[[], Obj],
-                                          lahar_defaults: Callable[[Obj], Obj]) -> None:
+@pytest.mark.parametrize(
+    ("kind", "minimal", "lahar_defaults"),
+    [
+        (kinds.JOB, minimal_job, job_api.defaults),
+        (
+            kinds.PODGROUP,
+            lambda: {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "PodGroup",
+                "metadata": {"name": "pg", "namespace": "default"},
+                "spec": {},
+            },
+            podgroup_api.defaults,
+        ),
+        (
+            kinds.QUEUE,
+            lambda: {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "metadata": {"name": "q"},
+                "spec": {},
+            },
+            queue_api.defaults,
+        ),
+    ],
+    ids=["Job", "PodGroup", "Queue"],
+)
+def test_crd_defaults_are_lahars_defaults(
+    kind: kinds.Kind, minimal: Callable[[], Obj], lahar_defaults: Callable[[Obj], Obj]
+) -> None:
     """A cluster defaults through the CRD; the embedded API server through lahar/api. Wherever
     the CRD sets a default it must be the value Lahar's own defaults give."""
     schema = crd_schema(kind)
@@ -750,8 +863,9 @@ def volcano_job_with_fields_lahar_ignores() -> Obj:
     manifest["spec"]["networkTopology"] = {"mode": "hard", "highestTierAllowed": 1}
     manifest["spec"]["runningEstimate"] = "2h"
     manifest["spec"]["schedulerName"] = "volcano"
-    manifest["spec"]["tasks"][1].update(topologyPolicy="single-numa-node", maxRetry=1,
-                                        dependsOn={"name": ["mpimaster"]})
+    manifest["spec"]["tasks"][1].update(
+        topologyPolicy="single-numa-node", maxRetry=1, dependsOn={"name": ["mpimaster"]}
+    )
     manifest["spec"]["tasks"][0]["template"]["metadata"] = {"annotations": {"volcano.sh/qos-level": "BE"}}
     return manifest
 
@@ -770,11 +884,26 @@ def written_by_lahar() -> list[tuple[str, Obj]]:
     queue = queue_api.defaults(research_queue())
     return [
         ("podgroup", group),
-        ("podgroup with status", {**group, "status": {
-            "phase": "Pending", "running": 0, "conditions": [{
-                "type": "Unschedulable", "status": "True", "reason": "NotEnoughResources",
-                "message": "2/3 tasks in gang unschedulable: 2 Insufficient cpu",
-                "lastTransitionTime": "2025-01-01T00:00:00Z", "transitionID": "9e1d"}]}}),
+        (
+            "podgroup with status",
+            {
+                **group,
+                "status": {
+                    "phase": "Pending",
+                    "running": 0,
+                    "conditions": [
+                        {
+                            "type": "Unschedulable",
+                            "status": "True",
+                            "reason": "NotEnoughResources",
+                            "message": "2/3 tasks in gang unschedulable: 2 Insufficient cpu",
+                            "lastTransitionTime": "2025-01-01T00:00:00Z",
+                            "transitionID": "9e1d",
+                        }
+                    ],
+                },
+            },
+        ),
         ("job status, pending", {**job_obj, "status": first.status}),
         ("job status, running", {**job_obj, "status": running.status}),
         ("queue status", {**queue, "status": {**queue_status(queue, [admitted]), "allocated": {"cpu": "3"}}}),
@@ -831,68 +960,161 @@ def task(obj: Obj, index: int = 0) -> Obj:
 # (name, object, field the schema names, whether lahar/api refuses it too). The last is False only
 # for unknown fields: the embedded API server ignores those, a cluster's strict validation does not.
 REFUSED: list[tuple[str, Callable[[], Obj], str, bool]] = [
-    ("job minAvailable as a string", edited(mpi_job, lambda o: o["spec"].update(minAvailable="3")),
-     "spec.minAvailable", True),
+    (
+        "job minAvailable as a string",
+        edited(mpi_job, lambda o: o["spec"].update(minAvailable="3")),
+        "spec.minAvailable",
+        True,
+    ),
     ("job without tasks", edited(mpi_job, lambda o: o["spec"].pop("tasks")), "spec", True),
     ("job with no tasks", edited(mpi_job, lambda o: o["spec"].update(tasks=[])), "spec.tasks", True),
     ("job without spec", edited(mpi_job, lambda o: o.pop("spec")), "<root>", True),
     ("job negative maxRetry", edited(mpi_job, lambda o: o["spec"].update(maxRetry=-1)), "spec.maxRetry", True),
-    ("job negative ttl", edited(mpi_job, lambda o: o["spec"].update(ttlSecondsAfterFinished=-5)),
-     "spec.ttlSecondsAfterFinished", True),
+    (
+        "job negative ttl",
+        edited(mpi_job, lambda o: o["spec"].update(ttlSecondsAfterFinished=-5)),
+        "spec.ttlSecondsAfterFinished",
+        True,
+    ),
     ("job minSuccess 0", edited(mpi_job, lambda o: o["spec"].update(minSuccess=0)), "spec.minSuccess", True),
     ("task negative replicas", edited(mpi_job, lambda o: task(o).update(replicas=-1)), "spec.tasks.0.replicas", True),
-    ("task replicas as a float", edited(mpi_job, lambda o: task(o).update(replicas=1.5)),
-     "spec.tasks.0.replicas", True),
-    ("task name not a DNS label", edited(mpi_job, lambda o: task(o).update(name="Master_1")),
-     "spec.tasks.0.name", True),
-    ("task without a template spec", edited(mpi_job, lambda o: task(o).update(template={})),
-     "spec.tasks.0.template", True),
-    ("task template without containers", edited(mpi_job, lambda o: task(o)["template"]["spec"].update(containers=[])),
-     "spec.tasks.0.template.spec.containers", True),
-    ("unknown topology policy", edited(mpi_job, lambda o: task(o).update(topologyPolicy="always")),
-     "spec.tasks.0.topologyPolicy", True),
-    ("unknown policy event", edited(mpi_job, lambda o: o["spec"]["policies"][0].update(event="PodExploded")),
-     "spec.policies.0.event", True),
-    ("unknown policy action", edited(mpi_job, lambda o: o["spec"]["policies"][0].update(action="Reboot")),
-     "spec.policies.0.action", True),
-    ("timeout not a duration", edited(mpi_job, lambda o: o["spec"]["policies"].append(
-        {"event": "PodFailed", "action": "AbortJob", "timeout": "ten minutes"})), "spec.policies.2.timeout", True),
-    ("dependsOn naming nothing", edited(mpi_job, lambda o: task(o, 1).update(dependsOn={"name": []})),
-     "spec.tasks.1.dependsOn.name", True),
-    ("unknown job plugin", edited(mpi_job, lambda o: o["spec"]["plugins"].update(tensorflow=[])),
-     "spec.plugins", True),
+    (
+        "task replicas as a float",
+        edited(mpi_job, lambda o: task(o).update(replicas=1.5)),
+        "spec.tasks.0.replicas",
+        True,
+    ),
+    (
+        "task name not a DNS label",
+        edited(mpi_job, lambda o: task(o).update(name="Master_1")),
+        "spec.tasks.0.name",
+        True,
+    ),
+    (
+        "task without a template spec",
+        edited(mpi_job, lambda o: task(o).update(template={})),
+        "spec.tasks.0.template",
+        True,
+    ),
+    (
+        "task template without containers",
+        edited(mpi_job, lambda o: task(o)["template"]["spec"].update(containers=[])),
+        "spec.tasks.0.template.spec.containers",
+        True,
+    ),
+    (
+        "unknown topology policy",
+        edited(mpi_job, lambda o: task(o).update(topologyPolicy="always")),
+        "spec.tasks.0.topologyPolicy",
+        True,
+    ),
+    (
+        "unknown policy event",
+        edited(mpi_job, lambda o: o["spec"]["policies"][0].update(event="PodExploded")),
+        "spec.policies.0.event",
+        True,
+    ),
+    (
+        "unknown policy action",
+        edited(mpi_job, lambda o: o["spec"]["policies"][0].update(action="Reboot")),
+        "spec.policies.0.action",
+        True,
+    ),
+    (
+        "timeout not a duration",
+        edited(
+            mpi_job,
+            lambda o: o["spec"]["policies"].append(
+                {"event": "PodFailed", "action": "AbortJob", "timeout": "ten minutes"}
+            ),
+        ),
+        "spec.policies.2.timeout",
+        True,
+    ),
+    (
+        "dependsOn naming nothing",
+        edited(mpi_job, lambda o: task(o, 1).update(dependsOn={"name": []})),
+        "spec.tasks.1.dependsOn.name",
+        True,
+    ),
+    ("unknown job plugin", edited(mpi_job, lambda o: o["spec"]["plugins"].update(tensorflow=[])), "spec.plugins", True),
     ("queue not a name", edited(mpi_job, lambda o: o["spec"].update(queue="Research Queue")), "spec.queue", True),
-    ("job name of 64 characters", edited(mpi_job, lambda o: o["metadata"].update(name="j" * 64)),
-     "metadata.name", True),
+    (
+        "job name of 64 characters",
+        edited(mpi_job, lambda o: o["metadata"].update(name="j" * 64)),
+        "metadata.name",
+        True,
+    ),
     ("misspelt job field", edited(mpi_job, lambda o: o["spec"].update(minAvaliable=3)), "spec", False),
-    ("podgroup minMember as a string", edited(spark_podgroup, lambda o: o["spec"].update(minMember="3")),
-     "spec.minMember", True),
-    ("podgroup negative minMember", edited(spark_podgroup, lambda o: o["spec"].update(minMember=-1)),
-     "spec.minMember", True),
-    ("podgroup bad quantity", edited(spark_podgroup, lambda o: o["spec"]["minResources"].update(cpu="lots")),
-     "spec.minResources.cpu", True),
-    ("podgroup negative task minimum", edited(spark_podgroup, lambda o: o["spec"]["minTaskMember"].update(driver=-1)),
-     "spec.minTaskMember.driver", True),
-    ("podgroup unknown phase", edited(spark_podgroup, lambda o: o.update(status={"phase": "Sleeping"})),
-     "status.phase", True),
-    ("podgroup condition status", edited(spark_podgroup, lambda o: o.update(
-        status={"conditions": [{"type": "Scheduled", "status": "Yes"}]})), "status.conditions.0.status", True),
+    (
+        "podgroup minMember as a string",
+        edited(spark_podgroup, lambda o: o["spec"].update(minMember="3")),
+        "spec.minMember",
+        True,
+    ),
+    (
+        "podgroup negative minMember",
+        edited(spark_podgroup, lambda o: o["spec"].update(minMember=-1)),
+        "spec.minMember",
+        True,
+    ),
+    (
+        "podgroup bad quantity",
+        edited(spark_podgroup, lambda o: o["spec"]["minResources"].update(cpu="lots")),
+        "spec.minResources.cpu",
+        True,
+    ),
+    (
+        "podgroup negative task minimum",
+        edited(spark_podgroup, lambda o: o["spec"]["minTaskMember"].update(driver=-1)),
+        "spec.minTaskMember.driver",
+        True,
+    ),
+    (
+        "podgroup unknown phase",
+        edited(spark_podgroup, lambda o: o.update(status={"phase": "Sleeping"})),
+        "status.phase",
+        True,
+    ),
+    (
+        "podgroup condition status",
+        edited(spark_podgroup, lambda o: o.update(status={"conditions": [{"type": "Scheduled", "status": "Yes"}]})),
+        "status.conditions.0.status",
+        True,
+    ),
     ("queue negative weight", edited(research_queue, lambda o: o["spec"].update(weight=-1)), "spec.weight", True),
     ("queue weight 0", edited(research_queue, lambda o: o["spec"].update(weight=0)), "spec.weight", True),
     ("queue weight as a string", edited(research_queue, lambda o: o["spec"].update(weight="2")), "spec.weight", True),
-    ("queue reclaimable as a string", edited(research_queue, lambda o: o["spec"].update(reclaimable="yes")),
-     "spec.reclaimable", True),
-    ("queue bad capability", edited(research_queue, lambda o: o["spec"]["capability"].update(memory="32 GB")),
-     "spec.capability.memory", True),
-    ("queue guarantee without resource", edited(research_queue, lambda o: o["spec"].update(
-        guarantee={"cpu": "8"})), "spec.guarantee", True),
-    ("queue unknown state", edited(research_queue, lambda o: o.update(status={"state": "Paused"})),
-     "status.state", True),
+    (
+        "queue reclaimable as a string",
+        edited(research_queue, lambda o: o["spec"].update(reclaimable="yes")),
+        "spec.reclaimable",
+        True,
+    ),
+    (
+        "queue bad capability",
+        edited(research_queue, lambda o: o["spec"]["capability"].update(memory="32 GB")),
+        "spec.capability.memory",
+        True,
+    ),
+    (
+        "queue guarantee without resource",
+        edited(research_queue, lambda o: o["spec"].update(guarantee={"cpu": "8"})),
+        "spec.guarantee",
+        True,
+    ),
+    (
+        "queue unknown state",
+        edited(research_queue, lambda o: o.update(status={"state": "Paused"})),
+        "status.state",
+        True,
+    ),
 ]
 
 
-@pytest.mark.parametrize(("make", "field", "lahar_refuses"), [case[1:] for case in REFUSED],
-                         ids=[case[0] for case in REFUSED])
+@pytest.mark.parametrize(
+    ("make", "field", "lahar_refuses"), [case[1:] for case in REFUSED], ids=[case[0] for case in REFUSED]
+)
 def test_crd_refuses_invalid_objects(make: Callable[[], Obj], field: str, lahar_refuses: bool) -> None:
     obj = make()
     errors = schema_errors(obj)
@@ -918,10 +1140,14 @@ def test_dockerfile_installs_the_package_from_what_it_copies() -> None:
     assert re.search(r"^FROM python:3\.11-slim$", dockerfile, re.M)
     assert re.search(r'^ENTRYPOINT \["lahar"\]$', dockerfile, re.M)
     assert re.search(r"^RUN pip install \. ", dockerfile, re.M)
-    copied = {source.rstrip("/") for line in re.findall(r"^COPY (.+)$", dockerfile, re.M)
-              for source in line.split()[:-1]}
-    ignored = {line.strip() for line in (REPO / ".dockerignore").read_text().splitlines()
-               if line.strip() and not line.startswith("#")}
+    copied = {
+        source.rstrip("/") for line in re.findall(r"^COPY (.+)$", dockerfile, re.M) for source in line.split()[:-1]
+    }
+    ignored = {
+        line.strip()
+        for line in (REPO / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
     for source in copied:
         assert (REPO / source).exists(), source
         assert source not in ignored, f"{source} is copied but .dockerignore drops it"

@@ -18,7 +18,12 @@ from lahar.client.connect import new_api_client
 from lahar.node.lifecycle import RestartBackoff
 from lahar.node.runtime import LocalNode
 from tests.node.support import (
-    NodeFactory, cgroups_skip_reason, force_remove, processes_marked, runtime_threads, start_synced,
+    NodeFactory,
+    cgroups_skip_reason,
+    force_remove,
+    processes_marked,
+    runtime_threads,
+    start_synced,
 )
 
 
@@ -45,8 +50,12 @@ def local_node(api: KubeApi, tmp_path: Path, mark: str) -> Iterator[NodeFactory]
     parent = f"lahar-test-{token}"
 
     def make(**overrides: Any) -> LocalNode:
-        settings: dict[str, Any] = {"node_name": f"local-{token}", "cgroup_parent": parent,
-                                    "restart_backoff": RestartBackoff(0.2, 1.0, 60.0), "stop_grace": 2.0}
+        settings: dict[str, Any] = {
+            "node_name": f"local-{token}",
+            "cgroup_parent": parent,
+            "restart_backoff": RestartBackoff(0.2, 1.0, 60.0),
+            "stop_grace": 2.0,
+        }
         settings.update(overrides)
         return start_synced(LocalNode(api, tmp_path / "data", **settings), started)
 

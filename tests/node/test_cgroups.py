@@ -10,7 +10,12 @@ import pytest
 
 from lahar.agent.cgroups.layout import find_pod_cgroups
 from lahar.node.cgroups import (
-    CgroupLimits, CgroupsUnavailable, CgroupTree, container_limits, limit_files, pod_cgroup_limits,
+    CgroupLimits,
+    CgroupsUnavailable,
+    CgroupTree,
+    container_limits,
+    limit_files,
+    pod_cgroup_limits,
 )
 
 UID = "0b7c6f8e-1111-4222-8333-444455556666"
@@ -44,14 +49,16 @@ def resources(requests: dict[str, str] | None = None, limits: dict[str, str] | N
 
 def test_kubelet_values_from_requests_and_limits() -> None:
     assert container_limits({}) == CgroupLimits(cpu_shares=2)
-    assert container_limits(resources({"cpu": "250m", "memory": "1Gi"}, {"cpu": "1", "memory": "2Gi"})) == \
-        CgroupLimits(cpu_shares=256, cpu_quota_us=100_000, memory_limit_bytes=2 << 30)
+    assert container_limits(resources({"cpu": "250m", "memory": "1Gi"}, {"cpu": "1", "memory": "2Gi"})) == CgroupLimits(
+        cpu_shares=256, cpu_quota_us=100_000, memory_limit_bytes=2 << 30
+    )
     limited = {"name": "a", **resources({"cpu": "500m"}, {"cpu": "500m", "memory": "1Gi"})}
     unlimited = {"name": "b", **resources({"cpu": "1"})}
     # The pod's quota and memory limit exist only when every container has one.
     assert pod_cgroup_limits({"spec": {"containers": [limited, unlimited]}}) == CgroupLimits(cpu_shares=1536)
-    assert pod_cgroup_limits({"spec": {"containers": [limited, limited]}}) == \
-        CgroupLimits(cpu_shares=1024, cpu_quota_us=100_000, memory_limit_bytes=2 << 30)
+    assert pod_cgroup_limits({"spec": {"containers": [limited, limited]}}) == CgroupLimits(
+        cpu_shares=1024, cpu_quota_us=100_000, memory_limit_bytes=2 << 30
+    )
 
 
 def test_limit_files_per_version() -> None:
@@ -59,10 +66,16 @@ def test_limit_files_per_version() -> None:
 
     limits = CgroupLimits(cpu_shares=1024, cpu_quota_us=50_000, memory_limit_bytes=64 << 20)
     assert limit_files(limits, CgroupVersion.V1) == [
-        ("cpu.shares", "1024"), ("cpu.cfs_period_us", "100000"), ("cpu.cfs_quota_us", "50000"),
-        ("memory.limit_in_bytes", str(64 << 20))]
+        ("cpu.shares", "1024"),
+        ("cpu.cfs_period_us", "100000"),
+        ("cpu.cfs_quota_us", "50000"),
+        ("memory.limit_in_bytes", str(64 << 20)),
+    ]
     assert limit_files(CgroupLimits(), CgroupVersion.V2) == [
-        ("cpu.weight", "1"), ("cpu.max", "max 100000"), ("memory.max", "max")]
+        ("cpu.weight", "1"),
+        ("cpu.max", "max 100000"),
+        ("memory.max", "max"),
+    ]
 
 
 def test_v1_tree_in_every_controller(tmp_path: Path) -> None:

@@ -8,16 +8,35 @@ import pytest
 from lahar.api import kinds
 from lahar.client.errors import NotFound
 from lahar.node.lifecycle import (
-    ALWAYS, NEVER, ON_FAILURE, ContainerRecord, PodRecords, RestartBackoff, Terminated, exit_code_of, pod_conditions,
-    pod_phase, pod_status, restart_wanted,
+    ALWAYS,
+    NEVER,
+    ON_FAILURE,
+    ContainerRecord,
+    PodRecords,
+    RestartBackoff,
+    Terminated,
+    exit_code_of,
+    pod_conditions,
+    pod_phase,
+    pod_status,
+    restart_wanted,
 )
 from lahar.node.process import ConfigError, StartError, container_argv, container_env, expand
 
 
-@pytest.mark.parametrize(("policy", "code", "init", "wanted"), [
-    (ALWAYS, 0, False, True), (ALWAYS, 1, False, True), (ON_FAILURE, 0, False, False), (ON_FAILURE, 2, False, True),
-    (NEVER, 1, False, False), (ALWAYS, 0, True, False), (ALWAYS, 1, True, True), (NEVER, 1, True, False),
-])
+@pytest.mark.parametrize(
+    ("policy", "code", "init", "wanted"),
+    [
+        (ALWAYS, 0, False, True),
+        (ALWAYS, 1, False, True),
+        (ON_FAILURE, 0, False, False),
+        (ON_FAILURE, 2, False, True),
+        (NEVER, 1, False, False),
+        (ALWAYS, 0, True, False),
+        (ALWAYS, 1, True, True),
+        (NEVER, 1, True, False),
+    ],
+)
 def test_restart_policy(policy: str, code: int, init: bool, wanted: bool) -> None:
     assert restart_wanted(policy, code, init) is wanted
 
@@ -70,8 +89,14 @@ def test_a_restart_counts_and_keeps_the_last_end() -> None:
 
 
 def test_pod_status_keeps_binding_conditions_and_transition_times() -> None:
-    pod = {"status": {"conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": "T0"},
-                                     {"type": "Ready", "status": "False", "lastTransitionTime": "T1"}]}}
+    pod = {
+        "status": {
+            "conditions": [
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": "T0"},
+                {"type": "Ready", "status": "False", "lastTransitionTime": "T1"},
+            ]
+        }
+    }
     status = pod_status(pod, [], [running("a")], "127.0.0.1", "127.0.0.1", 5.0, 40.0)
 
     conditions = {c["type"]: c for c in status["conditions"]}
@@ -83,8 +108,10 @@ def test_pod_status_keeps_binding_conditions_and_transition_times() -> None:
 
 
 def test_records_carry_restart_counts_over() -> None:
-    pod = {"spec": {"initContainers": [{"name": "i"}], "containers": [{"name": "a", "image": "x"}, {"name": "b"}]},
-           "status": {"containerStatuses": [{"name": "a", "restartCount": 4}]}}
+    pod = {
+        "spec": {"initContainers": [{"name": "i"}], "containers": [{"name": "a", "image": "x"}, {"name": "b"}]},
+        "status": {"containerStatuses": [{"name": "a", "restartCount": 4}]},
+    }
     records = PodRecords.for_pod(pod)
     assert [r.name for r in records.init] == ["i"]
     assert [(r.name, r.image, r.restart_count) for r in records.app] == [("a", "x", 4), ("b", "", 0)]
@@ -92,14 +119,14 @@ def test_records_carry_restart_counts_over() -> None:
 
 # --- argv and env -----------------------------------------------------------------------------------
 
+
 def test_expansion_is_kubelets() -> None:
     variables = {"A": "1", "B": "two"}
     assert expand("$(A)-$(B)-$(C)", variables) == "1-two-$(C)"
     assert expand("$$(A) costs $$5", variables) == "$(A) costs $5"
 
 
-POD = {"metadata": {"name": "p", "namespace": "ns", "uid": "u-1", "labels": {"app": "web"}},
-       "spec": {"nodeName": "n1"}}
+POD = {"metadata": {"name": "p", "namespace": "ns", "uid": "u-1", "labels": {"app": "web"}}, "spec": {"nodeName": "n1"}}
 
 
 def no_lookup(kind: kinds.Kind, namespace: str, name: str) -> dict[str, object]:
@@ -107,8 +134,10 @@ def no_lookup(kind: kinds.Kind, namespace: str, name: str) -> dict[str, object]:
 
 
 def test_env_from_values_fields_and_sources() -> None:
-    objects = {("configmaps", "cfg"): {"data": {"MODE": "fast", "LEVEL": "3"}},
-               ("secrets", "creds"): {"data": {"TOKEN": "c2VjcmV0"}}}
+    objects = {
+        ("configmaps", "cfg"): {"data": {"MODE": "fast", "LEVEL": "3"}},
+        ("secrets", "creds"): {"data": {"TOKEN": "c2VjcmV0"}},
+    }
 
     def lookup(kind: kinds.Kind, namespace: str, name: str) -> dict[str, object]:
         assert namespace == "ns"
@@ -116,20 +145,32 @@ def test_env_from_values_fields_and_sources() -> None:
             return no_lookup(kind, namespace, name)
         return objects[(kind.plural, name)]
 
-    container = {"envFrom": [{"configMapRef": {"name": "cfg"}, "prefix": "CFG_"}],
-                 "env": [{"name": "X", "value": "$(CFG_MODE)!"},
-                         {"name": "APP", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['app']"}}},
-                         {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-                         {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "TOKEN"}}},
-                         {"name": "OPT", "valueFrom": {"configMapKeyRef": {"name": "gone", "key": "k",
-                                                                           "optional": True}}}]}
+    container = {
+        "envFrom": [{"configMapRef": {"name": "cfg"}, "prefix": "CFG_"}],
+        "env": [
+            {"name": "X", "value": "$(CFG_MODE)!"},
+            {"name": "APP", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['app']"}}},
+            {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+            {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "TOKEN"}}},
+            {"name": "OPT", "valueFrom": {"configMapKeyRef": {"name": "gone", "key": "k", "optional": True}}},
+        ],
+    }
     env = container_env(POD, container, lookup, base={"PATH": "/bin"})
 
-    assert env == {"PATH": "/bin", "HOSTNAME": "p", "CFG_MODE": "fast", "CFG_LEVEL": "3", "X": "fast!",
-                   "APP": "web", "NODE": "n1", "TOKEN": "secret"}
+    assert env == {
+        "PATH": "/bin",
+        "HOSTNAME": "p",
+        "CFG_MODE": "fast",
+        "CFG_LEVEL": "3",
+        "X": "fast!",
+        "APP": "web",
+        "NODE": "n1",
+        "TOKEN": "secret",
+    }
     with pytest.raises(ConfigError, match='configmap "gone" not found'):
-        container_env(POD, {"env": [{"name": "A", "valueFrom": {"configMapKeyRef": {"name": "gone", "key": "k"}}}]},
-                      lookup)
+        container_env(
+            POD, {"env": [{"name": "A", "valueFrom": {"configMapKeyRef": {"name": "gone", "key": "k"}}}]}, lookup
+        )
 
 
 def test_argv_is_command_then_args_and_must_exist() -> None:

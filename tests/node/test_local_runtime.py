@@ -27,10 +27,19 @@ NAMESPACE = "default"
 
 
 def pod(name: str, node: str, mark: str, command: list[str], restart: str = "Never", **spec: Any) -> dict[str, Any]:
-    container = {"name": "main", "image": "busybox", "command": command,
-                 "env": [{"name": MARK_ENV, "value": mark}, *spec.pop("env", [])], **spec.pop("container", {})}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NAMESPACE},
-            "spec": {"nodeName": node, "restartPolicy": restart, "containers": [container], **spec}}
+    container = {
+        "name": "main",
+        "image": "busybox",
+        "command": command,
+        "env": [{"name": MARK_ENV, "value": mark}, *spec.pop("env", [])],
+        **spec.pop("container", {}),
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {"nodeName": node, "restartPolicy": restart, "containers": [container], **spec},
+    }
 
 
 def unique(prefix: str) -> str:
@@ -77,8 +86,9 @@ def test_registers_this_machine_as_a_ready_node(api: KubeApi, local_node: NodeFa
     assert conditions[CGROUPS_CONDITION]["status"] == ("True" if CGROUPS_SKIP is None else "False")
 
 
-def test_failed_container_reports_its_exit_code_and_log(api: KubeApi, local_node: NodeFactory, mark: str,
-                                                        tmp_path: Path) -> None:
+def test_failed_container_reports_its_exit_code_and_log(
+    api: KubeApi, local_node: NodeFactory, mark: str, tmp_path: Path
+) -> None:
     node = local_node()
     name = unique("fails")
     created = api.create(kinds.POD, pod(name, node.node_name, mark, ["sh", "-c", "echo hi; exit 3"]))
@@ -93,8 +103,9 @@ def test_failed_container_reports_its_exit_code_and_log(api: KubeApi, local_node
     assert "hi" in log_of(tmp_path / "data", name, created["metadata"]["uid"])
 
 
-def test_on_failure_restarts_until_the_container_succeeds(api: KubeApi, local_node: NodeFactory, mark: str,
-                                                          tmp_path: Path) -> None:
+def test_on_failure_restarts_until_the_container_succeeds(
+    api: KubeApi, local_node: NodeFactory, mark: str, tmp_path: Path
+) -> None:
     node = local_node()
     name = unique("retries")
     # Counts its attempts in the pod's scratch directory (the working directory) and fails twice.
@@ -117,8 +128,11 @@ def test_always_backs_off_between_restarts(api: KubeApi, local_node: NodeFactory
     name = unique("crashloop")
     api.create(kinds.POD, pod(name, node.node_name, mark, ["false"], restart="Always"))
 
-    status = wait_for(lambda: (s := status_of(api, name)).get("containerStatuses")
-                      and main_status(s)["restartCount"] >= 2 and s, timeout=20, what="two restarts")
+    status = wait_for(
+        lambda: (s := status_of(api, name)).get("containerStatuses") and main_status(s)["restartCount"] >= 2 and s,
+        timeout=20,
+        what="two restarts",
+    )
 
     assert status["phase"] == "Running"  # Always: never finished, however often it ends
 
@@ -126,15 +140,31 @@ def test_always_backs_off_between_restarts(api: KubeApi, local_node: NodeFactory
 def test_env_args_and_init_containers(api: KubeApi, local_node: NodeFactory, mark: str, tmp_path: Path) -> None:
     node = local_node()
     name = unique("env")
-    env = [{"name": "GREETING", "value": "hello"}, {"name": "FULL", "value": "$(GREETING) world"},
-           {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-           {"name": "POD_NS", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
-           {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
-    manifest = pod(name, node.node_name, mark, ["sh", "-c"], env=env, container={
-        "args": ['echo "$FULL|$POD_NAME|$POD_NS|$POD_IP|$HOSTNAME|$1|$(cat prepared)"', "sh", "$(GREETING)-arg"]})
+    env = [
+        {"name": "GREETING", "value": "hello"},
+        {"name": "FULL", "value": "$(GREETING) world"},
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "POD_NS", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+    ]
+    manifest = pod(
+        name,
+        node.node_name,
+        mark,
+        ["sh", "-c"],
+        env=env,
+        container={
+            "args": ['echo "$FULL|$POD_NAME|$POD_NS|$POD_IP|$HOSTNAME|$1|$(cat prepared)"', "sh", "$(GREETING)-arg"]
+        },
+    )
     manifest["spec"]["initContainers"] = [
-        {"name": "prepare", "image": "busybox", "command": ["sh", "-c", "echo ready > prepared"],
-         "env": [{"name": MARK_ENV, "value": mark}]}]
+        {
+            "name": "prepare",
+            "image": "busybox",
+            "command": ["sh", "-c", "echo ready > prepared"],
+            "env": [{"name": MARK_ENV, "value": mark}],
+        }
+    ]
     created = api.create(kinds.POD, manifest)
 
     status = wait_for(lambda: phase_is(api, name, "Succeeded"), what="the pod to succeed")
@@ -167,8 +197,9 @@ def _child_pid(node_data: Path, name: str, uid: str) -> int:
 STUBBORN = ["sh", "-c", 'trap "" TERM; sleep 300 & echo "child=$!"; wait']
 
 
-def test_deletion_kills_the_whole_process_group(api: KubeApi, local_node: NodeFactory, mark: str,
-                                                tmp_path: Path) -> None:
+def test_deletion_kills_the_whole_process_group(
+    api: KubeApi, local_node: NodeFactory, mark: str, tmp_path: Path
+) -> None:
     node = local_node()
     name = unique("deleted")
     created = api.create(kinds.POD, pod(name, node.node_name, mark, STUBBORN, terminationGracePeriodSeconds=1))
@@ -181,8 +212,10 @@ def test_deletion_kills_the_whole_process_group(api: KubeApi, local_node: NodeFa
 
     wait_for(lambda: gone(api, name), what="the pod object to be removed")
     wait_for(lambda: not alive(child), what="the container's child to die")
-    wait_for(lambda: not logs.pod_log_dir(tmp_path / "data", NAMESPACE, name, uid).exists(),
-             what="the pod's logs to be removed with it")
+    wait_for(
+        lambda: not logs.pod_log_dir(tmp_path / "data", NAMESPACE, name, uid).exists(),
+        what="the pod's logs to be removed with it",
+    )
 
 
 def test_eviction_kills_the_pod(api: KubeApi, local_node: NodeFactory, mark: str, tmp_path: Path) -> None:
@@ -212,14 +245,22 @@ def test_restart_readopts_pods_per_restart_policy(api: KubeApi, local_node: Node
     assert (ready["status"], ready["reason"]) == ("False", "KubeletNotReady")
     local_node()
 
-    restarted = wait_for(lambda: (s := phase_is(api, always, "Running")) and main_status(s)["restartCount"] == 1
-                         and main_status(s)["state"].get("running") and s, what="the Always pod to restart")
+    restarted = wait_for(
+        lambda: (
+            (s := phase_is(api, always, "Running"))
+            and main_status(s)["restartCount"] == 1
+            and main_status(s)["state"].get("running")
+            and s
+        ),
+        what="the Always pod to restart",
+    )
     assert main_status(restarted)["lastState"]["terminated"]["reason"] == "ContainerStatusUnknown"
     failed = wait_for(lambda: phase_is(api, never, "Failed"), what="the Never pod to fail")
     assert main_status(failed)["state"]["terminated"]["exitCode"] == 137
 
 
 # --- cgroups (this machine's cgroup v1) -------------------------------------------------------------
+
 
 def _container_dir(controller: str, parent: str, qos_dir: str, uid: str, container_id: str) -> Path:
     return CGROUP_ROOT / controller / parent / qos_dir / f"pod{uid}" / container_id.removeprefix("lahar://")
@@ -232,8 +273,16 @@ def test_pods_run_in_kubelet_cgroups(api: KubeApi, local_node: NodeFactory, mark
     best_effort, guaranteed = unique("be"), unique("guaranteed")
     api.create(kinds.POD, pod(best_effort, node.node_name, mark, ["sleep", "300"]))
     limits = {"cpu": "500m", "memory": "64Mi"}
-    api.create(kinds.POD, pod(guaranteed, node.node_name, mark, ["sleep", "300"],
-                              container={"resources": {"limits": limits, "requests": limits}}))
+    api.create(
+        kinds.POD,
+        pod(
+            guaranteed,
+            node.node_name,
+            mark,
+            ["sleep", "300"],
+            container={"resources": {"limits": limits, "requests": limits}},
+        ),
+    )
 
     be_status = wait_for(lambda: phase_is(api, best_effort, "Running"), what="the BE pod to run")
     g_status = wait_for(lambda: phase_is(api, guaranteed, "Running"), what="the Guaranteed pod to run")
@@ -260,8 +309,9 @@ def test_pods_run_in_kubelet_cgroups(api: KubeApi, local_node: NodeFactory, mark
     wait_for(lambda: not alive(int(pid)), what="the deleted pod's process to die")
 
 
-def test_without_cgroups_pods_still_run_and_the_node_says_so(api: KubeApi, local_node: NodeFactory,
-                                                             mark: str, tmp_path: Path) -> None:
+def test_without_cgroups_pods_still_run_and_the_node_says_so(
+    api: KubeApi, local_node: NodeFactory, mark: str, tmp_path: Path
+) -> None:
     node = local_node(cgroup_root=tmp_path / "no-cgroups-here")
     name = unique("plain")
     api.create(kinds.POD, pod(name, node.node_name, mark, ["true"]))
@@ -279,8 +329,16 @@ def test_memory_limit_kills_with_oom_killed(api: KubeApi, local_node: NodeFactor
     node = local_node()
     name = unique("oom")
     limits = {"memory": "48Mi"}
-    api.create(kinds.POD, pod(name, node.node_name, mark, [sys.executable, "-c", "data = b'x' * (256 << 20)"],
-                              container={"resources": {"limits": limits}}))
+    api.create(
+        kinds.POD,
+        pod(
+            name,
+            node.node_name,
+            mark,
+            [sys.executable, "-c", "data = b'x' * (256 << 20)"],
+            container={"resources": {"limits": limits}},
+        ),
+    )
 
     status = wait_for(lambda: phase_is(api, name, "Failed"), what="the pod to be OOM-killed")
 

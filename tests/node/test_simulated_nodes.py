@@ -14,8 +14,16 @@ from lahar.api import kinds
 from lahar.client.api import KubeApi
 from lahar.client.errors import NotFound
 from lahar.node.simulated import (
-    SIM_DURATION_ANNOTATION, SIM_EXIT_CODE_ANNOTATION, SIMULATED_LABEL, SimNode, SimNodeSize, SimPod,
-    SimulatedNodes, SyntheticUsage, sim_plan, synthetic_report,
+    SIM_DURATION_ANNOTATION,
+    SIM_EXIT_CODE_ANNOTATION,
+    SIMULATED_LABEL,
+    SimNode,
+    SimNodeSize,
+    SimPod,
+    SimulatedNodes,
+    SyntheticUsage,
+    sim_plan,
+    synthetic_report,
 )
 from lahar.scheduler.node_reports import NodeReportStore
 from lahar.scheduler.report_server import ReportServer
@@ -46,10 +54,16 @@ def simulated(api: KubeApi) -> Iterator[SimFactory]:
 
 
 def sim_pod(name: str, node: str, annotations: dict[str, str] | None = None, **container: Any) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": NAMESPACE, "annotations": annotations or {}},
-            "spec": {"nodeName": node, "restartPolicy": "Never",
-                     "containers": [{"name": "main", "image": "busybox", **container}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NAMESPACE, "annotations": annotations or {}},
+        "spec": {
+            "nodeName": node,
+            "restartPolicy": "Never",
+            "containers": [{"name": "main", "image": "busybox", **container}],
+        },
+    }
 
 
 def unique(prefix: str) -> str:
@@ -64,8 +78,9 @@ def phase_is(api: KubeApi, name: str, phase: str) -> dict[str, Any] | None:
 def test_nodes_register_with_their_size(api: KubeApi, simulated: SimFactory) -> None:
     nodes = simulated(3, size=SimNodeSize(cpu="4", memory="16Gi", pods=50, gpus=2, labels={"zone": "a"}))
 
-    registered = {n["metadata"]["name"]: n for n in
-                  api.list_all(kinds.NODE, label_selector=f"{SIMULATED_LABEL}=true")["items"]}
+    registered = {
+        n["metadata"]["name"]: n for n in api.list_all(kinds.NODE, label_selector=f"{SIMULATED_LABEL}=true")["items"]
+    }
     for name in nodes.node_names:
         node = registered[name]
         assert node["metadata"]["labels"]["zone"] == "a"
@@ -100,8 +115,9 @@ def test_pod_with_a_duration_runs_then_succeeds(api: KubeApi, simulated: SimFact
 def test_exit_code_annotation_fails_the_pod(api: KubeApi, simulated: SimFactory) -> None:
     nodes = simulated()
     name = unique("fails")
-    api.create(kinds.POD, sim_pod(name, nodes.node_names[1],
-                                  {SIM_DURATION_ANNOTATION: "0.2", SIM_EXIT_CODE_ANNOTATION: "2"}))
+    api.create(
+        kinds.POD, sim_pod(name, nodes.node_names[1], {SIM_DURATION_ANNOTATION: "0.2", SIM_EXIT_CODE_ANNOTATION: "2"})
+    )
 
     done = wait_for(lambda: phase_is(api, name, "Failed"), what="the pod to fail")
 
@@ -159,15 +175,19 @@ def report_server() -> Iterator[tuple[NodeReportStore, int]]:
     server.stop()
 
 
-def test_reports_stream_to_a_report_server(api: KubeApi, report_server: tuple[NodeReportStore, int],
-                                           simulated: SimFactory) -> None:
+def test_reports_stream_to_a_report_server(
+    api: KubeApi, report_server: tuple[NodeReportStore, int], simulated: SimFactory
+) -> None:
     store, port = report_server
-    nodes = simulated(3, size=SimNodeSize(cpu="4", memory="8Gi"), report_address=f"127.0.0.1:{port}",
-                      token=TOKEN, report_interval=0.2)
+    nodes = simulated(
+        3, size=SimNodeSize(cpu="4", memory="8Gi"), report_address=f"127.0.0.1:{port}", token=TOKEN, report_interval=0.2
+    )
     name = unique("busy")
     requests = {"cpu": "2", "memory": "1Gi"}
-    api.create(kinds.POD, sim_pod(name, nodes.node_names[0], command=["true"],
-                                  resources={"requests": requests, "limits": requests}))
+    api.create(
+        kinds.POD,
+        sim_pod(name, nodes.node_names[0], command=["true"], resources={"requests": requests, "limits": requests}),
+    )
     wait_for(lambda: phase_is(api, name, "Running"), what="the pod to run")
 
     def report_with_the_pod() -> Any:
@@ -187,12 +207,17 @@ def test_reports_stream_to_a_report_server(api: KubeApi, report_server: tuple[No
 
 # --- pure parts -------------------------------------------------------------------------------------
 
+
 def test_size_parses_from_a_command_line_value() -> None:
     size = SimNodeSize.parse("cpu=16, memory=64Gi,gpus=8", labels={"pool": "gpu"})
     assert size.capacity() == {"cpu": "16", "memory": "64Gi", "pods": "110", "nvidia.com/gpu": "8"}
     assert size.labels == {"pool": "gpu"}
-    for bad, problem in (("cpu=lots", "cpu"), ("disk=1", "expected"), ("pods=many", "whole number"),
-                         ("cpu=0", "more than 0")):
+    for bad, problem in (
+        ("cpu=lots", "cpu"),
+        ("disk=1", "expected"),
+        ("pods=many", "whole number"),
+        ("cpu=0", "more than 0"),
+    ):
         with pytest.raises(ValueError, match=problem):
             SimNodeSize.parse(bad)
 

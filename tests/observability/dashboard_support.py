@@ -16,17 +16,39 @@ DASHBOARD = REPO / "deploy" / "grafana" / "lahar-dashboard.json"
 # Words that are PromQL syntax, not metric names.
 CLAUSES = {"by", "without", "on", "ignoring", "group_left", "group_right"}  # each may take a (label, ...) list
 OPERATORS = {"and", "or", "unless", "bool", "offset", "atan2"}
-AGGREGATIONS = {"sum", "min", "max", "avg", "group", "stddev", "stdvar", "count", "count_values", "bottomk", "topk",
-                "quantile", "limitk", "limit_ratio"}
+AGGREGATIONS = {
+    "sum",
+    "min",
+    "max",
+    "avg",
+    "group",
+    "stddev",
+    "stdvar",
+    "count",
+    "count_values",
+    "bottomk",
+    "topk",
+    "quantile",
+    "limitk",
+    "limit_ratio",
+}
 NUMBERS = {"inf", "nan"}
 IDENTIFIER = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
 NUMBER = re.compile(r"(0[xX][0-9a-fA-F]+|(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?)(ms|[smhdwy])*")
 VARIABLE = re.compile(r"\$\{[^}]*\}|\$[A-Za-z_][A-Za-z0-9_]*")
-MATCHER = re.compile(r"""\s*([A-Za-z_][A-Za-z0-9_]*)\s*(=~|!~|!=|=)\s*"""
-                     r"""("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`)\s*,?""")
+MATCHER = re.compile(
+    r"""\s*([A-Za-z_][A-Za-z0-9_]*)\s*(=~|!~|!=|=)\s*"""
+    r"""("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`)\s*,?"""
+)
 # Grafana's template variables with a placeholder value each, to run a query as Prometheus.
-GRAFANA_VALUES = {"node": ".*", "queue": ".*", "__rate_interval": "1m", "__interval": "15s", "__range": "1h",
-                  "datasource": "prometheus"}
+GRAFANA_VALUES = {
+    "node": ".*",
+    "queue": ".*",
+    "__rate_interval": "1m",
+    "__interval": "15s",
+    "__range": "1h",
+    "datasource": "prometheus",
+}
 
 
 class PromQLError(ValueError):
@@ -121,7 +143,7 @@ def selectors(expr: str) -> list[Selector]:
             index = _closing(expr, index, "[", "]")
         elif char == "{":  # a selector without a leading name
             end = _closing(expr, index, "{", "}")
-            matchers = _matchers(expr[index + 1:end - 1])
+            matchers = _matchers(expr[index + 1 : end - 1])
             names = [value for label, operator, value in matchers if label == "__name__" and operator == "="]
             if not names:
                 raise PromQLError(f"a selector without a metric name in {expr!r}")
@@ -149,7 +171,7 @@ def selectors(expr: str) -> list[Selector]:
                 matchers: tuple[tuple[str, str, str], ...] = ()
                 if following == "{":
                     end = _closing(expr, after, "{", "}")
-                    matchers = _matchers(expr[after + 1:end - 1])
+                    matchers = _matchers(expr[after + 1 : end - 1])
                     index = end
                 found.append(Selector(word, matchers))
         else:

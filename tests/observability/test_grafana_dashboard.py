@@ -16,9 +16,18 @@ import pytest
 import yaml
 
 from lahar.metrics_catalog import MetricInfo, catalog, series_names
-from tests.observability.dashboard_support import (DASHBOARD, PromQLError, Selector, all_panels, load_dashboard,
-                                                   metric_names, queries, selectors, variable_query_expression,
-                                                   with_grafana_values)
+from tests.observability.dashboard_support import (
+    DASHBOARD,
+    PromQLError,
+    Selector,
+    all_panels,
+    load_dashboard,
+    metric_names,
+    queries,
+    selectors,
+    variable_query_expression,
+    with_grafana_values,
+)
 
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 # What the dashboard must show (issue 8): one metric per subject, at least.
@@ -32,10 +41,15 @@ REQUIRED = {
     "NPU utilization and memory": {"lahar_npu_utilization_ratio", "lahar_npu_hbm_used_bytes"},
     "evictions": {"lahar_evictions_total"},
     "scheduler throughput": {"lahar_scheduler_pods_scheduled_total"},
-    "scheduler latency": {"lahar_scheduler_e2e_scheduling_duration_seconds_bucket",
-                          "lahar_scheduler_action_duration_seconds_bucket"},
-    "queue shares": {"lahar_scheduler_queue_allocated", "lahar_scheduler_queue_deserved",
-                     "lahar_scheduler_queue_share"},
+    "scheduler latency": {
+        "lahar_scheduler_e2e_scheduling_duration_seconds_bucket",
+        "lahar_scheduler_action_duration_seconds_bucket",
+    },
+    "queue shares": {
+        "lahar_scheduler_queue_allocated",
+        "lahar_scheduler_queue_deserved",
+        "lahar_scheduler_queue_share",
+    },
     "jobs by phase": {"lahar_controller_jobs"},
 }
 
@@ -54,13 +68,16 @@ def exported() -> dict[str, MetricInfo]:
 
 
 def test_selectors_skip_functions_clauses_labels_and_variables() -> None:
-    expr = ('histogram_quantile(0.99, sum by (le, action) (rate(lahar_a_seconds_bucket{node=~"$node"}'
-            '[$__rate_interval])))')
+    expr = (
+        'histogram_quantile(0.99, sum by (le, action) (rate(lahar_a_seconds_bucket{node=~"$node"}[$__rate_interval])))'
+    )
     assert selectors(expr) == [Selector("lahar_a_seconds_bucket", (("node", "=~", "$node"),))]
-    assert metric_names('sum(rate(x_total[5m] offset 1h)) without (pod) / on(node) group_left(model) '
-                        'max by (node) (y{a="b,c}", d!~"e"}) > bool 1e3') == {"x_total", "y"}
+    assert metric_names(
+        "sum(rate(x_total[5m] offset 1h)) without (pod) / on(node) group_left(model) "
+        'max by (node) (y{a="b,c}", d!~"e"}) > bool 1e3'
+    ) == {"x_total", "y"}
     assert metric_names('label_replace(up, "dst", "$1", "src", "(.*)") and {__name__="z", job="j"}') == {"up", "z"}
-    assert metric_names("count_values(\"v\", build_info) + topk(3, m) < +Inf or vector(0)") == {"build_info", "m"}
+    assert metric_names('count_values("v", build_info) + topk(3, m) < +Inf or vector(0)') == {"build_info", "m"}
     assert metric_names("m[5m:30s] @ 1700000000 - -0.5 * NaN") == {"m"}
     assert metric_names("sum(a) by (x) unless ignoring (y) b") == {"a", "b"}
     with pytest.raises(PromQLError):
@@ -94,8 +111,9 @@ def test_panels_are_laid_out_and_use_the_datasource_variable(dashboard: dict[str
     for panel in panels:
         grid = panel["gridPos"]
         assert grid["x"] >= 0 and grid["w"] > 0 and grid["x"] + grid["w"] <= 24, panel["title"]
-        cells = {(x, y) for x in range(grid["x"], grid["x"] + grid["w"])
-                 for y in range(grid["y"], grid["y"] + grid["h"])}
+        cells = {
+            (x, y) for x in range(grid["x"], grid["x"] + grid["w"]) for y in range(grid["y"], grid["y"] + grid["h"])
+        }
         assert not cells & occupied, f"{panel['title']} overlaps another panel"
         occupied |= cells
         if panel["type"] == "row":
@@ -108,8 +126,9 @@ def test_panels_are_laid_out_and_use_the_datasource_variable(dashboard: dict[str
             assert target["datasource"] == DATASOURCE and target["expr"].strip(), panel["title"]
 
 
-def test_every_query_uses_only_exported_metrics_and_their_labels(dashboard: dict[str, Any],
-                                                                 exported: dict[str, MetricInfo]) -> None:
+def test_every_query_uses_only_exported_metrics_and_their_labels(
+    dashboard: dict[str, Any], exported: dict[str, MetricInfo]
+) -> None:
     problems = []
     for where, expr in queries(dashboard):
         found = selectors(expr)
@@ -166,8 +185,9 @@ def test_grafana_kustomization_makes_a_configmap_of_the_dashboard() -> None:
     kubectl = shutil.which("kubectl")
     if kubectl is None:
         pytest.skip("kubectl renders the kustomization")
-    result = subprocess.run([kubectl, "kustomize", str(DASHBOARD.parent)], capture_output=True, text=True, timeout=60,
-                            check=False)
+    result = subprocess.run(
+        [kubectl, "kustomize", str(DASHBOARD.parent)], capture_output=True, text=True, timeout=60, check=False
+    )
     assert result.returncode == 0, result.stderr
     (config_map,) = [doc for doc in yaml.safe_load_all(result.stdout) if doc]
     assert config_map["kind"] == "ConfigMap" and config_map["metadata"]["namespace"] == "lahar-system"

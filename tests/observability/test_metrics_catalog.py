@@ -15,8 +15,16 @@ from typing import Any
 
 import pytest
 
-from lahar.metrics_catalog import (COMPONENTS, MetricInfo, all_families, catalog, names_in, render_markdown,
-                                   sample_qos_snapshot, sample_report)
+from lahar.metrics_catalog import (
+    COMPONENTS,
+    MetricInfo,
+    all_families,
+    catalog,
+    names_in,
+    render_markdown,
+    sample_qos_snapshot,
+    sample_report,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "metrics.md"
@@ -33,8 +41,9 @@ def entries() -> dict[str, list[MetricInfo]]:
 
 
 def test_docs_metrics_md_is_current(entries: dict[str, list[MetricInfo]]) -> None:
-    assert DOC.read_text() == render_markdown(entries), \
+    assert DOC.read_text() == render_markdown(entries), (
         "docs/metrics.md is stale: run `.venv/bin/python scripts/gen-metrics-doc.py` and commit it"
+    )
 
 
 def test_the_script_checks_and_writes_the_reference(tmp_path: Path) -> None:
@@ -43,11 +52,13 @@ def test_the_script_checks_and_writes_the_reference(tmp_path: Path) -> None:
     assert check.returncode == 0, check.stdout + check.stderr
     stale = tmp_path / "metrics.md"
     stale.write_text("# old\n")
-    check = subprocess.run([sys.executable, str(script), "--check", "-o", str(stale)], capture_output=True, text=True,
-                           timeout=60)
+    check = subprocess.run(
+        [sys.executable, str(script), "--check", "-o", str(stale)], capture_output=True, text=True, timeout=60
+    )
     assert check.returncode == 1 and "+| `lahar_node_cpu_usage_cores` |" in check.stdout
-    written = subprocess.run([sys.executable, str(script), "-o", str(stale)], capture_output=True, text=True,
-                             timeout=60)
+    written = subprocess.run(
+        [sys.executable, str(script), "-o", str(stale)], capture_output=True, text=True, timeout=60
+    )
     assert written.returncode == 0 and stale.read_text() == DOC.read_text()
 
 
@@ -60,13 +71,15 @@ def test_every_family_has_samples_help_and_a_unique_lahar_name(entries: dict[str
         assert info.family.startswith("lahar_"), info.family
         assert info.series, f"{info.family} has no sample: the catalogue's sample data misses its condition"
         assert info.help.strip(), f"{info.family} has no help text"
-        assert not info.help.startswith("QoS figure "), \
+        assert not info.help.startswith("QoS figure "), (
             f"{info.family}: agent/exporter.py QOS_FIGURES lacks the help text of this figure"
+        )
         assert not (info.family.endswith("_total") and info.type == "counter"), f"{info.family}: _total twice"
 
 
 def test_agent_series_carry_the_node_and_pod_series_join_kube_state_metrics(
-        entries: dict[str, list[MetricInfo]]) -> None:
+    entries: dict[str, list[MetricInfo]],
+) -> None:
     for info in entries["agent"]:
         assert info.labels[0] == "node", info.family
         if info.family.startswith("lahar_pod_"):
@@ -75,13 +88,20 @@ def test_agent_series_carry_the_node_and_pod_series_join_kube_state_metrics(
 
 def test_design_examples_are_exported(entries: dict[str, list[MetricInfo]]) -> None:
     """The names DESIGN.md ("Metrics") gives as examples, with their labels."""
-    examples = {"lahar_node_cpu_usage_cores": (), "lahar_node_memory_used_bytes": (),
-                "lahar_numa_memory_used_bytes": ("numa",), "lahar_gpu_utilization_ratio": ("gpu", "uuid", "model"),
-                "lahar_gpu_memory_used_bytes": (), "lahar_npu_utilization_ratio": ("npu",),
-                "lahar_pod_cpu_usage_cores": ("namespace", "pod", "qos_class"),
-                "lahar_node_reclaimable_cpu_cores": (), "lahar_qos_be_cpu_quota_cores": (),
-                "lahar_evictions_total": ("reason",), "lahar_scheduler_e2e_scheduling_duration_seconds": (),
-                "lahar_scheduler_queue_allocated": ("queue", "resource")}
+    examples = {
+        "lahar_node_cpu_usage_cores": (),
+        "lahar_node_memory_used_bytes": (),
+        "lahar_numa_memory_used_bytes": ("numa",),
+        "lahar_gpu_utilization_ratio": ("gpu", "uuid", "model"),
+        "lahar_gpu_memory_used_bytes": (),
+        "lahar_npu_utilization_ratio": ("npu",),
+        "lahar_pod_cpu_usage_cores": ("namespace", "pod", "qos_class"),
+        "lahar_node_reclaimable_cpu_cores": (),
+        "lahar_qos_be_cpu_quota_cores": (),
+        "lahar_evictions_total": ("reason",),
+        "lahar_scheduler_e2e_scheduling_duration_seconds": (),
+        "lahar_scheduler_queue_allocated": ("queue", "resource"),
+    }
     by_name = {info.name: info for info in all_families(entries)}
     for name, labels in examples.items():
         assert name in by_name, name
@@ -101,7 +121,7 @@ def empty_fields(value: Any, path: str) -> Iterator[str]:
     elif isinstance(value, (list, tuple, dict)) or hasattr(value, "keys"):
         if not value:
             yield path
-        for index, item in (value.items() if hasattr(value, "items") else enumerate(value)):
+        for index, item in value.items() if hasattr(value, "items") else enumerate(value):
             yield from empty_fields(item, f"{path}[{index!r}]")
 
 
@@ -109,8 +129,9 @@ def test_sample_report_and_qos_snapshot_fill_every_collection() -> None:
     """A field added to NodeReport or QosSnapshot that the samples leave empty would hide the
     metrics it feeds from the catalogue: fill it in lahar/metrics_catalog.py."""
     # Accelerators holds GPUs or NPUs: the GPU collector's NPU list is empty, and the other way round.
-    assert [path for path in empty_fields(sample_report(), "report")
-            if path not in ("report.gpu.npus", "report.npu.gpus")] == []
+    assert [
+        path for path in empty_fields(sample_report(), "report") if path not in ("report.gpu.npus", "report.npu.gpus")
+    ] == []
     snapshot = sample_qos_snapshot()
     allowed_empty = {"snapshot.reason"}  # a string, "" while active
     assert [path for path in empty_fields(snapshot, "snapshot") if path not in allowed_empty] == []
@@ -133,8 +154,14 @@ def test_every_metric_name_in_the_code_is_catalogued(entries: dict[str, list[Met
     """Every `lahar_...` name in agent/, scheduler/ and controller/ (string literals, docstrings and
     comments alike) is a family or series the catalogue lists."""
     known = names_in(all_families(entries))
-    missing = sorted({f"{relative(path)}: {name}" for path in program_sources()
-                      for name in NAME_IN_TEXT.findall(path.read_text()) if name not in known})
+    missing = sorted(
+        {
+            f"{relative(path)}: {name}"
+            for path in program_sources()
+            for name in NAME_IN_TEXT.findall(path.read_text())
+            if name not in known
+        }
+    )
     assert missing == [], "metric names in the code that no catalogued registry exports"
 
 
@@ -149,8 +176,10 @@ def template(node: ast.expr) -> re.Pattern[str] | None:
     first = parts[0] if parts else None
     if not (isinstance(first, ast.Constant) and isinstance(first.value, str) and first.value.startswith("lahar_")):
         return None
-    pattern = "".join(re.escape(part.value) if isinstance(part, ast.Constant) and isinstance(part.value, str)
-                      else "[a-z0-9_]+" for part in parts)
+    pattern = "".join(
+        re.escape(part.value) if isinstance(part, ast.Constant) and isinstance(part.value, str) else "[a-z0-9_]+"
+        for part in parts
+    )
     return re.compile(pattern)
 
 
@@ -165,9 +194,23 @@ def test_every_metric_name_template_matches_a_catalogued_family(entries: dict[st
     assert unmatched == []
 
 
-CONSTRUCTORS = {"Counter", "Gauge", "Histogram", "Summary", "Info", "Enum", "Metric", "CounterMetricFamily",
-                "GaugeMetricFamily", "HistogramMetricFamily", "GaugeHistogramMetricFamily", "SummaryMetricFamily",
-                "InfoMetricFamily", "StateSetMetricFamily", "UnknownMetricFamily"}
+CONSTRUCTORS = {
+    "Counter",
+    "Gauge",
+    "Histogram",
+    "Summary",
+    "Info",
+    "Enum",
+    "Metric",
+    "CounterMetricFamily",
+    "GaugeMetricFamily",
+    "HistogramMetricFamily",
+    "GaugeHistogramMetricFamily",
+    "SummaryMetricFamily",
+    "InfoMetricFamily",
+    "StateSetMetricFamily",
+    "UnknownMetricFamily",
+}
 
 
 def test_metric_families_the_code_constructs_are_named_lahar_star() -> None:
@@ -175,8 +218,11 @@ def test_metric_families_the_code_constructs_are_named_lahar_star() -> None:
     offenders = []
     for path in program_sources():
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if not (isinstance(node, ast.Call) and node.args
-                    and getattr(node.func, "id", getattr(node.func, "attr", None)) in CONSTRUCTORS):
+            if not (
+                isinstance(node, ast.Call)
+                and node.args
+                and getattr(node.func, "id", getattr(node.func, "attr", None)) in CONSTRUCTORS
+            ):
                 continue
             name = node.args[0]
             if isinstance(name, ast.JoinedStr):
@@ -216,8 +262,7 @@ def figure_keys(tree: ast.Module) -> set[str]:
     return keys
 
 
-def test_every_qos_figure_a_strategy_reports_is_catalogued_and_documented(
-        entries: dict[str, list[MetricInfo]]) -> None:
+def test_every_qos_figure_a_strategy_reports_is_catalogued_and_documented(entries: dict[str, list[MetricInfo]]) -> None:
     from lahar.agent.exporter import QOS_FIGURES
 
     produced = set().union(*(figure_keys(ast.parse(path.read_text())) for path in sorted(STRATEGIES_DIR.glob("*.py"))))

@@ -47,8 +47,14 @@ NODE = "lahar-e2e"
 THRESHOLD, FLOOR = 0.9, 0.02  # cpu_suppress settings for the agent: high, so the budget is rarely the floor
 JOBS = ("lahar-agent", "lahar-scheduler", "lahar-controller")
 # Panels that must show data after a few scrapes of an idle system (others need GPUs, pods, queues).
-PANELS_WITH_DATA = ("Node CPU usage", "BE CPU cap vs online usage", "Pending work", "Jobs by phase",
-                    "Scheduling cycle latency", "Agent collection time")
+PANELS_WITH_DATA = (
+    "Node CPU usage",
+    "BE CPU cap vs online usage",
+    "Pending work",
+    "Jobs by phase",
+    "Scheduling cycle latency",
+    "Agent collection time",
+)
 PR_SET_PDEATHSIG = 1
 
 
@@ -62,20 +68,26 @@ def prometheus_binary() -> str:
     if found:
         return found
     if os.geteuid() != 0:
-        pytest.skip("prometheus is not installed, and installing it needs root "
-                    "(apt-get install --no-install-recommends prometheus)")
+        pytest.skip(
+            "prometheus is not installed, and installing it needs root "
+            "(apt-get install --no-install-recommends prometheus)"
+        )
     if shutil.which("apt-get") is None:
         pytest.skip("prometheus is not installed and there is no apt-get to install it")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for command in (["apt-get", "update", "-q"],
-                    ["apt-get", "install", "-y", "-q", "--no-install-recommends", "prometheus"]):
+    for command in (
+        ["apt-get", "update", "-q"],
+        ["apt-get", "install", "-y", "-q", "--no-install-recommends", "prometheus"],
+    ):
         try:
             result = subprocess.run(command, capture_output=True, text=True, timeout=240, env=env, check=False)
         except subprocess.TimeoutExpired:
             pytest.skip(f"prometheus could not be installed: `{' '.join(command)}` took over 240 s")
         if result.returncode != 0:
-            pytest.skip(f"prometheus could not be installed: `{' '.join(command)}` failed: "
-                        f"{(result.stderr or result.stdout)[-500:]}")
+            pytest.skip(
+                f"prometheus could not be installed: `{' '.join(command)}` failed: "
+                f"{(result.stderr or result.stdout)[-500:]}"
+            )
     found = shutil.which("prometheus")
     if found is None:
         pytest.skip("apt-get installed prometheus but there is no prometheus on PATH")
@@ -91,9 +103,13 @@ class Processes:
 
     def start(self, name: str, command: list[str]) -> None:
         with open(self.directory / f"{name}.log", "wb") as log:
-            self.running[name] = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                                  env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                                                  preexec_fn=die_with_parent)
+            self.running[name] = subprocess.Popen(
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                preexec_fn=die_with_parent,
+            )
 
     def check_alive(self) -> None:
         for name, process in self.running.items():
@@ -149,26 +165,36 @@ class PrometheusApi:
 
     def values(self, expr: str) -> dict[str, float]:
         """One figure per series, by the series' labels (job and instance left out)."""
-        return {json.dumps({k: v for k, v in sorted(s["metric"].items()) if k not in ("job", "instance")}):
-                float(s["value"][1]) for s in self.query(expr)}
+        return {
+            json.dumps({k: v for k, v in sorted(s["metric"].items()) if k not in ("job", "instance")}): float(
+                s["value"][1]
+            )
+            for s in self.query(expr)
+        }
 
 
 def prometheus_config(agent: int, scheduler: int, controller: int) -> dict[str, Any]:
     def job(name: str, port: int, **extra: Any) -> dict[str, Any]:
         return {"job_name": name, "static_configs": [{"targets": [f"127.0.0.1:{port}"]}], **extra}
 
-    return {"global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
-            # As deploy/monitoring's ServiceMonitors: the agent's pod series keep their own labels.
-            "scrape_configs": [job("lahar-agent", agent, honor_labels=True), job("lahar-scheduler", scheduler),
-                               job("lahar-controller", controller)]}
+    return {
+        "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
+        # As deploy/monitoring's ServiceMonitors: the agent's pod series keep their own labels.
+        "scrape_configs": [
+            job("lahar-agent", agent, honor_labels=True),
+            job("lahar-scheduler", scheduler),
+            job("lahar-controller", controller),
+        ],
+    }
 
 
 def lahar(*args: str) -> list[str]:
     return [sys.executable, "-m", "lahar", *args]
 
 
-def eventually(api: PrometheusApi, processes: Processes, condition: Callable[[], Any], what: str,
-               timeout: float = 30.0) -> Any:
+def eventually(
+    api: PrometheusApi, processes: Processes, condition: Callable[[], Any], what: str, timeout: float = 30.0
+) -> Any:
     def check() -> Any:
         processes.check_alive()
         try:
@@ -196,26 +222,75 @@ def test_prometheus_scrapes_the_agent_scheduler_and_controller(tmp_path: Path, a
     try:
         # --dry-run and a kubepods name no node has: QoS decides on this machine's real usage and
         # writes nothing. Standalone: no API, no scheduler stream.
-        processes.start("agent", lahar("agent", "--standalone", "--node", NODE, "--interval", "0.5",
-                                       "--metrics-port", str(ports["agent"]), "--metrics-address", "127.0.0.1",
-                                       "--qos-config", str(qos_config), "--dry-run",
-                                       "--kubepods", f"lahar-e2e-{uuid.uuid4().hex[:8]}"))
-        processes.start("scheduler", lahar("scheduler", "--kubeconfig", kubeconfig, "--period", "0.5",
-                                           "--metrics-port", str(ports["scheduler"]),
-                                           "--metrics-address", "127.0.0.1"))
-        processes.start("controller", lahar("controller", "--kubeconfig", kubeconfig,
-                                            "--metrics-port", str(ports["controller"]),
-                                            "--metrics-address", "127.0.0.1"))
-        processes.start("prometheus", [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                                       f"--web.listen-address=127.0.0.1:{ports['prometheus']}", "--log.level=warn"])
+        processes.start(
+            "agent",
+            lahar(
+                "agent",
+                "--standalone",
+                "--node",
+                NODE,
+                "--interval",
+                "0.5",
+                "--metrics-port",
+                str(ports["agent"]),
+                "--metrics-address",
+                "127.0.0.1",
+                "--qos-config",
+                str(qos_config),
+                "--dry-run",
+                "--kubepods",
+                f"lahar-e2e-{uuid.uuid4().hex[:8]}",
+            ),
+        )
+        processes.start(
+            "scheduler",
+            lahar(
+                "scheduler",
+                "--kubeconfig",
+                kubeconfig,
+                "--period",
+                "0.5",
+                "--metrics-port",
+                str(ports["scheduler"]),
+                "--metrics-address",
+                "127.0.0.1",
+            ),
+        )
+        processes.start(
+            "controller",
+            lahar(
+                "controller",
+                "--kubeconfig",
+                kubeconfig,
+                "--metrics-port",
+                str(ports["controller"]),
+                "--metrics-address",
+                "127.0.0.1",
+            ),
+        )
+        processes.start(
+            "prometheus",
+            [
+                binary,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{ports['prometheus']}",
+                "--log.level=warn",
+            ],
+        )
         eventually(api, processes, api.ready, "prometheus to be ready")
-        eventually(api, processes, lambda: {s["metric"]["job"]: s["value"][1] for s in api.query("up")}
-                   == dict.fromkeys(JOBS, "1"), "every target up")
+        eventually(
+            api,
+            processes,
+            lambda: {s["metric"]["job"]: s["value"][1] for s in api.query("up")} == dict.fromkeys(JOBS, "1"),
+            "every target up",
+        )
 
         # Node CPU: present and plausible. The first collection has no interval to measure over.
         cpu_query = f'lahar_node_cpu_usage_cores{{job="lahar-agent", node="{NODE}"}}'
-        usage = eventually(api, processes, lambda: api.value(cpu_query) if api.value(cpu_query) > 0 else None,
-                           "node CPU usage above 0")
+        usage = eventually(
+            api, processes, lambda: api.value(cpu_query) if api.value(cpu_query) > 0 else None, "node CPU usage above 0"
+        )
         cores = api.value(f'lahar_node_cpu_cores{{node="{NODE}"}}')
         assert 1 <= cores <= (os.cpu_count() or cores)
         assert 0 < usage <= cores
@@ -225,18 +300,28 @@ def test_prometheus_scrapes_the_agent_scheduler_and_controller(tmp_path: Path, a
         quota_query = f'lahar_qos_be_cpu_quota_cores{{node="{NODE}"}}'
         quota = eventually(api, processes, lambda: api.value(quota_query), "the BE CPU cap")
         assert FLOOR * cores - 1e-9 <= quota <= THRESHOLD * cores + 1e-9
-        figures = {name: api.value(f'lahar_qos_{name}{{node="{NODE}"}}')
-                   for name in ("be_cpu_budget_cores", "online_cpu_usage_cores", "system_cpu_usage_cores")}
-        expected = min(max(cores * THRESHOLD - figures["online_cpu_usage_cores"] - figures["system_cpu_usage_cores"],
-                           cores * FLOOR), cores)
+        figures = {
+            name: api.value(f'lahar_qos_{name}{{node="{NODE}"}}')
+            for name in ("be_cpu_budget_cores", "online_cpu_usage_cores", "system_cpu_usage_cores")
+        }
+        expected = min(
+            max(
+                cores * THRESHOLD - figures["online_cpu_usage_cores"] - figures["system_cpu_usage_cores"], cores * FLOOR
+            ),
+            cores,
+        )
         assert figures["be_cpu_budget_cores"] == pytest.approx(expected, abs=1e-6), figures
         assert api.value(f'lahar_qos_strategy_enabled{{node="{NODE}", strategy="cpu_suppress"}}') == 1
         assert api.value(f'lahar_qos_dry_run{{node="{NODE}"}}') == 1
         assert api.value(f'lahar_qos_config_valid{{node="{NODE}"}}') == 1
 
         # The scheduler cycles; the controller counts jobs in every phase (none yet).
-        eventually(api, processes, lambda: api.value(
-            'lahar_scheduler_e2e_scheduling_duration_seconds_count{job="lahar-scheduler"}') >= 2, "scheduler cycles")
+        eventually(
+            api,
+            processes,
+            lambda: api.value('lahar_scheduler_e2e_scheduling_duration_seconds_count{job="lahar-scheduler"}') >= 2,
+            "scheduler cycles",
+        )
         assert api.value('lahar_scheduler_pending_pods{job="lahar-scheduler"}') == 0
         phases = api.values('lahar_controller_jobs{job="lahar-controller"}')
         assert {json.loads(key)["phase"] for key in phases} == {phase.value for phase in JobPhase}
@@ -245,8 +330,12 @@ def test_prometheus_scrapes_the_agent_scheduler_and_controller(tmp_path: Path, a
         known = series_names(catalog())
         held = [name for name in api.get("/api/v1/label/__name__/values") if name.startswith("lahar_")]
         assert [name for name in held if name not in known] == []
-        assert {"lahar_node_cpu_usage_cores", "lahar_qos_be_cpu_quota_cores",
-                "lahar_scheduler_e2e_scheduling_duration_seconds_bucket", "lahar_controller_jobs"} <= set(held)
+        assert {
+            "lahar_node_cpu_usage_cores",
+            "lahar_qos_be_cpu_quota_cores",
+            "lahar_scheduler_e2e_scheduling_duration_seconds_bucket",
+            "lahar_controller_jobs",
+        } <= set(held)
 
         # The dashboard: every query evaluates; the key panels show data once rates have two samples.
         dashboard = load_dashboard()
@@ -262,9 +351,15 @@ def test_prometheus_scrapes_the_agent_scheduler_and_controller(tmp_path: Path, a
             for target in panel["targets"]:
                 if "BE usage" in target["legendFormat"]:
                     continue  # no BE pods on this machine
-                eventually(api, processes, lambda: api.query(with_grafana_values(target["expr"])),
-                           f"data for {panel['title']!r} {target['refId']}", timeout=15)
-        assert sorted(p["title"] for p in all_panels(dashboard) if p.get("title") in PANELS_WITH_DATA) == \
-            sorted(PANELS_WITH_DATA)
+                eventually(
+                    api,
+                    processes,
+                    lambda: api.query(with_grafana_values(target["expr"])),
+                    f"data for {panel['title']!r} {target['refId']}",
+                    timeout=15,
+                )
+        assert sorted(p["title"] for p in all_panels(dashboard) if p.get("title") in PANELS_WITH_DATA) == sorted(
+            PANELS_WITH_DATA
+        )
     finally:
         processes.stop()

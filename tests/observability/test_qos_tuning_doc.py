@@ -45,8 +45,7 @@ def code_defaults() -> dict[str, str]:
     defaults = {REASSERT: shown(DEFAULT_REASSERT_SECONDS, None)}
     for prefix, cls in [*SECTION_TYPES.items(), ("io.devices[]", DeviceLimit)]:
         for field in dataclasses.fields(cls):
-            value = (field.default if field.default is not dataclasses.MISSING
-                     else field.default_factory())  # type: ignore[misc]
+            value = field.default if field.default is not dataclasses.MISSING else field.default_factory()  # type: ignore[misc]
             defaults[f"{prefix}.{field.name}"] = shown(value, field.metadata.get(QUANTITY_UNIT))
     return defaults
 

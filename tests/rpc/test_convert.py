@@ -11,10 +11,29 @@ import typing
 import pytest
 from google.protobuf.message import Message
 
-from lahar.agent.report import (Accelerators, AgentHealth, ContainerUsage, CpuUsage, GpuDevice, GpuProcess,
-                                MemoryUsage, NodeReport, NpuDevice, NumaNode, PodUsage, Pressure)
-from lahar.rpc.convert import (MAX_CLOCK_SKEW_SECONDS, MAX_DEVICES, MAX_PODS, report_from_proto, report_to_proto,
-                               validate_report, validate_reports)
+from lahar.agent.report import (
+    Accelerators,
+    AgentHealth,
+    ContainerUsage,
+    CpuUsage,
+    GpuDevice,
+    GpuProcess,
+    MemoryUsage,
+    NodeReport,
+    NpuDevice,
+    NumaNode,
+    PodUsage,
+    Pressure,
+)
+from lahar.rpc.convert import (
+    MAX_CLOCK_SKEW_SECONDS,
+    MAX_DEVICES,
+    MAX_PODS,
+    report_from_proto,
+    report_to_proto,
+    validate_report,
+    validate_reports,
+)
 from lahar.rpc.v1 import agent_pb2 as pb
 
 GIB = 1 << 30
@@ -24,27 +43,64 @@ NOW = 1_800_000_000.0
 def full_report(node: str = "node-a", sequence: int = 7) -> NodeReport:
     """A report with every field of every type set to something other than its default."""
     return NodeReport(
-        node=node, sequence=sequence, timestamp=NOW - 0.125,
+        node=node,
+        sequence=sequence,
+        timestamp=NOW - 0.125,
         cpu=CpuUsage(cores=4, usage_cores=1.5, usage_ratio=0.375, per_core_ratio=[0.5, 0.25, 0.5, 0.25]),
         memory=MemoryUsage(total_bytes=16 * GIB, used_bytes=6 * GIB, available_bytes=10 * GIB, page_cache_bytes=GIB),
         numa=[NumaNode(0, [0, 1], 8 * GIB, 3 * GIB, 0.75), NumaNode(1, [2, 3], 8 * GIB, 3 * GIB, 0.75)],
-        pressure=[Pressure("cpu", 1.5, 1.25, 1.0, 12.5, 0.5, 0.25, 0.125, 3.5),
-                  Pressure("memory", 0.1, 0.2, 0.3, 4.0, 0.01, 0.02, 0.03, 1.0)],
-        pods=[PodUsage(namespace="team", name=f"job-{index}", uid=f"uid-{index}", qos_class="BE",
-                       kube_qos_class="BestEffort", cgroup=f"kubepods/besteffort/pod{index}",
-                       cpu_usage_cores=0.25 * index + 0.1, memory_working_set_bytes=(index + 1) * 100 << 20,
-                       cpu_throttled_periods_total=3 + index, cpu_throttled_seconds_total=0.5,
-                       io_read_bytes_total=1024, io_write_bytes_total=2048,
-                       containers=[ContainerUsage("main", 0.2, 90 << 20, 2, 0.25),
-                                   ContainerUsage("sidecar", 0.05, 10 << 20, 1, 0.125)])
-              for index in range(3)],
-        gpu=Accelerators(available=True, reason="ok", source="nvml", gpus=[
-            GpuDevice(1, "GPU-0001", "H100", 0.5, 20 * GIB, 80 * GIB, 350.5, 61.0,
-                      [GpuProcess(4242, 19 * GIB, "team", "job-1")])]),
-        npu=Accelerators(available=True, reason="ok", source="dcmi", npus=[
-            NpuDevice(1, 1, "Ascend910B", 0.25, 10 * GIB, 64 * GIB, 200.25, 55.5, "OK")]),
+        pressure=[
+            Pressure("cpu", 1.5, 1.25, 1.0, 12.5, 0.5, 0.25, 0.125, 3.5),
+            Pressure("memory", 0.1, 0.2, 0.3, 4.0, 0.01, 0.02, 0.03, 1.0),
+        ],
+        pods=[
+            PodUsage(
+                namespace="team",
+                name=f"job-{index}",
+                uid=f"uid-{index}",
+                qos_class="BE",
+                kube_qos_class="BestEffort",
+                cgroup=f"kubepods/besteffort/pod{index}",
+                cpu_usage_cores=0.25 * index + 0.1,
+                memory_working_set_bytes=(index + 1) * 100 << 20,
+                cpu_throttled_periods_total=3 + index,
+                cpu_throttled_seconds_total=0.5,
+                io_read_bytes_total=1024,
+                io_write_bytes_total=2048,
+                containers=[
+                    ContainerUsage("main", 0.2, 90 << 20, 2, 0.25),
+                    ContainerUsage("sidecar", 0.05, 10 << 20, 1, 0.125),
+                ],
+            )
+            for index in range(3)
+        ],
+        gpu=Accelerators(
+            available=True,
+            reason="ok",
+            source="nvml",
+            gpus=[
+                GpuDevice(
+                    1,
+                    "GPU-0001",
+                    "H100",
+                    0.5,
+                    20 * GIB,
+                    80 * GIB,
+                    350.5,
+                    61.0,
+                    [GpuProcess(4242, 19 * GIB, "team", "job-1")],
+                )
+            ],
+        ),
+        npu=Accelerators(
+            available=True,
+            reason="ok",
+            source="dcmi",
+            npus=[NpuDevice(1, 1, "Ascend910B", 0.25, 10 * GIB, 64 * GIB, 200.25, 55.5, "OK")],
+        ),
         reclaimable={"cpu": 1500, "memory": 4 * GIB},
-        health=AgentHealth(version="0.1.0", collect_seconds=0.0123, errors={"npu": "npu-smi timed out"}))
+        health=AgentHealth(version="0.1.0", collect_seconds=0.0123, errors={"npu": "npu-smi timed out"}),
+    )
 
 
 def unset_fields(message: Message) -> set[str]:
@@ -60,12 +116,16 @@ def unset_fields(message: Message) -> set[str]:
             if value if field.is_repeated or field.message_type is None else item.HasField(field.name):
                 seen[item.DESCRIPTOR.name].add(field.name)
             if field.message_type is not None and not field.message_type.GetOptions().map_entry:
-                for element in (value if field.is_repeated else [value]):
+                for element in value if field.is_repeated else [value]:
                     visit(element)
 
     visit(message)
-    return {f"{name}.{field.name}" for name, set_fields in seen.items()
-            for field in getattr(pb, name).DESCRIPTOR.fields if field.name not in set_fields}
+    return {
+        f"{name}.{field.name}"
+        for name, set_fields in seen.items()
+        for field in getattr(pb, name).DESCRIPTOR.fields
+        if field.name not in set_fields
+    }
 
 
 def dataclass_types(root: type) -> set[type]:
@@ -81,6 +141,7 @@ def dataclass_types(root: type) -> set[type]:
 
 
 # --- the contract and the round trip ---
+
 
 def test_every_dataclass_has_a_message_with_the_same_fields() -> None:
     types = dataclass_types(NodeReport)
@@ -128,6 +189,7 @@ def test_decoded_lists_are_independent_of_the_message() -> None:
 
 # --- validation ---
 
+
 def test_a_good_report_has_no_problems() -> None:
     assert validate_report(report_to_proto(full_report()), now=NOW) == []
 
@@ -138,29 +200,42 @@ def test_temperatures_may_be_negative() -> None:
     assert validate_report(report_to_proto(report), now=NOW) == []
 
 
-@pytest.mark.parametrize(("change", "expected"), [
-    (lambda r: setattr(r.cpu, "usage_cores", math.nan), "cpu.usage_cores is not a finite number (nan)"),
-    (lambda r: setattr(r.pods[2], "memory_working_set_bytes", -1),
-     "pods[2].memory_working_set_bytes is negative (-1)"),
-    (lambda r: setattr(r.pods[1].containers[1], "cpu_usage_cores", -0.5),
-     "pods[1].containers[1].cpu_usage_cores is negative (-0.5)"),
-    (lambda r: setattr(r.memory, "used_bytes", -GIB), f"memory.used_bytes is negative ({-GIB})"),
-    (lambda r: r.cpu.per_core_ratio.__setitem__(3, math.inf), "cpu.per_core_ratio[3] is not a finite number (inf)"),
-    (lambda r: r.reclaimable.__setitem__("cpu", -100), "reclaimable['cpu'] is negative (-100)"),
-    (lambda r: setattr(r.gpu.gpus[0], "temperature_celsius", -math.inf),
-     "gpu.gpus[0].temperature_celsius is not a finite number (-inf)"),
-    (lambda r: setattr(r.gpu.gpus[0].processes[0], "memory_bytes", -3),
-     "gpu.gpus[0].processes[0].memory_bytes is negative (-3)"),
-    (lambda r: setattr(r, "timestamp", math.nan), "timestamp is not a finite number (nan)"),
-    (lambda r: setattr(r, "node", ""), "node is empty"),
-    (lambda r: setattr(r, "node", "n" * 254), "node name is 254 characters, more than 253"),
-    (lambda r: setattr(r, "timestamp", 0.0), "timestamp is missing"),
-    (lambda r: setattr(r, "timestamp", NOW + MAX_CLOCK_SKEW_SECONDS + 60),
-     "timestamp 1800000360 is 360 s in the future (more than 300 s)"),
-    (lambda r: setattr(r, "pods", r.pods[:1] * (MAX_PODS + 1)), "pods has 10001 items, more than 10000"),
-    (lambda r: setattr(r.gpu, "gpus", r.gpu.gpus * (MAX_DEVICES + 1)), "gpu.gpus has 65 items, more than 64"),
-    (lambda r: setattr(r.npu, "npus", r.npu.npus * (MAX_DEVICES + 1)), "npu.npus has 65 items, more than 64"),
-])
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (lambda r: setattr(r.cpu, "usage_cores", math.nan), "cpu.usage_cores is not a finite number (nan)"),
+        (
+            lambda r: setattr(r.pods[2], "memory_working_set_bytes", -1),
+            "pods[2].memory_working_set_bytes is negative (-1)",
+        ),
+        (
+            lambda r: setattr(r.pods[1].containers[1], "cpu_usage_cores", -0.5),
+            "pods[1].containers[1].cpu_usage_cores is negative (-0.5)",
+        ),
+        (lambda r: setattr(r.memory, "used_bytes", -GIB), f"memory.used_bytes is negative ({-GIB})"),
+        (lambda r: r.cpu.per_core_ratio.__setitem__(3, math.inf), "cpu.per_core_ratio[3] is not a finite number (inf)"),
+        (lambda r: r.reclaimable.__setitem__("cpu", -100), "reclaimable['cpu'] is negative (-100)"),
+        (
+            lambda r: setattr(r.gpu.gpus[0], "temperature_celsius", -math.inf),
+            "gpu.gpus[0].temperature_celsius is not a finite number (-inf)",
+        ),
+        (
+            lambda r: setattr(r.gpu.gpus[0].processes[0], "memory_bytes", -3),
+            "gpu.gpus[0].processes[0].memory_bytes is negative (-3)",
+        ),
+        (lambda r: setattr(r, "timestamp", math.nan), "timestamp is not a finite number (nan)"),
+        (lambda r: setattr(r, "node", ""), "node is empty"),
+        (lambda r: setattr(r, "node", "n" * 254), "node name is 254 characters, more than 253"),
+        (lambda r: setattr(r, "timestamp", 0.0), "timestamp is missing"),
+        (
+            lambda r: setattr(r, "timestamp", NOW + MAX_CLOCK_SKEW_SECONDS + 60),
+            "timestamp 1800000360 is 360 s in the future (more than 300 s)",
+        ),
+        (lambda r: setattr(r, "pods", r.pods[:1] * (MAX_PODS + 1)), "pods has 10001 items, more than 10000"),
+        (lambda r: setattr(r.gpu, "gpus", r.gpu.gpus * (MAX_DEVICES + 1)), "gpu.gpus has 65 items, more than 64"),
+        (lambda r: setattr(r.npu, "npus", r.npu.npus * (MAX_DEVICES + 1)), "npu.npus has 65 items, more than 64"),
+    ],
+)
 def test_a_bad_report_names_its_problem(change: typing.Callable[[NodeReport], None], expected: str) -> None:
     report = full_report()
     change(report)
@@ -189,9 +264,12 @@ def test_every_problem_is_named() -> None:
     report.pods[0].io_read_bytes_total = -1
     report.pods[2].cpu_throttled_seconds_total = math.inf
     problems = validate_report(report_to_proto(report), now=NOW)
-    assert problems == ["node is empty", "cpu.usage_cores is not a finite number (nan)",
-                        "pods[0].io_read_bytes_total is negative (-1)",
-                        "pods[2].cpu_throttled_seconds_total is not a finite number (inf)"]
+    assert problems == [
+        "node is empty",
+        "cpu.usage_cores is not a finite number (nan)",
+        "pods[0].io_read_bytes_total is negative (-1)",
+        "pods[2].cpu_throttled_seconds_total is not a finite number (inf)",
+    ]
 
 
 def test_a_batch_names_only_its_bad_reports() -> None:
@@ -199,8 +277,14 @@ def test_a_batch_names_only_its_bad_reports() -> None:
     reports[4].pods[1].containers[0].memory_working_set_bytes = -7
     reports[1].numa[1].cpu_usage_cores = math.nan
     results = validate_reports([report_to_proto(report) for report in reports], now=NOW)
-    assert results == [[], ["numa[1].cpu_usage_cores is not a finite number (nan)"], [], [],
-                       ["pods[1].containers[0].memory_working_set_bytes is negative (-7)"], []]
+    assert results == [
+        [],
+        ["numa[1].cpu_usage_cores is not a finite number (nan)"],
+        [],
+        [],
+        ["pods[1].containers[0].memory_working_set_bytes is negative (-7)"],
+        [],
+    ]
 
 
 def test_the_bytes_given_are_the_ones_checked() -> None:

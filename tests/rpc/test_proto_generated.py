@@ -16,12 +16,19 @@ GENERATED = ("agent_pb2.py", "agent_pb2_grpc.py", "agent_pb2.pyi")
 def test_committed_code_matches_the_proto(tmp_path: Path) -> None:
     pytest.importorskip("grpc_tools", reason="grpcio-tools (the dev extra) generates the code")
     pytest.importorskip("mypy_protobuf", reason="mypy-protobuf (the dev extra) generates the stubs")
-    result = subprocess.run(["bash", str(ROOT / "scripts" / "gen-proto.sh"), str(tmp_path)],
-                            env={"PYTHON": sys.executable, "PATH": "/usr/bin:/bin"},
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "gen-proto.sh"), str(tmp_path)],
+        env={"PYTHON": sys.executable, "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
-    stale = [name for name in GENERATED
-             if (tmp_path / "lahar/rpc/v1" / name).read_bytes() != (ROOT / "lahar/rpc/v1" / name).read_bytes()]
+    stale = [
+        name
+        for name in GENERATED
+        if (tmp_path / "lahar/rpc/v1" / name).read_bytes() != (ROOT / "lahar/rpc/v1" / name).read_bytes()
+    ]
     assert not stale, f"run scripts/gen-proto.sh and commit: {stale} differ from proto/lahar/rpc/v1/agent.proto"
 
 

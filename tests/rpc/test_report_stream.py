@@ -32,22 +32,35 @@ GIB = 1 << 30
 
 def report(node: str = "node-a", sequence: int = 1, pods: int = 2) -> NodeReport:
     return NodeReport(
-        node=node, sequence=sequence, timestamp=time.time(),
+        node=node,
+        sequence=sequence,
+        timestamp=time.time(),
         cpu=CpuUsage(cores=8, usage_cores=2.5, usage_ratio=2.5 / 8, per_core_ratio=[0.3] * 8),
         memory=MemoryUsage(total_bytes=32 * GIB, used_bytes=12 * GIB, available_bytes=20 * GIB, page_cache_bytes=GIB),
-        pods=[PodUsage("default", f"pod-{index}", f"uid-{index}", "BE", "BestEffort", f"kubepods/pod{index}",
-                       0.5, (index + 1) << 28, containers=[ContainerUsage("main", 0.5, (index + 1) << 28)])
-              for index in range(pods)],
-        reclaimable={"cpu": 3000, "memory": 8 * GIB})
+        pods=[
+            PodUsage(
+                "default",
+                f"pod-{index}",
+                f"uid-{index}",
+                "BE",
+                "BestEffort",
+                f"kubepods/pod{index}",
+                0.5,
+                (index + 1) << 28,
+                containers=[ContainerUsage("main", 0.5, (index + 1) << 28)],
+            )
+            for index in range(pods)
+        ],
+        reclaimable={"cpu": 3000, "memory": 8 * GIB},
+    )
 
 
-
-
-def raw_stream(port: int, messages: list[bytes], token: str | None = "token-a",
-               credentials: grpc.ChannelCredentials | None = None) -> list[pb.ReportAck]:
+def raw_stream(
+    port: int, messages: list[bytes], token: str | None = "token-a", credentials: grpc.ChannelCredentials | None = None
+) -> list[pb.ReportAck]:
     """Send raw bytes (no serializer) on one Report stream, then close it; the acks received."""
     target = f"127.0.0.1:{port}"
-    with (grpc.secure_channel(target, credentials) if credentials else grpc.insecure_channel(target)) as channel:
+    with grpc.secure_channel(target, credentials) if credentials else grpc.insecure_channel(target) as channel:
         call = channel.stream_stream(METHOD_PATH)
         metadata = [("authorization", f"Bearer {token}")] if token is not None else []
         return [pb.ReportAck.FromString(ack) for ack in call(iter(messages), metadata=metadata, timeout=10)]
@@ -95,14 +108,20 @@ def streamers() -> Iterator[Callable[..., ReportStreamer]]:
         streamer.stop()
 
 
-def offer_until(streamer: ReportStreamer, condition: Callable[[], Any], node: str = "node-a",
-                timeout: float = 10.0, what: str = "the report to arrive") -> Any:
+def offer_until(
+    streamer: ReportStreamer,
+    condition: Callable[[], Any],
+    node: str = "node-a",
+    timeout: float = 10.0,
+    what: str = "the report to arrive",
+) -> Any:
     """Offer a fresh report every 50 ms, like an agent's loop, until `condition` holds."""
     sequence = iter(range(1, 1_000_000))
     return wait_for(lambda: streamer.offer(report(node, next(sequence))) or condition(), timeout, what)
 
 
 # --- agent streamer -> server -> store ---
+
 
 def test_a_report_reaches_the_store_with_its_values(serve: Any, streamers: Any) -> None:
     store = NodeReportStore()
@@ -112,8 +131,12 @@ def test_a_report_reaches_the_store_with_its_values(serve: Any, streamers: Any) 
     streamer.offer(sent)
     stored = wait_for(lambda: store.latest("node-a"), what="the report in the store")
     assert stored == sent and stored is not sent
-    assert (stored.node, stored.sequence, stored.cpu.usage_cores, stored.memory.used_bytes) == ("node-a", 41, 2.5,
-                                                                                                12 * GIB)
+    assert (stored.node, stored.sequence, stored.cpu.usage_cores, stored.memory.used_bytes) == (
+        "node-a",
+        41,
+        2.5,
+        12 * GIB,
+    )
     assert [pod.name for pod in stored.pods] == ["pod-0", "pod-1", "pod-2"]
     assert stored.pods[2].containers[0].memory_working_set_bytes == 3 << 28
     assert stored.reclaimable == {"cpu": 3000, "memory": 8 * GIB}
@@ -194,6 +217,7 @@ def test_backoff_doubles_from_half_a_second_to_ten_with_jitter() -> None:
 
 # --- authentication and authorization ---
 
+
 def test_a_node_may_only_report_for_itself(serve: Any, streamers: Any) -> None:
     store = NodeReportStore()
     server, port = serve(store)
@@ -202,8 +226,12 @@ def test_a_node_may_only_report_for_itself(serve: Any, streamers: Any) -> None:
     assert "a node may only report for itself" in error.details()
 
     streamer = streamers(port, node="node-b", token="token-a")
-    offer_until(streamer, lambda: "PERMISSION_DENIED" in streamer.stats().last_error, node="node-b",
-                what="the streamer to be refused")
+    offer_until(
+        streamer,
+        lambda: "PERMISSION_DENIED" in streamer.stats().last_error,
+        node="node-b",
+        what="the streamer to be refused",
+    )
     assert server.counts["forbidden"] >= 2 and "accepted" not in server.counts
     assert store.latest("node-b") is None and streamer.stats().acked == 0
 
@@ -235,6 +263,7 @@ def test_a_streamer_with_a_bad_token_is_refused_and_keeps_trying(serve: Any, str
 
 # --- what the server refuses ---
 
+
 def test_malformed_bytes_are_refused_and_counted(serve: Any) -> None:
     store = NodeReportStore()
     server, port = serve(store)
@@ -252,8 +281,10 @@ def test_an_invalid_report_is_refused_counted_and_not_stored(serve: Any) -> None
     bad.pods[1].memory_working_set_bytes = -4096
     (ack,) = raw_stream(port, [wire(bad)])
     assert ack.sequence == 3
-    assert ack.error == ("invalid report: cpu.usage_cores is not a finite number (nan); "
-                         "pods[1].memory_working_set_bytes is negative (-4096)")
+    assert ack.error == (
+        "invalid report: cpu.usage_cores is not a finite number (nan); "
+        "pods[1].memory_working_set_bytes is negative (-4096)"
+    )
     assert server.counts == {"invalid": 1} and store.latest("node-a") is None
 
 
@@ -288,6 +319,7 @@ def test_the_message_limit_is_configurable(serve: Any) -> None:
 
 # --- TLS and where the server may listen ---
 
+
 @pytest.fixture
 def tls(tmp_path: Path) -> TlsFiles:
     return ensure_self_signed(tmp_path / "tls", ["127.0.0.1"])
@@ -303,8 +335,10 @@ def test_tls_with_our_own_ca(serve: Any, streamers: Any, tls: TlsFiles) -> None:
     trusted = grpc.ssl_channel_credentials(tls.ca.read_bytes())
     assert [ack.error for ack in raw_stream(port, [wire(report())], credentials=trusted)] == [""]
     without_our_ca = grpc.ssl_channel_credentials()  # the system's roots only
-    assert status_of(lambda: raw_stream(port, [wire(report())], credentials=without_our_ca)).code() == \
-        grpc.StatusCode.UNAVAILABLE
+    assert (
+        status_of(lambda: raw_stream(port, [wire(report())], credentials=without_our_ca)).code()
+        == grpc.StatusCode.UNAVAILABLE
+    )
     assert status_of(lambda: raw_stream(port, [wire(report())])).code() == grpc.StatusCode.UNAVAILABLE
 
 
@@ -324,17 +358,21 @@ def test_tls_files_that_cannot_be_read_are_a_clear_error(tmp_path: Path) -> None
 
 # --- token file ---
 
+
 def test_load_tokens(tmp_path: Path) -> None:
     path = tmp_path / "tokens"
     path.write_text("# token node\nabc123 node-a\n\n  def456   node-b  # the second node\nfeed * \n")
     assert load_tokens(path) == {"abc123": "node-a", "def456": "node-b", "feed": "*"}
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("abc node-a\nonly-a-token\n", r"tokens:2: expected `TOKEN NODE`, found 1 words"),
-    ("abc node-a extra\n", r"tokens:1: expected `TOKEN NODE`, found 3 words"),
-    ("abc node-a\n# note\nabc node-b\n", r"tokens:3: token repeated \(first given for node node-a\)"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("abc node-a\nonly-a-token\n", r"tokens:2: expected `TOKEN NODE`, found 1 words"),
+        ("abc node-a extra\n", r"tokens:1: expected `TOKEN NODE`, found 3 words"),
+        ("abc node-a\n# note\nabc node-b\n", r"tokens:3: token repeated \(first given for node node-a\)"),
+    ],
+)
 def test_a_malformed_token_file_names_the_line(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "tokens"
     path.write_text(text)
@@ -348,6 +386,7 @@ def test_a_missing_token_file_is_a_clear_error(tmp_path: Path) -> None:
 
 
 # --- the store ---
+
 
 class FakeClock:
     def __init__(self) -> None:

@@ -16,33 +16,68 @@ from lahar.api.queue import DEFAULT_QUEUE, Queue
 from lahar.scheduler.conf import SchedulerConf, parse_conf
 from lahar.scheduler.framework.session import Session, run_cycle
 from lahar.scheduler.model import (
-    OCCUPYING, TASK_SPEC_ANNOTATION, NodeTable, Resources, Snapshot, TaskInfo, default_queue_info, job_info,
-    queue_info, task_info,
+    OCCUPYING,
+    TASK_SPEC_ANNOTATION,
+    NodeTable,
+    Resources,
+    Snapshot,
+    TaskInfo,
+    default_queue_info,
+    job_info,
+    queue_info,
+    task_info,
 )
 
 Obj = dict[str, Any]
 T0 = "2024-01-01T00:00:00Z"
 
 
-def node(name: str, cpu: str = "4", memory: str = "32Gi", pods: int = 110, labels: Mapping[str, str] | None = None,
-         taints: Sequence[Mapping[str, str]] = (), unschedulable: bool = False, ready: bool = True,
-         **extra: str) -> Obj:
+def node(
+    name: str,
+    cpu: str = "4",
+    memory: str = "32Gi",
+    pods: int = 110,
+    labels: Mapping[str, str] | None = None,
+    taints: Sequence[Mapping[str, str]] = (),
+    unschedulable: bool = False,
+    ready: bool = True,
+    **extra: str,
+) -> Obj:
     """A node; `extra` adds resources (`node("n", **{"nvidia.com/gpu": "4"})`)."""
     allocatable = {"cpu": cpu, "memory": memory, "pods": str(pods), **extra}
     spec: Obj = {"taints": [dict(t) for t in taints]}
     if unschedulable:
         spec["unschedulable"] = True
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": dict(labels or {})},
-            "spec": spec,
-            "status": {"allocatable": allocatable, "capacity": dict(allocatable),
-                       "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": dict(labels or {})},
+        "spec": spec,
+        "status": {
+            "allocatable": allocatable,
+            "capacity": dict(allocatable),
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
 
 
-def pod(name: str, cpu: str | None = "1", memory: str | None = "1Gi", group: str | None = None,
-        namespace: str = "default", priority: int = 0, node_name: str = "", phase: str = "Pending",
-        task: str = "", created: str = T0, node_selector: Mapping[str, str] | None = None,
-        affinity: Mapping[str, Any] | None = None, tolerations: Sequence[Mapping[str, Any]] = (),
-        annotations: Mapping[str, str] | None = None, **extra: str) -> Obj:
+def pod(
+    name: str,
+    cpu: str | None = "1",
+    memory: str | None = "1Gi",
+    group: str | None = None,
+    namespace: str = "default",
+    priority: int = 0,
+    node_name: str = "",
+    phase: str = "Pending",
+    task: str = "",
+    created: str = T0,
+    node_selector: Mapping[str, str] | None = None,
+    affinity: Mapping[str, Any] | None = None,
+    tolerations: Sequence[Mapping[str, Any]] = (),
+    annotations: Mapping[str, str] | None = None,
+    **extra: str,
+) -> Obj:
     """A pod of one container requesting `cpu`/`memory` (None: not requested) and `extra`."""
     requests = {k: v for k, v in {"cpu": cpu, "memory": memory, **extra}.items() if v is not None}
     notes = dict(annotations or {})
@@ -50,8 +85,11 @@ def pod(name: str, cpu: str | None = "1", memory: str | None = "1Gi", group: str
         notes[GROUP_NAME_ANNOTATION] = group
     if task:
         notes[TASK_SPEC_ANNOTATION] = task
-    spec: Obj = {"schedulerName": "lahar", "priority": priority,
-                 "containers": [{"name": "main", "image": "busybox", "resources": {"requests": requests}}]}
+    spec: Obj = {
+        "schedulerName": "lahar",
+        "priority": priority,
+        "containers": [{"name": "main", "image": "busybox", "resources": {"requests": requests}}],
+    }
     if node_name:
         spec["nodeName"] = node_name
     if node_selector:
@@ -60,35 +98,69 @@ def pod(name: str, cpu: str | None = "1", memory: str | None = "1Gi", group: str
         spec["affinity"] = affinity
     if tolerations:
         spec["tolerations"] = [dict(t) for t in tolerations]
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}",
-                         "annotations": notes, "creationTimestamp": created},
-            "spec": spec, "status": {"phase": phase}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": f"uid-{namespace}-{name}",
+            "annotations": notes,
+            "creationTimestamp": created,
+        },
+        "spec": spec,
+        "status": {"phase": phase},
+    }
 
 
-def gang(name: str, size: int, cpu: str | None = "1", memory: str | None = "1Gi", min_member: int | None = None,
-         queue: str = DEFAULT_QUEUE, **pod_fields: Any) -> list[Obj]:
+def gang(
+    name: str,
+    size: int,
+    cpu: str | None = "1",
+    memory: str | None = "1Gi",
+    min_member: int | None = None,
+    queue: str = DEFAULT_QUEUE,
+    **pod_fields: Any,
+) -> list[Obj]:
     """A PodGroup and its `size` pods (`<name>-0`...), minMember `size` unless given."""
     group = podgroup(name, size if min_member is None else min_member, queue=queue)
     return [group] + [pod(f"{name}-{i}", cpu, memory, group=name, **pod_fields) for i in range(size)]
 
 
-def podgroup(name: str, min_member: int = 1, queue: str = DEFAULT_QUEUE, phase: str = "Inqueue",
-             min_task_member: Mapping[str, int] | None = None, min_resources: Mapping[str, str] | None = None,
-             namespace: str = "default", created: str = T0) -> Obj:
+def podgroup(
+    name: str,
+    min_member: int = 1,
+    queue: str = DEFAULT_QUEUE,
+    phase: str = "Inqueue",
+    min_task_member: Mapping[str, int] | None = None,
+    min_resources: Mapping[str, str] | None = None,
+    namespace: str = "default",
+    created: str = T0,
+) -> Obj:
     spec: Obj = {"minMember": min_member, "queue": queue}
     if min_task_member:
         spec["minTaskMember"] = dict(min_task_member)
     if min_resources:
         spec["minResources"] = dict(min_resources)
-    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-            "metadata": {"name": name, "namespace": namespace, "creationTimestamp": created},
-            "spec": spec, "status": {"phase": phase}}
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace, "creationTimestamp": created},
+        "spec": spec,
+        "status": {"phase": phase},
+    }
 
 
-def queue(name: str, weight: int = 1, capability: Mapping[str, str] | None = None,
-          guarantee: Mapping[str, str] | None = None, deserved: Mapping[str, str] | None = None,
-          state: str = "Open", priority: int = 0, reclaimable: bool = True) -> Obj:
+def queue(
+    name: str,
+    weight: int = 1,
+    capability: Mapping[str, str] | None = None,
+    guarantee: Mapping[str, str] | None = None,
+    deserved: Mapping[str, str] | None = None,
+    state: str = "Open",
+    priority: int = 0,
+    reclaimable: bool = True,
+) -> Obj:
     spec: Obj = {"weight": weight, "reclaimable": reclaimable, "priority": priority}
     if capability:
         spec["capability"] = dict(capability)
@@ -96,8 +168,13 @@ def queue(name: str, weight: int = 1, capability: Mapping[str, str] | None = Non
         spec["guarantee"] = {"resource": dict(guarantee)}
     if deserved:
         spec["deserved"] = dict(deserved)
-    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": name},
-            "spec": spec, "status": {"state": state}}
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": spec,
+        "status": {"state": state},
+    }
 
 
 def snapshot(objects: Iterable[Obj | list[Obj]]) -> Snapshot:
@@ -140,9 +217,10 @@ def snapshot(objects: Iterable[Obj | list[Obj]]) -> Snapshot:
 
 def conf(actions: str, *tiers: Sequence[str | Mapping[str, Any]]) -> SchedulerConf:
     """A configuration from an actions string and tiers of plugin names or plugin entries."""
-    document = {"actions": actions,
-                "tiers": [{"plugins": [{"name": p} if isinstance(p, str) else dict(p) for p in tier]}
-                          for tier in tiers]}
+    document = {
+        "actions": actions,
+        "tiers": [{"plugins": [{"name": p} if isinstance(p, str) else dict(p) for p in tier]} for tier in tiers],
+    }
     return parse_conf(yaml.safe_dump(document))
 
 
@@ -153,8 +231,11 @@ ALL_TIERS: tuple[list[str | Mapping[str, Any]], ...] = (
 )
 
 
-def cycle(objects: Iterable[Obj | list[Obj]], actions: str = "enqueue, allocate, backfill",
-          tiers: Sequence[Sequence[str | Mapping[str, Any]]] = ALL_TIERS) -> Session:
+def cycle(
+    objects: Iterable[Obj | list[Obj]],
+    actions: str = "enqueue, allocate, backfill",
+    tiers: Sequence[Sequence[str | Mapping[str, Any]]] = ALL_TIERS,
+) -> Session:
     """One scheduling cycle over the objects."""
     return run_cycle(snapshot(objects), conf(actions, *tiers))
 

@@ -19,8 +19,28 @@ from tests.scheduler.test_cache import a_pod, bound, node, podgroup, queue
 Obj = dict[str, Any]
 GIB = 1 << 30
 
-__all__ = ["GIB", "Clock", "a_pod", "annotate", "bound", "cluster", "conf", "gang", "guaranteed", "node", "opened",
-           "podgroup", "prioritised", "priority_class", "queue", "report", "run", "running", "store", "task"]
+__all__ = [
+    "GIB",
+    "Clock",
+    "a_pod",
+    "annotate",
+    "bound",
+    "cluster",
+    "conf",
+    "gang",
+    "guaranteed",
+    "node",
+    "opened",
+    "podgroup",
+    "prioritised",
+    "priority_class",
+    "queue",
+    "report",
+    "run",
+    "running",
+    "store",
+    "task",
+]
 
 
 class Clock:
@@ -36,8 +56,13 @@ class Clock:
 def cluster(*objects: Obj) -> Cache:
     """A cache fed the given Nodes, Queues, PriorityClasses, PodGroups and Pods (by their kind)."""
     cache = Cache()
-    adders = {"Node": cache.add_node, "Queue": cache.add_queue, "PodGroup": cache.add_podgroup,
-              "Pod": cache.add_pod, "PriorityClass": cache.add_priority_class}
+    adders = {
+        "Node": cache.add_node,
+        "Queue": cache.add_queue,
+        "PodGroup": cache.add_podgroup,
+        "Pod": cache.add_pod,
+        "PriorityClass": cache.add_priority_class,
+    }
     for obj in objects:
         adders[obj["kind"]](obj)
     return cache
@@ -75,15 +100,28 @@ def running(name: str, node_name: str, priority: int = 0, **kwargs: Any) -> Obj:
     return bound(prioritised(a_pod(name, **kwargs), priority), node_name)
 
 
-def report(name: str, *, cores: int = 4, cpu_ratio: float = 0.0, memory_total: int = 32 * GIB,
-           memory_used: int = 0, reclaimable: dict[str, int] | None = None, numa: list[NumaNode] | None = None,
-           gpus: list[GpuDevice] | None = None, sequence: int = 1) -> NodeReport:
+def report(
+    name: str,
+    *,
+    cores: int = 4,
+    cpu_ratio: float = 0.0,
+    memory_total: int = 32 * GIB,
+    memory_used: int = 0,
+    reclaimable: dict[str, int] | None = None,
+    numa: list[NumaNode] | None = None,
+    gpus: list[GpuDevice] | None = None,
+    sequence: int = 1,
+) -> NodeReport:
     return NodeReport(
-        node=name, sequence=sequence, timestamp=0.0,
+        node=name,
+        sequence=sequence,
+        timestamp=0.0,
         cpu=CpuUsage(cores, cores * cpu_ratio, cpu_ratio),
         memory=MemoryUsage(memory_total, memory_used, memory_total - memory_used, 0),
-        numa=numa or [], reclaimable=reclaimable or {},
-        gpu=Accelerators(True, source="nvml", gpus=gpus) if gpus else Accelerators(False, "no GPU"))
+        numa=numa or [],
+        reclaimable=reclaimable or {},
+        gpu=Accelerators(True, source="nvml", gpus=gpus) if gpus else Accelerators(False, "no GPU"),
+    )
 
 
 def store(clock: Clock, *reports: NodeReport) -> NodeReportStore:
@@ -116,7 +154,6 @@ def guaranteed(obj: Obj) -> Obj:
         resources = container.setdefault("resources", {})
         resources["limits"] = dict(resources.get("requests") or {})
     return obj
-
 
 
 def spy(monkeypatch: Any, owner: type, name: str) -> list[tuple[Any, ...]]:

@@ -92,7 +92,8 @@ def test_a_failed_bind_rolls_the_gang_back(api: KubeApi, binder: tuple[Binder, C
 
 
 def test_a_failure_that_leaves_min_member_bound_is_not_rolled_back(
-        api: KubeApi, binder: tuple[Binder, Cache, SchedulerMetrics]) -> None:
+    api: KubeApi, binder: tuple[Binder, Cache, SchedulerMetrics]
+) -> None:
     running, cache, _ = binder
     batch = gang(api, cache, "elastic", 3, 1)
     api.delete(kinds.POD, "elastic-2", "default")
@@ -101,8 +102,7 @@ def test_a_failure_that_leaves_min_member_bound_is_not_rolled_back(
     assert node_of(api, "elastic-0") == "n1" and not deleted_or_deleting(api, "elastic-0")
 
 
-def test_already_bound_to_the_same_node_is_bound(api: KubeApi, binder: tuple[Binder, Cache, SchedulerMetrics]
-                                                 ) -> None:
+def test_already_bound_to_the_same_node_is_bound(api: KubeApi, binder: tuple[Binder, Cache, SchedulerMetrics]) -> None:
     running, cache, _ = binder
     batch = gang(api, cache, "again", 2, 2)
     api.bind("default", "again-0", "n1")  # a previous scheduler run bound it to the same node
@@ -119,15 +119,28 @@ def test_gpu_choice_is_written_before_the_bind(api: KubeApi, binder: tuple[Binde
     assert bound["metadata"]["annotations"][GPU_INDEX_ANNOTATION] == "0,1" and bound["spec"]["nodeName"] == "n1"
 
 
-def test_evictions_use_the_eviction_api_with_events(api: KubeApi, binder: tuple[Binder, Cache, SchedulerMetrics]
-                                                    ) -> None:
+def test_evictions_use_the_eviction_api_with_events(
+    api: KubeApi, binder: tuple[Binder, Cache, SchedulerMetrics]
+) -> None:
     running, cache, metrics = binder
     victim_obj = api.create(kinds.POD, pod("victim", node_name="n1"), "default")
     cache.add_pod(victim_obj)
     victim = cache.task(victim_obj["metadata"]["uid"])
     assert victim is not None
-    preemptor = TaskInfo("uid-x", "default", "urgent", "default/urgent", "", 100, victim.request, TaskStatus.PENDING,
-                         "", victim.qos, victim.pod, victim.placement)
+    preemptor = TaskInfo(
+        "uid-x",
+        "default",
+        "urgent",
+        "default/urgent",
+        "",
+        100,
+        victim.request,
+        TaskStatus.PENDING,
+        "",
+        victim.qos,
+        victim.pod,
+        victim.placement,
+    )
     cache.assume_evicted([victim])
     assert running.evict([Eviction(victim, "preempt", preemptor)])[0].result(timeout=20) is True
     assert deleted_or_deleting(api, "victim")

@@ -20,17 +20,44 @@ GIB = 1 << 30
 
 # -- manifests (uid and resourceVersion only when given: the API server assigns its own) ----------
 
-def node(name: str, cpu: str = "4", memory: str = "8Gi", ready: bool = True,
-         extended: dict[str, str] | None = None, labels: dict[str, str] | None = None) -> Obj:
+
+def node(
+    name: str,
+    cpu: str = "4",
+    memory: str = "8Gi",
+    ready: bool = True,
+    extended: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+) -> Obj:
     capacity = {"cpu": cpu, "memory": memory, "pods": "110", **(extended or {})}
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels or {}},
-            "status": {"capacity": capacity, "allocatable": dict(capacity),
-                       "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels or {}},
+        "status": {
+            "capacity": capacity,
+            "allocatable": dict(capacity),
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
 
 
-def pod(name: str, cpu: str = "1", memory: str = "1Gi", *, group: str = "", scheduler: str = "lahar",
-        node_name: str = "", phase: str = "", uid: str = "", version: str = "", namespace: str = "default",
-        queue: str = "", extended: dict[str, str] | None = None, selector: dict[str, str] | None = None) -> Obj:
+def pod(
+    name: str,
+    cpu: str = "1",
+    memory: str = "1Gi",
+    *,
+    group: str = "",
+    scheduler: str = "lahar",
+    node_name: str = "",
+    phase: str = "",
+    uid: str = "",
+    version: str = "",
+    namespace: str = "default",
+    queue: str = "",
+    extended: dict[str, str] | None = None,
+    selector: dict[str, str] | None = None,
+) -> Obj:
     annotations = {}
     if group:
         annotations["scheduling.k8s.io/group-name"] = group
@@ -42,8 +69,11 @@ def pod(name: str, cpu: str = "1", memory: str = "1Gi", *, group: str = "", sche
     if version:
         metadata["resourceVersion"] = version
     requests = {"cpu": cpu, "memory": memory, **(extended or {})}
-    spec: Obj = {"schedulerName": scheduler, "terminationGracePeriodSeconds": 0,
-                 "containers": [{"name": "main", "image": "busybox", "resources": {"requests": requests}}]}
+    spec: Obj = {
+        "schedulerName": scheduler,
+        "terminationGracePeriodSeconds": 0,
+        "containers": [{"name": "main", "image": "busybox", "resources": {"requests": requests}}],
+    }
     if node_name:
         spec["nodeName"] = node_name
     if selector:
@@ -54,21 +84,31 @@ def pod(name: str, cpu: str = "1", memory: str = "1Gi", *, group: str = "", sche
     return obj
 
 
-def podgroup(name: str, min_member: int, *, queue: str = "default", namespace: str = "default",
-             version: str = "") -> Obj:
+def podgroup(
+    name: str, min_member: int, *, queue: str = "default", namespace: str = "default", version: str = ""
+) -> Obj:
     metadata: Obj = {"name": name, "namespace": namespace}
     if version:
         metadata["resourceVersion"] = version
-    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": metadata,
-            "spec": {"minMember": min_member, "queue": queue}}
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": metadata,
+        "spec": {"minMember": min_member, "queue": queue},
+    }
 
 
 def queue(name: str, weight: int = 1, **spec: Any) -> Obj:
-    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": name},
-            "spec": {"weight": weight, **spec}}
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": {"weight": weight, **spec},
+    }
 
 
 # -- helpers ----------------------------------------------------------------------------------------
+
 
 def a_pod(name: str, **kwargs: Any) -> Obj:
     """A pod as the cache sees it from an informer: with a uid."""
@@ -86,6 +126,7 @@ def bound(obj: Obj, node_name: str, phase: str = "Running") -> Obj:
 
 
 # -- tests ------------------------------------------------------------------------------------------
+
 
 def test_pod_events_move_node_usage() -> None:
     cache = Cache()
@@ -323,16 +364,27 @@ def test_the_status_writers_own_writes_come_back_without_counting_a_change() -> 
     group = {**podgroup("g", 1, version="2"), "status": {"phase": "Inqueue"}}
     cache.update_podgroup(None, group, written=True)  # the session that wrote it decided it
     cache.update_podgroup(None, group)  # the informer's echo of the same object
-    cache.update_queue(None, {**queue("q"), "metadata": {"name": "q", "resourceVersion": "2"},
-                              "status": {"allocated": {"cpu": "1"}}}, written=True)
+    cache.update_queue(
+        None,
+        {**queue("q"), "metadata": {"name": "q", "resourceVersion": "2"}, "status": {"allocated": {"cpu": "1"}}},
+        written=True,
+    )
     assert cache.changes == before
     assert cache.podgroup("default/g").status["phase"] == "Inqueue"
     # A write that comes back with someone else's change in it counts.
-    cache.update_queue(None, {**queue("q", weight=3), "metadata": {"name": "q", "resourceVersion": "3"},
-                              "status": {"allocated": {"cpu": "1"}}}, written=True)
+    cache.update_queue(
+        None,
+        {
+            **queue("q", weight=3),
+            "metadata": {"name": "q", "resourceVersion": "3"},
+            "status": {"allocated": {"cpu": "1"}},
+        },
+        written=True,
+    )
     assert cache.changes == before + 1
-    cache.update_podgroup(None, {**group, "metadata": {**group["metadata"], "resourceVersion": "3"},
-                                 "status": {"phase": "Pending"}})  # not ours: counts
+    cache.update_podgroup(
+        None, {**group, "metadata": {**group["metadata"], "resourceVersion": "3"}, "status": {"phase": "Pending"}}
+    )  # not ours: counts
     assert cache.changes == before + 2
 
 

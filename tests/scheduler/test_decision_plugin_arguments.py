@@ -12,21 +12,47 @@ from lahar.scheduler.framework.plugin import ConfError
 from tests.scheduler.cluster_fixtures import ALL_TIERS, conf
 
 VOLCANO_ARGUMENTS: list[tuple[str, dict[str, Any]]] = [
-    ("nodeorder", {"leastrequested.weight": 1, "mostrequested.weight": 0, "nodeaffinity.weight": 2,
-                   "podaffinity.weight": 2, "balancedresource.weight": 1, "tainttoleration.weight": 3,
-                   "imagelocality.weight": 1, "podtopologyspread.weight": 2}),
-    ("binpack", {"binpack.weight": 10, "binpack.cpu": 5, "binpack.memory": 1,
-                 "binpack.resources": "nvidia.com/gpu, example.com/foo", "binpack.resources.nvidia.com/gpu": 2}),
+    (
+        "nodeorder",
+        {
+            "leastrequested.weight": 1,
+            "mostrequested.weight": 0,
+            "nodeaffinity.weight": 2,
+            "podaffinity.weight": 2,
+            "balancedresource.weight": 1,
+            "tainttoleration.weight": 3,
+            "imagelocality.weight": 1,
+            "podtopologyspread.weight": 2,
+        },
+    ),
+    (
+        "binpack",
+        {
+            "binpack.weight": 10,
+            "binpack.cpu": 5,
+            "binpack.memory": 1,
+            "binpack.resources": "nvidia.com/gpu, example.com/foo",
+            "binpack.resources.nvidia.com/gpu": 2,
+        },
+    ),
     ("overcommit", {"overcommit-factor": 1.5}),
-    ("predicates", {"predicate.NodeAffinityEnable": True, "predicate.TaintTolerationEnable": "false",
-                    "predicate.DynamicResourceAllocationEnable": True}),
+    (
+        "predicates",
+        {
+            "predicate.NodeAffinityEnable": True,
+            "predicate.TaintTolerationEnable": "false",
+            "predicate.DynamicResourceAllocationEnable": True,
+        },
+    ),
 ]
 
 
 def _text(plugin: str, arguments: dict[str, Any]) -> str:
-    lines = [f"      {key}: {value!r}" if isinstance(value, str) else f"      {key}: {str(value).lower()}"
-             for key, value in arguments.items()]
-    return "actions: \"allocate\"\ntiers:\n- plugins:\n  - name: " + plugin + "\n    arguments:\n" + "\n".join(lines)
+    lines = [
+        f"      {key}: {value!r}" if isinstance(value, str) else f"      {key}: {str(value).lower()}"
+        for key, value in arguments.items()
+    ]
+    return 'actions: "allocate"\ntiers:\n- plugins:\n  - name: ' + plugin + "\n    arguments:\n" + "\n".join(lines)
 
 
 @pytest.mark.parametrize(("plugin", "arguments"), VOLCANO_ARGUMENTS)
@@ -34,23 +60,25 @@ def test_volcano_arguments_are_accepted(plugin: str, arguments: dict[str, Any]) 
     assert parse_conf(_text(plugin, arguments)).plugin_names == [plugin]
 
 
-@pytest.mark.parametrize(("plugin", "arguments", "named"), [
-    ("nodeorder", {"leastrequested.weight": "heavy"}, "'leastrequested.weight' must be a number"),
-    ("nodeorder", {"leastrequested.weight": -1}, "'leastrequested.weight' must be at least 0"),
-    ("nodeorder", {"leastrequsted.weight": 1}, "unknown argument 'leastrequsted.weight'"),
-    ("binpack", {"binpack.cpu": "lots"}, "'binpack.cpu' must be a number"),
-    ("binpack", {"binpack.resources.nvidia.com/gpu": "two"}, "'binpack.resources.nvidia.com/gpu' must be a number"),
-    ("binpack", {"binpack.gpu": 1}, "unknown argument 'binpack.gpu'"),
-    ("overcommit", {"overcommit-factor": 0.5}, "'overcommit-factor' must be at least 1"),
-    ("predicates", {"predicate.NodeAffinityEnable": "yes"}, "must be true or false"),
-    ("predicates", {"predicate.Everything": True}, "unknown argument 'predicate.Everything'"),
-    ("gang", {"gang.strict": True}, "plugin gang: unknown argument 'gang.strict'"),
-    ("proportion", {"weight": 1}, "plugin proportion: unknown argument 'weight'"),
-    ("drf", {"enableHierarchy": True}, "plugin drf: unknown argument"),
-    ("priority", {"x": 1}, "plugin priority: unknown argument 'x'"),
-])
-def test_bad_arguments_are_refused_with_the_plugin_and_key(plugin: str, arguments: dict[str, Any],
-                                                          named: str) -> None:
+@pytest.mark.parametrize(
+    ("plugin", "arguments", "named"),
+    [
+        ("nodeorder", {"leastrequested.weight": "heavy"}, "'leastrequested.weight' must be a number"),
+        ("nodeorder", {"leastrequested.weight": -1}, "'leastrequested.weight' must be at least 0"),
+        ("nodeorder", {"leastrequsted.weight": 1}, "unknown argument 'leastrequsted.weight'"),
+        ("binpack", {"binpack.cpu": "lots"}, "'binpack.cpu' must be a number"),
+        ("binpack", {"binpack.resources.nvidia.com/gpu": "two"}, "'binpack.resources.nvidia.com/gpu' must be a number"),
+        ("binpack", {"binpack.gpu": 1}, "unknown argument 'binpack.gpu'"),
+        ("overcommit", {"overcommit-factor": 0.5}, "'overcommit-factor' must be at least 1"),
+        ("predicates", {"predicate.NodeAffinityEnable": "yes"}, "must be true or false"),
+        ("predicates", {"predicate.Everything": True}, "unknown argument 'predicate.Everything'"),
+        ("gang", {"gang.strict": True}, "plugin gang: unknown argument 'gang.strict'"),
+        ("proportion", {"weight": 1}, "plugin proportion: unknown argument 'weight'"),
+        ("drf", {"enableHierarchy": True}, "plugin drf: unknown argument"),
+        ("priority", {"x": 1}, "plugin priority: unknown argument 'x'"),
+    ],
+)
+def test_bad_arguments_are_refused_with_the_plugin_and_key(plugin: str, arguments: dict[str, Any], named: str) -> None:
     with pytest.raises(ConfError, match="tiers\\[0\\]") as refused:
         parse_conf(_text(plugin, arguments))
     assert named in str(refused.value)
@@ -59,5 +87,13 @@ def test_bad_arguments_are_refused_with_the_plugin_and_key(plugin: str, argument
 
 def test_the_default_tiers_of_this_part_parse() -> None:
     parsed = conf("enqueue, allocate, backfill", *ALL_TIERS)
-    assert parsed.plugin_names == ["priority", "gang", "drf", "predicates", "proportion", "nodeorder", "binpack",
-                                   "overcommit"]
+    assert parsed.plugin_names == [
+        "priority",
+        "gang",
+        "drf",
+        "predicates",
+        "proportion",
+        "nodeorder",
+        "binpack",
+        "overcommit",
+    ]

@@ -11,14 +11,28 @@ from lahar.agent.report import GpuDevice
 from lahar.scheduler.conf import parse_conf
 from lahar.scheduler.framework.plugin import ConfError
 from tests.scheduler.preempt_builders import (
-    GIB, Clock, a_pod, annotate, cluster, conf, node, opened, report, run, running, store, task,
+    GIB,
+    Clock,
+    a_pod,
+    annotate,
+    cluster,
+    conf,
+    node,
+    opened,
+    report,
+    run,
+    running,
+    store,
+    task,
 )
 
 GPU, GPU_MEMORY, INDEX = "nvidia.com/gpu", "lahar.dev/gpu-memory", "lahar.dev/gpu-index"
 DEVICESHARE = conf("allocate", ["predicates", "deviceshare"])
 
 
-def gpu_node(name: str, gpus: int | None = 2, memory: str | None = "32Gi", labels: dict[str, str] | None = None) -> dict:
+def gpu_node(
+    name: str, gpus: int | None = 2, memory: str | None = "32Gi", labels: dict[str, str] | None = None
+) -> dict:
     extended = {GPU: str(gpus)} if gpus is not None else {}
     if memory is not None:
         extended[GPU_MEMORY] = memory
@@ -37,8 +51,11 @@ def share(name: str, memory: str, on: str = "", index: int | None = None, gpus: 
 
 def whole(name: str, gpus: int, on: str = "") -> dict:
     extended = {GPU: str(gpus)}
-    return running(name, on, cpu="1", memory="1Gi", extended=extended) if on else a_pod(
-        name, cpu="1", memory="1Gi", extended=extended)
+    return (
+        running(name, on, cpu="1", memory="1Gi", extended=extended)
+        if on
+        else a_pod(name, cpu="1", memory="1Gi", extended=extended)
+    )
 
 
 def gpu(index: int, memory: int) -> GpuDevice:
@@ -47,8 +64,13 @@ def gpu(index: int, memory: int) -> GpuDevice:
 
 def test_a_share_must_fit_on_one_device() -> None:
     # Two 16Gi devices, 10Gi used on each: 12Gi free in all but 6Gi at most on one.
-    objects = [gpu_node("g1"), share("on-0", "10Gi", "g1", 0), share("on-1", "10Gi", "g1", 1),
-               share("big", "8Gi"), share("small", "6Gi")]
+    objects = [
+        gpu_node("g1"),
+        share("on-0", "10Gi", "g1", 0),
+        share("on-1", "10Gi", "g1", 1),
+        share("big", "8Gi"),
+        share("small", "6Gi"),
+    ]
     session = opened(cluster(*objects), DEVICESHARE)
     assert session.predicate(task(session, "big")).tolist() == [False]
     assert session.explain(task(session, "big")) == {"node(s) without a GPU that has the memory share free": 1}
@@ -67,9 +89,13 @@ def test_shares_fill_devices_one_at_a_time() -> None:
 
 def test_device_memory_from_the_report_then_the_label_then_an_even_split() -> None:
     reports = store(Clock(), report("reported", gpus=[gpu(0, 24 * GIB), gpu(1, 8 * GIB)]))
-    objects = [gpu_node("reported"), gpu_node("labelled", gpus=None, memory="32Gi",
-                                               labels={"lahar.dev/gpu-memory-per-device": "8Gi"}),
-               gpu_node("split"), share("p", "12Gi"), share("q", "9Gi")]
+    objects = [
+        gpu_node("reported"),
+        gpu_node("labelled", gpus=None, memory="32Gi", labels={"lahar.dev/gpu-memory-per-device": "8Gi"}),
+        gpu_node("split"),
+        share("p", "12Gi"),
+        share("q", "9Gi"),
+    ]
     session = opened(cluster(*objects), DEVICESHARE, reports)
     # reported: 24Gi + 8Gi; labelled: four 8Gi devices; split: two 16Gi devices.
     assert session.predicate(task(session, "p")).tolist() == [True, False, True]
@@ -82,8 +108,9 @@ def test_whole_gpus_and_shares_do_not_mix_on_a_device() -> None:
     assert session.predicate(task(session, "two")).tolist() == [False]
     assert session.predicate(task(session, "one")).tolist() == [True]
     # A device held whole takes no share.
-    taken = opened(cluster(gpu_node("g1"), whole("w", 1, "g1"), share("on-0", "1Gi", "g1", 0), share("s", "1Gi")),
-                   DEVICESHARE)
+    taken = opened(
+        cluster(gpu_node("g1"), whole("w", 1, "g1"), share("on-0", "1Gi", "g1", 0), share("s", "1Gi")), DEVICESHARE
+    )
     assert taken.predicate(task(taken, "s")).tolist() == [True]  # device 0 already shares
     full = opened(cluster(gpu_node("g1"), whole("w", 2, "g1"), share("s", "1Gi")), DEVICESHARE)
     assert full.predicate(task(full, "s")).tolist() == [False]
@@ -97,8 +124,9 @@ def test_a_share_cannot_span_devices() -> None:
 
 @pytest.mark.parametrize("policy, device", [("binpack", 0), ("spread", 1)])
 def test_schedule_policy_picks_the_device(policy: str, device: int) -> None:
-    configuration = conf("allocate", ["predicates", {"name": "deviceshare",
-                                                     "arguments": {"deviceshare.SchedulePolicy": policy}}])
+    configuration = conf(
+        "allocate", ["predicates", {"name": "deviceshare", "arguments": {"deviceshare.SchedulePolicy": policy}}]
+    )
     session = run(cluster(gpu_node("g1"), share("on-0", "4Gi", "g1", 0), share("p", "4Gi")), configuration)
     assert session.data["gpu-index"] == {"uid-p": device}
 
@@ -107,14 +135,19 @@ def test_score_binpacks_or_spreads_nodes() -> None:
     objects = [gpu_node("fuller"), share("used", "12Gi", "fuller", 0), gpu_node("empty"), share("p", "2Gi")]
     binpack = opened(cluster(*objects), DEVICESHARE)
     assert np.argmax(binpack.score(task(binpack, "p"))) == 0
-    spread = opened(cluster(*objects), conf("allocate", ["predicates", {
-        "name": "deviceshare", "arguments": {"deviceshare.SchedulePolicy": "spread"}}]))
+    spread = opened(
+        cluster(*objects),
+        conf(
+            "allocate", ["predicates", {"name": "deviceshare", "arguments": {"deviceshare.SchedulePolicy": "spread"}}]
+        ),
+    )
     assert np.argmax(spread.score(task(spread, "p"))) == 1
 
 
 def test_undone_placements_give_their_device_back() -> None:
-    session = opened(cluster(gpu_node("g1", gpus=1, memory="16Gi"), share("a", "10Gi"), share("b", "10Gi")),
-                     DEVICESHARE)
+    session = opened(
+        cluster(gpu_node("g1", gpus=1, memory="16Gi"), share("a", "10Gi"), share("b", "10Gi")), DEVICESHARE
+    )
     statement = session.statement()
     statement.allocate(task(session, "a"), 0)
     assert session.data["gpu-index"] == {"uid-a": 0}
@@ -124,7 +157,11 @@ def test_undone_placements_give_their_device_back() -> None:
 
 
 def test_bad_arguments_are_refused() -> None:
-    for arguments in ("{deviceshare.SchedulePolicy: pack}", "{deviceshare.ScheduleWeight: -2}",
-                      "{deviceshare.GPUSharingEnable: maybe}", "{deviceshare.VGPUEnable: true}"):
+    for arguments in (
+        "{deviceshare.SchedulePolicy: pack}",
+        "{deviceshare.ScheduleWeight: -2}",
+        "{deviceshare.GPUSharingEnable: maybe}",
+        "{deviceshare.VGPUEnable: true}",
+    ):
         with pytest.raises(ConfError, match="plugin deviceshare"):
             parse_conf(f'actions: "allocate"\ntiers:\n- plugins:\n  - name: deviceshare\n    arguments: {arguments}\n')

@@ -11,8 +11,14 @@ OVERCOMMIT = (["priority", "gang", "overcommit"],)
 
 
 def _pending(name: str, cpu: str, second: int, queue_name: str = "default") -> Obj:
-    return podgroup(name, 1, queue=queue_name, phase="Pending", min_resources={"cpu": cpu},
-                    created=f"2024-01-01T00:00:{second:02d}Z")
+    return podgroup(
+        name,
+        1,
+        queue=queue_name,
+        phase="Pending",
+        min_resources={"cpu": cpu},
+        created=f"2024-01-01T00:00:{second:02d}Z",
+    )
 
 
 def _phases(objects: list[Obj], tiers: tuple = OVERCOMMIT) -> dict[str, str]:
@@ -26,7 +32,8 @@ def test_admission_stops_at_the_overcommitted_capacity() -> None:
     assert _phases(objects) == {"g0": "Inqueue", "g1": "Inqueue", "g2": "Pending"}
     session = cycle(objects, "enqueue", OVERCOMMIT)
     assert [(e.name, e.reason, e.message) for e in session.events if e.message.startswith("resource")] == [
-        ("g2", "Unschedulable", "resource in cluster is overused")]
+        ("g2", "Unschedulable", "resource in cluster is overused")
+    ]
 
 
 def test_the_factor_is_an_argument() -> None:
@@ -37,16 +44,23 @@ def test_the_factor_is_an_argument() -> None:
 
 def test_requested_resources_and_admitted_podgroups_count_against_it() -> None:
     # 12 cpu overcommitted, 4 requested by a running pod, 5 held by an Inqueue PodGroup: 3 left.
-    objects = [node("n1", cpu="10"), pod("busy", cpu="4", node_name="n1", phase="Running"),
-               podgroup("held", 1, phase="Inqueue", min_resources={"cpu": "5"}),
-               _pending("fits", "3", 1), _pending("late", "1", 2)]
+    objects = [
+        node("n1", cpu="10"),
+        pod("busy", cpu="4", node_name="n1", phase="Running"),
+        podgroup("held", 1, phase="Inqueue", min_resources={"cpu": "5"}),
+        _pending("fits", "3", 1),
+        _pending("late", "1", 2),
+    ]
     assert _phases(objects) == {"held": "Inqueue", "fits": "Inqueue", "late": "Pending"}
 
 
 def test_a_running_podgroup_holds_back_the_part_of_its_minimum_not_yet_allocated() -> None:
-    objects = [node("n1", cpu="10"), podgroup("run", 1, phase="Running", min_resources={"cpu": "6"}),
-               pod("run-0", cpu="2", group="run", node_name="n1", phase="Running"),
-               _pending("next", "5", 1)]
+    objects = [
+        node("n1", cpu="10"),
+        podgroup("run", 1, phase="Running", min_resources={"cpu": "6"}),
+        pod("run-0", cpu="2", group="run", node_name="n1", phase="Running"),
+        _pending("next", "5", 1),
+    ]
     # 12 - 2 requested - (6 - 2) held = 6: room for 5.
     assert _phases(objects)["next"] == "Inqueue"
     objects[-1] = _pending("next", "7", 1)
@@ -60,8 +74,12 @@ def test_a_podgroup_without_min_resources_is_admitted_whatever_is_left() -> None
 
 @pytest.mark.parametrize("state", ["Closed", "Closing"])
 def test_a_queue_that_is_not_open_admits_nothing(state: str) -> None:
-    objects = [node("n1"), queue("q", state=state), _pending("g", "1", 1, "q"),
-               podgroup("plain", 1, queue="q", phase="Pending")]
+    objects = [
+        node("n1"),
+        queue("q", state=state),
+        _pending("g", "1", 1, "q"),
+        podgroup("plain", 1, queue="q", phase="Pending"),
+    ]
     assert _phases(objects) == {"g": "Pending", "plain": "Pending"}
 
 

@@ -25,22 +25,28 @@ def test_a_gang_that_does_not_fit_binds_nothing_and_says_how_many_tasks_and_why(
     message = "1/3 tasks in gang unschedulable: 0/2 nodes are available: 2 Insufficient cpu."
     assert session.jobs["default/g"].unschedulable_message == message
     assert [(e.kind, e.name, e.type, e.reason, e.message) for e in session.events] == [
-        ("PodGroup", "g", "Warning", "Unschedulable", message)]
+        ("PodGroup", "g", "Warning", "Unschedulable", message)
+    ]
     # Refused before placing anything: the nodes hold what they held.
     assert not session.nodes.used.any()
 
 
 def test_a_gang_refused_while_placing_is_rolled_back_with_the_reasons_at_the_failure() -> None:
     # binpack alone fills n1 (the only node the ps task may use) with the two workers first.
-    objects = [node("n1", cpu="2", labels={"role": "ps"}), node("n2", cpu="3"), podgroup("g", 3),
-               pod("g-ps", cpu="2", group="g", task="ps", node_selector={"role": "ps"}),
-               pod("g-w0", cpu="1", group="g", task="worker", priority=10),
-               pod("g-w1", cpu="1", group="g", task="worker", priority=10)]
+    objects = [
+        node("n1", cpu="2", labels={"role": "ps"}),
+        node("n2", cpu="3"),
+        podgroup("g", 3),
+        pod("g-ps", cpu="2", group="g", task="ps", node_selector={"role": "ps"}),
+        pod("g-w0", cpu="1", group="g", task="worker", priority=10),
+        pod("g-w1", cpu="1", group="g", task="worker", priority=10),
+    ]
     session = cycle(objects, "allocate", (["priority", "gang"], ["predicates", "binpack"]))
     assert placed(session) == {}
     assert session.jobs["default/g"].unschedulable_message == (
         "1/3 tasks in gang unschedulable: 0/2 nodes are available: 1 Insufficient cpu, "
-        "1 node(s) didn't match Pod's node affinity/selector.")
+        "1 node(s) didn't match Pod's node affinity/selector."
+    )
     assert not session.nodes.used.any()
 
 
@@ -52,10 +58,12 @@ def test_min_member_below_the_task_count_binds_what_fits_once_the_minimum_does()
 
 
 def test_min_task_member_holds_back_a_gang_whose_task_minimum_cannot_be_met() -> None:
-    objects = [node("n1", cpu="8"),
-               podgroup("g", 3, min_task_member={"ps": 1, "worker": 2}),
-               pod("g-ps", cpu="1", group="g", task="ps", node_selector={"role": "ps"}),
-               *[pod(f"g-w{i}", cpu="1", group="g", task="worker") for i in range(3)]]
+    objects = [
+        node("n1", cpu="8"),
+        podgroup("g", 3, min_task_member={"ps": 1, "worker": 2}),
+        pod("g-ps", cpu="1", group="g", task="ps", node_selector={"role": "ps"}),
+        *[pod(f"g-w{i}", cpu="1", group="g", task="worker") for i in range(3)],
+    ]
     session = cycle(objects)
     # Three workers fit and make minMember, but the ps task's minimum is not met.
     assert placed(session) == {}
@@ -63,10 +71,12 @@ def test_min_task_member_holds_back_a_gang_whose_task_minimum_cannot_be_met() ->
 
 
 def test_min_task_member_is_ignored_when_min_member_is_below_their_sum_as_in_volcano() -> None:
-    objects = [node("n1", cpu="8"),
-               podgroup("g", 1, min_task_member={"ps": 1, "worker": 2}),
-               pod("g-ps", cpu="1", group="g", task="ps", node_selector={"role": "ps"}),
-               *[pod(f"g-w{i}", cpu="1", group="g", task="worker") for i in range(2)]]
+    objects = [
+        node("n1", cpu="8"),
+        podgroup("g", 1, min_task_member={"ps": 1, "worker": 2}),
+        pod("g-ps", cpu="1", group="g", task="ps", node_selector={"role": "ps"}),
+        *[pod(f"g-w{i}", cpu="1", group="g", task="worker") for i in range(2)],
+    ]
     assert sorted(placed(cycle(objects))) == ["g-w0", "g-w1"]
 
 
@@ -74,7 +84,8 @@ def test_a_gang_with_fewer_pods_than_min_member_is_not_valid() -> None:
     session = cycle([node("n1"), podgroup("g", 3), pod("g-0", group="g"), pod("g-1", group="g")])
     assert placed(session) == {}
     assert session.jobs["default/g"].unschedulable_message == (
-        "Not enough valid tasks for gang-scheduling, valid: 2, min: 3")
+        "Not enough valid tasks for gang-scheduling, valid: 2, min: 3"
+    )
 
 
 def test_lone_pods_are_gangs_of_one_each_placed_or_refused_on_its_own() -> None:
@@ -83,18 +94,26 @@ def test_lone_pods_are_gangs_of_one_each_placed_or_refused_on_its_own() -> None:
     message = "1/1 tasks in gang unschedulable: 0/1 nodes are available: 1 Insufficient cpu."
     assert session.jobs["default/c"].unschedulable_message == message
     assert [(e.kind, e.name, e.reason, e.message) for e in session.events] == [
-        ("Pod", "c", "FailedScheduling", message)]
+        ("Pod", "c", "FailedScheduling", message)
+    ]
 
 
 def test_a_pending_podgroup_without_pods_is_reported_not_ready() -> None:
     session = cycle([node("n1"), podgroup("g", 2, phase="Pending", min_resources={"cpu": "100"})])
     assert session.jobs["default/g"].unschedulable_message == (
-        "2/0 tasks in gang unschedulable: pod group is not ready, 2 minAvailable")
+        "2/0 tasks in gang unschedulable: pod group is not ready, 2 minAvailable"
+    )
 
 
 def test_gangs_that_are_not_ready_go_first() -> None:
-    snap = snapshot([node("n1"), gang("ready", 1, node_name="n1", phase="Running"), pod("ready-1", group="ready"),
-                     gang("waiting", 1)])
+    snap = snapshot(
+        [
+            node("n1"),
+            gang("ready", 1, node_name="n1", phase="Running"),
+            pod("ready-1", group="ready"),
+            gang("waiting", 1),
+        ]
+    )
     session = open_session(snap, conf("allocate", ["gang"]))
     ready, waiting = session.jobs["default/ready"], session.jobs["default/waiting"]
     assert session.job_order_key(waiting) < session.job_order_key(ready)

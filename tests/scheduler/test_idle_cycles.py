@@ -70,8 +70,12 @@ def settle_on_an_unfit_pod(s: Scheduler) -> None:
 
 def confirmed(obj: Obj, node_name: str) -> Obj:
     """The pod as its watch event shows it once bound (no kubelet yet: still Pending)."""
-    return {**obj, "metadata": {**obj["metadata"], "resourceVersion": "2"},
-            "spec": {**obj["spec"], "nodeName": node_name}, "status": {"phase": "Pending"}}
+    return {
+        **obj,
+        "metadata": {**obj["metadata"], "resourceVersion": "2"},
+        "spec": {**obj["spec"], "nodeName": node_name},
+        "status": {"phase": "Pending"},
+    }
 
 
 def test_a_quiet_cluster_skips_cycles_until_something_changes(tmp_path: Path) -> None:

@@ -12,7 +12,18 @@ from lahar.scheduler.conf import parse_conf
 from lahar.scheduler.framework.plugin import ConfError
 from lahar.scheduler.framework.session import Session
 from tests.scheduler.preempt_builders import (
-    GIB, Clock, a_pod, annotate, cluster, conf, guaranteed, node, opened, report, store, task,
+    GIB,
+    Clock,
+    a_pod,
+    annotate,
+    cluster,
+    conf,
+    guaranteed,
+    node,
+    opened,
+    report,
+    store,
+    task,
 )
 
 NUMA = conf("allocate", ["numa-aware"])
@@ -28,8 +39,11 @@ def pinned(name: str, cpu: str, policy: str, memory: str = "1Gi") -> dict:
 
 # Eight CPUs each, in two NUMA nodes of four:
 # split: 2.5 CPUs free on each NUMA node (5 in all); roomy: one NUMA node idle; busy: 1 + 1 free.
-TOPOLOGY = {"split": [numa(0, 1.5), numa(1, 1.5)], "roomy": [numa(0, 0.0), numa(1, 3.0)],
-            "busy": [numa(0, 3.0), numa(1, 3.0)]}
+TOPOLOGY = {
+    "split": [numa(0, 1.5), numa(1, 1.5)],
+    "roomy": [numa(0, 0.0), numa(1, 3.0)],
+    "busy": [numa(0, 3.0), numa(1, 3.0)],
+}
 NODES = (*TOPOLOGY, "unknown")
 
 
@@ -55,8 +69,9 @@ def test_memory_must_fit_on_the_same_numa_node() -> None:
 
 
 def test_restricted_allows_spanning_only_what_the_request_must_span() -> None:
-    session = session_for(pinned("small", "3", "restricted"), pinned("wide", "5", "restricted"),
-                          pinned("huge", "9", "single-numa-node"))
+    session = session_for(
+        pinned("small", "3", "restricted"), pinned("wide", "5", "restricted"), pinned("huge", "9", "single-numa-node")
+    )
     assert passing(session, "small") == {"split": False, "roomy": True, "busy": False, "unknown": True}
     # Five CPUs need two NUMA nodes anywhere; split has 2.5 + 2.5 free, roomy 4 + 1.
     assert passing(session, "wide") == {"split": True, "roomy": True, "busy": False, "unknown": True}
@@ -95,8 +110,9 @@ def test_a_stale_report_is_no_topology() -> None:
     clock = Clock()
     reports = store(clock)
     reports.submit(report("split", cores=8, numa=TOPOLOGY["split"]), received_at=clock.now - 11)
-    session = opened(cluster(node("split", cpu="8", memory="32Gi"), pinned("p", "4", "single-numa-node")), NUMA,
-                     reports)
+    session = opened(
+        cluster(node("split", cpu="8", memory="32Gi"), pinned("p", "4", "single-numa-node")), NUMA, reports
+    )
     assert session.predicate(task(session, "p")).all()
 
 

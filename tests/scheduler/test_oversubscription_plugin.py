@@ -11,7 +11,19 @@ from lahar.scheduler.conf import parse_conf
 from lahar.scheduler.framework.plugin import ConfError
 from lahar.scheduler.framework.session import Session
 from tests.scheduler.preempt_builders import (
-    GIB, Clock, a_pod, annotate, cluster, conf, node, opened, report, run, running, store, task,
+    GIB,
+    Clock,
+    a_pod,
+    annotate,
+    cluster,
+    conf,
+    node,
+    opened,
+    report,
+    run,
+    running,
+    store,
+    task,
 )
 
 BE = {"lahar.dev/qos-class": "BE"}
@@ -88,8 +100,7 @@ def test_without_the_plugin_be_pods_count_against_allocatable() -> None:
 
 def test_score_prefers_more_reclaimable_left() -> None:
     reports = store(Clock(), report("n1", reclaimable=lent(1000)), report("n2", reclaimable=lent(3000)))
-    session = opened(cluster(*requested_full("n1", "n2"), *be_pods(1)), conf("allocate", ["oversubscription"]),
-                     reports)
+    session = opened(cluster(*requested_full("n1", "n2"), *be_pods(1)), conf("allocate", ["oversubscription"]), reports)
     be = task(session, "be-0")
     scores = session.score(be)
     assert scores[1] > scores[0] > 0
@@ -102,8 +113,9 @@ def test_score_prefers_more_reclaimable_left() -> None:
 def test_bad_arguments_are_refused() -> None:
     for arguments in ("{staleness: -1}", "{staleness: soon}", "{lend: 2}"):
         with pytest.raises(ConfError, match="oversubscription"):
-            parse_conf(f'actions: "allocate"\ntiers:\n- plugins:\n  - name: oversubscription\n'
-                       f'    arguments: {arguments}\n')
+            parse_conf(
+                f'actions: "allocate"\ntiers:\n- plugins:\n  - name: oversubscription\n    arguments: {arguments}\n'
+            )
 
 
 def test_proportion_does_not_charge_borrowed_capacity_to_the_queue() -> None:

@@ -11,8 +11,12 @@ import pytest
 from lahar.scheduler.framework.session import Session, open_session
 from tests.scheduler.cluster_fixtures import Obj, conf, node, pod, snapshot, task_named
 
-NODES = [node("a1", labels={"zone": "a", "gpus": "2"}), node("a2", labels={"zone": "a", "gpus": "8"}),
-         node("b1", labels={"zone": "b"}), node("c1", labels={"zone": "c", "gpus": "x"})]
+NODES = [
+    node("a1", labels={"zone": "a", "gpus": "2"}),
+    node("a2", labels={"zone": "a", "gpus": "8"}),
+    node("b1", labels={"zone": "b"}),
+    node("c1", labels={"zone": "c", "gpus": "x"}),
+]
 
 
 def _session(objects: list[Obj], **arguments: Any) -> Session:
@@ -45,20 +49,28 @@ def test_node_selector_keeps_to_matching_nodes_and_names_the_mismatch() -> None:
     assert _explain(objects, "q") == {"node(s) didn't match Pod's node affinity/selector": 4}
 
 
-@pytest.mark.parametrize(("term", "expected"), [
-    (_expression("zone", "In", "a", "c"), ["a1", "a2", "c1"]),
-    (_expression("zone", "NotIn", "a"), ["b1", "c1"]),
-    (_expression("gpus", "Exists"), ["a1", "a2", "c1"]),
-    (_expression("gpus", "DoesNotExist"), ["b1"]),
-    (_expression("gpus", "Gt", "4"), ["a2"]),  # "x" is no integer: neither Gt nor Lt
-    (_expression("gpus", "Lt", "4"), ["a1"]),
-    (_expression("gpus", "Gt", "four"), []),
-    ({"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["b1", "c1"]}]}, ["b1", "c1"]),
-    ({"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["b1"]}]}, ["a1", "a2", "c1"]),
-    ({"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}],
-      "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["a2", "b1"]}]}, ["a2"]),
-    ({}, []),  # an empty term matches nothing
-])
+@pytest.mark.parametrize(
+    ("term", "expected"),
+    [
+        (_expression("zone", "In", "a", "c"), ["a1", "a2", "c1"]),
+        (_expression("zone", "NotIn", "a"), ["b1", "c1"]),
+        (_expression("gpus", "Exists"), ["a1", "a2", "c1"]),
+        (_expression("gpus", "DoesNotExist"), ["b1"]),
+        (_expression("gpus", "Gt", "4"), ["a2"]),  # "x" is no integer: neither Gt nor Lt
+        (_expression("gpus", "Lt", "4"), ["a1"]),
+        (_expression("gpus", "Gt", "four"), []),
+        ({"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["b1", "c1"]}]}, ["b1", "c1"]),
+        ({"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["b1"]}]}, ["a1", "a2", "c1"]),
+        (
+            {
+                "matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}],
+                "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["a2", "b1"]}],
+            },
+            ["a2"],
+        ),
+        ({}, []),  # an empty term matches nothing
+    ],
+)
 def test_required_node_affinity_operators(term: dict[str, Any], expected: list[str]) -> None:
     assert _fitting(NODES + [pod("p", affinity=_required(term))], "p") == expected
 
@@ -74,38 +86,48 @@ def test_affinity_checks_can_be_switched_off() -> None:
     assert _fitting(objects, "p", **{"predicate.NodeAffinityEnable": False}) == ["a1", "a2", "b1", "c1"]
 
 
-TAINTED = [node("gpu", taints=[{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]),
-           node("drain", taints=[{"key": "drain", "effect": "NoExecute"}]),
-           node("soft", taints=[{"key": "spare", "value": "yes", "effect": "PreferNoSchedule"}])]
+TAINTED = [
+    node("gpu", taints=[{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]),
+    node("drain", taints=[{"key": "drain", "effect": "NoExecute"}]),
+    node("soft", taints=[{"key": "spare", "value": "yes", "effect": "PreferNoSchedule"}]),
+]
 
 
 def test_untolerated_no_schedule_and_no_execute_taints_keep_pods_off() -> None:
     objects = TAINTED + [pod("p")]
     assert _fitting(objects, "p") == ["soft"]
-    assert _explain(objects, "p") == {"node(s) had untolerated taint {dedicated: gpu}": 1,
-                                      "node(s) had untolerated taint {drain: }": 1}
+    assert _explain(objects, "p") == {
+        "node(s) had untolerated taint {dedicated: gpu}": 1,
+        "node(s) had untolerated taint {drain: }": 1,
+    }
 
 
-@pytest.mark.parametrize(("toleration", "expected"), [
-    ({"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}, ["gpu", "soft"]),
-    ({"key": "dedicated", "operator": "Equal", "value": "cpu"}, ["soft"]),
-    ({"key": "dedicated", "operator": "Exists"}, ["gpu", "soft"]),
-    ({"key": "drain", "operator": "Exists", "effect": "NoExecute"}, ["drain", "soft"]),
-    ({"operator": "Exists"}, ["gpu", "drain", "soft"]),
-])
+@pytest.mark.parametrize(
+    ("toleration", "expected"),
+    [
+        ({"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}, ["gpu", "soft"]),
+        ({"key": "dedicated", "operator": "Equal", "value": "cpu"}, ["soft"]),
+        ({"key": "dedicated", "operator": "Exists"}, ["gpu", "soft"]),
+        ({"key": "drain", "operator": "Exists", "effect": "NoExecute"}, ["drain", "soft"]),
+        ({"operator": "Exists"}, ["gpu", "drain", "soft"]),
+    ],
+)
 def test_tolerations_let_pods_on(toleration: dict[str, Any], expected: list[str]) -> None:
     assert _fitting(TAINTED + [pod("p", tolerations=[toleration])], "p") == expected
 
 
 def test_taint_checks_can_be_switched_off() -> None:
-    assert _fitting(TAINTED + [pod("p")], "p", **{"predicate.TaintTolerationEnable": False}) == [
-        "gpu", "drain", "soft"]
+    assert _fitting(TAINTED + [pod("p")], "p", **{"predicate.TaintTolerationEnable": False}) == ["gpu", "drain", "soft"]
 
 
 def test_resources_and_pod_slots_must_fit_and_each_short_resource_is_named() -> None:
-    objects = [node("small", cpu="1", memory="1Gi"), node("full", pods=1), node("roomy"),
-               pod("running", cpu="100m", memory="100Mi", node_name="full", phase="Running"),
-               pod("p", cpu="2", memory="2Gi")]
+    objects = [
+        node("small", cpu="1", memory="1Gi"),
+        node("full", pods=1),
+        node("roomy"),
+        pod("running", cpu="100m", memory="100Mi", node_name="full", phase="Running"),
+        pod("p", cpu="2", memory="2Gi"),
+    ]
     assert _fitting(objects, "p") == ["roomy"]
     objects[-1] = pod("p", cpu="8", memory="2Gi")
     assert _explain(objects, "p") == {"Insufficient cpu": 3, "Insufficient memory": 1, "Too many pods": 1}
@@ -125,10 +147,13 @@ def test_unschedulable_and_not_ready_nodes_take_nothing() -> None:
 
 
 def test_the_fit_rule_counts_copies_and_lends_be_capacity_to_best_effort_tasks_only() -> None:
-    objects = [node("n1", cpu="4", memory="8Gi", pods=3), node("n2", cpu="2", memory="8Gi"),
-               pod("ls-running", cpu="3", memory="1Gi", node_name="n1", phase="Running"),
-               pod("ls", cpu="1", memory="1Gi"),
-               pod("be", cpu="1", memory="1Gi", annotations={"lahar.dev/qos-class": "BE"})]
+    objects = [
+        node("n1", cpu="4", memory="8Gi", pods=3),
+        node("n2", cpu="2", memory="8Gi"),
+        pod("ls-running", cpu="3", memory="1Gi", node_name="n1", phase="Running"),
+        pod("ls", cpu="1", memory="1Gi"),
+        pod("be", cpu="1", memory="1Gi", annotations={"lahar.dev/qos-class": "BE"}),
+    ]
     session = _session(objects)
     nodes = session.nodes
     ls, be = task_named(session, "ls"), task_named(session, "be")

@@ -12,7 +12,18 @@ from lahar.scheduler.framework.plugin import ConfError
 from lahar.scheduler.framework.session import Session
 from lahar.scheduler.model import TaskStatus
 from tests.scheduler.preempt_builders import (
-    a_pod, annotate, cluster, conf, gang, node, prioritised, priority_class, queue, run, running, spy,
+    a_pod,
+    annotate,
+    cluster,
+    conf,
+    gang,
+    node,
+    prioritised,
+    priority_class,
+    queue,
+    run,
+    running,
+    spy,
 )
 
 PREEMPT = conf("preempt", ["priority", {"name": "gang", "enablePreemptable": False}], ["predicates", "proportion"])
@@ -29,19 +40,23 @@ def pipelined(session: Session) -> dict[str, str]:
 
 def full_node(name: str, priorities: list[int], cpu: str = "900m", **kwargs: str) -> list[dict]:
     """A 4-CPU node and one running pod per priority on it (900m each: 3.6 CPUs used)."""
-    return [node(name, cpu="4", memory="32Gi"),
-            *(running(f"{name}-p{priority}-{i}", name, priority, cpu=cpu, memory="500Mi", **kwargs)
-              for i, priority in enumerate(priorities))]
+    return [
+        node(name, cpu="4", memory="32Gi"),
+        *(
+            running(f"{name}-p{priority}-{i}", name, priority, cpu=cpu, memory="500Mi", **kwargs)
+            for i, priority in enumerate(priorities)
+        ),
+    ]
 
 
 def test_lowest_priority_victims_first_and_only_as_many_as_needed() -> None:
-    cache = cluster(*full_node("n1", [5, 1, 3, 2]),
-                    prioritised(a_pod("high", cpu="2", memory="500Mi"), 10))
+    cache = cluster(*full_node("n1", [5, 1, 3, 2]), prioritised(a_pod("high", cpu="2", memory="500Mi"), 10))
     session = run(cache, PREEMPT)
     # 0.4 CPU free: 2 CPUs need two victims, the priority-1 and priority-2 pods.
     assert evicted(session) == ["n1-p1-1", "n1-p2-3"]
-    assert all(e.reason == "preempt" and e.preemptor is not None and e.preemptor.name == "high"
-               for e in session.evictions)
+    assert all(
+        e.reason == "preempt" and e.preemptor is not None and e.preemptor.name == "high" for e in session.evictions
+    )
     assert pipelined(session) == {"high": "n1"}
     job = session.jobs["default/high"]
     assert [task.status for task in job.tasks.values()] == [TaskStatus.PIPELINED]
@@ -58,24 +73,35 @@ def test_no_preemption_when_nothing_lower_is_there() -> None:
 
 def test_the_node_needing_fewest_evictions_is_not_guessed_but_a_fitting_one_is_taken() -> None:
     # n1's victims are all higher priority; n2's are lower: only n2 can work.
-    cache = cluster(*full_node("n1", [50, 50, 50, 50]), *full_node("n2", [1, 1, 1, 1]),
-                    prioritised(a_pod("high", cpu="3", memory="500Mi"), 10))
+    cache = cluster(
+        *full_node("n1", [50, 50, 50, 50]),
+        *full_node("n2", [1, 1, 1, 1]),
+        prioritised(a_pod("high", cpu="3", memory="500Mi"), 10),
+    )
     session = run(cache, PREEMPT)
     assert pipelined(session) == {"high": "n2"}
     assert len(session.evictions) == 3 and all(name.startswith("n2-") for name in evicted(session))
 
 
 def test_no_preemption_across_queues() -> None:
-    cache = cluster(queue("a"), queue("b"), *full_node("n1", [0, 0, 0, 0], queue="a"),
-                    prioritised(a_pod("high", cpu="2", queue="b"), 10))
+    cache = cluster(
+        queue("a"),
+        queue("b"),
+        *full_node("n1", [0, 0, 0, 0], queue="a"),
+        prioritised(a_pod("high", cpu="2", queue="b"), 10),
+    )
     session = run(cache, PREEMPT)
     assert session.evictions == [] and session.pipelined == []
 
 
 def test_preemption_within_the_preemptors_queue_only() -> None:
-    cache = cluster(queue("a"), queue("b"), *full_node("n1", [0, 0, 0, 0], queue="a"),
-                    *full_node("n2", [0, 0, 0, 0], queue="b"),
-                    prioritised(a_pod("high", cpu="2", memory="500Mi", queue="b"), 10))
+    cache = cluster(
+        queue("a"),
+        queue("b"),
+        *full_node("n1", [0, 0, 0, 0], queue="a"),
+        *full_node("n2", [0, 0, 0, 0], queue="b"),
+        prioritised(a_pod("high", cpu="2", memory="500Mi", queue="b"), 10),
+    )
     session = run(cache, PREEMPT)
     assert pipelined(session) == {"high": "n2"}
     assert evicted(session) and all(name.startswith("n2-") for name in evicted(session))
@@ -86,8 +112,10 @@ def test_best_effort_never_preempts_online_pods() -> None:
     be_preemptor = prioritised(annotate(a_pod("be-high", cpu="2", memory="500Mi"), **BE), 10)
     assert run(cluster(*ls_node, be_preemptor), PREEMPT).evictions == []
     # The same pod may preempt BE pods.
-    be_node = [node("n1", cpu="4", memory="32Gi"),
-               *(annotate(running(f"be-{i}", "n1", 0, cpu="900m", memory="500Mi"), **BE) for i in range(4))]
+    be_node = [
+        node("n1", cpu="4", memory="32Gi"),
+        *(annotate(running(f"be-{i}", "n1", 0, cpu="900m", memory="500Mi"), **BE) for i in range(4)),
+    ]
     session = run(cluster(*be_node, be_preemptor), PREEMPT)
     assert pipelined(session) == {"be-high": "n1"} and len(session.evictions) == 2
 
@@ -95,17 +123,26 @@ def test_best_effort_never_preempts_online_pods() -> None:
 def test_a_task_fitting_once_releasing_pods_are_gone_evicts_nothing_more() -> None:
     deleting = running("going", "n2", 0, cpu="3", memory="500Mi")
     deleting["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z"
-    cache = cluster(*full_node("n1", [0, 0, 0, 0]), node("n2", cpu="4", memory="32Gi"), deleting,
-                    running("stays", "n2", 0, cpu="900m", memory="500Mi"),
-                    prioritised(a_pod("high", cpu="3", memory="500Mi"), 10))
+    cache = cluster(
+        *full_node("n1", [0, 0, 0, 0]),
+        node("n2", cpu="4", memory="32Gi"),
+        deleting,
+        running("stays", "n2", 0, cpu="900m", memory="500Mi"),
+        prioritised(a_pod("high", cpu="3", memory="500Mi"), 10),
+    )
     session = run(cache, PREEMPT)
     assert pipelined(session) == {"high": "n2"} and session.evictions == []
 
 
 def test_a_gang_that_cannot_be_pipelined_whole_evicts_nothing() -> None:
     members = [prioritised(a_pod(f"g-{i}", cpu="3", memory="500Mi", group="g"), 10) for i in range(2)]
-    objects = [priority_class("high", 10), gang("g", 2, priority_class="high"), *members,
-               *full_node("n1", [0, 0, 0, 0]), *full_node("n2", [0, 0, 50, 50])]
+    objects = [
+        priority_class("high", 10),
+        gang("g", 2, priority_class="high"),
+        *members,
+        *full_node("n1", [0, 0, 0, 0]),
+        *full_node("n2", [0, 0, 50, 50]),
+    ]
     cache = cluster(*objects)
     session = run(cache, PREEMPT)
     # n2 keeps 1.8 CPUs of priority 50: only one member can be placed, so neither is.
@@ -121,9 +158,12 @@ def test_a_gang_that_cannot_be_pipelined_whole_evicts_nothing() -> None:
 
 def test_within_a_job_a_higher_priority_task_preempts_a_lower_one() -> None:
     # Without gang, the priority plugin calls a job starving while any of its tasks waits.
-    cache = cluster(node("n1", cpu="4", memory="32Gi"), gang("g", 1),
-                    running("g-low", "n1", 1, cpu="3", memory="500Mi", group="g"),
-                    prioritised(a_pod("g-high", cpu="3", memory="500Mi", group="g"), 5))
+    cache = cluster(
+        node("n1", cpu="4", memory="32Gi"),
+        gang("g", 1),
+        running("g-low", "n1", 1, cpu="3", memory="500Mi", group="g"),
+        prioritised(a_pod("g-high", cpu="3", memory="500Mi", group="g"), 5),
+    )
     session = run(cache, conf("preempt", ["priority"], ["predicates"]))
     assert evicted(session) == ["g-low"] and pipelined(session) == {"g-high": "n1"}
 
@@ -137,8 +177,10 @@ def test_bad_arguments_are_refused() -> None:
 
 def test_preemption_frees_a_gpu_share_on_its_device() -> None:
     gpus = {"nvidia.com/gpu": "1", "lahar.dev/gpu-memory": "16Gi"}
-    holder = annotate(running("holder", "g1", 0, cpu="1", memory="1Gi", extended={"lahar.dev/gpu-memory": "12Gi"}),
-                      **{"lahar.dev/gpu-index": "0"})
+    holder = annotate(
+        running("holder", "g1", 0, cpu="1", memory="1Gi", extended={"lahar.dev/gpu-memory": "12Gi"}),
+        **{"lahar.dev/gpu-index": "0"},
+    )
     small = running("small", "g1", 0, cpu="1", memory="1Gi", extended={"lahar.dev/gpu-memory": "2Gi"})
     wanting = prioritised(a_pod("wanting", cpu="1", memory="1Gi", extended={"lahar.dev/gpu-memory": "8Gi"}), 10)
     cache = cluster(node("g1", cpu="16", memory="64Gi", extended=gpus), holder, small, wanting)
@@ -148,14 +190,18 @@ def test_preemption_frees_a_gpu_share_on_its_device() -> None:
     assert session.data["gpu-index"] == {"uid-wanting": 0}
 
 
-def test_a_gang_the_nodes_cannot_hold_even_with_every_victim_gone_is_not_tried(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_gang_the_nodes_cannot_hold_even_with_every_victim_gone_is_not_tried(monkeypatch: pytest.MonkeyPatch) -> None:
     # Three 3-CPU members, two nodes: even with every lower-priority pod gone each node holds
     # one. The gang is skipped before any member is pipelined (and undone) one by one.
     tried = spy(monkeypatch, VictimSearch, "place")  # (task, ...) per task walked for
     members = [prioritised(a_pod(f"g-{i}", cpu="3", memory="500Mi", group="g"), 10) for i in range(3)]
-    objects = [priority_class("high", 10), gang("g", 3, priority_class="high"), *members,
-               *full_node("n1", [0, 0, 0, 0]), *full_node("n2", [0, 0, 0, 0])]
+    objects = [
+        priority_class("high", 10),
+        gang("g", 3, priority_class="high"),
+        *members,
+        *full_node("n1", [0, 0, 0, 0]),
+        *full_node("n2", [0, 0, 0, 0]),
+    ]
     session = run(cluster(*objects), PREEMPT)
     assert session.evictions == [] and session.pipelined == [] and not tried
     # Room for all three once a third node comes: tried, and placed whole.

@@ -35,8 +35,13 @@ def test_capability_caps_and_guarantee_floors_the_deserved_share() -> None:
     # pods of 1 cpu / 1Gi. Real capability: a min(2, 10-3) = 2, b 10, c 7. Round 1 hands out
     # 2.5 / 2.5 / 5 cpu: a is capped at 2, b asks 1 but is floored at its guarantee of 3, c takes
     # 5: no cpu remains. Memory is capped by what each asks for.
-    objects = [node("n1", cpu="5"), node("n2", cpu="5"), queue("a", capability={"cpu": "2"}),
-               queue("b", guarantee={"cpu": "3"}), queue("c", weight=2)]
+    objects = [
+        node("n1", cpu="5"),
+        node("n2", cpu="5"),
+        queue("a", capability={"cpu": "2"}),
+        queue("b", guarantee={"cpu": "3"}),
+        queue("c", weight=2),
+    ]
     objects += _pending("a", 4) + _pending("b", 1) + _pending("c", 10)
     session = cycle(objects, "allocate", TIERS)
     gib = 1 << 30
@@ -76,15 +81,17 @@ def test_closed_queues_allocate_nothing() -> None:
     objects = [node("n1"), queue("shut", state="Closing"), gang("g", 1, queue="shut")]
     session = cycle(objects, "allocate", TIERS)
     assert placed(session) == {}
-    assert session.jobs["default/g"].unschedulable_message.endswith(
-        "queue shut is Closing")
+    assert session.jobs["default/g"].unschedulable_message.endswith("queue shut is Closing")
 
 
 def test_admission_counts_allocated_and_admitted_min_resources_against_real_capability() -> None:
-    objects = [node("n1", cpu="8"), queue("q", capability={"cpu": "4"}),
-               podgroup("first", 1, queue="q", phase="Pending", min_resources={"cpu": "3"}, created="2024-01-01T00:00:01Z"),
-               podgroup("second", 1, queue="q", phase="Pending", min_resources={"cpu": "3"}, created="2024-01-01T00:00:02Z"),
-               podgroup("free", 1, queue="q", phase="Pending", created="2024-01-01T00:00:03Z")]
+    objects = [
+        node("n1", cpu="8"),
+        queue("q", capability={"cpu": "4"}),
+        podgroup("first", 1, queue="q", phase="Pending", min_resources={"cpu": "3"}, created="2024-01-01T00:00:01Z"),
+        podgroup("second", 1, queue="q", phase="Pending", min_resources={"cpu": "3"}, created="2024-01-01T00:00:02Z"),
+        podgroup("free", 1, queue="q", phase="Pending", created="2024-01-01T00:00:03Z"),
+    ]
     session = cycle(objects, "enqueue", TIERS)
     phases = {job.name: job.phase for job in session.jobs.values()}
     assert phases == {"first": "Inqueue", "second": "Pending", "free": "Inqueue"}
@@ -94,9 +101,13 @@ def test_admission_counts_allocated_and_admitted_min_resources_against_real_capa
 def test_reclaim_takes_only_from_queues_above_deserved_and_never_below_guarantee() -> None:
     # 3 cpu. rich (guarantee 2) runs 2 cpu + 1 cpu; poor asks for 2. Real capability: rich 3,
     # poor 1; round 1 gives 1.5 each: rich is floored at 2, poor capped at 1. rich holds 3 > 2.
-    objects = [node("n1", cpu="3"), queue("rich", guarantee={"cpu": "2"}), queue("poor"),
-               gang("big", 1, cpu="2", memory=None, queue="rich", node_name="n1", phase="Running"),
-               gang("small", 1, cpu="1", memory=None, queue="rich", node_name="n1", phase="Running")]
+    objects = [
+        node("n1", cpu="3"),
+        queue("rich", guarantee={"cpu": "2"}),
+        queue("poor"),
+        gang("big", 1, cpu="2", memory=None, queue="rich", node_name="n1", phase="Running"),
+        gang("small", 1, cpu="1", memory=None, queue="rich", node_name="n1", phase="Running"),
+    ]
     objects += _pending("poor", 2, memory=None)
     session = open_session(snapshot(objects), conf("reclaim", ["proportion"]))
     assert dict(session.resources.to_list(session.queues["rich"].deserved)) == {"cpu": 2000}
@@ -112,7 +123,8 @@ def _eager(name: str, size: int, queue_name: str) -> list:
     """A gang whose pods were created with its PodGroup (Spark, Ray), not admitted yet: its
     minResources (20 cpu) are beyond the 8-cpu cluster, so enqueue keeps it Pending."""
     return [podgroup(name, size, queue=queue_name, phase="Pending", min_resources={"cpu": "20"})] + [
-        pod(f"{name}-{i}", "1", None, group=name) for i in range(size)]
+        pod(f"{name}-{i}", "1", None, group=name) for i in range(size)
+    ]
 
 
 def test_pods_of_jobs_not_admitted_are_no_demand_so_admitted_gangs_keep_their_share() -> None:

@@ -9,7 +9,16 @@ from typing import Any
 from lahar.scheduler.actions.preempt import VictimSearch
 from lahar.scheduler.framework.session import Session
 from tests.scheduler.preempt_builders import (
-    a_pod, annotate, cluster, conf, gang, node, queue, run, running, spy,
+    a_pod,
+    annotate,
+    cluster,
+    conf,
+    gang,
+    node,
+    queue,
+    run,
+    running,
+    spy,
 )
 
 RECLAIM = conf("reclaim", ["priority", "gang"], ["predicates", "proportion"])
@@ -22,10 +31,14 @@ def evicted(session: Session) -> list[str]:
 def queue_a_fills_the_cluster(min_member: int = 1, **spec: Any) -> list[dict]:
     """Two 4-CPU nodes, queue a (spec) running a job of eight 1-CPU pods (a gang of
     `min_member`: gang never takes a job below it, so a lone pod is never a victim), queue b empty."""
-    objects: list[dict] = [node("n1", cpu="4", memory="32Gi"), node("n2", cpu="4", memory="32Gi"),
-                           queue("a", **spec), queue("b"), gang("a-job", min_member, queue="a", phase="Running")]
-    objects += [running(f"a-{i}", f"n{1 + i % 2}", cpu="1", memory="1Gi", queue="a", group="a-job")
-                for i in range(8)]
+    objects: list[dict] = [
+        node("n1", cpu="4", memory="32Gi"),
+        node("n2", cpu="4", memory="32Gi"),
+        queue("a", **spec),
+        queue("b"),
+        gang("a-job", min_member, queue="a", phase="Running"),
+    ]
+    objects += [running(f"a-{i}", f"n{1 + i % 2}", cpu="1", memory="1Gi", queue="a", group="a-job") for i in range(8)]
     return objects
 
 

@@ -21,8 +21,10 @@ from tests.support import wait_for
 
 def test_check_conf_prints_the_parsed_configuration(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     conf = tmp_path / "scheduler.conf"
-    conf.write_text('actions: "enqueue, allocate"\ntiers:\n- plugins:\n  - name: gang\n    enableJobOrder: false\n'
-                    "  - name: binpack\n    arguments: {binpack.weight: 2}\n")
+    conf.write_text(
+        'actions: "enqueue, allocate"\ntiers:\n- plugins:\n  - name: gang\n    enableJobOrder: false\n'
+        "  - name: binpack\n    arguments: {binpack.weight: 2}\n"
+    )
     assert main(["scheduler", "--check-conf", str(conf)]) == 0
     out = capsys.readouterr().out
     assert f"# {conf}: ok" in out and "actions: enqueue, allocate" in out
@@ -42,8 +44,9 @@ def test_check_conf_refuses_with_the_reason(tmp_path: Path, capsys: pytest.Captu
     assert "cannot read" in capsys.readouterr().err
 
 
-def test_bad_flags_and_a_bad_configuration_at_start_are_refused(module_apiserver: Any, tmp_path: Path,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_flags_and_a_bad_configuration_at_start_are_refused(
+    module_apiserver: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["scheduler", "--period", "0"]) == 1
     assert "--period must be positive" in capsys.readouterr().err
     conf = tmp_path / "scheduler.conf"
@@ -71,13 +74,38 @@ def test_the_command_serves_metrics_and_reports_and_stops_cleanly(module_apiserv
     log = tmp_path / "scheduler.log"
     with open(log, "wb") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "lahar", "scheduler", "--kubeconfig", str(kubeconfig), "--period", "0.2",
-             "--metrics-port", "0", "--metrics-address", "127.0.0.1", "--token-file", str(tokens),
-             "--report-address", "127.0.0.1:0", "--scheduler-name", "lahar"],
-            stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            [
+                sys.executable,
+                "-m",
+                "lahar",
+                "scheduler",
+                "--kubeconfig",
+                str(kubeconfig),
+                "--period",
+                "0.2",
+                "--metrics-port",
+                "0",
+                "--metrics-address",
+                "127.0.0.1",
+                "--token-file",
+                str(tokens),
+                "--report-address",
+                "127.0.0.1:0",
+                "--scheduler-name",
+                "lahar",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
     try:
-        port = int(wait_for(lambda: re.search(r"metrics on http://127\.0\.0\.1:(\d+)/metrics", log.read_text()), 20,
-                            "the metrics address").group(1))
+        port = int(
+            wait_for(
+                lambda: re.search(r"metrics on http://127\.0\.0\.1:(\d+)/metrics", log.read_text()),
+                20,
+                "the metrics address",
+            ).group(1)
+        )
         assert re.search(r"agent reports on 127\.0\.0\.1:\d+ \(loopback, no TLS\)", log.read_text())
         assert "lahar scheduler for lahar using" in log.read_text()
         wait_for(lambda: fetch(port, "/healthz")[0] == 200, 20, "a healthy scheduler")

@@ -81,8 +81,14 @@ def test_a_gang_that_does_not_fit_binds_nothing_and_says_why(api: KubeApi) -> No
     for name in names:
         api.create(kinds.POD, pod(name, "2", "1Gi", group="toobig", selector=selector), "default")
     with running(api) as scheduler:
-        condition = wait_for(lambda: next((c for c in podgroup_status(api, "toobig").get("conditions") or ()
-                                           if c["type"] == "Unschedulable"), None), 10, "the Unschedulable condition")
+        condition = wait_for(
+            lambda: next(
+                (c for c in podgroup_status(api, "toobig").get("conditions") or () if c["type"] == "Unschedulable"),
+                None,
+            ),
+            10,
+            "the Unschedulable condition",
+        )
         wait_for(lambda: scheduler.cycles >= 3, 10, "a few more cycles")
     assert condition["status"] == "True" and condition["reason"] == "NotEnoughResources"
     assert "tasks in gang unschedulable" in condition["message"]
@@ -135,8 +141,11 @@ def test_an_api_outage_is_ridden_out(api: KubeApi, module_apiserver: Any) -> Non
         module_apiserver.stop()
         # A quiet cluster's turns are skipped (nothing changed), so count the loop's turns.
         during = scheduler.cycles + scheduler.skipped
-        wait_for(lambda: scheduler.cycles + scheduler.skipped >= during + 3, 10,
-                 "the loop turning on the cached state while the API is away")
+        wait_for(
+            lambda: scheduler.cycles + scheduler.skipped >= during + 3,
+            10,
+            "the loop turning on the cached state while the API is away",
+        )
         assert scheduler.healthy()[0]
         module_apiserver.start()  # the same data: informers re-list and carry on
         api.create(kinds.POD, pod("after-outage", "1", "1Gi", selector=selector), "default")

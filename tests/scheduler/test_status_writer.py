@@ -19,7 +19,13 @@ from lahar.scheduler.metrics import CycleFigures, QueueFigures
 from lahar.scheduler.model import JobInfo, TaskStatus
 from lahar.client.events import EventRecorder
 from lahar.scheduler.status import (
-    COMPONENT, StatusWriter, news, podgroup_phase, podgroup_status_patch, queue_status_patch, summarize,
+    COMPONENT,
+    StatusWriter,
+    news,
+    podgroup_phase,
+    podgroup_status_patch,
+    queue_status_patch,
+    summarize,
 )
 from tests.scheduler.test_cache import a_pod, bound, node, pod, podgroup, queue
 
@@ -56,6 +62,7 @@ def with_status(job: JobInfo, cache: Cache, patch: Obj) -> JobInfo:
 
 # -- pure -------------------------------------------------------------------------------------------
 
+
 def test_phases() -> None:
     _, job = gang(3, 3)
     assert podgroup_phase(job).value == "Pending"
@@ -79,8 +86,15 @@ def test_conditions_flip_with_transition_times_and_nothing_repeats() -> None:
     job.unschedulable_message = "3/3 tasks in gang unschedulable: 1 node(s) insufficient cpu"
     patch = podgroup_status_patch(job, T0)
     assert patch is not None and "phase" not in patch  # Pending, as written already
-    assert patch["conditions"] == [{"type": "Unschedulable", "status": "True", "lastTransitionTime": T0,
-                                    "reason": "NotEnoughResources", "message": job.unschedulable_message}]
+    assert patch["conditions"] == [
+        {
+            "type": "Unschedulable",
+            "status": "True",
+            "lastTransitionTime": T0,
+            "reason": "NotEnoughResources",
+            "message": job.unschedulable_message,
+        }
+    ]
     job = with_status(job, cache, patch)
     assert podgroup_status_patch(job, T1) is None  # the same cycle again: no write
 
@@ -113,8 +127,9 @@ def test_queue_status_patch_writes_only_changes_and_drops_zeros() -> None:
     figures = QueueFigures({"cpu": 1500, "pods": 2})
     assert queue_status_patch({}, figures) == {"allocated": {"cpu": "1500m", "pods": "2"}}
     assert queue_status_patch({"allocated": {"cpu": "1.5", "pods": "2"}, "running": 3}, figures) is None
-    assert queue_status_patch({"allocated": {"cpu": "1", "memory": "1Gi"}}, QueueFigures({"cpu": 1000})) == \
-        {"allocated": {"memory": None, "cpu": "1"}}
+    assert queue_status_patch({"allocated": {"cpu": "1", "memory": "1Gi"}}, QueueFigures({"cpu": 1000})) == {
+        "allocated": {"memory": None, "cpu": "1"}
+    }
     assert queue_status_patch({}, QueueFigures({}, {"cpu": 4000})) == {"deserved": {"cpu": "4"}}
 
 
@@ -187,8 +202,7 @@ class EchoApi:
 
     def patch(self, kind: Kind, name: str, body: Obj, namespace: str | None = None, **_: Any) -> Obj:
         self.patches += 1
-        return {"metadata": {"name": name, "namespace": namespace, "resourceVersion": str(10 + self.patches)},
-                **body}
+        return {"metadata": {"name": name, "namespace": namespace, "resourceVersion": str(10 + self.patches)}, **body}
 
 
 def test_a_patch_written_against_a_version_is_not_sent_again_for_that_version() -> None:
@@ -218,6 +232,7 @@ def test_a_patch_written_against_a_version_is_not_sent_again_for_that_version() 
 
 
 # -- against the API --------------------------------------------------------------------------------
+
 
 class Clock:
     def __init__(self) -> None:
@@ -260,6 +275,7 @@ def test_writer_against_the_api_without_churn(api: KubeApi) -> None:
     written = Written(cache)
     writer = StatusWriter(api, EventRecorder(api, COMPONENT, clock=clock), on_written=written, clock=clock, workers=2)
     try:
+
         def cycle(message: str = "", placed: int = 0) -> int:
             session = Session(cache.snapshot(), NO_ACTIONS)
             job = session.jobs["default/written"]

@@ -18,8 +18,13 @@ NODES = ("hot-cpu", "hot-memory", "calm", "idle", "stale", "silent")
 
 
 def reports(clock: Clock) -> NodeReportStore:
-    reports_store = store(clock, report("hot-cpu", cpu_ratio=0.9), report("hot-memory", memory_used=28 * GIB),
-                          report("calm", cpu_ratio=0.5, memory_used=16 * GIB), report("idle", cpu_ratio=0.1))
+    reports_store = store(
+        clock,
+        report("hot-cpu", cpu_ratio=0.9),
+        report("hot-memory", memory_used=28 * GIB),
+        report("calm", cpu_ratio=0.5, memory_used=16 * GIB),
+        report("idle", cpu_ratio=0.1),
+    )
     reports_store.submit(report("stale", cpu_ratio=0.99), received_at=clock.now - 11)
     return reports_store
 
@@ -34,7 +39,13 @@ def usage(**arguments: object) -> tuple[Session, TaskInfo]:
 def test_hot_nodes_are_filtered_and_unknown_ones_pass() -> None:
     session, pod = usage()
     assert dict(zip(NODES, session.predicate(pod).tolist())) == {
-        "hot-cpu": False, "hot-memory": False, "calm": True, "idle": True, "stale": True, "silent": True}
+        "hot-cpu": False,
+        "hot-memory": False,
+        "calm": True,
+        "idle": True,
+        "stale": True,
+        "silent": True,
+    }
     assert session.explain(pod) == {"node(s) too busy (usage over cpu 80% or memory 80%)": 2}
 
 
@@ -57,7 +68,8 @@ def test_score_prefers_less_load_and_counts_this_sessions_placements() -> None:
     statement.allocate(pod, idle)
     # 1 CPU of 4 placed: cpu usage 0.1 + 0.25, memory 1Gi of 32Gi.
     assert session.score(task(session, "p"), np.array([idle]))[0] == pytest.approx(
-        ((1 - 0.35) + (1 - 1 / 32)) / 2 * 500)
+        ((1 - 0.35) + (1 - 1 / 32)) / 2 * 500
+    )
     statement.discard()
     assert session.score(pod)[idle] == pytest.approx(scores["idle"])
 
@@ -69,7 +81,13 @@ def test_weights() -> None:
 
 
 def test_bad_arguments_are_refused() -> None:
-    for arguments in ("{thresholds.cpu: 120}", "{thresholds: {gpu: 50}}", "{thresholds: 80}",
-                      "{usage.weight: -1}", "{staleness: never}", "{cpu: 1}"):
+    for arguments in (
+        "{thresholds.cpu: 120}",
+        "{thresholds: {gpu: 50}}",
+        "{thresholds: 80}",
+        "{usage.weight: -1}",
+        "{staleness: never}",
+        "{cpu: 1}",
+    ):
         with pytest.raises(ConfError, match="plugin usage"):
             parse_conf(f'actions: "allocate"\ntiers:\n- plugins:\n  - name: usage\n    arguments: {arguments}\n')

@@ -45,8 +45,19 @@ class LaharUp:
         self.mark = mark
         self.port = free_loopback_port()
         self.cgroup_parent = f"lahar-kubepods-test-{mark}"
-        self.argv = [sys.executable, "-m", "lahar", "up", "--data-dir", str(data_dir), "--port", str(self.port),
-                     "--cgroup-parent", self.cgroup_parent, *extra]
+        self.argv = [
+            sys.executable,
+            "-m",
+            "lahar",
+            "up",
+            "--data-dir",
+            str(data_dir),
+            "--port",
+            str(self.port),
+            "--cgroup-parent",
+            self.cgroup_parent,
+            *extra,
+        ]
         self.lines: list[str] = []
         self.proc: subprocess.Popen[str] | None = None
         self._reader: threading.Thread | None = None
@@ -63,8 +74,9 @@ class LaharUp:
     def start(self, ready: str = "Lahar is up", timeout: float = START_TIMEOUT) -> None:
         env = {**os.environ, "PYTHONUNBUFFERED": "1", MARK_ENV: self.mark}
         self.lines = []
-        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True, env=env)
+        self.proc = subprocess.Popen(
+            self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+        )
         self._reader = threading.Thread(target=self._read, args=(self.proc,), name="lahar-up-output", daemon=True)
         self._reader.start()
         self.wait_for_output(ready, timeout)
@@ -164,8 +176,13 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LaharUp]:
 
 
 def apply(up: LaharUp, manifest: str) -> None:
-    result = subprocess.run([sys.executable, "-m", "lahar", "apply", "-f", "-", "--kubeconfig", str(up.kubeconfig)],
-                            input=manifest, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "lahar", "apply", "-f", "-", "--kubeconfig", str(up.kubeconfig)],
+        input=manifest,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
 
 
@@ -182,28 +199,78 @@ def job_pods(api: KubeApi, name: str) -> list[dict[str, Any]]:
 
 def local_job(name: str, mark: str, command: str, replicas: int = 2) -> str:
     """A Volcano Job whose pods run `sh -c command` on this machine."""
-    return yaml.safe_dump({
-        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": name},
-        "spec": {"schedulerName": "lahar", "minAvailable": replicas, "plugins": {"env": []},
-                 "tasks": [{"name": "greet", "replicas": replicas, "template": {"spec": {
-                     "restartPolicy": "Never", "nodeSelector": {"lahar.dev/local": "true"},
-                     "containers": [{"name": "greet", "image": "busybox", "command": ["sh", "-c", command],
-                                     "env": [{"name": MARK_ENV, "value": mark}]}]}}}]}})
+    return yaml.safe_dump(
+        {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "metadata": {"name": name},
+            "spec": {
+                "schedulerName": "lahar",
+                "minAvailable": replicas,
+                "plugins": {"env": []},
+                "tasks": [
+                    {
+                        "name": "greet",
+                        "replicas": replicas,
+                        "template": {
+                            "spec": {
+                                "restartPolicy": "Never",
+                                "nodeSelector": {"lahar.dev/local": "true"},
+                                "containers": [
+                                    {
+                                        "name": "greet",
+                                        "image": "busybox",
+                                        "command": ["sh", "-c", command],
+                                        "env": [{"name": MARK_ENV, "value": mark}],
+                                    }
+                                ],
+                            }
+                        },
+                    }
+                ],
+            },
+        }
+    )
 
 
 def sim_job(name: str, replicas: int, min_available: int, cpu: str, seconds: int) -> str:
     """A Volcano Job for the simulated nodes, each pod `seconds` long."""
-    return yaml.safe_dump({
-        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": name},
-        "spec": {"schedulerName": "lahar", "minAvailable": min_available,
-                 "tasks": [{"name": "part", "replicas": replicas, "template": {
-                     "metadata": {"annotations": {"lahar.dev/sim-duration": str(seconds)}},
-                     "spec": {"restartPolicy": "Never", "nodeSelector": {"lahar.dev/simulated": "true"},
-                              "containers": [{"name": "c", "image": "busybox", "command": ["sleep", str(seconds)],
-                                              "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]}}}]}})
+    return yaml.safe_dump(
+        {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "metadata": {"name": name},
+            "spec": {
+                "schedulerName": "lahar",
+                "minAvailable": min_available,
+                "tasks": [
+                    {
+                        "name": "part",
+                        "replicas": replicas,
+                        "template": {
+                            "metadata": {"annotations": {"lahar.dev/sim-duration": str(seconds)}},
+                            "spec": {
+                                "restartPolicy": "Never",
+                                "nodeSelector": {"lahar.dev/simulated": "true"},
+                                "containers": [
+                                    {
+                                        "name": "c",
+                                        "image": "busybox",
+                                        "command": ["sleep", str(seconds)],
+                                        "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}},
+                                    }
+                                ],
+                            },
+                        },
+                    }
+                ],
+            },
+        }
+    )
 
 
 # --- the running system ------------------------------------------------------------------------------
+
 
 def test_every_program_is_up_and_says_where(up: LaharUp) -> None:
     out = up.output
@@ -235,24 +302,53 @@ def test_a_job_runs_real_commands_to_completed_with_exit_codes_and_logs(up: Laha
         [status] = pod["status"]["containerStatuses"]
         assert status["state"]["terminated"]["exitCode"] == 0
         assert status["state"]["terminated"]["reason"] == "Completed"
-        logs = subprocess.run([sys.executable, "-m", "lahar", "logs", pod["metadata"]["name"], "--data-dir",
-                               str(up.data_dir)], capture_output=True, text=True, timeout=30)
+        logs = subprocess.run(
+            [sys.executable, "-m", "lahar", "logs", pod["metadata"]["name"], "--data-dir", str(up.data_dir)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert logs.returncode == 0 and logs.stdout == f"hello-{index}\n", logs
 
 
 def test_a_failing_command_reports_its_exit_code_and_logs(up: LaharUp) -> None:
     api = up.api()
-    apply(up, yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "oops"},
-        "spec": {"schedulerName": "lahar", "nodeSelector": {"lahar.dev/local": "true"}, "restartPolicy": "Never",
-                 "containers": [{"name": "c", "image": "busybox", "command": ["sh", "-c", "echo oops >&2; exit 3"],
-                                 "env": [{"name": MARK_ENV, "value": up.mark}]}]}}))
-    pod = wait_for(lambda: (p := api.get(kinds.POD, "oops", "default"))["status"].get("phase") == "Failed" and p,
-                   60, "pod oops to fail")
+    apply(
+        up,
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "oops"},
+                "spec": {
+                    "schedulerName": "lahar",
+                    "nodeSelector": {"lahar.dev/local": "true"},
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "c",
+                            "image": "busybox",
+                            "command": ["sh", "-c", "echo oops >&2; exit 3"],
+                            "env": [{"name": MARK_ENV, "value": up.mark}],
+                        }
+                    ],
+                },
+            }
+        ),
+    )
+    pod = wait_for(
+        lambda: (p := api.get(kinds.POD, "oops", "default"))["status"].get("phase") == "Failed" and p,
+        60,
+        "pod oops to fail",
+    )
     [status] = pod["status"]["containerStatuses"]
     assert (status["state"]["terminated"]["exitCode"], status["state"]["terminated"]["reason"]) == (3, "Error")
-    logs = subprocess.run([sys.executable, "-m", "lahar", "logs", "oops", "--data-dir", str(up.data_dir)],
-                          capture_output=True, text=True, timeout=30)
+    logs = subprocess.run(
+        [sys.executable, "-m", "lahar", "logs", "oops", "--data-dir", str(up.data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert logs.stdout == "oops\n", logs
 
 
@@ -266,8 +362,14 @@ def test_a_gang_that_cannot_fit_binds_nothing(up: LaharUp) -> None:
             group = api.get(kinds.PODGROUP, "too-big", "default")
         except NotFound:
             return None
-        return next((c.get("message") for c in (group.get("status") or {}).get("conditions") or []
-                     if c.get("type") == "Unschedulable" and c.get("status") == "True"), None)
+        return next(
+            (
+                c.get("message")
+                for c in (group.get("status") or {}).get("conditions") or []
+                if c.get("type") == "Unschedulable" and c.get("status") == "True"
+            ),
+            None,
+        )
 
     message = wait_for(unschedulable, 60, "the PodGroup's Unschedulable condition")
     assert "unschedulable" in message
@@ -283,16 +385,35 @@ def test_a_be_pods_cgroups_get_the_agents_qos_values(up: LaharUp) -> None:
     if reason is not None:
         pytest.skip(reason)
     api = up.api()
-    apply(up, yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "be-hog", "annotations": {"lahar.dev/qos-class": "BE"}},
-        "spec": {"schedulerName": "lahar", "nodeSelector": {"lahar.dev/local": "true"}, "restartPolicy": "Never",
-                 "terminationGracePeriodSeconds": 1,
-                 "containers": [{"name": "hog", "image": "busybox",
-                                 "command": ["lahar", "workload", "cpu-hog", "--seconds", "60"],
-                                 "env": [{"name": MARK_ENV, "value": up.mark}]}]}}))
-    pod = wait_for(lambda: (p := api.get(kinds.POD, "be-hog", "default"))["status"].get("phase") == "Running" and p,
-                   60, "the BE pod to run")
+    apply(
+        up,
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "be-hog", "annotations": {"lahar.dev/qos-class": "BE"}},
+                "spec": {
+                    "schedulerName": "lahar",
+                    "nodeSelector": {"lahar.dev/local": "true"},
+                    "restartPolicy": "Never",
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [
+                        {
+                            "name": "hog",
+                            "image": "busybox",
+                            "command": ["lahar", "workload", "cpu-hog", "--seconds", "60"],
+                            "env": [{"name": MARK_ENV, "value": up.mark}],
+                        }
+                    ],
+                },
+            }
+        ),
+    )
+    pod = wait_for(
+        lambda: (p := api.get(kinds.POD, "be-hog", "default"))["status"].get("phase") == "Running" and p,
+        60,
+        "the BE pod to run",
+    )
     assert pod["status"]["qosClass"] == "BestEffort"
     tree = CgroupTree(CGROUP_ROOT, up.cgroup_parent)
     level = tree.layout.qos_dir("BestEffort")
@@ -309,11 +430,15 @@ def test_a_be_pods_cgroups_get_the_agents_qos_values(up: LaharUp) -> None:
     values = wait_for(qos_values, 30, "the agent's BE priority and CPU cap on the besteffort cgroup", interval=0.5)
     assert values["cpu.cfs_quota_us"] > 0  # all BE pods together capped by CPU suppress
     api.delete(kinds.POD, "be-hog", "default")
-    wait_for(lambda: not api.list(kinds.POD, "default", field_selector="metadata.name=be-hog")["items"], 30,
-             "the BE pod to go")
+    wait_for(
+        lambda: not api.list(kinds.POD, "default", field_selector="metadata.name=be-hog")["items"],
+        30,
+        "the BE pod to go",
+    )
 
 
 # --- restarts and failures ---------------------------------------------------------------------------
+
 
 def test_restart_keeps_the_jobs_and_stopping_leaves_nothing(tmp_path: Path) -> None:
     up = LaharUp(tmp_path / "data", secrets.token_hex(5), "--sim-nodes", "2")
@@ -361,6 +486,7 @@ def test_a_program_that_dies_stops_everything_and_fails(tmp_path: Path) -> None:
 
 # --- the demo ----------------------------------------------------------------------------------------
 
+
 @pytest.mark.demo
 @pytest.mark.timeout(300)
 def test_the_demo_narrates_every_scenario_and_exits(tmp_path: Path) -> None:
@@ -370,10 +496,21 @@ def test_the_demo_narrates_every_scenario_and_exits(tmp_path: Path) -> None:
         code = up.wait(240)
         out = up.output
         assert code == 0, out
-        for text in ("1/4", "2/4", "3/4", "4/4", "gang-of-4 waits with none of its 4 pods bound",
-                     "all 4 pods bound together", "gang-of-4 Completed", "online p99 alone:",
-                     "online p99 with the BE job:", "BE CPU harvested:", "queue team-a:", "queue team-b:",
-                     "The demo is done"):
+        for text in (
+            "1/4",
+            "2/4",
+            "3/4",
+            "4/4",
+            "gang-of-4 waits with none of its 4 pods bound",
+            "all 4 pods bound together",
+            "gang-of-4 Completed",
+            "online p99 alone:",
+            "online p99 with the BE job:",
+            "BE CPU harvested:",
+            "queue team-a:",
+            "queue team-b:",
+            "The demo is done",
+        ):
             assert text in out, f"{text!r} missing:\n{out}"
         p99 = re.findall(r"online p99 (?:alone|with the BE job): +([\d.]+) ms", out)
         assert len(p99) == 2 and all(float(value) > 0 for value in p99), out

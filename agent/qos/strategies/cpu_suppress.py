@@ -109,15 +109,26 @@ def plan(node: NodeState, pods: Sequence[QosPod], config: CpuSuppressConfig, pre
     return _capped(shares, cap, config.cfs_period_us, figures, (action,) if action else (), tick_cap=cap)
 
 
-def _capped(shares: dict[str, float], cap: float, period_us: int, figures: dict[str, float],
-            actions: tuple[str, ...], tick_cap: float) -> Plan:
+def _capped(
+    shares: dict[str, float],
+    cap: float,
+    period_us: int,
+    figures: dict[str, float],
+    actions: tuple[str, ...],
+    tick_cap: float,
+) -> Plan:
     desired = tuple(Desired(cgroup, "cpu.max", CpuMax.of_cores(share, period_us)) for cgroup, share in shares.items())
-    return Plan(desired, {**figures, "be_cpu_quota_cores": cap},
-                {"cap": cap, "tick_cap": tick_cap, "shares": shares, "period_us": period_us}, actions)
+    return Plan(
+        desired,
+        {**figures, "be_cpu_quota_cores": cap},
+        {"cap": cap, "tick_cap": tick_cap, "shares": shares, "period_us": period_us},
+        actions,
+    )
 
 
-def fast_cap(config: CpuSuppressConfig, cores: int, online: float, system: float, stall_ratio: float,
-             previous: Plan) -> float | None:
+def fast_cap(
+    config: CpuSuppressConfig, cores: int, online: float, system: float, stall_ratio: float, previous: Plan
+) -> float | None:
     """The fast path's verdict: a tighter cap to apply now, or None. `online`/`system` are the
     last few hundred milliseconds' usage; the pressure cut is taken from the tick's cap, so
     repeated samples under pressure do not compound it before the next tick."""
@@ -134,8 +145,14 @@ def tightened(previous: Plan, cap: float) -> Plan:
     """The previous plan with every group's share scaled down to a new total cap."""
     scale = cap / previous.memo["cap"] if previous.memo["cap"] > 0 else 0.0
     shares = {cgroup: share * scale for cgroup, share in previous.memo["shares"].items()}
-    return _capped(shares, cap, previous.memo["period_us"], dict(previous.figures), ("fast_shrink",),
-                   tick_cap=previous.memo["tick_cap"])
+    return _capped(
+        shares,
+        cap,
+        previous.memo["period_us"],
+        dict(previous.figures),
+        ("fast_shrink",),
+        tick_cap=previous.memo["tick_cap"],
+    )
 
 
 def relax(node: NodeState, pods: Sequence[QosPod], config: CpuSuppressConfig, previous: Plan | None) -> list[Desired]:

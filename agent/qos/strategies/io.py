@@ -81,14 +81,20 @@ def plan(node: NodeState, pods: Sequence[QosPod], config: IoConfig, previous: Pl
     if config.be_weight and node.has("io.weight"):
         desired += [Desired(g.cgroup, "io.weight", config.be_weight) for g in be_groups(node, pods)]
     configured = {device: value for device, value in limits.items() if value != NO_IO_LIMITS}
-    return Plan(tuple(desired), {"be_io_limited_cgroups": float(len(targets) if configured else 0)},
-                {"devices": sorted(configured), "limits": configured})
+    return Plan(
+        tuple(desired),
+        {"be_io_limited_cgroups": float(len(targets) if configured else 0)},
+        {"devices": sorted(configured), "limits": configured},
+    )
 
 
 def relax(node: NodeState, pods: Sequence[QosPod], config: IoConfig, previous: Plan | None) -> list[Desired]:
     devices = previous.memo.get("devices", ()) if previous else ()
-    desired = [Desired(target, "io.limits", dict.fromkeys(devices, NO_IO_LIMITS)) for target in _targets(node, pods)
-               if devices and node.has("io.limits")]
+    desired = [
+        Desired(target, "io.limits", dict.fromkeys(devices, NO_IO_LIMITS))
+        for target in _targets(node, pods)
+        if devices and node.has("io.limits")
+    ]
     if config.be_weight and node.has("io.weight"):
         desired += [Desired(g.cgroup, "io.weight", DEFAULT_IO_WEIGHT) for g in be_groups(node, pods)]
     return desired

@@ -63,8 +63,12 @@ def plan(node: NodeState, pods: Sequence[QosPod], config: LcCoresConfig, previou
     # Written when LC cores are held, and once more after they are not (also on the first plan:
     # an agent that stopped without relaxing may have left BE narrowed).
     changed = previous is None or previous.memo["be_cpus"] != be_cpus
-    return Plan(tuple(Desired(target, "cpuset.cpus", be_cpus) for target in _targets(node, pods)), figures,
-                {"be_cpus": be_cpus, "narrowed": bool(held)}, ("update",) if changed else ())
+    return Plan(
+        tuple(Desired(target, "cpuset.cpus", be_cpus) for target in _targets(node, pods)),
+        figures,
+        {"be_cpus": be_cpus, "narrowed": bool(held)},
+        ("update",) if changed else (),
+    )
 
 
 def relax(node: NodeState, pods: Sequence[QosPod], config: LcCoresConfig, previous: Plan | None) -> list[Desired]:

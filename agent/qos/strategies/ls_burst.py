@@ -49,9 +49,10 @@ def _limited(pods: Sequence[QosPod], config: LsBurstConfig) -> Iterator[tuple[st
 def plan(node: NodeState, pods: Sequence[QosPod], config: LsBurstConfig, previous: Plan | None) -> Plan:
     if not node.has("cpu.burst"):
         return Plan(figures={"burst_cgroups": 0.0})
-    desired = tuple(Desired(cgroup, "cpu.burst", int(milli_to_quota_us(limit, config.cfs_period_us)
-                                                      * config.burst_ratio))
-                    for cgroup, limit in _limited(pods, config))
+    desired = tuple(
+        Desired(cgroup, "cpu.burst", int(milli_to_quota_us(limit, config.cfs_period_us) * config.burst_ratio))
+        for cgroup, limit in _limited(pods, config)
+    )
     return Plan(desired, {"burst_cgroups": float(len(desired))})
 
 

@@ -88,10 +88,11 @@ def plan(node: NodeState, pods: Sequence[QosPod], config: MemoryConfig, previous
         actions += ["reclaim"] if reclaims else []
     protection = _protection(node, pods, config) if config.protect_online else []
     desired += protection
-    figures = {"be_memory_cap_bytes": float(sum(caps.values())) if caps else math.inf,
-               "be_memory_capped_groups": float(len(caps)),
-               "online_memory_protected_bytes": float(sum(
-                   d.value for d in protection if d.cgroup == node.layout.top))}
+    figures = {
+        "be_memory_cap_bytes": float(sum(caps.values())) if caps else math.inf,
+        "be_memory_capped_groups": float(len(caps)),
+        "online_memory_protected_bytes": float(sum(d.value for d in protection if d.cgroup == node.layout.top)),
+    }
     return Plan(tuple(desired), figures, {"caps": caps}, tuple(actions))
 
 
@@ -114,9 +115,11 @@ def _protection(node: NodeState, pods: Sequence[QosPod], config: MemoryConfig) -
     online = [p for p in pods if p.online and not p.cgroup.startswith(node.be_dir + "/")]
     burstable = node.layout.qos_dir(BURSTABLE)
     in_burstable = sum(p.memory_request_bytes for p in online if p.cgroup.startswith(burstable + "/"))
-    return [Desired(node.layout.top, knob, sum(p.memory_request_bytes for p in online)),
-            Desired(burstable, knob, in_burstable),
-            *(Desired(p.cgroup, knob, p.memory_request_bytes) for p in online)]
+    return [
+        Desired(node.layout.top, knob, sum(p.memory_request_bytes for p in online)),
+        Desired(burstable, knob, in_burstable),
+        *(Desired(p.cgroup, knob, p.memory_request_bytes) for p in online),
+    ]
 
 
 def relax(node: NodeState, pods: Sequence[QosPod], config: MemoryConfig, previous: Plan | None) -> list[Desired]:
