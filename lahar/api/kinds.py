@@ -89,6 +89,8 @@ PRIORITY_CLASS = Kind("scheduling.k8s.io", "v1", "PriorityClass", "priorityclass
 JOB = Kind(VOLCANO_BATCH, "v1alpha1", "Job", "jobs", True, ("vcjob", "vj"), ("status",), (), ("all",))
 PODGROUP = Kind(VOLCANO_SCHEDULING, "v1beta1", "PodGroup", "podgroups", True, ("pg", "podgroup-v1beta1"), ("status",))
 QUEUE = Kind(VOLCANO_SCHEDULING, "v1beta1", "Queue", "queues", False, ("q", "queue-v1beta1"), ("status",))
+# Leader election (lahar.client.leader) and node heartbeats; no status subresource, as in Kubernetes.
+LEASE = Kind("coordination.k8s.io", "v1", "Lease", "leases", True)
 
 ALL_KINDS: tuple[Kind, ...] = (
     POD,
@@ -103,6 +105,7 @@ ALL_KINDS: tuple[Kind, ...] = (
     JOB,
     PODGROUP,
     QUEUE,
+    LEASE,
 )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from lahar.cli import leader_election
 from lahar.cli.signals import run_until_signalled, stop_event
 
 DEFAULT_METRICS_PORT = 9318  # the agent serves on 9316
@@ -28,6 +29,7 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
         help=f"Prometheus /metrics and /healthz port (default {DEFAULT_METRICS_PORT}; 0 picks one)",
     )
     controller.add_argument("--metrics-address", default="0.0.0.0", help="address /metrics listens on (default all)")
+    leader_election.add_flags(controller, "controller")
     controller.set_defaults(run=run_controller)
 
 
@@ -41,10 +43,16 @@ def run_controller(args: argparse.Namespace) -> int:
         raise ValueError(f"--resync must be positive, not {args.resync}")
     if not 0 <= args.metrics_port <= 65535:
         raise ValueError(f"--metrics-port must be between 0 and 65535, not {args.metrics_port}")
-    controller = JobController(
-        KubeApi(new_api_client(args.kubeconfig)), admission_required=not args.no_admission, resync_seconds=args.resync
+    election = leader_election.election_config(args)
+    api = KubeApi(new_api_client(args.kubeconfig))
+    controller = JobController(api, admission_required=not args.no_admission, resync_seconds=args.resync)
+    leader = (
+        leader_election.LeaderRun(api, election, "controller", controller.start, controller.stop, controller.healthy)
+        if election is not None
+        else None
     )
-    metrics = MetricsServer(controller.metrics.registry, controller.healthy, args.metrics_address, args.metrics_port)
+    health = leader.health if leader is not None else controller.healthy
+    metrics = MetricsServer(controller.metrics.registry, health, args.metrics_address, args.metrics_port)
     stopped = stop_event()
     metrics.start()  # before the informers sync, so /healthz can say that they have not yet
     print(
@@ -52,4 +60,6 @@ def run_controller(args: argparse.Namespace) -> int:
         f"http://{args.metrics_address}:{metrics.port}/metrics",
         flush=True,
     )
+    if leader is not None:
+        return leader.run(stopped, metrics.stop)
     return run_until_signalled(stopped, "controller", controller.start, controller.stop, metrics.stop)

@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from lahar.cli import leader_election
 from lahar.cli.signals import run_until_signalled, stop_event
 
 DEFAULT_METRICS_PORT = 9317  # the agent serves on 9316, the controller on 9318
@@ -74,6 +75,7 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
         help=f"Prometheus /metrics and /healthz port (default {DEFAULT_METRICS_PORT}; 0 picks one)",
     )
     scheduler.add_argument("--metrics-address", default="0.0.0.0", help="address /metrics listens on (default all)")
+    leader_election.add_flags(scheduler, "scheduler")
     scheduler.set_defaults(run=run_scheduler)
 
 
@@ -162,11 +164,13 @@ def run_scheduler(args: argparse.Namespace) -> int:
     # default thresholds the collector rescans the whole cache several times a cycle (a 30,000-pod
     # snapshot took 0.4 s instead of 0.15 s). Collect young objects rarely; they are mostly garbage.
     gc.set_threshold(100_000, 50, 100)
+    election = leader_election.election_config(args)
     workers = 32  # concurrent binds; the connection pool also serves 8 status writers and 5 watches
     store = NodeReportStore()
     # A refused configuration file raises ConfError, a ValueError: `lahar` prints it and exits 1.
+    api = KubeApi(new_api_client(args.kubeconfig, pool_size=workers + 16))
     scheduler = Scheduler(
-        KubeApi(new_api_client(args.kubeconfig, pool_size=workers + 16)),
+        api,
         args.conf,
         args.scheduler_name or DEFAULT_SCHEDULER_NAMES,
         args.period,
@@ -174,6 +178,8 @@ def run_scheduler(args: argparse.Namespace) -> int:
         report_staleness=staleness,
         bind_workers=workers,
     )
+    if election is not None:
+        return _run_elected(args, api, election, scheduler, store)
     metrics = MetricsServer(scheduler.metrics.registry, scheduler.healthy, args.metrics_address, args.metrics_port)
     reports = report_server(args, store)
     stopped = stop_event()
@@ -187,3 +193,37 @@ def run_scheduler(args: argparse.Namespace) -> int:
     )
     cleanups = ([reports.stop] if reports is not None else []) + [metrics.stop]
     return run_until_signalled(stopped, "scheduler", scheduler.start, scheduler.stop, *cleanups)
+
+
+def _run_elected(args: argparse.Namespace, api: Any, election: Any, scheduler: Any, store: Any) -> int:
+    """The scheduler under --leader-elect. The report endpoint opens only on the leader: an agent
+    whose stream reached the standby is refused and reconnects, through the Service, until it
+    reaches the replica that uses its reports."""
+    from lahar.client.connect import describe_source
+    from lahar.metrics_server import MetricsServer
+
+    reports: list[Any] = []
+
+    def start() -> None:
+        server = report_server(args, store)
+        if server is not None:
+            reports.append(server)
+        scheduler.start()
+
+    def stop() -> None:
+        scheduler.stop()
+        for server in reports:
+            server.stop()
+
+    leader = leader_election.LeaderRun(api, election, "scheduler", start, stop, scheduler.healthy)
+    metrics = MetricsServer(scheduler.metrics.registry, leader.health, args.metrics_address, args.metrics_port)
+    stopped = stop_event()
+    metrics.start()
+    names = ", ".join(sorted(scheduler.cache.scheduler_names))
+    print(
+        f"lahar scheduler for {names} using {describe_source(args.kubeconfig)}, "
+        f"{args.conf or 'the default configuration'}: metrics on "
+        f"http://{args.metrics_address}:{metrics.port}/metrics",
+        flush=True,
+    )
+    return leader.run(stopped, metrics.stop)
