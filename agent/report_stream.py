@@ -10,6 +10,7 @@ agent keeps enforcing QoS locally meanwhile (DESIGN.md "Reliability and security
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import random
@@ -128,10 +129,8 @@ class ReportStreamer:
             return
         self._stopping = True
         self._wake.set()
-        try:
+        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
             await asyncio.wait_for(task, timeout)
-        except (TimeoutError, asyncio.CancelledError):
-            pass
         self._task = None
 
     def offer(self, report: NodeReport) -> None:

@@ -28,10 +28,10 @@ from typing import Any
 
 import psutil
 
-from lahar.endpoints import free_loopback_port
 from lahar.agent.agent import Agent, AgentSettings
 from lahar.agent.cgroups.layout import CgroupDriver, CgroupVersion
 from lahar.agent.cgroups.synthetic import FakeCgroups, Usage
+from lahar.endpoints import free_loopback_port
 
 
 def synthetic_pods(tree: FakeCgroups, count: int) -> list[dict[str, Any]]:

@@ -75,7 +75,7 @@ def pod_body(index: int) -> dict[str, Any]:
 
 def drain(response: Any) -> None:
     """Read a raw response to its end and hand its connection back to the pool for reuse."""
-    response.data
+    _ = response.data  # reading the property consumes the body
     response.release_conn()
 
 

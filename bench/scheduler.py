@@ -72,7 +72,7 @@ import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -86,7 +86,7 @@ SCHEDULER_NAME = "lahar"
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 QOS_KEY = "lahar.dev/qos-class"
 # Object creation times count up from here (FIFO order among equal priorities).
-EPOCH = datetime(2025, 1, 1, tzinfo=timezone.utc).timestamp()
+EPOCH = datetime(2025, 1, 1, tzinfo=UTC).timestamp()
 
 Obj = dict[str, Any]
 
@@ -110,7 +110,7 @@ class Progress:
 
 
 def rfc3339(at: float) -> str:
-    return datetime.fromtimestamp(at, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(at, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _uid(kind: str, name: str) -> str:
@@ -628,7 +628,7 @@ def scenario_gang(args: argparse.Namespace, progress: Progress) -> dict[str, Any
             sim.add_pod(pod)
         keys = [f"{NAMESPACE}/{pod['metadata']['name']}" for pod in pods]
         before = len(timings.cycles)
-        run_until(sim, timings, lambda: all(key in sim.bound for key in keys), progress, name)
+        run_until(sim, timings, lambda keys=keys: all(key in sim.bound for key in keys), progress, name)
         cycles = timings.cycles[before:]
         placed = sum(1 for key in keys if key in sim.bound)
         per_gang.append(

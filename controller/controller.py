@@ -6,12 +6,13 @@ duplicates nor loses pods."""
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import logging
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from lahar.api import kinds
@@ -110,7 +111,7 @@ class JobController:
         api: KubeApi,
         admission_required: bool = True,
         resync_seconds: float = 30.0,
-        clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.api = api
         self.admission_required = admission_required
@@ -307,10 +308,8 @@ class JobController:
             kind_name = obj.get("kind", "")
             if (kind_name, obj["metadata"]["name"]) in present or kind_name not in plugin_kinds:
                 continue
-            try:
+            with contextlib.suppress(AlreadyExists):
                 self.api.create(plugin_kinds[kind_name], obj, namespace)
-            except AlreadyExists:
-                pass
         self._plugin_objects_done.add(done)
 
     def _apply(self, job_obj: dict[str, Any], decision: Decision) -> None:
@@ -328,10 +327,8 @@ class JobController:
                 name,
                 (job_obj.get("spec") or {}).get("ttlSecondsAfterFinished"),
             )
-            try:
+            with contextlib.suppress(NotFound):
                 self.api.delete(kinds.JOB, name, namespace)
-            except NotFound:
-                pass
             return
         old_status = job_obj.get("status") or {}
         patch = status_patch(old_status, decision.status)

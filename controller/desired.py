@@ -10,6 +10,8 @@ import copy
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+from lahar.api.job import STATUS_VERSION, Job, TaskSpec
+from lahar.api.resources import ResourceList, pod_requests
 from lahar.controller.naming import (
     job_owner_reference,
     pod_annotations,
@@ -17,8 +19,6 @@ from lahar.controller.naming import (
     pod_name,
     podgroup_name,
 )
-from lahar.api.job import STATUS_VERSION, Job, TaskSpec
-from lahar.api.resources import ResourceList, pod_requests
 
 PODGROUP_API_VERSION = "scheduling.volcano.sh/v1beta1"
 PODGROUP_KIND = "PodGroup"

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from lahar.api.job import (
@@ -107,14 +107,14 @@ POD_FINISHED_PHASES = frozenset({POD_SUCCEEDED_PHASE, POD_FAILED_PHASE})
 
 def format_time(moment: datetime) -> str:
     """RFC 3339 in UTC, second precision (Kubernetes' metav1.Time)."""
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_time(text: str | None) -> datetime | None:
     if not text:
         return None
     moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 # --- results ------------------------------------------------------------------------------------
@@ -555,10 +555,9 @@ def _step_active(
     now: datetime,
     command: str | None,
 ) -> None:
-    if command:
-        if command != RESUME_JOB:  # nothing to resume in Pending/Running
-            _apply_action(plan, job, command, None, facts)
-            return
+    if command and command != RESUME_JOB:  # nothing to resume in Pending/Running
+        _apply_action(plan, job, command, None, facts)
+        return
     found = first_action(job, facts, now)
     if found:
         _apply_action(plan, job, found[0], found[1], facts)
@@ -572,7 +571,7 @@ def _step_active(
         _sync_running(plan, job, counts, task_counts)
 
 
-def _pod_order(job: Job):  # noqa: ANN202 (a sort key)
+def _pod_order(job: Job):
     order = {task.name: position for position, task in enumerate(job.tasks)}
     return lambda pod: (order.get(pod.task or "", len(order)), pod.index or 0, pod.name)
 

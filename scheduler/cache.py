@@ -88,7 +88,7 @@ _INITIAL_ROWS = 64
 
 def _remap(vector: np.ndarray, columns: np.ndarray, width: int) -> np.ndarray:
     """A vector (or the rows of a matrix) laid on a wider resource axis: old column i goes to columns[i]."""
-    wider = np.zeros(vector.shape[:-1] + (width,), dtype=np.int64)
+    wider = np.zeros((*vector.shape[:-1], width), dtype=np.int64)
     wider[..., columns] = vector
     return wider
 

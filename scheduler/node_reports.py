@@ -34,7 +34,7 @@ Listener = Callable[[str], None]  # called with the node name after its report c
 class _Latest:
     """A node's latest report and when it arrived; a wire message is decoded once, when first read."""
 
-    __slots__ = ("received_at", "sequence", "_source")
+    __slots__ = ("_source", "received_at", "sequence")
 
     def __init__(self, source: NodeReport | pb.NodeReport, received_at: float) -> None:
         self.received_at = received_at

@@ -151,7 +151,7 @@ class _BatchValidator:
         except Exception as exc:  # a bug in validation fails these reports, not the server
             log.exception("validating %d reports failed", len(waiting))
             results = [[f"internal error validating the report: {exc}"]] * len(waiting)
-        for (_, _, future), problems in zip(waiting, results):
+        for (_, _, future), problems in zip(waiting, results, strict=True):
             if not future.done():
                 future.set_result(problems)
 

@@ -43,6 +43,7 @@ from typing import Any
 
 from lahar.api import kinds
 from lahar.api.kinds import Kind
+from lahar.client.events import EventRecorder
 from lahar.client.informer import Backoff
 from lahar.scheduler.binder import Binder
 from lahar.scheduler.cache import DEFAULT_SCHEDULER_NAMES, SchedulerCache
@@ -50,7 +51,6 @@ from lahar.scheduler.conf import ConfWatcher, SchedulerConf
 from lahar.scheduler.framework.session import REPORT_STALENESS_SECONDS, Session, run_cycle
 from lahar.scheduler.metrics import SchedulerMetrics
 from lahar.scheduler.node_reports import NodeReportStore
-from lahar.client.events import EventRecorder
 from lahar.scheduler.status import COMPONENT, StatusWriter, summarize
 
 log = logging.getLogger("lahar.scheduler")

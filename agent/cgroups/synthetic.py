@@ -30,7 +30,7 @@ DEVICES = ("8:0", "253:0", "253:1")
 def v1_files(usage: Usage) -> dict[str, dict[str, str]]:
     """controller -> file -> content, as a v1 kernel writes them."""
     io_lines = []
-    for device, read, write in zip(DEVICES, usage.io_read_bytes, usage.io_write_bytes):
+    for device, read, write in zip(DEVICES, usage.io_read_bytes, usage.io_write_bytes, strict=False):
         io_lines += [
             f"{device} Read {read}",
             f"{device} Write {write}",
@@ -83,7 +83,7 @@ def v2_files(usage: Usage) -> dict[str, str]:
         ),
         "io.stat": "".join(
             f"{device} rbytes={read} wbytes={write} rios=1 wios=2 dbytes=0 dios=0\n"
-            for device, read, write in zip(DEVICES, usage.io_read_bytes, usage.io_write_bytes)
+            for device, read, write in zip(DEVICES, usage.io_read_bytes, usage.io_write_bytes, strict=False)
         ),
         "cgroup.procs": "",
     }

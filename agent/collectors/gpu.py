@@ -10,6 +10,7 @@ which then skips its own `CDLL("libnvidia-ml.so.1")` lookup; `close()` hands it 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import re
@@ -198,10 +199,9 @@ class GpuCollector:
         if not self._initialized:
             return
         self._initialized = False
-        try:
+        # NVMLError: already shut down underneath us, nothing left to release
+        with contextlib.suppress(pynvml.NVMLError):
             pynvml.nvmlShutdown()
-        except pynvml.NVMLError:
-            pass  # already shut down underneath us: nothing left to release
 
     def _read_devices(self, handles: list[Any], pods: PodsByUid) -> list[GpuDevice]:
         return [self._read_device(index, handle, pods) for index, handle in enumerate(handles)]

@@ -86,7 +86,7 @@ class Field:
     once (errors are de-duplicated) and yields absent children, so validators never see a
     TypeError or KeyError whatever the input."""
 
-    __slots__ = ("value", "path", "errors")
+    __slots__ = ("errors", "path", "value")
 
     def __init__(self, value: Any, path: str = "", errors: list[FieldError] | None = None) -> None:
         self.value = value

@@ -438,7 +438,7 @@ def _find_cycle(graph: dict[str, list[str]]) -> list[str] | None:
 
     def visit(node: str, path: list[str]) -> list[str] | None:
         if node in path:
-            return path[path.index(node) :] + [node]
+            return [*path[path.index(node) :], node]
         if node in done:
             return None
         path.append(node)
@@ -496,7 +496,7 @@ def _validate_update(spec: Field, old: dict[str, Any], new: dict[str, Any]) -> N
     if len(old_tasks) != len(new_tasks):
         spec.child("tasks").report("tasks may not be added or removed", FORBIDDEN)
         return
-    for task, old_task, new_task in zip(spec.child("tasks").elements(), old_tasks, new_tasks):
+    for task, old_task, new_task in zip(spec.child("tasks").elements(), old_tasks, new_tasks, strict=True):
         if isinstance(old_task, dict) and isinstance(new_task, dict):
             _report_changes(task, old_task, new_task, MUTABLE_TASK_FIELDS)
 

@@ -76,7 +76,7 @@ def qualified_name_problems(value: str) -> list[str]:
         return ["prefix part must be non-empty"]
     problems = [f"prefix part {p}" for p in dns1123_subdomain_problems(prefix)] if slash else []
     if not name:
-        return problems + ["name part must be non-empty"]
+        return [*problems, "name part must be non-empty"]
     problems += [f"name part {p}" for p in _too_long(name, QUALIFIED_NAME_MAX)]
     if not _QUALIFIED_NAME.match(name):
         problems.append(

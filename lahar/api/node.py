@@ -42,7 +42,7 @@ class Taint:
 class Node(MetaAccessors):
     """A read-only view over a Node dict; resource lists and taints are parsed on first use."""
 
-    __slots__ = ("raw", "meta", "_spec", "_status", "_capacity", "_allocatable", "_taints")
+    __slots__ = ("_allocatable", "_capacity", "_spec", "_status", "_taints", "meta", "raw")
 
     def __init__(self, obj: Mapping[str, Any]) -> None:
         self.raw = obj

@@ -80,7 +80,7 @@ class Pod(MetaAccessors):
     """A read-only view over a Pod dict, no copy. Construction costs a few dict lookups;
     requests, tolerations and the QoS class are computed on first use and cached."""
 
-    __slots__ = ("raw", "meta", "spec", "status", "_requests", "_tolerations", "_qos_class")
+    __slots__ = ("_qos_class", "_requests", "_tolerations", "meta", "raw", "spec", "status")
 
     def __init__(self, obj: Mapping[str, Any]) -> None:
         self.raw = obj

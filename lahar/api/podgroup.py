@@ -41,7 +41,7 @@ _EMPTY: Mapping[str, Any] = {}
 class PodGroup(MetaAccessors):
     """A read-only view over a PodGroup dict."""
 
-    __slots__ = ("raw", "meta", "spec", "status", "_min_resources")
+    __slots__ = ("_min_resources", "meta", "raw", "spec", "status")
 
     def __init__(self, obj: Mapping[str, Any]) -> None:
         self.raw = obj

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from lahar.api import kinds
@@ -20,7 +20,7 @@ def human_age(created: str | None, now: float | None = None) -> str:
     """kubectl's short age format: 45s, 5m30s, 3h, 2d4h, 200d."""
     if not created:
         return "<unknown>"
-    then = datetime.strptime(created, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+    then = datetime.strptime(created, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
     seconds = max(int((time.time() if now is None else now) - then), 0)
     minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
     if seconds < 120:
@@ -137,7 +137,10 @@ def aligned(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     lines = [[str(cell) for cell in line] for line in [header, *rows]]
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     return (
-        "\n".join("   ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in lines) + "\n"
+        "\n".join(
+            "   ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip() for line in lines
+        )
+        + "\n"
     )
 
 

@@ -115,7 +115,7 @@ class Quantity:
     only affects ``str()``.
     """
 
-    __slots__ = ("_nanos", "_format")
+    __slots__ = ("_format", "_nanos")
     _nanos: int
     _format: QuantityFormat
 

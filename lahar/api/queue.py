@@ -32,7 +32,7 @@ _EMPTY: Mapping[str, Any] = {}
 class Queue(MetaAccessors):
     """A read-only view over a Queue dict."""
 
-    __slots__ = ("raw", "meta", "spec", "status")
+    __slots__ = ("meta", "raw", "spec", "status")
 
     def __init__(self, obj: Mapping[str, Any]) -> None:
         self.raw = obj
@@ -123,8 +123,10 @@ def validate(obj: dict[str, Any], old: dict[str, Any] | None = None) -> list[Fie
     spec.child("reclaimable").as_bool()
     spec.child("priority").as_int()
     parent = spec.child("parent")
-    if check_name(parent, dns1123_subdomain_problems, allow_empty=True):
-        if parent.value == root.child("metadata").child("name").value:
-            parent.report("a queue cannot be its own parent")
+    if (
+        check_name(parent, dns1123_subdomain_problems, allow_empty=True)
+        and parent.value == root.child("metadata").child("name").value
+    ):
+        parent.report("a queue cannot be its own parent")
     root.child("status").child("state").as_choice(list(QueueState), "queue state")
     return root.errors

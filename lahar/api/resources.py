@@ -287,7 +287,11 @@ class ResourceList(Mapping[str, int]):
         try:
             return np.array(values, dtype=np.int64)
         except OverflowError:
-            too_large = [f"{name}={value}" for name, value in zip(names, values) if not INT64_MIN <= value <= INT64_MAX]
+            too_large = [
+                f"{name}={value}"
+                for name, value in zip(names, values, strict=True)
+                if not INT64_MIN <= value <= INT64_MAX
+            ]
             raise OverflowError(f"resources do not fit in int64: {', '.join(too_large)}") from None
 
     @classmethod
@@ -302,7 +306,7 @@ class ResourceList(Mapping[str, int]):
             raise TypeError(f"vector must hold integers, got {array.dtype}")
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate resource names: {list(names)}")
-        return cls(zip(names, array.tolist()))
+        return cls(zip(names, array.tolist(), strict=True))
 
 
 # -- pods -----------------------------------------------------------------------------------------

@@ -410,7 +410,7 @@ class ApiServer:
                 next_bookmark = now + self.bookmark_interval
             try:
                 first = await asyncio.wait_for(queue.get(), min(deadline, next_bookmark) - now)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 continue
             changes = [first]
             while not queue.empty():

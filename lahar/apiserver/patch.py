@@ -122,7 +122,7 @@ def _decode_yaml(body: bytes | str) -> Any:
     if not text.strip():
         raise MalformedPatchError("apply patch body is empty")
     try:
-        return yaml.load(text, Loader=_JsonCompatibleLoader)  # noqa: S506 - a safe loader
+        return yaml.load(text, Loader=_JsonCompatibleLoader)
     except yaml.YAMLError as error:
         raise MalformedPatchError(f"apply patch body is not valid YAML or JSON: {error}") from error
 

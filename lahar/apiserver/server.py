@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import ssl
@@ -13,9 +14,9 @@ from pathlib import Path
 from aiohttp import web
 
 from lahar.apiserver.app import ApiServer
-from lahar.endpoints import EMBEDDED_HOST, EMBEDDED_PORT, is_loopback
 from lahar.apiserver.store import Store
 from lahar.apiserver.tls import TlsFiles, ensure_self_signed
+from lahar.endpoints import EMBEDDED_HOST, EMBEDDED_PORT, is_loopback
 
 log = logging.getLogger("lahar.apiserver")
 
@@ -107,10 +108,9 @@ async def serve(
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
+        # not the main thread: the caller stops us through `stop`
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError, ValueError):
-            pass  # not the main thread: the caller stops us through `stop`
     greeting = asyncio.create_task(on_ready(url)) if on_ready is not None else None
     try:
         await stop.wait()

@@ -57,7 +57,7 @@ def ensure_self_signed(directory: Path, hosts: list[str]) -> TlsFiles:
     if files.cert.exists() and files.key.exists() and files.ca is not None and files.ca.exists():
         return files
     directory.mkdir(parents=True, exist_ok=True)
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_cert = (
         x509.CertificateBuilder()

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
 from lahar.cli.signals import on_stop_signals
 
 log = logging.getLogger("lahar.agent")

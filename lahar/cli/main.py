@@ -12,11 +12,11 @@ from lahar.cli import (
     bench_command,
     controller_command,
     job_commands,
+    logs_command,
     object_commands,
     scheduler_command,
     server_commands,
 )
-from lahar.cli import logs_command
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 import lahar

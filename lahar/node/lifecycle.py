@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from lahar.api.pod import FAILED, PENDING, RUNNING, SUCCEEDED
@@ -40,14 +40,14 @@ TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 
 def rfc3339(at: float) -> str:
-    return datetime.fromtimestamp(at, timezone.utc).strftime(TIME_FORMAT)
+    return datetime.fromtimestamp(at, UTC).strftime(TIME_FORMAT)
 
 
 def parse_rfc3339(text: str | None) -> float | None:
     if not text:
         return None
     try:
-        return datetime.strptime(text, TIME_FORMAT).replace(tzinfo=timezone.utc).timestamp()
+        return datetime.strptime(text, TIME_FORMAT).replace(tzinfo=UTC).timestamp()
     except ValueError:
         return None
 

@@ -8,6 +8,7 @@ their pidfds. The decisions live in lifecycle.py; this module is the I/O around 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
@@ -107,8 +108,10 @@ class PodRun:
         self.policy: str = spec.get("restartPolicy") or ALWAYS
         self.kube_qos: str = status.get("qosClass") or k8s_qos_class(spec)
         records = PodRecords.for_pod(pod)
-        self.init = [ContainerRun(c, r, True) for c, r in zip(spec.get("initContainers") or [], records.init)]
-        self.app = [ContainerRun(c, r, False) for c, r in zip(spec.get("containers") or [], records.app)]
+        self.init = [
+            ContainerRun(c, r, True) for c, r in zip(spec.get("initContainers") or [], records.init, strict=True)
+        ]
+        self.app = [ContainerRun(c, r, False) for c, r in zip(spec.get("containers") or [], records.app, strict=True)]
         self.start_time = parse_rfc3339(status.get("startTime")) or now
         self.log_dir = logs.pod_log_dir(context.data_dir, self.namespace, self.name, self.uid)
         self.work_dir = context.work_dir(self.uid)
@@ -203,10 +206,8 @@ class PodRun:
         and remove the cgroups. The pod object is left as it is (see LocalNode.stop)."""
         for run in self.containers:
             if run.process is not None:
-                try:
+                with contextlib.suppress(subprocess.TimeoutExpired):
                     run.process.wait(max(0.0, deadline - clock()))
-                except subprocess.TimeoutExpired:
-                    pass
         self.forget(keep_files=True)
 
     def forget(self, keep_files: bool = False) -> None:
@@ -418,7 +419,5 @@ def remove_pod_files(context: RuntimeContext, namespace: str, name: str, uid: st
 
 
 def _close(fd: int) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.close(fd)
-    except OSError:
-        pass

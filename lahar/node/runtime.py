@@ -20,6 +20,7 @@ containers that had succeeded do not run again."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import select
@@ -215,10 +216,9 @@ class LocalNode:
     def _wake(self) -> None:
         if self._closed:
             return
-        try:
+        # the pipe is full (a wake-up is pending anyway) or closed (stopping)
+        with contextlib.suppress(BlockingIOError, OSError):
             os.write(self._wake_write, b"x")
-        except (BlockingIOError, OSError):
-            pass  # the pipe is full (a wake-up is pending anyway) or closed (stopping)
 
     def _loop(self) -> None:
         next_heartbeat = self.clock() + self.heartbeat_interval

@@ -167,7 +167,7 @@ def _from_protos(cls: type) -> Callable[[Sequence[Any]], list[Any]]:
     def convert(messages: Sequence[Any]) -> list[Any]:
         if not messages:
             return []
-        columns: list[Iterable[Any]] = list(zip(*map(get_row, messages)))
+        columns: list[Iterable[Any]] = list(zip(*map(get_row, messages), strict=True))
         for index, convert_column in nested:
             columns[index] = convert_column(typing.cast(Sequence[Any], columns[index]))
         return list(map(cls, *columns))
@@ -209,7 +209,7 @@ def validate_reports(
     wire = [message.SerializeToString() for message in messages] if wire is None else wire
     problems = [_shape_problems(message, now) for message in messages]
     if not _numbers_fine(b"".join(wire)):
-        for message, data, found in zip(messages, wire, problems):
+        for message, data, found in zip(messages, wire, problems, strict=True):
             if not _numbers_fine(data):
                 _name_bad_numbers(message, "", found)
     return problems

@@ -19,6 +19,7 @@ terminal reaches only `lahar up`, which stops them in that order."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import logging
 import os
@@ -116,7 +117,7 @@ class ApiServerThread:
     def _run(self) -> None:
         try:
             asyncio.run(self._serve())
-        except BaseException as exc:  # noqa: BLE001 - handed to the thread that waits in start()
+        except BaseException as exc:
             self._error = exc
         finally:
             self._ready.set()
@@ -214,10 +215,8 @@ class Program:
 
     def signal(self, sig: signal.Signals) -> None:
         if self.process is not None and self.process.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, sig)
-            except ProcessLookupError:
-                pass
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         try:
@@ -343,10 +342,8 @@ class System:
                 continue
             if b"lahar" in command and marker in command:  # ours, not a pid reused since
                 log.warning("stopping the %s (pid %d) a previous lahar up left running", name, pid)
-                try:
+                with contextlib.suppress(OSError):
                     os.killpg(pid, signal.SIGKILL)
-                except OSError:
-                    pass
         self.pids_file.unlink(missing_ok=True)
 
     def _write_secret(self, name: str, text: str) -> Path:

@@ -27,6 +27,7 @@ class ConfError(ValueError):
 
 
 ArgumentParser = Callable[[Any], Any]
+Arguments = Mapping[str, ArgumentParser]  # a plugin's or action's declared arguments, name -> parser
 
 
 def number(minimum: float | None = None, maximum: float | None = None) -> ArgumentParser:
@@ -101,7 +102,7 @@ class Plugin:
     arguments from `self.arguments` and register callbacks in `on_session_open`."""
 
     name: ClassVar[str] = ""
-    ARGUMENTS: ClassVar[Mapping[str, ArgumentParser]] = {}
+    ARGUMENTS: ClassVar[Arguments] = {}
     ARGUMENT_PREFIXES: ClassVar[Mapping[str, ArgumentParser]] = {}
 
     def __init__(self, arguments: Mapping[str, Any] | None = None) -> None:
@@ -121,7 +122,7 @@ class Action:
     """Base of every action: `execute` drives one session."""
 
     name: ClassVar[str] = ""
-    ARGUMENTS: ClassVar[Mapping[str, ArgumentParser]] = {}
+    ARGUMENTS: ClassVar[Arguments] = {}
 
     def __init__(self, arguments: Mapping[str, Any] | None = None) -> None:
         self.arguments = parse_arguments(f"action {self.name}", self.ARGUMENTS, arguments or {})

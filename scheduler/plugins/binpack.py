@@ -10,9 +10,11 @@ be overcommitted scores 0. Arguments as Volcano's: `binpack.weight` (1), `binpac
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
-from lahar.scheduler.framework.plugin import Plugin, number, register_plugin, text
+from lahar.scheduler.framework.plugin import Arguments, Plugin, number, register_plugin, text
 from lahar.scheduler.framework.session import Session
 from lahar.scheduler.model import CPU, MEMORY, NodeTable, Rows, TaskInfo
 
@@ -23,13 +25,13 @@ RESOURCE_PREFIX = "binpack.resources."
 @register_plugin
 class BinpackPlugin(Plugin):
     name = "binpack"
-    ARGUMENTS = {
+    ARGUMENTS: ClassVar[Arguments] = {
         "binpack.weight": number(minimum=0),
         "binpack.cpu": number(minimum=0),
         "binpack.memory": number(minimum=0),
         "binpack.resources": text,
     }
-    ARGUMENT_PREFIXES = {RESOURCE_PREFIX: number(minimum=0)}
+    ARGUMENT_PREFIXES: ClassVar[Arguments] = {RESOURCE_PREFIX: number(minimum=0)}
 
     def on_session_open(self, session: Session) -> None:
         self.weight = self.argument("binpack.weight", 1.0)

@@ -33,13 +33,14 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
 from lahar.agent.report import NodeReport
 from lahar.api.node import Node
 from lahar.api.quantity import QuantityError, parse_quantity
-from lahar.scheduler.framework.plugin import Plugin, boolean, choice, number, register_plugin
+from lahar.scheduler.framework.plugin import Arguments, Plugin, boolean, choice, number, register_plugin
 from lahar.scheduler.framework.session import REPORT_STALENESS_SECONDS, Session
 from lahar.scheduler.model import NodeTable, Rows, TaskInfo, TaskStatus
 
@@ -87,7 +88,7 @@ class _Holding:
 @register_plugin
 class DeviceShare(Plugin):
     name = "deviceshare"
-    ARGUMENTS = {
+    ARGUMENTS: ClassVar[Arguments] = {
         "deviceshare.SchedulePolicy": choice(BINPACK, SPREAD),
         "deviceshare.ScheduleWeight": number(minimum=0),
         "deviceshare.GPUSharingEnable": boolean,

@@ -16,9 +16,11 @@ score nothing (Lahar has no such inputs).
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
-from lahar.scheduler.framework.plugin import Plugin, number, register_plugin
+from lahar.scheduler.framework.plugin import Arguments, Plugin, number, register_plugin
 from lahar.scheduler.framework.session import Session
 from lahar.scheduler.model import NodeTable, Rows, TaskInfo
 from lahar.scheduler.plugins.predicates import NodeIndex
@@ -44,7 +46,7 @@ WEIGHTS = {
 @register_plugin
 class NodeOrderPlugin(Plugin):
     name = "nodeorder"
-    ARGUMENTS = {f"{name}.weight": number(minimum=0) for name in WEIGHTS}
+    ARGUMENTS: ClassVar[Arguments] = {f"{name}.weight": number(minimum=0) for name in WEIGHTS}
 
     def on_session_open(self, session: Session) -> None:
         self.session = session

@@ -29,11 +29,12 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
 from lahar.api.qos import GUARANTEED
-from lahar.scheduler.framework.plugin import Plugin, number, register_plugin
+from lahar.scheduler.framework.plugin import Arguments, Plugin, number, register_plugin
 from lahar.scheduler.framework.session import REPORT_STALENESS_SECONDS, Session
 from lahar.scheduler.model import CPU, MEMORY, NodeTable, Rows, TaskInfo, TaskStatus
 
@@ -63,7 +64,7 @@ class _Pinned:
 @register_plugin
 class NumaAware(Plugin):
     name = "numa-aware"
-    ARGUMENTS = {"staleness": number(minimum=0), "weight": number(minimum=0)}
+    ARGUMENTS: ClassVar[Arguments] = {"staleness": number(minimum=0), "weight": number(minimum=0)}
 
     def on_session_open(self, session: Session) -> None:
         reports = session.fresh_reports(float(self.argument("staleness", REPORT_STALENESS_SECONDS)))

@@ -10,9 +10,11 @@ the controller creates ahead of the capacity to run them; a factor below 1 is re
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
-from lahar.scheduler.framework.plugin import Plugin, number, register_plugin
+from lahar.scheduler.framework.plugin import Arguments, Plugin, number, register_plugin
 from lahar.scheduler.framework.session import PERMIT, REJECT, Session
 from lahar.scheduler.model import JobInfo
 
@@ -23,7 +25,7 @@ OVERUSED = "resource in cluster is overused"
 @register_plugin
 class OvercommitPlugin(Plugin):
     name = "overcommit"
-    ARGUMENTS = {"overcommit-factor": number(minimum=1.0)}
+    ARGUMENTS: ClassVar[Arguments] = {"overcommit-factor": number(minimum=1.0)}
 
     def on_session_open(self, session: Session) -> None:
         self.session = session

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from lahar.scheduler.framework.plugin import Plugin, number, register_plugin
+from lahar.scheduler.framework.plugin import Arguments, Plugin, number, register_plugin
 from lahar.scheduler.framework.session import REPORT_STALENESS_SECONDS, Session
 from lahar.scheduler.model import CPU, MEMORY, NodeTable, Rows, TaskInfo, TaskStatus
 
@@ -46,7 +46,7 @@ def thresholds(value: Any) -> dict[str, float]:
 @register_plugin
 class Usage(Plugin):
     name = "usage"
-    ARGUMENTS = {
+    ARGUMENTS: ClassVar[Arguments] = {
         "thresholds": thresholds,
         "thresholds.cpu": percent,
         "thresholds.mem": percent,

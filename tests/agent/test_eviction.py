@@ -4,6 +4,7 @@ server's policy/v1 Eviction API (PDB refusal, UID precondition, Events)."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from typing import Any
 
@@ -339,10 +340,8 @@ def namespace(api: KubeApi) -> str:
 def priority_class(api: KubeApi, value: int) -> str:
     """A PriorityClass of that value (the API computes spec.priority from its name)."""
     name = f"evict-test-{'minus-' if value < 0 else ''}{abs(value)}"
-    try:
+    with contextlib.suppress(AlreadyExists):
         api.create(kinds.PRIORITY_CLASS, {"metadata": {"name": name}, "value": value})
-    except AlreadyExists:
-        pass
     return name
 
 

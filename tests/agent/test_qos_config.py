@@ -18,7 +18,7 @@ from tests.support import wait_for
 
 CONFIG = """
 reassert_seconds: 5
-cpu_suppress: {threshold: 0.6, floor_ratio: 0.1}
+cpu_suppress: {wait_threshold: 0.6, floor_ratio: 0.1}
 memory: {headroom_bytes: 64Mi}
 io:
   devices: [{device: vda, write_bps: 20Mi}]
@@ -27,18 +27,18 @@ reclaimable: {cpu_threshold: 0.5}
 node_configs:
   - name: big
     node_selector: {matchLabels: {size: big}}
-    cpu_suppress: {threshold: 0.5}
+    cpu_suppress: {wait_threshold: 0.5}
     eviction: {cpu_eviction: false}
   - name: gpu
     node_selector: {matchExpressions: [{key: gpu, operator: Exists}]}
-    cpu_suppress: {threshold: 0.4}
+    cpu_suppress: {wait_threshold: 0.4}
     cpu_priority: {enabled: false}
 """
 
 
 def test_defaults() -> None:
     config = QosConfig()
-    assert config.section("cpu_suppress").threshold == 0.65 and config.section("cpu_suppress").enabled
+    assert config.section("cpu_suppress").wait_threshold == 0.15 and config.section("cpu_suppress").enabled
     assert config.reassert_seconds == 10 and config.eviction.memory_threshold == 0.85
     assert QosConfig.from_mapping(None) == QosConfig.from_mapping({}) == QosConfig()
 
@@ -48,22 +48,22 @@ def test_overrides_apply_by_node_labels_in_order(tmp_path: Path) -> None:
     path.write_text(CONFIG)
     config = load_config(path)
     plain = config.for_node({"size": "small"})
-    assert (plain.section("cpu_suppress").threshold, plain.section("cpu_suppress").floor_ratio) == (0.6, 0.1)
+    assert (plain.section("cpu_suppress").wait_threshold, plain.section("cpu_suppress").floor_ratio) == (0.6, 0.1)
     assert plain.section("memory").headroom_bytes == 64 << 20 and plain.reassert_seconds == 5
     assert plain.section("io").devices[0].write_bps == 20 << 20
     assert (plain.eviction.memory_threshold, plain.reclaimable.cpu_threshold) == (0.9, 0.5)
     big = config.for_node({"size": "big"})
-    assert big.section("cpu_suppress").threshold == 0.5 and big.section("cpu_suppress").floor_ratio == 0.1
+    assert big.section("cpu_suppress").wait_threshold == 0.5 and big.section("cpu_suppress").floor_ratio == 0.1
     assert big.eviction.memory_threshold == 0.9 and not big.eviction.cpu_eviction  # merged per key
     both = config.for_node({"size": "big", "gpu": "a100"})
-    assert both.section("cpu_suppress").threshold == 0.4 and not both.section("cpu_priority").enabled
+    assert both.section("cpu_suppress").wait_threshold == 0.4 and not both.section("cpu_priority").enabled
     assert not both.eviction.cpu_eviction
 
 
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        ({"cpu_suppress": {"threshold": 1.5}}, "cpu_suppress.threshold: must be in (0, 1], got 1.5"),
+        ({"cpu_suppress": {"wait_threshold": 1.5}}, "cpu_suppress.wait_threshold: must be in (0, 1], got 1.5"),
         ({"cpu_suppress": {"treshold": 0.5}}, "cpu_suppress: unknown key(s) treshold"),
         ({"memory": {"headroom_bytes": "lots"}}, "memory.headroom_bytes: invalid quantity"),
         ({"io": {"devices": [{"device": "vda", "write_bps": -1}]}}, "io.devices[0].write_bps: must be >= 0"),
@@ -96,25 +96,25 @@ def test_a_bad_config_is_refused_naming_the_key(data: dict[str, Any], message: s
 
 def test_reload_on_change_keeps_the_last_good_config(tmp_path: Path) -> None:
     path = tmp_path / "qos.yaml"
-    path.write_text("cpu_suppress: {threshold: 0.6}\n")
+    path.write_text("cpu_suppress: {wait_threshold: 0.6}\n")
     source = QosConfigFile(path)
-    assert not source.poll() and source.config.section("cpu_suppress").threshold == 0.6
+    assert not source.poll() and source.config.section("cpu_suppress").wait_threshold == 0.6
 
     def rewrite(text: str) -> None:
         path.write_text(text)
         stamp = time.time_ns() + 1_000_000_000
         os.utime(path, ns=(stamp, stamp))  # a new mtime even within the filesystem's granularity
 
-    rewrite("cpu_suppress: {threshold: 0.5}\n")
-    assert source.poll() and source.config.section("cpu_suppress").threshold == 0.5
-    rewrite("cpu_suppress: {threshold: 5}\n")
+    rewrite("cpu_suppress: {wait_threshold: 0.5}\n")
+    assert source.poll() and source.config.section("cpu_suppress").wait_threshold == 0.5
+    rewrite("cpu_suppress: {wait_threshold: 5}\n")
     assert not source.poll()
-    assert source.config.section("cpu_suppress").threshold == 0.5
-    assert source.error is not None and "cpu_suppress.threshold" in source.error and str(path) in source.error
+    assert source.config.section("cpu_suppress").wait_threshold == 0.5
+    assert source.error is not None and "cpu_suppress.wait_threshold" in source.error and str(path) in source.error
     rewrite("cpu_suppress: [unclosed\n")
     assert not source.poll() and "not YAML" in (source.error or "")
-    rewrite("cpu_suppress: {threshold: 0.4}\n")
-    assert source.poll() and source.error is None and source.config.section("cpu_suppress").threshold == 0.4
+    rewrite("cpu_suppress: {wait_threshold: 0.4}\n")
+    assert source.poll() and source.error is None and source.config.section("cpu_suppress").wait_threshold == 0.4
     assert dict(source.reloads) == {"ok": 2, "refused": 2}
 
 
@@ -122,19 +122,19 @@ def test_reload_follows_a_configmap_symlink_swap(tmp_path: Path) -> None:
     """kubelet updates a mounted ConfigMap by pointing `..data` at a new directory."""
     for version, threshold in (("v1", 0.6), ("v2", 0.3)):
         (tmp_path / version).mkdir()
-        (tmp_path / version / "qos.yaml").write_text(f"cpu_suppress: {{threshold: {threshold}}}\n")
+        (tmp_path / version / "qos.yaml").write_text(f"cpu_suppress: {{wait_threshold: {threshold}}}\n")
     (tmp_path / "..data").symlink_to("v1")
     (tmp_path / "qos.yaml").symlink_to("..data/qos.yaml")
     source = QosConfigFile(tmp_path / "qos.yaml")
     (tmp_path / "..data_new").symlink_to("v2")
     os.replace(tmp_path / "..data_new", tmp_path / "..data")
-    assert source.poll() and source.config.section("cpu_suppress").threshold == 0.3
+    assert source.poll() and source.config.section("cpu_suppress").wait_threshold == 0.3
 
 
 def test_a_bad_file_at_start_is_an_error(tmp_path: Path) -> None:
     path = tmp_path / "qos.yaml"
     path.write_text("memory: {threshold: 2}\n")
-    with pytest.raises(ValueError, match="memory.threshold"):
+    with pytest.raises(ValueError, match=r"memory\.threshold"):
         QosConfigFile(path)
     with pytest.raises(ValueError, match="No such file"):
         load_config(tmp_path / "missing.yaml")
@@ -175,11 +175,11 @@ def test_agent_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert settings_of(parser.parse_args(["agent", "--node", "n", "--no-qos"])).qos is None
     assert settings_of(parser.parse_args(["agent", "--node", "n", "--once"])).qos is None  # --once only looks
     path = tmp_path / "qos.yaml"
-    path.write_text("cpu_suppress: {threshold: 0.5}\n")
+    path.write_text("cpu_suppress: {wait_threshold: 0.5}\n")
     from_file = settings_of(parser.parse_args(["agent", "--node", "n", "--qos-config", str(path), "--dry-run"]))
     assert from_file.qos_config_path == path and from_file.dry_run
-    assert from_file.qos.section("cpu_suppress").threshold == 0.5
-    path.write_text("cpu_suppress: {threshold: 0.5, grow_step_ratio: 0}\n")
+    assert from_file.qos.section("cpu_suppress").wait_threshold == 0.5
+    path.write_text("cpu_suppress: {wait_threshold: 0.5, grow_step_ratio: 0}\n")
     assert main(["agent", "--node", "n", "--standalone", "--qos-config", str(path)]) == 1
     assert "cpu_suppress.grow_step_ratio: must be in (0, 1], got 0" in capsys.readouterr().err
     with pytest.raises(SystemExit):

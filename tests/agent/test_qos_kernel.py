@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from lahar.agent.agent import Agent, AgentSettings
-from lahar.agent.collectors.host import Host
 from lahar.agent.cgroups.layout import v1_controller_dirs, v1_write_problem
+from lahar.agent.collectors.host import Host
 from lahar.agent.qos.config import QosConfig
 from lahar.agent.qos.engine import QosEngine
 from lahar.agent.report import CpuUsage, MemoryUsage, NodeReport, PodUsage
@@ -178,7 +178,7 @@ def usage_over(pods: KernelPods, cgroups: list[str], seconds: float) -> list[flo
     started = time.monotonic()
     time.sleep(seconds)
     elapsed = time.monotonic() - started
-    return [(pods.cpu_seconds(c) - b) / elapsed for c, b in zip(cgroups, before)]
+    return [(pods.cpu_seconds(c) - b) / elapsed for c, b in zip(cgroups, before, strict=True)]
 
 
 def test_a_be_busy_loop_is_held_to_the_suppress_cap(pods: KernelPods, agent_for: Any) -> None:
@@ -339,7 +339,7 @@ def test_a_be_dd_with_direct_io_is_held_to_its_bps_limit(pods: KernelPods, agent
     device = block_device_of(tmp_path)
     if not Path(f"/sys/dev/block/{device}").exists():
         pytest.skip(f"{tmp_path} is not on a block device ({device})")
-    _, be_pod, be_container = pods.pod("copy", BEST_EFFORT)
+    _, _be_pod, be_container = pods.pod("copy", BEST_EFFORT)
     limit = 8 * MiB
     agent = agent_for(only(io={"devices": [{"device": device, "write_bps": limit}]}))
     agent.collect()

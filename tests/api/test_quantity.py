@@ -264,7 +264,7 @@ def test_ordering_and_equality_follow_the_value() -> None:
     ordered = sorted(Quantity(text) for text in ["1Gi", "100m", "1e3", "1G", "-1", "0"])
     assert [str(q) for q in ordered] == ["-1", "0", "100m", "1e3", "1G", "1Gi"]
     with pytest.raises(TypeError):
-        Quantity("1") < 1.5  # type: ignore[operator]
+        _ = Quantity("1") < 1.5  # type: ignore[operator]
 
 
 def test_hash_matches_equality() -> None:

@@ -270,7 +270,7 @@ def test_vector_round_trip() -> None:
     assert back == resources
     assert dict(back) == {"cpu": 1500, "memory": 2 * GI, "nvidia.com/gpu": 0, "pods": 3}
     assert all(type(amount) is int for amount in back.values())
-    assert ResourceList.from_vector(NAMES, [1, 2, 3, 4]) == ResourceList(zip(NAMES, [1, 2, 3, 4]))
+    assert ResourceList.from_vector(NAMES, [1, 2, 3, 4]) == ResourceList(zip(NAMES, [1, 2, 3, 4], strict=True))
 
 
 def test_vectors_support_numpy_arithmetic() -> None:
@@ -283,7 +283,7 @@ def test_vectors_support_numpy_arithmetic() -> None:
 
 def test_to_vector_refuses_to_drop_requested_resources() -> None:
     resources = ResourceList({"cpu": 1, "example.com/fpga": 2, "example.com/none": 0})
-    with pytest.raises(ValueError, match="resources not in the vector's names: example.com/fpga"):
+    with pytest.raises(ValueError, match=r"resources not in the vector's names: example\.com/fpga"):
         resources.to_vector(["cpu", "memory"])
     assert resources.to_vector(["cpu", "memory"], allow_unlisted=True).tolist() == [1, 0]
 

@@ -365,7 +365,7 @@ def test_service_ports_merge_by_port() -> None:
 
 def test_service_port_elements_need_their_merge_key() -> None:
     # Same shape that is fine for a container (containerPort) is missing the Service key.
-    with pytest.raises(PatchError, match="spec.ports: element .* does not contain its merge key 'port'"):
+    with pytest.raises(PatchError, match=r"spec\.ports: element .* does not contain its merge key 'port'"):
         strategic_merge_patch({"spec": {"ports": []}}, {"spec": {"ports": [{"containerPort": 80}]}}, "Service")
 
 

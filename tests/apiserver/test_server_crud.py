@@ -850,24 +850,29 @@ def test_strategic_merge_on_custom_resource_is_415(k8s: client.ApiClient, ns: st
     custom = client.CustomObjectsApi(k8s)
     patch = {"metadata": {"labels": {"x": "y"}}}
     if plural == "queues":
-        call = lambda: custom.patch_cluster_custom_object(
-            *SCHED,
-            plural,
-            name,
-            patch,  # noqa: E731
-            _content_type=STRATEGIC,
-        )
+
+        def call():
+            return custom.patch_cluster_custom_object(
+                *SCHED,
+                plural,
+                name,
+                patch,
+                _content_type=STRATEGIC,
+            )
     else:
         g, v = BATCH if plural == "jobs" else SCHED
-        call = lambda: custom.patch_namespaced_custom_object(
-            g,
-            v,
-            ns,
-            plural,
-            name,
-            patch,  # noqa: E731
-            _content_type=STRATEGIC,
-        )
+
+        def call():
+            return custom.patch_namespaced_custom_object(
+                g,
+                v,
+                ns,
+                plural,
+                name,
+                patch,
+                _content_type=STRATEGIC,
+            )
+
     expect_error(415, call, "UnsupportedMediaType")
     assert res.read(name)["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
 

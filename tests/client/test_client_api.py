@@ -14,6 +14,7 @@ import pytest
 
 from lahar.api.kinds import CONFIGMAP, NODE, POD, PODGROUP, QUEUE
 from lahar.client.api import KubeApi, Obj
+from lahar.client.connect import new_api_client
 from lahar.client.errors import (
     AlreadyExists,
     ApiUnavailable,
@@ -26,9 +27,7 @@ from lahar.client.errors import (
     TooManyRequests,
     error_from_status,
 )
-from lahar.client.connect import new_api_client
 from lahar.client.kubeconfig import embedded_kubeconfig
-
 
 ServerProcess = Any  # tests/conftest.py's class; test modules cannot import it (--import-mode=importlib)
 PodFactory = Callable[..., Obj]
@@ -309,7 +308,7 @@ def test_threads_share_one_client(api: KubeApi) -> None:
             for index in range(15):
                 api.create(CONFIGMAP, configmap(f"w{worker}-{index}"), namespace="default")
                 api.get(CONFIGMAP, f"w{worker}-{index}", "default")
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:
             errors.append(exc)
 
     workers = [threading.Thread(target=create_many, args=(n,)) for n in range(8)]

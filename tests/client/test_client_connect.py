@@ -11,8 +11,8 @@ from lahar.api.kinds import NAMESPACE
 from lahar.apiserver.tls import ensure_self_signed
 from lahar.client import connect as connect_module
 from lahar.client.api import KubeApi
-from lahar.client.errors import Unauthorized
 from lahar.client.connect import ConnectionConfigError, describe_source, load_configuration, new_api_client
+from lahar.client.errors import Unauthorized
 from lahar.client.kubeconfig import embedded_kubeconfig
 
 ServerProcess = Any  # tests/conftest.py's class; test modules cannot import it (--import-mode=importlib)
@@ -72,7 +72,7 @@ def test_in_cluster_when_service_host_is_set(service_account: Path) -> None:
 
 def test_in_cluster_without_token_is_refused(service_account: Path) -> None:
     (service_account / "token").unlink()
-    with pytest.raises(ConnectionConfigError, match="in-cluster.*token file does not exist"):
+    with pytest.raises(ConnectionConfigError, match=r"in-cluster.*token file does not exist"):
         load_configuration()
 
 

@@ -273,7 +273,7 @@ def test_is_newer_compares_numbers_and_opaque_versions() -> None:
 def test_backoff_grows_to_its_cap_with_jitter() -> None:
     backoff = Backoff(0.2, 1.0)
     delays = [backoff.next_delay() for _ in range(6)]
-    for delay, ceiling in zip(delays, (0.2, 0.4, 0.8, 1.0, 1.0, 1.0)):
+    for delay, ceiling in zip(delays, (0.2, 0.4, 0.8, 1.0, 1.0, 1.0), strict=True):
         assert ceiling / 2 <= delay <= ceiling
     backoff.reset()
     assert backoff.next_delay() <= 0.2

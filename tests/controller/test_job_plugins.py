@@ -98,7 +98,7 @@ def test_registry_holds_volcanos_three_plugins() -> None:
 
 
 def test_unknown_plugin_is_a_clear_error() -> None:
-    with pytest.raises(UnknownPluginError, match='unknown job plugin "tensorflow".*env, ssh, svc'):
+    with pytest.raises(UnknownPluginError, match=r'unknown job plugin "tensorflow".*env, ssh, svc'):
         get_plugin("tensorflow")
     with pytest.raises(UnknownPluginError):
         job_plugins(mpi_job({"env": [], "pytorch": []}))

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from lahar.api.job import JobPhase
 from lahar.controller.lifecycle import Decision, format_time, next_state
 
-NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
+NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 INQUEUE = {"status": {"phase": "Inqueue"}}
 PENDING_GROUP = {"status": {"phase": "Pending"}}
 

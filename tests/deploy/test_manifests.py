@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import tomllib
 from collections.abc import Callable, Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -191,10 +191,7 @@ def schema_at(schema: Obj, path: str) -> Obj:
     """The node for a dotted path of property names; `[]` steps into array items."""
     node = schema
     for part in path.strip(".").split("."):
-        if part == "[]":
-            node = node["items"]
-        else:
-            node = node["properties"][part]
+        node = node["items"] if part == "[]" else node["properties"][part]
     return node
 
 
@@ -703,7 +700,7 @@ def test_crd_printer_columns_are_lahar_gets(kind: kinds.Kind) -> None:
     columns = served_version(crd_for(kind))["additionalPrinterColumns"]
     lahar_columns = [column for column in printing.columns(kind) if column[0] != "Name"]
     assert [(c["name"], c.get("priority", 0)) for c in columns] == [(name, prio) for name, _, prio, _ in lahar_columns]
-    for column, (name, type_, _, cell) in zip(columns, lahar_columns):
+    for column, (name, type_, _, cell) in zip(columns, lahar_columns, strict=True):
         if name == "Age":
             assert (column["type"], column["jsonPath"]) == ("date", ".metadata.creationTimestamp")
             continue
@@ -873,7 +870,7 @@ def volcano_job_with_fields_lahar_ignores() -> Obj:
 def written_by_lahar() -> list[tuple[str, Obj]]:
     """What the controller writes (a Job's PodGroup, the Job's status after two steps, a Queue's
     status) and the PodGroup and Queue status the scheduler writes."""
-    now = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    now = datetime(2025, 1, 1, tzinfo=UTC)
     job_obj = job_api.defaults(mpi_job())
     job_obj["metadata"]["uid"] = "3f1c-uid"
     group = desired_podgroup(Job.from_dict(job_obj))

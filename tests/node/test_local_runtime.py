@@ -18,9 +18,8 @@ from lahar.client.errors import NotFound
 from lahar.node import logs
 from lahar.node.cgroups import CGROUP_ROOT
 from lahar.node.runtime import CGROUPS_CONDITION
-from tests.support import wait_for
-
 from tests.node.support import MARK_ENV, NodeFactory, alive, cgroups_skip_reason
+from tests.support import wait_for
 
 CGROUPS_SKIP = cgroups_skip_reason()
 NAMESPACE = "default"

@@ -145,9 +145,12 @@ def test_every_query_uses_only_exported_metrics_and_their_labels(
             unknown = sorted({label for label, _, _ in selector.matchers} - allowed)
             if unknown:
                 problems.append(f"{where}: {selector.metric} has no label {unknown} (it has {list(info.labels)})")
-            if info.component == "agent" and not where.startswith("variable"):
-                if selector.label("node") != ("=~", "$node"):
-                    problems.append(f'{where}: {selector.metric} does not follow the node variable (node=~"$node")')
+            if (
+                info.component == "agent"
+                and not where.startswith("variable")
+                and selector.label("node") != ("=~", "$node")
+            ):
+                problems.append(f'{where}: {selector.metric} does not follow the node variable (node=~"$node")')
     assert problems == []
 
 

@@ -246,7 +246,7 @@ def figure_keys(tree: ast.Module) -> set[str]:
     def collect(value: ast.expr | None) -> None:
         if isinstance(value, ast.Dict):
             keys.update(k.value for k in value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str))
-            for k, v in zip(value.keys, value.values):
+            for k, v in zip(value.keys, value.values, strict=True):
                 if k is None:  # {**figures, ...}
                     collect(v)
         elif isinstance(value, ast.Name):

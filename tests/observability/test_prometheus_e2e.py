@@ -354,7 +354,7 @@ def test_prometheus_scrapes_the_agent_scheduler_and_controller(tmp_path: Path, a
                 eventually(
                     api,
                     processes,
-                    lambda: api.query(with_grafana_values(target["expr"])),
+                    lambda target=target: api.query(with_grafana_values(target["expr"])),
                     f"data for {panel['title']!r} {target['refId']}",
                     timeout=15,
                 )

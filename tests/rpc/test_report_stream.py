@@ -154,7 +154,7 @@ def test_only_the_latest_report_is_kept_and_each_is_acked(serve: Any, streamers:
     streamer = streamers(port)
     for sequence in range(1, 6):
         streamer.offer(report(sequence=sequence))
-        wait_for(lambda: streamer.stats().acked == sequence, what=f"the ack of report {sequence}")
+        wait_for(lambda sequence=sequence: streamer.stats().acked == sequence, what=f"the ack of report {sequence}")
     assert store.latest("node-a").sequence == 5
     assert store.counts() == {"accepted": 5} and store.nodes() == ["node-a"]
 
@@ -344,7 +344,7 @@ def test_tls_with_our_own_ca(serve: Any, streamers: Any, tls: TlsFiles) -> None:
 
 def test_plain_text_only_on_loopback(tmp_path: Path) -> None:
     server = ReportServer(NodeReportStore(), TOKENS)
-    with pytest.raises(ReportServerError, match="not loopback.*requires TLS"):
+    with pytest.raises(ReportServerError, match=r"not loopback.*requires TLS"):
         server.start("0.0.0.0:0")
     with pytest.raises(ValueError, match="requires a CA file"):
         ReportStreamer("scheduler.example:7070", "node-a", "token-a")

@@ -10,8 +10,8 @@ from typing import Any
 from lahar.agent.report import Accelerators, CpuUsage, GpuDevice, MemoryUsage, NodeReport, NumaNode
 from lahar.scheduler.cache import Cache
 from lahar.scheduler.conf import SchedulerConf
-from lahar.scheduler.model import TaskInfo
 from lahar.scheduler.framework.session import Session, open_session, run_cycle
+from lahar.scheduler.model import TaskInfo
 from lahar.scheduler.node_reports import NodeReportStore
 from tests.scheduler.cluster_fixtures import conf
 from tests.scheduler.test_cache import a_pod, bound, node, podgroup, queue

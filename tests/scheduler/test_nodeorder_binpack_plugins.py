@@ -13,7 +13,7 @@ from tests.scheduler.cluster_fixtures import Obj, conf, cycle, node, placed, pod
 
 def _scores(objects: list[Obj], pod_name: str, *plugins: str | dict[str, Any]) -> dict[str, float]:
     session = open_session(snapshot(objects), conf("allocate", list(plugins)))
-    return dict(zip(session.nodes.names, session.score(task_named(session, pod_name)).tolist()))
+    return dict(zip(session.nodes.names, session.score(task_named(session, pod_name)).tolist(), strict=True))
 
 
 def _chosen(objects: list[Obj], *plugins: str | dict[str, Any]) -> dict[str, str]:
@@ -24,18 +24,18 @@ BUSY_AND_IDLE = [node("busy"), node("idle"), pod("running", cpu="2", memory="8Gi
 
 
 def test_leastrequested_spreads_and_binpack_packs() -> None:
-    assert _chosen(BUSY_AND_IDLE + [pod("p")], "nodeorder") == {"p": "idle"}
-    assert _chosen(BUSY_AND_IDLE + [pod("p")], "binpack") == {"p": "busy"}
+    assert _chosen([*BUSY_AND_IDLE, pod("p")], "nodeorder") == {"p": "idle"}
+    assert _chosen([*BUSY_AND_IDLE, pod("p")], "binpack") == {"p": "busy"}
     most = {
         "name": "nodeorder",
         "arguments": {"mostrequested.weight": 1, "leastrequested.weight": 0, "balancedresource.weight": 0},
     }
-    assert _chosen(BUSY_AND_IDLE + [pod("p")], most) == {"p": "busy"}
+    assert _chosen([*BUSY_AND_IDLE, pod("p")], most) == {"p": "busy"}
 
 
 def test_nodeorder_scores_by_kube_scheduler_formulas_times_weights() -> None:
     # On "busy" with the pod: cpu 3/4, memory 16/32. On "idle": 1/4 and 8/32.
-    objects = BUSY_AND_IDLE + [pod("p", cpu="1", memory="8Gi")]
+    objects = [*BUSY_AND_IDLE, pod("p", cpu="1", memory="8Gi")]
     only = {
         "leastrequested.weight": 0,
         "balancedresource.weight": 0,
@@ -76,14 +76,14 @@ def test_preferred_node_affinity_draws_the_pod_by_term_weight() -> None:
 def test_prefer_no_schedule_taints_are_avoided_unless_tolerated() -> None:
     taint = {"key": "spare", "value": "yes", "effect": "PreferNoSchedule"}
     objects = [node("a-soft", taints=[taint]), node("b-plain")]
-    assert _chosen(objects + [pod("p")], "nodeorder") == {"p": "b-plain"}
+    assert _chosen([*objects, pod("p")], "nodeorder") == {"p": "b-plain"}
     tolerant = pod("p", tolerations=[{"key": "spare", "operator": "Exists", "effect": "PreferNoSchedule"}])
-    assert _chosen(objects + [tolerant], "nodeorder") == {"p": "a-soft"}  # a tie: the first row
+    assert _chosen([*objects, tolerant], "nodeorder") == {"p": "a-soft"}  # a tie: the first row
 
 
 def test_binpack_score_follows_volcanos_formula_and_weights() -> None:
     # busy with the pod: cpu 3/4 (weight 2), memory 16/32 (weight 1); scaled by binpack.weight 3.
-    objects = BUSY_AND_IDLE + [pod("p", cpu="1", memory="8Gi")]
+    objects = [*BUSY_AND_IDLE, pod("p", cpu="1", memory="8Gi")]
     arguments = {"binpack.weight": 3, "binpack.cpu": 2, "binpack.memory": 1}
     scores = _scores(objects, "p", {"name": "binpack", "arguments": arguments})
     assert scores == pytest.approx(

@@ -53,7 +53,7 @@ def session_for(*pods: dict) -> Session:
 
 
 def passing(session: Session, name: str) -> dict[str, bool]:
-    return dict(zip(NODES, session.predicate(task(session, name)).tolist()))
+    return dict(zip(NODES, session.predicate(task(session, name)).tolist(), strict=True))
 
 
 def test_single_numa_node_needs_one_numa_node_with_room() -> None:
@@ -83,7 +83,7 @@ def test_best_effort_only_scores() -> None:
     session = session_for(pinned("p", "4", "best-effort"))
     pod = task(session, "p")
     assert session.predicate(pod).all()
-    scores = dict(zip(NODES, session.score(pod).tolist()))
+    scores = dict(zip(NODES, session.score(pod).tolist(), strict=True))
     assert scores["roomy"] == 100.0 and scores["split"] == 50.0 and scores["busy"] == scores["unknown"] == 0.0
 
 

@@ -43,7 +43,7 @@ def _expression(key: str, operator: str, *values: str) -> dict[str, Any]:
 
 
 def test_node_selector_keeps_to_matching_nodes_and_names_the_mismatch() -> None:
-    objects = NODES + [pod("p", node_selector={"zone": "a"}), pod("q", node_selector={"zone": "z"})]
+    objects = [*NODES, pod("p", node_selector={"zone": "a"}), pod("q", node_selector={"zone": "z"})]
     assert _fitting(objects, "p") == ["a1", "a2"]
     assert _fitting(objects, "q") == []
     assert _explain(objects, "q") == {"node(s) didn't match Pod's node affinity/selector": 4}
@@ -72,17 +72,17 @@ def test_node_selector_keeps_to_matching_nodes_and_names_the_mismatch() -> None:
     ],
 )
 def test_required_node_affinity_operators(term: dict[str, Any], expected: list[str]) -> None:
-    assert _fitting(NODES + [pod("p", affinity=_required(term))], "p") == expected
+    assert _fitting([*NODES, pod("p", affinity=_required(term))], "p") == expected
 
 
 def test_required_node_affinity_terms_are_ored_and_and_with_the_selector() -> None:
     affinity = _required(_expression("zone", "In", "b"), _expression("gpus", "Gt", "4"))
-    assert _fitting(NODES + [pod("p", affinity=affinity)], "p") == ["a2", "b1"]
-    assert _fitting(NODES + [pod("p", affinity=affinity, node_selector={"zone": "a"})], "p") == ["a2"]
+    assert _fitting([*NODES, pod("p", affinity=affinity)], "p") == ["a2", "b1"]
+    assert _fitting([*NODES, pod("p", affinity=affinity, node_selector={"zone": "a"})], "p") == ["a2"]
 
 
 def test_affinity_checks_can_be_switched_off() -> None:
-    objects = NODES + [pod("p", node_selector={"zone": "z"})]
+    objects = [*NODES, pod("p", node_selector={"zone": "z"})]
     assert _fitting(objects, "p", **{"predicate.NodeAffinityEnable": False}) == ["a1", "a2", "b1", "c1"]
 
 
@@ -94,7 +94,7 @@ TAINTED = [
 
 
 def test_untolerated_no_schedule_and_no_execute_taints_keep_pods_off() -> None:
-    objects = TAINTED + [pod("p")]
+    objects = [*TAINTED, pod("p")]
     assert _fitting(objects, "p") == ["soft"]
     assert _explain(objects, "p") == {
         "node(s) had untolerated taint {dedicated: gpu}": 1,
@@ -113,11 +113,11 @@ def test_untolerated_no_schedule_and_no_execute_taints_keep_pods_off() -> None:
     ],
 )
 def test_tolerations_let_pods_on(toleration: dict[str, Any], expected: list[str]) -> None:
-    assert _fitting(TAINTED + [pod("p", tolerations=[toleration])], "p") == expected
+    assert _fitting([*TAINTED, pod("p", tolerations=[toleration])], "p") == expected
 
 
 def test_taint_checks_can_be_switched_off() -> None:
-    assert _fitting(TAINTED + [pod("p")], "p", **{"predicate.TaintTolerationEnable": False}) == ["gpu", "drain", "soft"]
+    assert _fitting([*TAINTED, pod("p")], "p", **{"predicate.TaintTolerationEnable": False}) == ["gpu", "drain", "soft"]
 
 
 def test_resources_and_pod_slots_must_fit_and_each_short_resource_is_named() -> None:

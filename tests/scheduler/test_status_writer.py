@@ -4,7 +4,7 @@ queue allocations, rate-limited Events, and nothing written when nothing changed
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -12,12 +12,12 @@ import pytest
 from lahar.api import kinds
 from lahar.api.kinds import Kind
 from lahar.client.api import KubeApi
+from lahar.client.events import EventRecorder
 from lahar.scheduler.cache import Cache
 from lahar.scheduler.conf import SchedulerConf
 from lahar.scheduler.framework.session import Session, SessionEvent
 from lahar.scheduler.metrics import CycleFigures, QueueFigures
 from lahar.scheduler.model import JobInfo, TaskStatus
-from lahar.client.events import EventRecorder
 from lahar.scheduler.status import (
     COMPONENT,
     StatusWriter,
@@ -236,7 +236,7 @@ def test_a_patch_written_against_a_version_is_not_sent_again_for_that_version() 
 
 class Clock:
     def __init__(self) -> None:
-        self.now = datetime(2030, 1, 1, tzinfo=timezone.utc)
+        self.now = datetime(2030, 1, 1, tzinfo=UTC)
 
     def __call__(self) -> datetime:
         return self.now

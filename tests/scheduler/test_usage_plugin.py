@@ -38,7 +38,7 @@ def usage(**arguments: object) -> tuple[Session, TaskInfo]:
 
 def test_hot_nodes_are_filtered_and_unknown_ones_pass() -> None:
     session, pod = usage()
-    assert dict(zip(NODES, session.predicate(pod).tolist())) == {
+    assert dict(zip(NODES, session.predicate(pod).tolist(), strict=True)) == {
         "hot-cpu": False,
         "hot-memory": False,
         "calm": True,
@@ -58,7 +58,7 @@ def test_thresholds_as_a_mapping_or_flat_keys() -> None:
 
 def test_score_prefers_less_load_and_counts_this_sessions_placements() -> None:
     session, pod = usage()
-    scores = dict(zip(NODES, session.score(pod).tolist()))
+    scores = dict(zip(NODES, session.score(pod).tolist(), strict=True))
     assert scores["idle"] > scores["hot-cpu"] > scores["calm"]  # 0.1+0, 0.9+0, 0.5+0.5 loaded
     # Unknown nodes score as half loaded: (0.5·1 + 0.5·1) / 2 × 100 × 5.
     assert scores["stale"] == scores["silent"] == pytest.approx(250.0)
@@ -76,7 +76,7 @@ def test_score_prefers_less_load_and_counts_this_sessions_placements() -> None:
 
 def test_weights() -> None:
     session, pod = usage(**{"cpu.weight": 1, "memory.weight": 0, "usage.weight": 1})
-    scores = dict(zip(NODES, session.score(pod).tolist()))
+    scores = dict(zip(NODES, session.score(pod).tolist(), strict=True))
     assert scores["hot-memory"] == pytest.approx(100.0) and scores["calm"] == pytest.approx(50.0)
 
 
