@@ -20,6 +20,7 @@ import json
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+
 import numpy as np
 
 from lahar.api.node import Node, Taint
@@ -41,7 +42,7 @@ Rows = slice | np.ndarray  # which node rows a predicate or score is asked about
 class Resources:
     """The resource axis of a snapshot: names in column order (cpu, memory, pods first)."""
 
-    __slots__ = ("names", "column", "quota_columns")
+    __slots__ = ("column", "names", "quota_columns")
 
     def __init__(self, names: Iterable[str] = ()) -> None:
         ordered = list(BASE_RESOURCES) + sorted(set(names) - set(BASE_RESOURCES))
@@ -113,6 +114,22 @@ CHARGED = OCCUPYING - {TaskStatus.RELEASING}
 PODS_COLUMN = BASE_RESOURCES.index(PODS)
 
 
+# Volcano's opt-out from eviction, on a pod or a PodGroup (annotation first, then label).
+PREEMPTABLE_KEY = "volcano.sh/preemptable"
+_GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+
+
+def preemptable_flag(annotations: Mapping[str, str], labels: Mapping[str, str]) -> bool | None:
+    """`volcano.sh/preemptable` as Volcano reads it (Go's ParseBool; a value it cannot parse
+    means not preemptable, the safe side); None when neither the annotation nor the label says."""
+    value = annotations.get(PREEMPTABLE_KEY)
+    if value is None:
+        value = labels.get(PREEMPTABLE_KEY)
+    if value is None:
+        return None
+    return value in _GO_TRUE
+
+
 def status_of(pod: Pod) -> TaskStatus:
     """A pod's task state as the cache sees it."""
     phase = pod.phase
@@ -173,6 +190,22 @@ class TaskInfo:
     @property
     def best_effort(self) -> bool:
         return self.qos is QoSClass.BE
+
+    @property
+    def preemptable(self) -> bool:
+        """Whether the pod may be evicted for another (not `volcano.sh/preemptable: "false"`)."""
+        meta = self.pod.meta
+        return preemptable_flag(meta.annotations, meta.labels) is not False
+
+    @property
+    def never_preempts(self) -> bool:
+        """`preemptionPolicy: Never` (the API copies it from the PriorityClass into the pod)."""
+        return self.pod.spec.get("preemptionPolicy") == "Never"
+
+    @property
+    def gated(self) -> bool:
+        """The pod has scheduling gates left: nothing may place it until they are removed."""
+        return bool(self.pod.spec.get("schedulingGates"))
 
     @property
     def no_request(self) -> bool:
@@ -245,6 +278,14 @@ class JobInfo:
     # Set by the session for the status writer: why the gang did not fit this cycle.
     unschedulable_message: str = ""
 
+    @property
+    def preemptable(self) -> bool:
+        """False when the PodGroup says `volcano.sh/preemptable: "false"`: none of its pods is a victim."""
+        group = self.podgroup
+        if group is None:
+            return True
+        return preemptable_flag(group.meta.annotations, group.meta.labels) is not False
+
     def _count_in(self, task: TaskInfo, sign: int) -> None:
         if self.totals is None:
             self.totals = np.zeros((len(_TOTALS_ROW) * 2, len(task.request)), dtype=np.int64)
@@ -302,10 +343,12 @@ class JobInfo:
     @property
     def inqueue_request(self) -> np.ndarray:
         """What this admitted job holds back from admitting others (Volcano's inqueue resource):
-        an Inqueue PodGroup's minResources; a Running one's minResources not yet allocated, once
-        its allocated tasks reach minMember; nothing otherwise."""
+        an Inqueue PodGroup's minResources less what its tasks already hold (a gang bound this
+        cycle is Inqueue until its status is written: its Binding tasks count in the queue's
+        allocated, so they must not count here again); a Running one's minResources not yet
+        allocated, once its allocated tasks reach minMember; nothing otherwise."""
         if self.phase is PodGroupPhase.INQUEUE:
-            return self.min_resources
+            return np.maximum(self.min_resources - self.requested(CHARGED), 0)
         if self.phase is PodGroupPhase.RUNNING and self.count(CHARGED) >= self.min_member:
             return np.maximum(self.min_resources - self.allocated, 0)
         return np.zeros_like(self.min_resources)
@@ -769,9 +812,10 @@ __all__ = [
     "CHARGED",
     "CPU",
     "MEMORY",
+    "OCCUPYING",
     "PODS",
     "PODS_COLUMN",
-    "OCCUPYING",
+    "PREEMPTABLE_KEY",
     "READY",
     "JobInfo",
     "NodeTable",
@@ -785,6 +829,7 @@ __all__ = [
     "default_queue_info",
     "job_info",
     "placement_class",
+    "preemptable_flag",
     "queue_info",
     "status_of",
     "task_info",

@@ -5,7 +5,8 @@ takes the queue's next job by `job_order` and places its pending tasks in `task_
 `best_node` once `allocatable(queue, task)` agrees. A job's placements are staged in one
 Statement, committed once `job_ready` holds and discarded otherwise; a ready job with tasks left
 goes back into its queue's heap, so jobs and queues re-sort on their shares as they grow.
-Tasks that ask for nothing are left to backfill. Order keys are computed when an item is pushed.
+Tasks that ask for nothing are left to backfill; tasks with scheduling gates
+(`spec.schedulingGates`) are not placed at all. Order keys are computed when an item is pushed.
 
 A gang costs little when it cannot fit: before placing anything, each placement class's
 feasible nodes are asked how many copies they hold (a necessary condition: placements only
@@ -115,6 +116,8 @@ class _Allocation:
         if pending is None:
             tasks, asks_nothing = [], 0
             for task in job.by_status.get(TaskStatus.PENDING, {}).values():
+                if task.gated:
+                    continue  # scheduling gates: nothing places it until they are removed
                 if task.no_request:
                     asks_nothing += 1
                 else:

@@ -48,7 +48,11 @@ class BackfillAction(Action):
         for job in session.jobs.values():
             if job.phase is PodGroupPhase.PENDING or job.queue not in session.queues:
                 continue
-            tasks = [task for task in job.by_status.get(TaskStatus.PENDING, {}).values() if task.no_request]
+            tasks = [
+                task
+                for task in job.by_status.get(TaskStatus.PENDING, {}).values()
+                if task.no_request and not task.gated
+            ]
             if not tasks or session.job_valid(job):
                 continue
             tasks.sort(key=session.task_order_key)

@@ -33,20 +33,26 @@ are tried one by one (each pipelined, then all undone), each placement class is 
 copies the nodes it passes would hold with every victim the job may take gone (and every task
 being evicted); a gang whose classes cannot hold the tasks it still needs is skipped at once.
 This is a necessary condition (victim filters only take victims away), as allocate's own.
-A preemptor the queue refuses before any eviction (`Session.allocatable`) is tried on its best
-node only: evicting victims of its own queue gives the queue room back, so it may still be
-allowed there, but the other nodes would be walked, victims evicted and restored on each, for
-the same refusal.
+A preemptor the queue refuses before any eviction (`Session.allocatable`) is tried on every
+candidate node as any other: evicting victims of its own queue gives the queue room back, and
+which victims a node holds decides whether enough comes back.
+
+Whatever the plugins, the actions never evict a pod or a PodGroup's pods marked
+`volcano.sh/preemptable: "false"`, never leave a running gang below its minMember (a gang at its
+minimum goes whole or not at all, `VictimSearch._evict_until_fits`), and never preempt for a
+task whose `preemptionPolicy` is Never or that still has scheduling gates (`preemptors`), nor for
+a queue that is not Open.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable
+from typing import ClassVar
 
 import numpy as np
 
 from lahar.api.podgroup import PodGroupPhase
-from lahar.scheduler.framework.plugin import Action, number, register_action
+from lahar.scheduler.framework.plugin import Action, Arguments, number, register_action
 from lahar.scheduler.framework.session import Session, Statement
 from lahar.scheduler.model import READY, JobInfo, NodeTable, QueueInfo, TaskInfo, TaskStatus
 
@@ -62,12 +68,15 @@ Victims = Callable[[TaskInfo, list[TaskInfo]], list[TaskInfo]]  # Session.preemp
 
 def starving_jobs(session: Session) -> dict[str, list[JobInfo]]:
     """Jobs that want more than they hold, by queue, each list in job order (Volcano skips jobs
-    still Pending admission, invalid jobs and jobs of unknown queues)."""
+    still Pending admission, invalid jobs and jobs of unknown queues). A queue that is not Open
+    gets nothing placed, so its jobs evict nobody, whatever the plugins say."""
     by_queue: dict[str, list[JobInfo]] = {}
     for job in session.jobs.values():
+        queue = session.queues.get(job.queue)
         if (
             job.phase is PodGroupPhase.PENDING
-            or job.queue not in session.queues
+            or queue is None
+            or not queue.is_open
             or not job.by_status.get(TaskStatus.PENDING)
             or session.job_valid(job)
         ):
@@ -85,6 +94,20 @@ def still_needed(job: JobInfo) -> int:
     gang plugin's count, which decides `job_pipelined`)."""
     asks_nothing = sum(1 for task in job.with_status(TaskStatus.PENDING) if task.no_request)
     return job.min_member - job.count(READY) - job.count((TaskStatus.PIPELINED,)) - asks_nothing
+
+
+def preemptors(session: Session, job: JobInfo) -> list[TaskInfo]:
+    """The job's pending tasks that may take others' place, in task order: not those whose
+    PriorityClass says `preemptionPolicy: Never`, nor those still behind scheduling gates."""
+    return sorted(
+        (task for task in job.with_status(TaskStatus.PENDING) if not task.never_preempts and not task.gated),
+        key=session.task_order_key,
+    )
+
+
+def may_be_victim(job: JobInfo, task: TaskInfo) -> bool:
+    """Whether neither the pod nor its PodGroup opted out of eviction (`volcano.sh/preemptable`)."""
+    return task.preemptable and job.preemptable
 
 
 def queues_in_order(session: Session, names: Iterable[str]) -> list[QueueInfo]:
@@ -306,8 +329,9 @@ class VictimSearch:
         # Nodes where the task fits once what is already being evicted is gone come first: no
         # new victims there (a task pipelined last cycle finds its victims' node again).
         preferred = np.where(self._fits_without_victims(task, NO_VICTIMS, self.pool.nothing), scores, -np.inf)
-        # A task the queue refuses as things stand gets its best node only (module docstring).
-        for _ in range(self.max_nodes if enough() else 1):
+        # A task the queue refuses as things stand may be allowed once victims of its own queue
+        # are gone on another node: every candidate node is tried (Volcano's rule).
+        for _ in range(self.max_nodes):
             row = int(np.argmax(preferred))
             if preferred[row] == -np.inf:
                 row = int(np.argmax(scores))
@@ -321,7 +345,12 @@ class VictimSearch:
                 ]
             )
             # The filters keep the candidates' order (and a gang's spare members go lowest first).
-            statement = self._evict_until_fits(task, row, victims_of(task, candidates) if candidates else [], enough)
+            victims = victims_of(task, candidates) if candidates else []
+
+            def whole(job: JobInfo, key: Hashable = selection_key) -> list[TaskInfo] | None:
+                return self._whole_gang(task, job, key, also, victims_of)
+
+            statement = self._evict_until_fits(task, row, victims, enough, whole)
             if statement is not None:
                 return statement
             scores[row] = preferred[row] = -np.inf
@@ -339,17 +368,56 @@ class VictimSearch:
         return np.flatnonzero(self._last_change > mark)
 
     def _lowest_first(self, tasks: list[TaskInfo]) -> list[TaskInfo]:
-        """The reverse of the order the session would schedule them in: job order, then task order."""
-        session, jobs = self.session, self.session.jobs
+        """The reverse of the order the session would schedule them in: queue order (victims of
+        several queues, in reclaim: the queue that would be served last loses first, Volcano's
+        victim queue order), then job order, then task order."""
+        session, jobs, queues = self.session, self.session.jobs, self.session.queues
+        queue_keys: dict[str, tuple] = {}
+
+        def queue_key(name: str) -> tuple:
+            key = queue_keys.get(name)
+            if key is None:
+                queue = queues.get(name)
+                key = queue_keys[name] = () if queue is None else session.queue_order_key(queue)
+            return key
+
         return sorted(
             tasks,
-            key=lambda victim: (session.job_order_key(jobs[victim.job]), session.task_order_key(victim)),
+            key=lambda victim: (
+                queue_key(jobs[victim.job].queue),
+                session.job_order_key(jobs[victim.job]),
+                session.task_order_key(victim),
+            ),
             reverse=True,
         )
 
+    def _whole_gang(
+        self, preemptor: TaskInfo, job: JobInfo, key: Hashable, also: Callable[[TaskInfo], bool], victims_of: Victims
+    ) -> list[TaskInfo] | None:
+        """Every running member of `job`, when all of them may be evicted for `preemptor` (each
+        in the pool's selection, passing `also` and the victim filters), else None."""
+        members = list(job.with_status(*EVICTABLE))
+        if job.count(READY) - job.count((TaskStatus.SUCCEEDED,)) != len(members):
+            return None  # some member is still being placed: it cannot be taken back
+        if not all(self.pool.selected(key, member) and also(member) for member in members):
+            return None
+        if len(victims_of(preemptor, members)) != len(members):
+            return None
+        return members
+
     def _evict_until_fits(
-        self, task: TaskInfo, row: int, victims: list[TaskInfo], enough: Callable[[], bool]
+        self,
+        task: TaskInfo,
+        row: int,
+        victims: list[TaskInfo],
+        enough: Callable[[], bool],
+        whole: Callable[[JobInfo], list[TaskInfo] | None],
     ) -> Statement | None:
+        """Evict `victims` in order until `task` fits on `row`. A victim whose eviction would leave
+        its running gang below minMember is taken only with its whole gang (`whole`, members on
+        other nodes too), and skipped when that is not allowed: whatever the plugins, no gang is
+        left running short of its minimum. The preemptor's own job is exempt (its task takes the
+        victim's place)."""
         session, nodes = self.session, self.session.nodes
         statement = session.statement()
         remaining = iter(victims)
@@ -364,7 +432,16 @@ class VictimSearch:
             if victim is None:
                 statement.discard()
                 return None
-            statement.evict(victim, self.reason, task)
+            victim = session.jobs[victim.job].tasks[victim.uid]  # the session's own, maybe taken already
+            if victim.status not in EVICTABLE:
+                continue  # evicted with its gang already
+            job = session.jobs[victim.job]
+            if victim.job == task.job or job.ready_count > job.min_member:
+                statement.evict(victim, self.reason, task)
+                continue
+            members = whole(job)
+            for member in members or ():
+                statement.evict(member, self.reason, task)
 
 
 def commit_if_pipelined(session: Session, job: JobInfo, statements: list[Statement]) -> None:
@@ -381,7 +458,7 @@ class VictimAction(Action):
     """What preempt and reclaim share: starving jobs by queue, a pool of the tasks they may evict
     and the node search; `serve` works through one queue's starving jobs (in job order)."""
 
-    ARGUMENTS = {"maxCandidateNodes": number(minimum=1)}
+    ARGUMENTS: ClassVar[Arguments] = {"maxCandidateNodes": number(minimum=1)}
 
     def may_lose(self, session: Session, starving: dict[str, list[JobInfo]]) -> Callable[[JobInfo], bool]:
         """Which jobs' running tasks may be victims of this action (the pool holds only those:
@@ -397,7 +474,14 @@ class VictimAction(Action):
             return
         may_lose = self.may_lose(session, starving)
         pool = VictimPool(
-            session, (task for job in session.jobs.values() if may_lose(job) for task in job.with_status(*EVICTABLE))
+            session,
+            (
+                task
+                for job in session.jobs.values()
+                if may_lose(job)
+                for task in job.with_status(*EVICTABLE)
+                if may_be_victim(job, task)
+            ),
         )
         search = VictimSearch(
             session, pool, self.name, int(self.arguments.get("maxCandidateNodes", DEFAULT_MAX_CANDIDATE_NODES))
@@ -439,11 +523,11 @@ class Preempt(VictimAction):
 
             return ("jobs", queue.name, job.priority, task.best_effort), selection
 
-        pending = job.pending
-        if not search.can_hold(pending, still_needed(job), selection_of):
+        pending = preemptors(session, job)
+        if not pending or not search.can_hold(pending, still_needed(job), selection_of):
             return
         statements: list[Statement] = []
-        for task in sorted(pending, key=session.task_order_key):
+        for task in pending:
             if not session.job_starving(job):
                 break
             statement = search.place(
@@ -451,7 +535,7 @@ class Preempt(VictimAction):
                 *selection_of(task),
                 lambda victim: victim.job != job.key,
                 session.preemptable,
-                lambda: session.allocatable(queue, task),
+                lambda task=task: session.allocatable(queue, task),
             )
             if statement is not None:
                 statements.append(statement)
@@ -465,7 +549,7 @@ class Preempt(VictimAction):
         code = pool.job_code(job.key)
         if code < 0:
             return
-        for task in sorted(job.pending, key=session.task_order_key):
+        for task in preemptors(session, job):
             best_effort = task.best_effort
 
             def selection(priority: int = task.priority, be: bool = best_effort) -> np.ndarray:
@@ -477,7 +561,7 @@ class Preempt(VictimAction):
                 selection,
                 anyone,
                 session.preemptable,
-                lambda: session.allocatable(queue, task),
+                lambda task=task: session.allocatable(queue, task),
             )
             if statement is None:
                 break

@@ -14,11 +14,18 @@ pipelined, else undone. The node search is preempt's (`VictimSearch`), over a di
 
 from __future__ import annotations
 
-import numpy as np
-
 from collections.abc import Callable, Hashable
 
-from lahar.scheduler.actions.preempt import VictimAction, VictimSearch, anyone, commit_if_pipelined, still_needed
+import numpy as np
+
+from lahar.scheduler.actions.preempt import (
+    VictimAction,
+    VictimSearch,
+    anyone,
+    commit_if_pipelined,
+    preemptors,
+    still_needed,
+)
 from lahar.scheduler.framework.plugin import register_action
 from lahar.scheduler.framework.session import Session, Statement
 from lahar.scheduler.model import JobInfo, QueueInfo, TaskInfo
@@ -60,13 +67,15 @@ class Reclaim(VictimAction):
 
             return ("queues", queue.name, task.best_effort), selection
 
-        pending = job.pending
-        if not search.can_hold(pending, still_needed(job), selection_of):
+        pending = preemptors(session, job)
+        if not pending or not search.can_hold(pending, still_needed(job), selection_of):
             return
         statements: list[Statement] = []
-        for task in sorted(pending, key=session.task_order_key):
-            if not session.job_starving(job) or not session.preemptive(queue, task):
+        for task in pending:
+            if not session.job_starving(job):
                 break
+            if not session.preemptive(queue, task):
+                continue  # the queue may still take a smaller task (Volcano's rule)
             statement = search.place(task, *selection_of(task), anyone, session.reclaimable, _always)
             if statement is not None:
                 statements.append(statement)

@@ -12,7 +12,8 @@ register callbacks by kind; the session combines them across tiers the way Volca
 - `job_enqueueable`: tier by tier, a reject (< 0) in the tier rejects and a permit (> 0) admits;
   a tier of abstentions defers to the next; with only abstentions the job is admitted;
 - `preemptable` / `reclaimable`: within a tier the victims are the intersection of the
-  callbacks' answers; the first tier with an answer decides.
+  callbacks' answers; the first tier whose intersection is not empty decides (an empty one
+  leaves the decision to the next tier, as in Volcano).
 
 Predicates and scores are vectorised: `fn(task, nodes, rows)` answers for the node rows `rows`
 (a slice or an index array) at once. They must depend only on the task's placement class (see
@@ -306,6 +307,9 @@ class Session:
         return self._every("preemptive", queue, task)
 
     def _victims(self, kind: str, preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        # Volcano's rule: an empty answer (or an empty intersection) leaves the tier without a
+        # decision and the next tier decides. What no plugin may allow (a pod that opted out,
+        # a gang broken below its minimum) the actions hold back themselves.
         for tier in self._callbacks.get(kind, ()):
             chosen: set[str] | None = None
             for registered in tier:
@@ -314,7 +318,9 @@ class Session:
                     continue
                 uids = {task.uid for task in answer}
                 chosen = uids if chosen is None else chosen & uids
-            if chosen is not None:
+                if not chosen:
+                    break
+            if chosen:
                 return [task for task in candidates if task.uid in chosen]
         return []
 
@@ -349,7 +355,10 @@ class Session:
         session's table (NodeTable.what_if: preempt and reclaim ask whether a task would fit once
         victims are gone), instead of the table itself when given."""
         nodes = self.nodes if nodes is None else nodes
-        mask = nodes.schedulable[rows].copy()
+        # Resource fit is the session's, not a plugin's: whatever the configuration, no node
+        # takes more than it has (pod slots included).
+        mask = nodes.fits(task, rows, self.be_capacity)
+        mask &= nodes.schedulable[rows]
         for registered in self._all("predicate"):
             mask &= registered.fn(task, nodes, rows)
         return mask
@@ -419,14 +428,20 @@ class Session:
         unschedulable = int((~nodes.schedulable).sum())
         if unschedulable:
             reasons["node(s) not ready or unschedulable"] += unschedulable
+        # Each node by the first check that refuses it: the plugins' filters, then resources.
+        left = nodes.schedulable.copy()
         for registered in self._all("predicate"):
+            passed = registered.fn(task, nodes, slice(None))
             if registered.extra is not None:
                 reasons.update(registered.extra(task, nodes))
             else:
-                failed = int((~registered.fn(task, nodes, slice(None)) & nodes.schedulable).sum())
+                failed = int((~passed & left).sum())
                 if failed:
                     reasons[f"node(s) refused by {registered.plugin}"] += failed
-        return reasons
+            left &= passed
+        rows = np.flatnonzero(left)
+        reasons.update(nodes.shortfall(task, nodes.free(task, rows, self.be_capacity)))
+        return +reasons
 
     # -- state changes (through Statement) ---------------------------------------------------
 

@@ -32,7 +32,7 @@ class _Counts:
     the job has per-task minimums, and its pipelined ones; `last` holds each task's
     (occupied, pipelined) as last counted."""
 
-    __slots__ = ("ready", "pipelined", "by_task", "last")
+    __slots__ = ("by_task", "last", "pipelined", "ready")
 
     def __init__(self, by_task: bool) -> None:
         self.ready = 0
@@ -122,8 +122,9 @@ class GangPlugin(Plugin):
         return counts.ready + counts.pipelined >= job.min_member
 
     def job_starving(self, job: JobInfo) -> bool:
-        counts = self._of(job)
-        return counts.ready + counts.pipelined < job.min_member
+        # Volcano's count: ready and pipelined tasks only. A pending task that asks for nothing
+        # counts towards readiness, but it still needs a pod slot, which it may have to preempt.
+        return job.count(READY) + self._of(job).pipelined < job.min_member
 
     def victims(self, preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
         """The candidates whose eviction keeps their job at or above minMember, taking them in
@@ -146,8 +147,12 @@ class GangPlugin(Plugin):
         for job in session.jobs.values():
             if job.phase is PodGroupPhase.COMPLETED or self.job_ready(job):
                 continue
-            if job.podgroup is None and not job.by_status.get(TaskStatus.PENDING):
-                continue  # a lone pod that has finished: nothing to schedule
+            if not job.by_status.get(TaskStatus.PENDING) and (
+                job.podgroup is None or job.phase is not PodGroupPhase.PENDING
+            ):
+                # Nothing to schedule: a lone pod that has finished, or an admitted gang whose pods
+                # are gone or going (torn down). Only a PodGroup waiting for admission is reported.
+                continue
             if not job.unschedulable_message:
                 job.set_unschedulable(job.min_member - self._of(job).ready, self._not_ready(job))
             if job.podgroup is not None:

@@ -1,12 +1,13 @@
 """predicates: which nodes may take a pod (kube-scheduler's filters, vectorised over the node table).
 
-One predicate per pod: the resource fit (`NodeTable.fits`, pod slots included), nodeSelector,
+One predicate per pod (the resource fit is the session's own, `Session.predicate`): nodeSelector,
 required node affinity (matchExpressions In/NotIn/Exists/DoesNotExist/Gt/Lt, matchFields on
 `metadata.name`) and NoSchedule/NoExecute taints. Unschedulable and not-ready nodes the session
 leaves out itself. Labels and taints do not change within a session, so the selector, affinity
 and taint part is one boolean mask per placement class, built from per-session indexes
 (`NodeIndex`: label values as integer codes per key, rows per taint); only the resource fit is
-asked again as nodes fill. `explain` words the failures as kube-scheduler does.
+asked again as nodes fill, and the session asks that whatever the plugins. `explain` words the
+failures as kube-scheduler does.
 
 Volcano's `predicate.*Enable` switches for filters Lahar does not have (ports, volumes, pod
 affinity, DRA...) are accepted so that Volcano configurations load, and change nothing.
@@ -207,6 +208,7 @@ class PredicatesPlugin(Plugin):
         self.affinity = self.argument("predicate.NodeAffinityEnable", True)
         self.taints = self.argument("predicate.TaintTolerationEnable", True)
         self._static: dict[str, np.ndarray | None] = {}
+        self._everywhere = np.ones(len(session.nodes), dtype=bool)
         session.add_predicate_fn(self.predicate, self.explain)
 
     def _required(self, task: TaskInfo) -> np.ndarray | None:
@@ -226,13 +228,13 @@ class PredicatesPlugin(Plugin):
         return self._static[task.placement]
 
     def predicate(self, task: TaskInfo, nodes: NodeTable, rows: Rows) -> np.ndarray:
-        fits = nodes.fits(task, rows, self.session.be_capacity)
+        # Resource fit is the session's own check (Session.predicate), whatever the plugins.
         static = self._static_mask(task)
-        return fits if static is None else fits & static[rows]
+        return (self._everywhere if static is None else static)[rows]
 
     def explain(self, task: TaskInfo, nodes: NodeTable) -> Counter[str]:
         """Each schedulable node that refuses the task, by the first filter that refuses it
-        (taints, then affinity/selector, then resources, kube-scheduler's order)."""
+        (taints, then affinity/selector, kube-scheduler's order; the session words resources)."""
         reasons: Counter[str] = Counter()
         left = nodes.schedulable.copy()
         untolerated = self._untolerated(task)
@@ -246,6 +248,4 @@ class PredicatesPlugin(Plugin):
         if required is not None:
             reasons[MISMATCH] += int((left & ~required).sum())
             left &= required
-        rows = np.flatnonzero(left)
-        reasons.update(nodes.shortfall(task, nodes.free(task, rows, self.session.be_capacity)))
         return +reasons

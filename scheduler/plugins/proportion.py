@@ -109,7 +109,7 @@ class ProportionPlugin(Plugin):
         session.add_queue_order_fn(lambda queue: (-queue.priority, self.share(queue)))
         session.add_overused_fn(self.overused)
         session.add_allocatable_fn(lambda queue, task: queue.is_open and self._within_deserved(queue, task))
-        session.add_preemptive_fn(self._within_deserved)
+        session.add_preemptive_fn(lambda queue, task: queue.is_open and self._within_deserved(queue, task))
         session.add_job_enqueueable_fn(self.job_enqueueable)
         session.add_job_enqueued_fn(self.job_enqueued)
         session.add_reclaimable_fn(self.victims)
@@ -260,8 +260,8 @@ class ProportionPlugin(Plugin):
             allocated = left.get(queue.name)
             if allocated is None:
                 allocated = left[queue.name] = queue.allocated.copy()
-            if (allocated[columns] < reclaimer.request[columns]).any():
-                continue  # the queue holds too little to make room for the reclaimer
+            # No "holds at least the reclaimer's request" test: the node's idle resources make up
+            # the rest (the action evicts only until the reclaimer fits).
             if (allocated[columns] <= queue.deserved[columns]).all():
                 continue  # within its deserved share
             after = allocated - victim.request

@@ -209,19 +209,37 @@ def test_a_gang_the_nodes_cannot_hold_even_with_every_victim_gone_is_not_tried(m
     assert len(session.pipelined) == 3 and sorted(call[0].name for call in tried) == ["g-0", "g-1", "g-2"]
 
 
-def test_a_preemptor_its_queue_refuses_as_things_stand_gets_its_best_node_only(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_preemptor_its_queue_refuses_as_things_stand_tries_every_node(monkeypatch: pytest.MonkeyPatch) -> None:
     # Queue q runs 7.2 CPUs of low-priority pods on two nodes; the 2-CPU preemptor is refused
     # as things stand (7.2 + 2 over the queue's share). Evicting its own queue's pods gives the
-    # queue room back, so its best node is still tried, but no other.
+    # queue room back, so every node is tried (Volcano's rule; issue 17: it used to be one).
     walked = spy(monkeypatch, VictimSearch, "_evict_until_fits")  # (task, row, ...) per node walked
     high = prioritised(a_pod("high", cpu="2", memory="500Mi", queue="q"), 10)
     nodes = [*full_node("n1", [0, 0, 0, 0], queue="q"), *full_node("n2", [0, 0, 0, 0], queue="q")]
     # Capability 5: even with a node's four victims gone, 3.6 + 2 > 5.
     session = run(cluster(queue("q", capability={"cpu": "5"}), *nodes, high), PREEMPT)
-    assert session.evictions == [] and session.pipelined == [] and len(walked) == 1
+    assert session.evictions == [] and session.pipelined == [] and len(walked) == 2
     # Capability 8: two victims on its best node make room in the node and in the queue.
     session = run(cluster(queue("q", capability={"cpu": "8"}), *nodes, high), PREEMPT)
     assert len(pipelined(session)) == 1 and len(session.evictions) == 2
+
+
+def test_a_preemptor_refused_by_its_queue_on_its_best_node_finds_another() -> None:
+    # Queue q (capability 4 CPUs) holds 4: n1's one small victim gives too little quota back,
+    # n2's victims give enough. n1 is tried first (the preemptor fits there without victims).
+    high = prioritised(a_pod("high", cpu="2", memory="500Mi", queue="q"), 10)
+    objects = [
+        queue("q", capability={"cpu": "4"}),
+        node("n1", cpu="4", memory="32Gi"),
+        node("n2", cpu="4", memory="32Gi"),
+        running("v1", "n1", 0, cpu="500m", memory="500Mi", queue="q"),
+        running("v2", "n2", 0, cpu="2", memory="500Mi", queue="q"),
+        running("v3", "n2", 0, cpu="1500m", memory="500Mi", queue="q"),
+        high,
+    ]
+    session = run(cluster(*objects), PREEMPT)
+    assert pipelined(session) == {"high": "n2"}
+    assert sorted(evicted(session)) == ["v2", "v3"]
 
 
 def test_a_session_evicts_from_its_own_copies_and_leaves_the_cache_as_it_was() -> None:
