@@ -135,3 +135,9 @@ def server_process() -> type[ServerProcess]:
     """The ServerProcess class, for tests that start servers with their own flags or data
     directories (test modules cannot import conftest under --import-mode=importlib)."""
     return ServerProcess
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "e2e: needs the real control plane (kube-apiserver and etcd built by scripts/build-k8s.sh)"
+    )

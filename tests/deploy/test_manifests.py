@@ -50,7 +50,24 @@ K8S_VERSIONS = ("1.25", latest_version())
 # Prometheus Operator's ServiceMonitor (checked against the subset of its schema used here).
 LAHAR_KINDS = {(k.api_version, k.kind): k for k in (kinds.JOB, kinds.PODGROUP, kinds.QUEUE)}
 SERVICE_MONITOR = ("monitoring.coreos.com/v1", "ServiceMonitor")
-CLUSTER_SCOPED = {"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "Queue"}
+CLUSTER_SCOPED = {
+    "Namespace",
+    "CustomResourceDefinition",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Queue",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+    "MutatingAdmissionPolicy",
+    "MutatingAdmissionPolicyBinding",
+}
+# The release each admission policy kind went GA in (deploy/admission): older releases do not have it.
+SINCE_VERSION = {
+    "ValidatingAdmissionPolicy": "1.30",
+    "ValidatingAdmissionPolicyBinding": "1.30",
+    "MutatingAdmissionPolicy": "1.36",
+    "MutatingAdmissionPolicyBinding": "1.36",
+}
 
 
 # --- reading deploy/ ---------------------------------------------------------------------------
@@ -284,6 +301,9 @@ def test_every_manifest_is_a_valid_kubernetes_object(entry: tuple[Path, Obj], ve
         return
     if key == SERVICE_MONITOR:
         return  # test_service_monitors_select_the_metrics_ports
+    since = SINCE_VERSION.get(obj["kind"])
+    if since and tuple(map(int, version.split(".")[:2])) < tuple(map(int, since.split("."))):
+        pytest.skip(f"{obj['kind']} is GA since Kubernetes {since}")
     try:
         kubernetes_validate.validate(obj, version, strict=True)
     except SchemaNotFoundError:
@@ -466,6 +486,19 @@ def test_rbac_is_least_privilege() -> None:
         assert not {r for _, r, _ in rules_of(role)} & {"secrets", "configmaps"}, f"{role} reads its files from mounts"
 
 
+def rules_of_role(name: str) -> set[tuple[str, str, str, str]]:
+    """A namespaced Role's rules as (group, resource, verb, resourceName or "")."""
+    (role,) = [r for r in objects_of_kind("Role") if r["metadata"]["name"] == name]
+    return {
+        (group, resource, verb, resource_name)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+        for resource_name in rule.get("resourceNames") or [""]
+    }
+
+
 def test_install_doc_creates_every_secret_the_manifests_mount() -> None:
     install = (REPO / "docs" / "install.md").read_text()
     for workload in WORKLOADS:
@@ -569,7 +602,14 @@ def test_agent_daemonset_runs_on_every_node_with_the_access_it_needs() -> None:
 def test_scheduler_and_controller_run_unprivileged_one_at_a_time() -> None:
     for name in ("lahar-scheduler", "lahar-controller"):
         deployment = the_object("Deployment", name)
-        assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"] == {"type": "Recreate"}
+        # Two replicas, one acting at a time (leader election on a Lease the Role lets it renew).
+        assert deployment["spec"]["replicas"] == 2
+        assert "--leader-elect" in pod_spec(deployment)["containers"][0]["args"]
+        assert rules_of_role(f"{name}-leader-election") == {
+            ("coordination.k8s.io", "leases", "create", ""),
+            ("coordination.k8s.io", "leases", "get", name),
+            ("coordination.k8s.io", "leases", "update", name),
+        }
         spec = pod_spec(deployment)
         assert spec["securityContext"]["runAsNonRoot"] is True
         assert not spec.get("hostPID") and not spec.get("hostNetwork")
