@@ -22,12 +22,14 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_METRICS_PORT", "MetricsServer", "ReportCollector", "health_of"]
 
 DEFAULT_METRICS_PORT = 9316
+QOS_FAILURES_UNHEALTHY = 3  # QoS ticks failed in a row before /healthz says unhealthy
 PRESSURE_WINDOWS = (("10s", "avg10"), ("60s", "avg60"), ("300s", "avg300"))
 # The QoS strategies' figures, exported as lahar_qos_<name> gauges.
 QOS_FIGURES = {
     "be_cpu_idle": "1 when best-effort groups run with cpu.idle=1, 0 when on the minimal CPU weight.",
-    "be_cpu_quota_cores": "CPU all best-effort pods together may use now (the suppress cap), in cores.",
-    "be_cpu_budget_cores": "The best-effort CPU budget of the last tick, before the grow step, in cores.",
+    "be_cpu_quota_cores": "CPU all best-effort pods together may use now (the suppress cap; all cores: no cap), in cores.",
+    "online_cpu_wait_ratio": "Share of their runnable time online pods waited for a CPU, last window: the interference signal.",
+    "online_cpu_wait_baseline_ratio": "Online pods' own CPU wait share, learned while best-effort pods were idle or at their floor.",
     "online_cpu_usage_cores": "CPU used by LC, LS and SYSTEM pods, as CPU suppress counts it, in cores.",
     "system_cpu_usage_cores": "CPU used outside every pod (kubelet, runtime, kernel), in cores.",
     "lc_exclusive_cpus": "CPUs latency-critical pods hold alone, kept free of best-effort pods.",
@@ -312,9 +314,13 @@ class ReportCollector(Collector):
         counter(
             "lahar_qos_cgroup_writes_refused", "Writes refused because the path was outside the pod hierarchy."
         ).add(qos.refused)
+        counter(
+            "lahar_qos_be_cpu_cap_changes",
+            "Times the CPU interference controller wrote a new best-effort CPU cap: a steady climb is flapping.",
+        ).add(qos.cap_changes)
         actions = counter(
             "lahar_qos_actions",
-            "QoS decisions taken, by strategy and action (shrink, grow, fast_shrink, cap, release, reclaim, update).",
+            "QoS decisions taken, by strategy and action (cut, grow, lift, baseline, cap, release, reclaim, update).",
             "strategy",
             "action",
         )
@@ -331,8 +337,10 @@ class ReportCollector(Collector):
 def health_of(
     last_report_at: Callable[[], float | None], interval: float, qos: Callable[[], QosSnapshot] | None = None
 ) -> Health:
-    """Healthy while collections keep coming: the last one at most three intervals old. QoS being
-    unable to act does not make the agent unhealthy (restarting would not help); it is said."""
+    """Healthy while collections keep coming: the last one at most three intervals old, and while
+    QoS ticks do not keep failing (a QoS engine that raises tick after tick protects nobody: a
+    restart re-reads pods and cgroups). QoS being unable to act for want of cgroup rights does not
+    make the agent unhealthy (restarting would not help); it is said."""
 
     def healthy() -> tuple[bool, str]:
         last = last_report_at()
@@ -343,7 +351,10 @@ def health_of(
             return False, f"last collection {age:.1f}s ago"
         if qos is not None:
             snapshot = qos()
-            return True, f"ok; qos {snapshot.status}" + (f": {snapshot.reason}" if snapshot.reason else "")
+            said = f"qos {snapshot.status}" + (f": {snapshot.reason}" if snapshot.reason else "")
+            if snapshot.failures >= QOS_FAILURES_UNHEALTHY:
+                return False, said
+            return True, f"ok; {said}"
         return True, "ok"
 
     return healthy

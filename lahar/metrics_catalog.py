@@ -312,6 +312,7 @@ def sample_qos_snapshot() -> Any:
         be_throttled_seconds=12.5,
         evictions=dict.fromkeys(reasons, 1),
         eviction_refusals=dict.fromkeys(reasons, 1),
+        cap_changes=3,
     )
 
 

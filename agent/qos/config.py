@@ -2,7 +2,7 @@
 per-node-selector overrides for every threshold and strategy switch (DESIGN.md, "Config").
 
     reassert_seconds: 10
-    cpu_suppress: {threshold: 0.65, floor_ratio: 0.05}
+    cpu_suppress: {wait_threshold: 0.15, floor_ratio: 0.05}
     memory: {threshold: 0.8}
     io: {devices: [{device: vda, write_bps: 50Mi}]}
     eviction: {memory_threshold: 0.9}      # parsed by EvictionConfig.from_mapping
@@ -10,12 +10,12 @@ per-node-selector overrides for every threshold and strategy switch (DESIGN.md, 
     node_configs:
       - name: big-nodes
         node_selector: {matchLabels: {node.kubernetes.io/instance-type: m5.8xlarge}}
-        cpu_suppress: {threshold: 0.5}
+        cpu_suppress: {ceiling_ratio: 0.8}
 
 Keys are the config dataclasses' field names; byte sizes may be quantities ("64Mi"). Overrides
 apply in order over the global values, deep-merged per section. Every override is validated
 against the global values at load time, so a file that would be bad on some node is bad
-everywhere, and the error names the key (`node_configs[0] (big-nodes): cpu_suppress.threshold:
+everywhere, and the error names the key (`node_configs[0] (big-nodes): cpu_suppress.wait_threshold:
 must be in (0, 1], got 1.5`). `QosConfigFile` reloads the file when it changes; a bad file is
 refused with that error and the last good config stays in force."""
 

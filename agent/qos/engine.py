@@ -8,7 +8,9 @@
    writable: QoS is then reported unavailable and the agent carries on);
 4. the eviction manager's step, and the reclaimable capacity into `report.reclaimable`.
 
-Between ticks the pressure fast path may tighten the BE CPU cap. On `close` the node is left safe:
+Between ticks the interference loop (interference.py, every 50 ms) measures what online pods
+wait for a CPU and lets the CPU suppress controller cut, hold or grow the BE cap
+(strategies/cpu_suppress.py). On `close` the node is left safe:
 every strategy's relax values (BE caps lifted to kubelet's own, cpusets whole, `cpu.idle=0`, IO
 limits off); online pods are never throttled by anything the agent wrote."""
 
@@ -26,18 +28,19 @@ from typing import Any
 from lahar.agent.collectors.host import Host
 from lahar.agent.collectors.pods import cgroup_reader
 from lahar.agent.qos.config import QosConfig, QosConfigFile
-from lahar.agent.qos.eviction import EvictionManager, EvictionRecord, Evictor
+from lahar.agent.qos.eviction import CpuStarvation, EvictionManager, EvictionRecord, Evictor
 from lahar.agent.qos.executor import CgroupExecutor
-from lahar.agent.qos.fast_path import FastTargets, PressureFastPath
+from lahar.agent.qos.interference import InterferenceLoop, LoopTargets
 from lahar.agent.qos.model import Desired, NodeState, Plan, QosPod, be_groups
 from lahar.agent.qos.node_state import NodeStateReader
 from lahar.agent.qos.reclaimable import ReclaimableTracker
 from lahar.agent.qos.strategies import STRATEGIES, cpu_suppress, io, lc_cores
 from lahar.agent.report import NodeReport
+from lahar.api.qos import QoSClass
 
 log = logging.getLogger("lahar.agent.qos")
 
-ACTIVE, DRY_RUN, WAITING, UNAVAILABLE = "active", "dry-run", "waiting", "unavailable"
+ACTIVE, DRY_RUN, WAITING, UNAVAILABLE, FAILING = "active", "dry-run", "waiting", "unavailable", "failing"
 # (reclaimable, what the Node carries or None to read it) -> what it carries after: node_allocatable.py
 AllocatablePatch = Callable[[Mapping[str, int], "Mapping[str, int] | None"], dict[str, int]]
 ALLOCATABLE_RESYNC_SECONDS = 300.0  # read the Node again now and then: someone may have changed it
@@ -48,7 +51,7 @@ class QosSnapshot:
     """The engine's state for /metrics and health."""
 
     available: bool
-    status: str  # active, dry-run, waiting (no kubepods cgroup yet), unavailable
+    status: str  # active, dry-run, waiting (no kubepods cgroup yet), unavailable, failing (ticks raise)
     reason: str
     dry_run: bool
     config_error: str | None
@@ -64,11 +67,13 @@ class QosSnapshot:
     be_throttled_seconds: float
     evictions: Mapping[str, int]  # by reason
     eviction_refusals: Mapping[str, int]
+    cap_changes: int = 0  # BE CPU cap writes by the interference controller
+    failures: int = 0  # QoS ticks that raised, in a row
 
 
 @dataclass
 class _Tick:
-    """What the last tick saw, for the fast path and the shutdown relax."""
+    """What the last tick saw, for the interference loop and the shutdown relax."""
 
     node: NodeState
     pods: list[QosPod]
@@ -88,7 +93,7 @@ class QosEngine:
         dry_run: bool = False,
         evictor: Evictor | None = None,
         clock: Callable[[], float] = time.monotonic,
-        fast_path: bool = True,
+        interference_loop: bool = True,
         patch_allocatable: AllocatablePatch | None = None,
     ) -> None:
         """`evictor` and `patch_allocatable` talk to the API (none standalone); neither acts in dry-run."""
@@ -106,7 +111,10 @@ class QosEngine:
         # In dry-run nothing is evicted either: the manager logs what it would do.
         self.eviction = EvictionManager(initial.eviction, None if dry_run else evictor, clock)
         self.reclaimable = ReclaimableTracker(initial.reclaimable)
-        self.fast_path = PressureFastPath(self, host, clock) if fast_path else None
+        self.loop = InterferenceLoop(self, host, clock) if interference_loop else None
+        self.cap_changes = 0  # BE cap writes by the controller: flapping shows here
+        self.failures = 0  # consecutive ticks that raised
+        self._failure: str | None = None
         self.actions: Counter[tuple[str, str]] = Counter()
         self.last_evictions: list[EvictionRecord] = []
         self._plans: dict[str, Plan] = {}
@@ -136,7 +144,18 @@ class QosEngine:
     # --- the tick --------------------------------------------------------------------------
 
     def step(self, report: NodeReport, pods: Sequence[Mapping[str, Any]], now: float) -> list[EvictionRecord]:
-        """One tick on a fresh report; sets `report.reclaimable`; the evictions it made."""
+        """One tick on a fresh report; sets `report.reclaimable`; the evictions it made. A tick that
+        raises is remembered (status `failing` until one goes through) and the error re-raised."""
+        try:
+            evictions = self._step(report, pods, now)
+        except Exception as exc:
+            self.failures += 1
+            self._failure = f"{type(exc).__name__}: {exc}"
+            raise
+        self.failures, self._failure = 0, None
+        return evictions
+
+    def _step(self, report: NodeReport, pods: Sequence[Mapping[str, Any]], now: float) -> list[EvictionRecord]:
         config = self.config()
         self.executor.reassert_seconds = config.reassert_seconds
         self.eviction.reconfigure(config.eviction)
@@ -156,13 +175,28 @@ class QosEngine:
                 self.executor.retain((d.cgroup, d.knob) for d in desired)
                 self._available = self.executor.availability()
             self._tick = _Tick(node, qos_pods, config, self._throttled(node, qos_pods), self._figures())
-        self.last_evictions = self.eviction.step(report, pods, now)
+        self.last_evictions = self.eviction.step(report, pods, now, self._starvation())
         report.reclaimable = self.reclaimable.update(report, pods, now)
         if self.patch_allocatable is not None and config.reclaimable.patch_node_allocatable:
             self._publish(report.reclaimable, now)
-        if self.fast_path is not None:
-            self.fast_path.start()
+        if self.loop is not None:
+            self.loop.start()
         return self.last_evictions
+
+    def _starvation(self) -> CpuStarvation | None:
+        """BE's CPU against what it asks for, while the interference controller caps it."""
+        with self._lock:
+            plan, tick = self._plans.get(cpu_suppress.NAME), self._tick
+            if plan is None or tick is None or plan.memo.get("cap") is None:
+                return None
+            best_effort = [p for p in tick.pods if p.qos is QoSClass.BE]
+            requested = sum(p.cpu_request_millicores for p in best_effort) / 1000
+            state: cpu_suppress.ControlState = plan.memo["control"]
+            return CpuStarvation(
+                cap_cores=plan.memo["cap"],
+                demand_cores=max(requested, state.demand or 0.0),
+                used_cores=sum(p.cpu_usage_cores for p in best_effort),
+            )
 
     def _publish(self, reclaimable: Mapping[str, int], now: float) -> None:
         """The reclaimable capacity into the Node's status as kubernetes.io/batch-*, written only
@@ -212,9 +246,9 @@ class QosEngine:
             figures.update(plan.figures)
         return figures
 
-    # --- the fast path ---------------------------------------------------------------------
+    # --- the interference loop ---------------------------------------------------------------
 
-    def fast_targets(self) -> FastTargets | None:
+    def interference_targets(self) -> LoopTargets | None:
         with self._lock:
             tick = self._tick
             section = self._sections.get(cpu_suppress.NAME)
@@ -222,46 +256,60 @@ class QosEngine:
                 tick is None
                 or section is None
                 or not section.enabled
-                or not section.fast_path
                 or cpu_suppress.NAME not in self._plans
                 or not self._available[0]
                 or self.executor.existing_top() is None
             ):
                 return None
-            groups = tuple(g.cgroup for g in be_groups(tick.node, tick.pods))
-            return FastTargets(tick.node.layout.top, groups, section.fast_interval_seconds, section.fast_window_seconds)
+            return LoopTargets(
+                tuple(p.cgroup for p in tick.pods if p.online),
+                tuple(g.cgroup for g in be_groups(tick.node, tick.pods)),
+                section.interval_seconds,
+                section.window_seconds,
+                section.min_online_runnable_seconds,
+            )
 
-    def fast_tighten(self, online_cores: float, stall_ratio: float) -> bool:
-        """Tighten the BE cap now if the fast readings call for it; True when it did."""
+    def interference_step(self, signal: cpu_suppress.Signal) -> str:
+        """One control step on a window's signal; writes the BE cap when it moved past the deadband.
+        Answers the action taken (cut, grow, lift, baseline or "")."""
         with self._lock:
             plan = self._plans.get(cpu_suppress.NAME)
             section = self._sections.get(cpu_suppress.NAME)
-            if plan is None or section is None or self._tick is None or not self._available[0]:
-                return False
-            system = plan.figures.get("system_cpu_usage_cores", 0.0)
-            cap = cpu_suppress.fast_cap(section, self._tick.node.cores, online_cores, system, stall_ratio, plan)
-            if cap is None:
-                return False
-            tight = cpu_suppress.tightened(plan, cap)
-            self.executor.apply(tight.desired)
-            self._plans[cpu_suppress.NAME] = tight
-            self.actions.update((cpu_suppress.NAME, action) for action in tight.actions)
-            self._tick.figures.update(tight.figures)
-            log.info(
-                "fast path: BE CPU cap %.2f -> %.2f cores (online %.2f, pressure %.0f%%)",
-                plan.memo["cap"],
-                cap,
-                online_cores,
-                stall_ratio * 100,
-            )
-            return True
+            tick = self._tick
+            if plan is None or section is None or tick is None or not self._available[0]:
+                return ""
+            cores = tick.node.cores
+            state, action = cpu_suppress.control(plan.memo["control"], signal, section, cores)
+            cap = cpu_suppress.effective_cap(state, plan.memo.get("ceiling"))
+            written = plan.memo["cap"]
+            if not cpu_suppress.worth_writing(written, cap, cores, section):
+                cap = written  # within the deadband: keep what the files say, remember the state
+            groups = be_groups(tick.node, tick.pods)
+            new = cpu_suppress.controlled(plan, state, cap, section, groups, signal, cores, action)
+            if cap != written:
+                self.executor.apply(new.desired)
+                self.cap_changes += 1
+                log.info(
+                    "BE CPU cap %s -> %s (%s: online wait %.0f%% of runnable time, baseline %.0f%%, BE %.2f cores)",
+                    _cores(written),
+                    _cores(cap),
+                    action or "ceiling",
+                    (signal.wait_share or 0.0) * 100,
+                    state.baseline * 100,
+                    signal.be_cores,
+                )
+            self._plans[cpu_suppress.NAME] = new
+            if action:
+                self.actions[(cpu_suppress.NAME, action)] += 1
+            tick.figures.update(new.figures)
+            return action
 
     # --- shutdown and reporting ------------------------------------------------------------
 
     def close(self) -> None:
-        """Stop the fast path and leave the node safe: every enabled strategy's relax values."""
-        if self.fast_path is not None:
-            self.fast_path.stop()
+        """Stop the interference loop and leave the node safe: every enabled strategy's relax values."""
+        if self.loop is not None:
+            self.loop.stop()
         self.cpu_reader.files.close()
         close_labels = getattr(self.node_labels, "close", None)
         if close_labels is not None:
@@ -285,6 +333,8 @@ class QosEngine:
     def status(self) -> tuple[str, str]:
         """(status, reason)."""
         available, reason = self._available
+        if self._failure is not None:
+            return FAILING, f"{self.failures} tick(s) in a row failed, the last with {self._failure}"
         if not available:
             return UNAVAILABLE, reason
         if self.executor.existing_top() is None:
@@ -319,4 +369,10 @@ class QosEngine:
                 be_throttled_seconds=tick.throttled[1] if tick else 0.0,
                 evictions=dict(self.eviction.counts),
                 eviction_refusals=dict(self.eviction.refusals),
+                cap_changes=self.cap_changes,
+                failures=self.failures,
             )
+
+
+def _cores(cap: float | None) -> str:
+    return "none" if cap is None else f"{cap:.2f}"

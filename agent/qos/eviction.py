@@ -1,8 +1,14 @@
 """Eviction: the last resort when cgroup QoS is not enough (DESIGN.md, "Agent").
 
-When the node's memory or CPU use stays past its watermark for N consecutive samples, best-effort
-pods are evicted (lowest priority first, then the largest user of the pressured resource) until
-the projected use is back under the watermark minus a small release margin. Evictions go through
+By need, never because the node is busy (a busy node is what co-location is for):
+- memory: when the node's memory use stays past its watermark for N consecutive samples (the
+  memory strategy's caps came first), best-effort pods are evicted until the projected use is back
+  under the watermark minus a small release margin;
+- CPU: when the CPU interference controller has held BE below `cpu_satisfaction_ratio` of what it
+  asks for (its requests, or what it used before the first cut) for `cpu_starvation_seconds` while
+  BE used its whole cap, i.e. the node cannot give the batch work the CPU it was placed for, pods
+  are evicted until the shortfall is covered, so they run elsewhere.
+Victims: lowest priority first, then the largest user of the short resource. Evictions go through
 the `policy/v1` Eviction API with the pod's UID as precondition, so a PodDisruptionBudget is
 honoured (its 429 moves on to the next victim) and a pod recreated under the same name is left
 alone. A cool-down separates eviction rounds; each eviction records an Event on the pod and counts
@@ -38,7 +44,7 @@ log = logging.getLogger("lahar.agent.eviction")
 MEMORY, CPU = "memory", "cpu"
 # Memory first: running out of it kills (the OOM killer picks online pods too); CPU only slows.
 RESOURCES = (MEMORY, CPU)
-REASONS = {MEMORY: "memory_pressure", CPU: "cpu_pressure"}  # lahar_evictions_total{reason}
+REASONS = {MEMORY: "memory_pressure", CPU: "cpu_starvation"}  # lahar_evictions_total{reason}
 EVENT_REASON = "Evicted"
 COMPONENT = "lahar-agent"
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"  # a static pod: the API cannot evict it
@@ -123,7 +129,10 @@ class EvictionConfig:
     # are squeezed first and evicted only when capping is not enough (Koordinator defaults to 0.70)
     memory_threshold: float = 0.85
     cpu_eviction: bool = True
-    cpu_threshold: float = 0.90  # node CPU used / cores; BE is suppressed well below this first
+    # BE held under this share of what it asks for (requests, or its usage before the first cut) ...
+    cpu_satisfaction_ratio: float = 0.5
+    # ... for this long (a minute: interference bursts pass; a node that stays busy does not)
+    cpu_starvation_seconds: float = 60.0
     release_margin: float = 0.02  # evict until use <= threshold - margin, so one round is enough
     samples: int = 3  # consecutive samples past a watermark before acting: a spike is not pressure
     cooldown_seconds: float = 10.0  # between rounds: the evicted pods need time to let go
@@ -134,13 +143,13 @@ class EvictionConfig:
 
     def __post_init__(self) -> None:
         check_ratio("memory_threshold", self.memory_threshold)
-        check_ratio("cpu_threshold", self.cpu_threshold)
+        check_ratio("cpu_satisfaction_ratio", self.cpu_satisfaction_ratio)
+        check_at_least("cpu_starvation_seconds", self.cpu_starvation_seconds, 0)
         check_ratio("release_margin", self.release_margin, low_open=False)
-        for name in ("memory_threshold", "cpu_threshold"):
-            if getattr(self, name) <= self.release_margin:
-                raise ValueError(
-                    f"{name}: must be above release_margin ({self.release_margin}), got {getattr(self, name)}"
-                )
+        if self.memory_threshold <= self.release_margin:
+            raise ValueError(
+                f"memory_threshold: must be above release_margin ({self.release_margin}), got {self.memory_threshold}"
+            )
         check_at_least("samples", self.samples, 1)
         check_at_least("cooldown_seconds", self.cooldown_seconds, 0)
         check_at_least("release_timeout_seconds", self.release_timeout_seconds, 0)
@@ -150,9 +159,6 @@ class EvictionConfig:
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> EvictionConfig:
         return config_from_mapping(cls, data)
-
-    def threshold(self, resource: str) -> float:
-        return self.memory_threshold if resource == MEMORY else self.cpu_threshold
 
     def watches(self, resource: str) -> bool:
         return self.memory_eviction if resource == MEMORY else self.cpu_eviction
@@ -183,24 +189,46 @@ def node_use(report: NodeReport, resource: str) -> tuple[float, float]:
     return report.cpu.usage_cores, float(report.cpu.cores)
 
 
+@dataclass(frozen=True)
+class CpuStarvation:
+    """What the CPU interference controller says of BE this tick (strategies/cpu_suppress.py)."""
+
+    cap_cores: float  # the cap BE is held to
+    demand_cores: float  # what BE asks for: its CPU requests, or its usage before the first cut
+    used_cores: float  # what BE used
+
+    @property
+    def satisfaction(self) -> float:
+        return self.cap_cores / self.demand_cores if self.demand_cores > 0 else 1.0
+
+    def starved(self, config: EvictionConfig) -> bool:
+        """Held under the satisfaction ratio while using (nearly) all it may: it wants more."""
+        return self.satisfaction < config.cpu_satisfaction_ratio and self.used_cores >= 0.9 * self.cap_cores
+
+    @property
+    def shortfall_cores(self) -> float:
+        return max(self.demand_cores - self.cap_cores, 0.0)
+
+
 def over_watermark(report: NodeReport, config: EvictionConfig) -> set[str]:
-    """The watched resources whose use in this sample is past their watermark."""
-    pressured = set()
-    for resource in RESOURCES:
-        used, capacity = node_use(report, resource)
-        if config.watches(resource) and capacity > 0 and used > config.threshold(resource) * capacity:
-            pressured.add(resource)
-    return pressured
+    """{"memory"} when memory is watched and its use in this sample is past its watermark."""
+    used, capacity = node_use(report, MEMORY)
+    return {MEMORY} if config.watches(MEMORY) and capacity > 0 and used > config.memory_threshold * capacity else set()
 
 
-def release_targets(report: NodeReport, config: EvictionConfig, resources: Collection[str]) -> dict[str, float]:
-    """How much of each pressured resource to release to be back at threshold - margin."""
+def release_targets(
+    report: NodeReport, config: EvictionConfig, resources: Collection[str], starvation: CpuStarvation | None = None
+) -> dict[str, float]:
+    """How much of each short resource to release: memory back to its watermark − margin, CPU the
+    BE shortfall (at least something, so one pod goes)."""
     targets = {}
-    for resource in resources:
-        used, capacity = node_use(report, resource)
-        need = used - (config.threshold(resource) - config.release_margin) * capacity
+    if MEMORY in resources:
+        used, capacity = node_use(report, MEMORY)
+        need = used - (config.memory_threshold - config.release_margin) * capacity
         if need > 0:
-            targets[resource] = need
+            targets[MEMORY] = need
+    if CPU in resources and starvation is not None:
+        targets[CPU] = max(starvation.shortfall_cores, 1e-3)
     return targets
 
 
@@ -287,10 +315,11 @@ def plan_round(
     config: EvictionConfig,
     resources: Collection[str],
     pending: Collection[str] = (),
+    starvation: CpuStarvation | None = None,
 ) -> tuple[ReleasePlan, list[Victim]]:
     """The needs of one round (less what pods already leaving will give back) and its ranked victims."""
     choosable, leaving = candidates(report, pods, pending)
-    plan = ReleasePlan(release_targets(report, config, resources))
+    plan = ReleasePlan(release_targets(report, config, resources, starvation))
     for victim in leaving:
         plan.release(victim)
     return plan, rank(choosable, resources)
@@ -302,11 +331,14 @@ def choose_victims(
     config: EvictionConfig,
     resources: Collection[str] | None = None,
     pending: Collection[str] = (),
+    starvation: CpuStarvation | None = None,
 ) -> list[Victim]:
-    """The BE pods one round evicts if every eviction goes through. `resources`: the pressured
-    ones (default: those past their watermark in this report, ignoring the N-sample rule)."""
-    pressured = over_watermark(report, config) if resources is None else resources
-    plan, ranked = plan_round(report, pods, config, pressured, pending)
+    """The BE pods one round evicts if every eviction goes through. `resources`: the short ones
+    (default: memory past its watermark in this report, ignoring the N-sample rule, and CPU when
+    `starvation` says BE is starved)."""
+    if resources is None:
+        resources = over_watermark(report, config) | ({CPU} if starvation and starvation.starved(config) else set())
+    plan, ranked = plan_round(report, pods, config, resources, pending, starvation)
     chosen = []
     for victim in plan.walk(ranked):
         chosen.append(victim)
@@ -314,10 +346,18 @@ def choose_victims(
     return chosen
 
 
-def describe_pressure(report: NodeReport, config: EvictionConfig, resource: str) -> str:
+def describe_pressure(
+    report: NodeReport, config: EvictionConfig, resource: str, starvation: CpuStarvation | None = None
+) -> str:
+    if resource == CPU and starvation is not None:
+        return (
+            f"best-effort pods were held to {starvation.cap_cores:.2f} of the {starvation.demand_cores:.2f} CPU they "
+            f"ask for (under {config.cpu_satisfaction_ratio:.0%}) for {config.cpu_starvation_seconds:g} s to protect "
+            "online pods"
+        )
     used, capacity = node_use(report, resource)
     return (
-        f"node {resource} use {used / capacity:.0%} stayed above the {config.threshold(resource):.0%} "
+        f"node {resource} use {used / capacity:.0%} stayed above the {config.memory_threshold:.0%} "
         f"watermark for {config.samples} samples"
     )
 
@@ -375,6 +415,7 @@ class EvictionManager:
         self.counts: dict[str, int] = {}  # evictions by reason, for lahar_evictions_total{reason}
         self.refusals: dict[str, int] = {}  # PDB refusals by reason
         self._held = {resource: 0 for resource in RESOURCES}  # consecutive samples past the watermark
+        self._starved_since: float | None = None  # when BE's CPU starvation began
         self._cooldown_until = -math.inf
         self._pending: dict[str, float] = {}  # uid -> when evicted, while the pod may still be there
 
@@ -383,17 +424,30 @@ class EvictionManager:
         stay (a reload must not re-arm or skip an eviction)."""
         self.config = config
 
-    def step(self, report: NodeReport, pods: Sequence[Mapping[str, Any]], now: float) -> list[EvictionRecord]:
+    def step(
+        self,
+        report: NodeReport,
+        pods: Sequence[Mapping[str, Any]],
+        now: float,
+        starvation: CpuStarvation | None = None,
+    ) -> list[EvictionRecord]:
+        """One sample. `starvation`: the CPU controller's view of BE this tick (None: not capped)."""
         pressured = over_watermark(report, self.config)
-        for resource in RESOURCES:
-            self._held[resource] = self._held[resource] + 1 if resource in pressured else 0
+        self._held[MEMORY] = self._held[MEMORY] + 1 if MEMORY in pressured else 0
+        starved = self.config.watches(CPU) and starvation is not None and starvation.starved(self.config)
+        if not starved:
+            self._starved_since = None
+        elif self._starved_since is None:
+            self._starved_since = now
         self._forget_released(report, pods, now)
         held = {r for r in pressured if self._held[r] >= self.config.samples}
+        if self._starved_since is not None and now - self._starved_since >= self.config.cpu_starvation_seconds:
+            held.add(CPU)
         if not self.config.enabled or not held or now < self._cooldown_until:
             return []
-        plan, ranked = plan_round(report, pods, self.config, held, self._pending)
+        plan, ranked = plan_round(report, pods, self.config, held, self._pending, starvation)
         resource = next(r for r in RESOURCES if r in held)
-        reason, why = REASONS[resource], describe_pressure(report, self.config, resource)
+        reason, why = REASONS[resource], describe_pressure(report, self.config, resource, starvation)
         records: list[EvictionRecord] = []
         for victim in plan.walk(ranked):
             record = self._evict(victim, reason, why)
@@ -406,6 +460,8 @@ class EvictionManager:
                 self._pending[victim.uid] = now
         if any(r.outcome in (EVICTED, DRY_RUN) for r in records):
             self._cooldown_until = self.clock() + self.config.cooldown_seconds
+            if CPU in held:
+                self._starved_since = None  # the next round only after another full starvation period
         return records
 
     def _evict(self, victim: Victim, reason: str, why: str) -> EvictionRecord:

@@ -244,6 +244,10 @@ class CgroupExecutor:
             change.current = value
             if not change.binding.action:
                 self._asserted[(change.item.cgroup, change.item.knob)] = _Asserted(value, now)
+            if change.item.knob == "cpu.idle":
+                # The kernel resets the group's weight when cpu.idle changes (to 1024 shares on
+                # leaving idle): whatever was asserted of it must be read again.
+                self._asserted.pop((change.item.cgroup, "cpu.weight"), None)
 
     def _write(self, change: _Change, writes: list[Write]) -> bool:
         item = change.item

@@ -71,6 +71,9 @@ class NodeState:
     supported: frozenset[str] = frozenset()  # knobs this kernel offers under kubepods
     devices: Mapping[str, str] = field(default_factory=dict)  # configured device -> "major:minor"
     cpu_manager: CpuManagerState | None = None
+    # The scheduler's preemption model (/sys/kernel/debug/sched/preempt: none, voluntary, full,
+    # lazy); "" when the kernel does not say (no debugfs, or not readable).
+    preempt_mode: str = ""
 
     @property
     def cores(self) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from lahar.agent.cgroups.layout import (
@@ -42,6 +43,7 @@ class NodeStateReader:
         self.hierarchy = pod_hierarchy(host.cgroup, executor.version)  # where pod and container dirs are listed
         self._supported: tuple[str, float, frozenset[str]] | None = None
         self._cpu_manager: CpuManagerFile | None = None
+        self._preempt: str | None = None  # read once: the model is chosen at boot
         self._devices: dict[str, str | None] = {}
         self._specs: dict[str, tuple[Any, PodSpec]] = {}  # uid -> (resourceVersion, parsed)
         self._container_dirs: dict[str, tuple[frozenset[str], float, dict[str, str]]] = {}
@@ -64,7 +66,13 @@ class NodeStateReader:
             supported=self._knobs(layout.top, now),
             devices=self._device_numbers(devices),
             cpu_manager=self._cpu_manager_state(cpu_manager_file),
+            preempt_mode=self._preempt_mode(),
         )
+
+    def _preempt_mode(self) -> str:
+        if self._preempt is None:
+            self._preempt = read_preempt_mode(self.host.sys / "kernel/debug/sched/preempt")
+        return self._preempt
 
     def _cpus(self, layout: KubeLayout, report: NodeReport) -> frozenset[int]:
         """The CPUs pods may use: kubepods' cpuset (kubelet may reserve some), else all online ones."""
@@ -170,6 +178,19 @@ class NodeStateReader:
             return assigned
         cpus = self.executor.read(path, "cpuset.cpus") or frozenset()
         return cpus if cpus and cpus < node.cpus else frozenset()
+
+
+def read_preempt_mode(path: Path) -> str:
+    """The active preemption model, the bracketed word of `none voluntary (full) lazy`; "" when
+    the file is missing or unreadable (debugfs not mounted, or refused as it is on this VM)."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return ""
+    for word in text.split():
+        if word.startswith("(") and word.endswith(")"):
+            return word[1:-1]
+    return ""
 
 
 @dataclass(frozen=True)

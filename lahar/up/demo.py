@@ -210,9 +210,9 @@ class Demo:
             qos = self.wait(lambda: self.be_qos(tree), 20, "the agent's QoS on the BE cgroups")
             self.note(f"the agent's QoS engine on {tree.layout.qos_dir(BEST_EFFORT)}: {qos}")
             self.note(
-                "(the cap keeps online + BE + everything else under the agent's cpu_suppress threshold, "
-                f"{CpuSuppressConfig().threshold:.0%} of the cores by default; it shrinks at once when they "
-                "need more)"
+                "(BE runs at the smallest CPU weight on every cycle the online service leaves idle; the agent "
+                "caps it only while the online pod measurably waits for a CPU — more than "
+                f"{CpuSuppressConfig().wait_threshold:.0%} of its runnable time — and lifts the cap as that clears)"
             )
             self.stop.wait(QOS_SETTLE_SECONDS)
         self.note(f"the same load again, with the BE job running, for {LOAD_SECONDS:g} s…")
@@ -493,11 +493,14 @@ class Demo:
         """What the agent wrote on the besteffort level: its CPU priority and cap, or None yet."""
         level = tree.layout.qos_dir(BEST_EFFORT)
         idle = read_knob(tree, level, "cpu.idle")
+        weight = read_knob(tree, level, "cpu.weight")
         cap = read_knob(tree, level, "cpu.max")
-        cores = cap.cores if cap is not None else None
-        if idle != 1 and cores is None:
+        if idle is None and weight is None:
             return None
-        parts = ["cpu.idle=1 (runs only on CPU nobody else wants)"] if idle == 1 else []
+        cores = cap.cores if cap is not None else None
+        parts = (
+            ["cpu.idle=1 (runs only on CPU nobody else wants)"] if idle == 1 else [f"CPU weight {weight} (the minimum)"]
+        )
         parts.append(f"all BE pods capped at {cores:.2f} cores" if cores is not None else "no cap")
         return ", ".join(parts)
 

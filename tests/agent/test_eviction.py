@@ -16,6 +16,7 @@ from lahar.agent.qos.eviction import (
     GONE,
     REFUSED,
     UNAVAILABLE,
+    CpuStarvation,
     EvictionConfig,
     EvictionManager,
     Evictor,
@@ -116,7 +117,9 @@ def test_config_defaults_and_mapping() -> None:
         ({"samples": "3"}, "samples: expected int, got str"),
         ({"samples": 0}, "samples: must be >= 1"),
         ({"enabled": "yes"}, "enabled: expected bool"),
-        ({"cpu_threshold": 1.2}, "cpu_threshold: must be in (0, 1]"),
+        ({"cpu_threshold": 0.9}, "unknown key(s) cpu_threshold"),  # CPU eviction is by need, not use
+        ({"cpu_satisfaction_ratio": 1.2}, "cpu_satisfaction_ratio: must be in (0, 1]"),
+        ({"cpu_starvation_seconds": -1}, "cpu_starvation_seconds: must be >= 0"),
         ({"memory_threshold": 0.01}, "memory_threshold: must be above release_margin"),
         ({"cooldown_seconds": -1}, "cooldown_seconds: must be >= 0"),
         ({"samples": None}, "samples: a value is required"),
@@ -131,13 +134,23 @@ def test_config_refuses_bad_values_naming_the_key(data: dict[str, Any], message:
 
 
 def test_watermarks_and_targets() -> None:
-    config = EvictionConfig(memory_threshold=0.7, cpu_threshold=0.9, release_margin=0.02)
+    config = EvictionConfig(memory_threshold=0.7, release_margin=0.02)
     assert over_watermark(report(memory_used=7.0, cpu_used=3.6), config) == set()  # at, not past
-    assert over_watermark(report(memory_used=7.5, cpu_used=3.7), config) == {"memory", "cpu"}
+    # A node whose CPU is all used is not short of anything: that is harvesting at work.
+    assert over_watermark(report(memory_used=7.5, cpu_used=4.0), config) == {"memory"}
     assert over_watermark(report(memory_used=9.0), EvictionConfig(memory_eviction=False)) == set()
-    targets = release_targets(report(memory_used=9.0, cpu_used=3.8), config, {"memory", "cpu"})
+    starved = CpuStarvation(cap_cores=0.4, demand_cores=2.0, used_cores=0.4)
+    targets = release_targets(report(memory_used=9.0, cpu_used=3.8), config, {"memory", "cpu"}, starved)
     assert targets["memory"] == pytest.approx((9.0 - 6.8) * GiB)
-    assert targets["cpu"] == pytest.approx(3.8 - 0.88 * 4)
+    assert targets["cpu"] == pytest.approx(1.6)  # what BE asks for beyond its cap
+
+
+def test_cpu_starvation_needs_a_low_satisfaction_and_be_using_its_cap() -> None:
+    config = EvictionConfig()
+    assert CpuStarvation(0.4, 2.0, 0.39).starved(config)  # 20% of its demand, all of its cap used
+    assert not CpuStarvation(0.4, 2.0, 0.1).starved(config)  # capped, but it does not want more
+    assert not CpuStarvation(1.2, 2.0, 1.2).starved(config)  # 60%: above the 50% ratio
+    assert not CpuStarvation(0.4, 0.0, 0.4).starved(config)  # asks for nothing
 
 
 def test_lowest_priority_then_largest_usage_until_back_under_the_watermark() -> None:
@@ -195,9 +208,9 @@ def test_only_pods_both_measured_and_known_to_the_api() -> None:
 def test_cpu_pressure_ranks_by_cpu_and_skips_pods_that_release_none_of_it() -> None:
     pods = [api_pod("idle-fat", "u1"), api_pod("busy", "u2"), api_pod("busier", "u3")]
     usages = [usage("u1", memory=4.0, cpu=0.0), usage("u2", 0.1, cpu=0.3), usage("u3", 0.1, cpu=0.5)]
-    config = EvictionConfig(cpu_threshold=0.8)
-    # need = 3.8 - 0.78 * 4 = 0.68 cores
-    assert names(choose_victims(report(4.0, cpu_used=3.8, pods=usages), pods, config)) == ["busier", "busy"]
+    starved = CpuStarvation(cap_cores=0.2, demand_cores=0.88, used_cores=0.2)  # short of 0.68 cores
+    chosen = choose_victims(report(4.0, cpu_used=3.8, pods=usages), pods, EvictionConfig(), starvation=starved)
+    assert names(chosen) == ["busier", "busy"]
 
 
 def test_pods_already_leaving_count_as_released() -> None:
@@ -289,24 +302,29 @@ def test_refusals_move_on_to_the_next_victim_and_an_unreachable_api_ends_the_rou
     assert [r.outcome for r in manager.step(report(9.0, pods=USAGES), PODS, 1)] == [UNAVAILABLE]  # no cool-down
 
 
-def test_cpu_pressure_is_its_own_reason_and_disabled_means_nothing() -> None:
+def test_cpu_starvation_is_its_own_reason_after_its_period_and_disabled_means_nothing() -> None:
     pods = [api_pod("hog", "u1")]
-    hot = report(2.0, cpu_used=3.9, pods=[usage("u1", 0.1, cpu=1.5)])
+    hot = report(2.0, cpu_used=3.9, pods=[usage("u1", 0.1, cpu=0.2)])
+    starved = CpuStarvation(cap_cores=0.2, demand_cores=1.5, used_cores=0.2)
     evictor = RecordingEvictor()
-    manager = EvictionManager(EvictionConfig(memory_threshold=WATERMARK, samples=1), evictor, FakeClock())
-    assert [(r.name, r.reason) for r in manager.step(hot, pods, 0)] == [("hog", "cpu_pressure")]
+    config = EvictionConfig(memory_threshold=WATERMARK, samples=1, cpu_starvation_seconds=60)
+    manager = EvictionManager(config, evictor, FakeClock())
+    assert manager.step(hot, pods, 0) == []  # a busy node alone evicts nobody
+    assert manager.step(hot, pods, 10, starved) == []  # starvation starts
+    assert manager.step(hot, pods, 40, starved) == []
+    assert manager.step(hot, pods, 45) == []  # the cap was lifted: the clock starts over
+    assert manager.step(hot, pods, 50, starved) == []
+    assert [(r.name, r.reason) for r in manager.step(hot, pods, 110, starved)] == [("hog", "cpu_starvation")]
     off = EvictionManager(
         EvictionConfig(memory_threshold=WATERMARK, samples=1, enabled=False), RecordingEvictor(), FakeClock()
     )
-    assert off.step(hot, pods, 0) == []
+    assert off.step(hot, pods, 0, starved) == [] and off.step(hot, pods, 100, starved) == []
     manager = EvictionManager(
         EvictionConfig(memory_threshold=WATERMARK, samples=1, enabled=False), RecordingEvictor(), FakeClock()
     )
-    manager.step(hot, pods, 0)
-    manager.reconfigure(
-        EvictionConfig(memory_threshold=WATERMARK, samples=1)
-    )  # samples counted while disabled still count
-    assert [r.name for r in manager.step(hot, pods, 1)] == ["hog"]
+    manager.step(hot, pods, 0, starved)
+    manager.reconfigure(EvictionConfig(memory_threshold=WATERMARK, samples=1))  # time starved while disabled counts
+    assert [r.name for r in manager.step(hot, pods, 61, starved)] == ["hog"]
 
 
 def test_without_an_evictor_it_decides_and_logs_only() -> None:

@@ -1,6 +1,6 @@
 """The QoS engine on fake cgroup trees: a tick end to end (through the real Agent, with its report,
 health and /metrics), shutdown leaving the node safe, config reloads and node overrides, dry-run,
-missing cgroup rights, eviction and reclaimable capacity, and the pressure fast path."""
+missing cgroup rights, eviction and reclaimable capacity, and the interference loop."""
 
 from __future__ import annotations
 
@@ -22,7 +22,9 @@ from lahar.agent.exporter import ReportCollector, health_of
 from lahar.agent.qos.config import QosConfig, QosConfigFile
 from lahar.agent.qos.engine import QosEngine
 from lahar.agent.qos.eviction import Victim
-from lahar.agent.qos.fast_path import FastTargets, PressureFastPath, Sample, rates
+from lahar.agent.collectors.cpu_wait import CpuWait, WaitSource
+from lahar.agent.qos.interference import InterferenceLoop, LoopTargets, Sample, signal_between
+from lahar.agent.qos.strategies.cpu_suppress import Signal
 from lahar.agent.report import CpuUsage, MemoryUsage, NodeReport, PodUsage
 from lahar.api.qos import BEST_EFFORT, BURSTABLE
 from tests.agent.conftest import QosTree
@@ -102,7 +104,7 @@ def node(qos_tree: QosTree) -> Node:
 
 def engine_for(node: Node, qos: QosConfig | QosConfigFile | None = None, **options: Any) -> QosEngine:
     return QosEngine(
-        Host(node.tree.root.parent, node.tree.root), "kubepods", qos or QosConfig(), fast_path=False, **options
+        Host(node.tree.root.parent, node.tree.root), "kubepods", qos or QosConfig(), interference_loop=False, **options
     )
 
 
@@ -110,21 +112,22 @@ def test_a_tick_applies_every_strategy_and_close_relaxes(node: Node) -> None:
     engine = engine_for(node)
     report = node.report()
     engine.step(report, node.pods, now=1.0)
-    # 4 × 0.65 − 1.0 online − 0.2 system = 1.4 cores for BE
-    assert node.quota() == ("140000 100000" if node.tree.v2 else "140000")
-    assert node.tree.read(node.tree.layout.qos_dir(BEST_EFFORT), "cpu.idle") == "1"
+    be_dir = node.tree.layout.qos_dir(BEST_EFFORT)
+    # No interference measured: no cap at all, BE keeps kubelet's minimal weight, not idle-policy
+    # (the fake kernel does not say it preempts at once).
+    assert node.quota() == ("max 100000" if node.tree.v2 else "-1")
+    assert node.tree.read(be_dir, "cpu.idle") == "0"
     burst = "cpu.max.burst" if node.tree.v2 else "cpu.cfs_burst_us"
     assert node.tree.read(node.ls, burst) == "200000"
-    assert report.reclaimable == {"cpu": 4 * 650 - 1200, "memory": int(16 * GiB * 0.65) - 3 * GiB}
     snapshot = engine.snapshot()
-    assert snapshot.available and snapshot.status == "active" and snapshot.figures["be_cpu_quota_cores"] == 1.4
-    assert snapshot.actions == {("cpu_suppress", "set"): 1, ("lc_cores", "update"): 1}
+    assert snapshot.available and snapshot.status == "active" and snapshot.figures["be_cpu_quota_cores"] == 4.0
+    assert snapshot.actions == {("lc_cores", "update"): 1}
     writes = sum(snapshot.writes.values())
     engine.step(node.report(), node.pods, now=2.0)
     assert sum(engine.snapshot().writes.values()) == writes  # nothing changed, nothing written
     engine.close()
     assert node.quota() == ("max 100000" if node.tree.v2 else "-1")
-    assert node.tree.read(node.tree.layout.qos_dir(BEST_EFFORT), "cpu.idle") == "0"
+    assert node.tree.read(be_dir, "cpu.idle") == "0"
     assert node.tree.read(node.ls, burst) == "0"
 
 
@@ -132,7 +135,7 @@ def test_the_agent_runs_qos_and_exports_it(qos_tree: QosTree) -> None:
     """The real Agent on this machine's /proc with a fake cgroup tree: QoS acts on the collected
     report, fills its reclaimable capacity and shows on /metrics."""
     node = Node(qos_tree)
-    settings = AgentSettings(node="n1", cgroup_root=qos_tree.root, qos=config(cpu_suppress={"threshold": 0.5}))
+    settings = AgentSettings(node="n1", cgroup_root=qos_tree.root, qos=config(cpu_suppress={"wait_threshold": 0.5}))
     agent = Agent(settings, pods=lambda: node.pods)
     assert agent.qos is not None
     try:
@@ -151,7 +154,7 @@ def test_the_agent_runs_qos_and_exports_it(qos_tree: QosTree) -> None:
     n1 = (("node", "n1"),)
     assert samples[("lahar_qos_available", n1)] == 1 and samples[("lahar_qos_dry_run", n1)] == 0
     assert samples[("lahar_qos_be_cpu_quota_cores", n1)] > 0
-    assert samples[("lahar_qos_cgroup_writes_total", (("knob", "cpu.max"), ("node", "n1")))] >= 1
+    assert samples[("lahar_qos_cgroup_writes_total", (("knob", "cpu.burst"), ("node", "n1")))] >= 1
     assert samples[("lahar_qos_strategy_enabled", (("node", "n1"), ("strategy", "cpu_suppress")))] == 1
     assert ("lahar_node_reclaimable_cpu_cores", n1) in samples
     assert ("lahar_qos_be_cpu_throttled_periods_total", n1) in samples
@@ -180,7 +183,8 @@ def test_without_cgroup_rights_qos_is_unavailable_and_the_agent_carries_on(
 
 def test_dry_run_writes_nothing_and_evicts_nobody(node: Node) -> None:
     evictor = FakeEvictor()
-    engine = engine_for(node, config(eviction={"samples": 1}), dry_run=True, evictor=evictor)
+    qos = config(eviction={"samples": 1}, cpu_suppress={"ceiling_ratio": 0.65})  # a cap to (not) write
+    engine = engine_for(node, qos, dry_run=True, evictor=evictor)
     before = node.tree.snapshot()
     records = [
         record
@@ -219,27 +223,32 @@ def test_memory_pressure_caps_be_then_evicts_it(node: Node) -> None:
 
 def test_a_reload_that_turns_a_strategy_off_relaxes_it(node: Node, tmp_path: Path) -> None:
     path = tmp_path / "qos.yaml"
-    path.write_text("ls_burst: {include_lc: true}\n")
+    path.write_text("cpu_suppress: {ceiling_ratio: 0.65}\n")
     engine = engine_for(node, QosConfigFile(path))
     engine.step(node.report(), node.pods, 1.0)
-    assert node.quota().startswith("140000")
+    assert node.quota().startswith("140000")  # the SRE's ceiling: 4 x 0.65 - 1.0 online - 0.2 system
     path.write_text("cpu_suppress: {enabled: false}\n")
     os.utime(path, ns=(time.time_ns() + 10**9,) * 2)
     engine.step(node.report(), node.pods, 2.0)
     assert node.quota() == ("max 100000" if node.tree.v2 else "-1")
     assert not engine.snapshot().enabled["cpu_suppress"]
-    path.write_text("cpu_suppress: {threshold: 7}\n")  # refused: the last good config stays
+    path.write_text("cpu_suppress: {wait_threshold: 7}\n")  # refused: the last good config stays
     os.utime(path, ns=(time.time_ns() + 2 * 10**9,) * 2)
     engine.step(node.report(), node.pods, 3.0)
     assert node.quota() == ("max 100000" if node.tree.v2 else "-1")
-    assert "cpu_suppress.threshold" in (engine.snapshot().config_error or "")
+    assert "cpu_suppress.wait_threshold" in (engine.snapshot().config_error or "")
 
 
 def test_node_overrides_follow_the_node_labels(node: Node) -> None:
     qos = config(
+        cpu_suppress={"ceiling_ratio": 0.65},
         node_configs=[
-            {"name": "small", "node_selector": {"matchLabels": {"size": "small"}}, "cpu_suppress": {"threshold": 0.5}}
-        ]
+            {
+                "name": "small",
+                "node_selector": {"matchLabels": {"size": "small"}},
+                "cpu_suppress": {"ceiling_ratio": 0.5},
+            }
+        ],
     )
     labels = {"size": "big"}
     engine = engine_for(node, qos, node_labels=lambda: labels)
@@ -250,26 +259,36 @@ def test_node_overrides_follow_the_node_labels(node: Node) -> None:
     assert node.quota().startswith("80000")
 
 
-# --- the pressure fast path -----------------------------------------------------------------
+# --- the interference loop --------------------------------------------------------------------
 
 
-def test_rates_between_samples() -> None:
-    old = Sample(10.0, 100.0, 40.0, 5.0, ("be",))
-    assert rates(old, Sample(10.2, 100.3, 40.1, 5.05, ("be",))) == pytest.approx((1.0, 0.25))
-    assert rates(old, old) == (0.0, 0.0)
+def wait(wait_seconds: float, cpu_seconds: float) -> CpuWait:
+    return CpuWait(wait_seconds, cpu_seconds, WaitSource.PSI)
 
 
-class FakeFastEngine:
-    def __init__(self, targets: FastTargets) -> None:
+def test_a_window_signal_is_the_online_wait_share_and_be_usage() -> None:
+    old = Sample(10.0, {"ls": wait(1.0, 5.0), "gone": wait(0, 0)}, 40.0, ("be",))
+    new = Sample(10.2, {"ls": wait(1.05, 5.15), "new": wait(9, 9)}, 40.3, ("be",))
+    signal = signal_between(old, new, 0.005)
+    assert signal.at == 10.2 and signal.be_cores == pytest.approx(1.5)
+    assert signal.wait_share == pytest.approx(0.05 / 0.2)  # only pods present at both ends
+    idle = Sample(10.2, {"ls": wait(1.0, 5.001)}, 40.0, ("be",))
+    assert signal_between(old, idle, 0.005).wait_share is None  # too little runnable time to tell
+    exited = Sample(10.2, {"ls": wait(0.5, 5.2)}, 40.0, ("be",))  # a thread took its delay with it
+    assert signal_between(old, exited, 0.005).wait_share == 0.0
+
+
+class FakeLoopEngine:
+    def __init__(self, targets: LoopTargets) -> None:
         self.targets = targets
-        self.calls: list[tuple[float, float]] = []
+        self.signals: list[Signal] = []
 
-    def fast_targets(self) -> FastTargets:
+    def interference_targets(self) -> LoopTargets:
         return self.targets
 
-    def fast_tighten(self, online_cores: float, stall_ratio: float) -> bool:
-        self.calls.append((online_cores, stall_ratio))
-        return True
+    def interference_step(self, signal: Signal) -> str:
+        self.signals.append(signal)
+        return ""
 
 
 def write_cpu_seconds(tree: QosTree, cgroup: str, seconds: float) -> None:
@@ -279,38 +298,70 @@ def write_cpu_seconds(tree: QosTree, cgroup: str, seconds: float) -> None:
         (tree.root / "cpuacct" / cgroup / "cpuacct.usage").write_text(f"{round(seconds * 1e9)}\n")
 
 
-def test_the_fast_path_measures_online_usage_and_pressure(node: Node, tmp_path: Path) -> None:
-    host = tmp_path / "host"
-    (host / "proc/pressure").mkdir(parents=True)
-    pressure = host / "proc/pressure/cpu"
+def write_pressure(tree: QosTree, cgroup: str, seconds: float) -> None:
+    """The pod's cpu.pressure: its own cgroup on v2, its mirror in the unified hierarchy on v1."""
+    directory = tree.root / cgroup if tree.v2 else tree.root / "unified" / cgroup
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "cgroup.events").write_text("populated 1\nfrozen 0\n")
+    (directory / "cpu.pressure").write_text(
+        f"some avg10=0.00 avg60=0.00 avg300=0.00 total={round(seconds * 1e6)}\nfull avg10=0.00 avg60=0.00 "
+        "avg300=0.00 total=0\n"
+    )
+
+
+def test_the_loop_reads_online_pressure_and_be_usage(node: Node, tmp_path: Path) -> None:
     be_dir = node.tree.layout.qos_dir(BEST_EFFORT)
-    fake = FakeFastEngine(FastTargets(node.tree.layout.top, (be_dir,), 0.1, 0.2))
+    fake = FakeLoopEngine(LoopTargets((node.ls,), (be_dir,), 0.1, 0.2, 0.005))
     now = [0.0]
-    fast = PressureFastPath(fake, Host(host, node.tree.root), clock=lambda: now[0])
-    for at, top, be, stall in ((0.0, 10.0, 4.0, 1.0), (0.1, 10.15, 4.1, 1.0), (0.2, 10.35, 4.2, 1.06)):
+    loop = InterferenceLoop(fake, Host(tmp_path, node.tree.root), clock=lambda: now[0])
+    for at, ls_cpu, ls_wait, be in ((0.0, 10.0, 1.0, 4.0), (0.1, 10.05, 1.05, 4.1), (0.2, 10.1, 1.1, 4.3)):
         now[0] = at
-        write_cpu_seconds(node.tree, node.tree.layout.top, top)
+        write_cpu_seconds(node.tree, node.ls, ls_cpu)
+        write_pressure(node.tree, node.ls, ls_wait)
         write_cpu_seconds(node.tree, be_dir, be)
-        pressure.write_text(f"some avg10=0 avg60=0 avg300=0 total={round(stall * 1e6)}\n")
-        assert fast.step() == 0.1
-    fast.stop()
-    # The first window (0.1 s) is already half the 0.2 s window: one call then, one at 0.2 s.
-    assert len(fake.calls) == 2
-    assert fake.calls[-1] == pytest.approx((0.75, 0.3))  # (0.35 − 0.2) / 0.2 online; 0.06 / 0.2 stalled
+        assert loop.step() == 0.1
+    loop.stop()
+    # The first window (0.1 s) is short of 3/4 of 0.2 s: one signal, at 0.2 s.
+    assert len(fake.signals) == 1
+    assert fake.signals[0].wait_share == pytest.approx(0.5)  # waited 0.1 s, ran 0.1 s
+    assert fake.signals[0].be_cores == pytest.approx(1.5)
 
 
-def test_the_engine_tightens_on_the_fast_path(node: Node) -> None:
+def test_the_engine_cuts_be_under_interference_holds_then_grows_and_lifts(node: Node) -> None:
     engine = engine_for(node)
     engine.step(node.report(), node.pods, 1.0)
-    assert engine.fast_targets() == FastTargets(
-        node.tree.layout.top, (node.tree.layout.qos_dir(BEST_EFFORT),), 0.05, 0.2
+    assert engine.interference_targets() == LoopTargets(
+        (node.ls,), (node.tree.layout.qos_dir(BEST_EFFORT),), 0.05, 0.2, 0.005
     )
-    assert not engine.fast_tighten(online_cores=1.0, stall_ratio=0.0)  # as the tick saw it
-    assert engine.fast_tighten(online_cores=2.0, stall_ratio=0.0)  # online +1 core: BE 1.4 -> 0.4
-    assert node.quota().startswith("40000")
-    assert engine.snapshot().actions[("cpu_suppress", "fast_shrink")] == 1
-    engine.step(node.report(), node.pods, 2.0)  # the tick grows it back by a bounded step
-    assert node.quota().startswith("80000")
+    assert engine.interference_step(Signal(1.1, 0.05, be_cores=1.5)) == ""  # quiet: no cap, no write
+    assert node.quota() == ("max 100000" if node.tree.v2 else "-1") and engine.cap_changes == 0
+    assert engine.interference_step(Signal(1.2, 0.6, be_cores=1.5)) == "cut"  # online waits 60%
+    assert node.quota().startswith("75000")  # half of what BE used
+    assert engine.interference_step(Signal(1.25, 0.6, be_cores=0.75)) == ""  # the cut's window is not over
+    assert engine.interference_step(Signal(1.45, 0.5, be_cores=0.75)) == "cut"
+    assert node.quota().startswith("37500")
+    assert engine.interference_step(Signal(1.5, 0.12, be_cores=0.37)) == ""  # in the band: hold
+    assert engine.interference_step(Signal(2.5, 0.02, be_cores=0.37)) == "grow"  # 0.1 x 4 cores a second
+    assert node.quota().startswith("77500")
+    assert engine.snapshot().actions[("cpu_suppress", "cut")] == 2
+    engine.step(node.report(), node.pods, 3.0)  # the tick keeps the loop's cap
+    assert node.quota().startswith("77500")
+    assert engine.interference_step(Signal(12.0, 0.0, be_cores=0.77)) == "lift"
+    assert node.quota() == ("max 100000" if node.tree.v2 else "-1")
+    assert engine.cap_changes == 4
+
+
+def test_online_wait_that_be_at_its_floor_cannot_explain_becomes_the_baseline(node: Node) -> None:
+    engine = engine_for(node)
+    engine.step(node.report(), node.pods, 1.0)
+    at = 1.0
+    for _ in range(12):  # online's own threads queue: cutting BE does not help
+        at += 0.2
+        engine.interference_step(Signal(at, 0.4, be_cores=0.5))
+    state = engine._plans["cpu_suppress"].memo["control"]
+    assert state.baseline > 0.3  # learned while BE sat at its floor (0.2 cores)
+    assert state.cap is not None and state.cap > 0.2  # and the cap grows back
+    assert engine.snapshot().actions[("cpu_suppress", "cut")] <= 4
 
 
 @pytest.fixture
@@ -320,15 +371,15 @@ def running_engine(node: Node, tmp_path: Path) -> Iterator[tuple[QosEngine, Node
     engine.close()
 
 
-def test_the_fast_path_thread_starts_with_the_first_tick_and_stops_on_close(
+def test_the_loop_thread_starts_with_the_first_tick_and_stops_on_close(
     running_engine: tuple[QosEngine, Node],
 ) -> None:
     engine, node = running_engine
-    assert engine.fast_path is not None and engine.fast_path._thread is None
+    assert engine.loop is not None and engine.loop._thread is None
     engine.step(node.report(), node.pods, 1.0)
-    assert engine.fast_path._thread is not None and engine.fast_path._thread.is_alive()
+    assert engine.loop._thread is not None and engine.loop._thread.is_alive()
     engine.close()
-    assert engine.fast_path._thread is None
+    assert engine.loop._thread is None
 
 
 @pytest.mark.parametrize("version", list(CgroupVersion))
@@ -337,7 +388,7 @@ def test_waiting_until_kubepods_exists(tmp_path: Path, version: CgroupVersion) -
     root.mkdir()
     if version is CgroupVersion.V2:
         (root / "cgroup.controllers").write_text("cpu memory io\n")
-    engine = QosEngine(Host(tmp_path, root), "kubepods", QosConfig(), fast_path=False)
+    engine = QosEngine(Host(tmp_path, root), "kubepods", QosConfig(), interference_loop=False)
     report = NodeReport("n1", 1, time.time(), CpuUsage(2, 0.1, 0.05), MemoryUsage(GiB, GiB // 4, GiB // 2, 0))
     engine.step(report, [], 1.0)
     assert engine.snapshot().status == "waiting" and engine.snapshot().available
@@ -393,7 +444,7 @@ def test_with_an_api_the_agent_evicts_honours_budgets_and_publishes_batch_resour
             {
                 "name": "batch-pool",
                 "node_selector": {"matchLabels": {"pool": "batch"}},
-                "cpu_suppress": {"threshold": 0.4},
+                "cpu_suppress": {"ceiling_ratio": 0.4},
             }
         ],
     )
@@ -420,7 +471,39 @@ def test_with_an_api_the_agent_evicts_honours_budgets_and_publishes_batch_resour
     assert engine.snapshot().evictions == {"memory_pressure": 1}
     assert engine.snapshot().eviction_refusals == {"memory_pressure": 1}
     # 4 × 0.4 (the batch-pool override) − 0 online − 0 system: the BE cap was 1.6 cores
-    assert engine.snapshot().figures["be_cpu_budget_cores"] == pytest.approx(1.6)
+    assert engine.snapshot().figures["be_cpu_quota_cores"] == pytest.approx(1.6)
     allocatable = api.get(kinds.NODE, "n1")["status"]["allocatable"]
     assert allocatable["kubernetes.io/batch-cpu"] == str(report.reclaimable["cpu"])
     assert allocatable["kubernetes.io/batch-memory"] == str(report.reclaimable["memory"])
+
+
+def test_a_qos_tick_that_keeps_failing_shows_in_health(node: Node, monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = engine_for(node)
+    engine.step(node.report(), node.pods, 1.0)
+
+    def broken(*_: Any) -> None:
+        raise KeyError("narrowed")
+
+    monkeypatch.setattr(engine.state, "node", broken)
+    for now in (2.0, 3.0, 4.0):
+        with pytest.raises(KeyError):
+            engine.step(node.report(), node.pods, now)
+        healthy, text = health_of(lambda: time.time(), 1.0, qos=engine.snapshot)()
+        assert ("failing" in text) and healthy is (now < 4.0)  # unhealthy from the third failure in a row
+    monkeypatch.undo()
+    engine.step(node.report(), node.pods, 5.0)
+    assert health_of(lambda: time.time(), 1.0, qos=engine.snapshot)() == (True, "ok; qos active")
+
+
+def test_pods_and_cgroups_may_appear_in_any_order(tmp_path: Path, qos_tree: QosTree) -> None:
+    """An agent started before any pod cgroup exists, then pods the API knows before their cgroups,
+    then cgroups before the API knows the pods: every tick goes through."""
+    node = Node(qos_tree)
+    engine = engine_for(node)
+    empty = node.report()
+    empty.pods = []
+    engine.step(empty, [], 1.0)  # no pods at all: lc_cores and the rest have nothing to narrow
+    engine.step(empty, node.pods, 2.0)  # the API's pods, no cgroups measured yet
+    engine.step(node.report(), [], 3.0)  # cgroups measured, the API not caught up
+    engine.step(node.report(), node.pods, 4.0)
+    assert engine.snapshot().status == "active" and engine.failures == 0

@@ -1,168 +1,280 @@
-"""CPU suppress, the heart of co-location: all best-effort pods together may use at most
+"""CPU suppress: restrict best-effort (BE) CPU only while online pods measurably wait for a CPU.
 
-    budget = node_cores × threshold − online usage − max(system usage, reserve)
+BE gets every cycle online pods leave idle. With no interference there is no cap at all: the BE
+groups keep kubelet's own CFS settings and nothing is written. The minimal CPU weight that
+cpu_priority gives every BE group already makes online tasks win the CPU on this kernel; a CFS
+quota on BE costs online latency of its own (throttled BE leaves vCPUs halted, and an online
+wake-up on a halted vCPU is slow: docs/qos.md, "What the kernel does"), so it is used only while
+it measurably helps.
 
-floored at `floor_ratio × node_cores`, where online usage is what LC, LS and SYSTEM pods used over
-the last interval and system usage is what the node used outside pods (kubelet, the runtime, the
-kernel). The cap shrinks at once and grows by at most `grow_step_ratio × cores` per tick, so a
-quiet second does not hand back everything before online load returns; changes smaller than the
-deadband are not written.
+The signal (collectors/cpu_wait.py) is what online pods suffer: the share of their runnable time
+spent waiting for a CPU over the last `window_seconds`, from each online pod's own PSI
+(`cpu.pressure` "some") or, without it, its tasks' schedstat run delay. The loop (`control`, run
+by the interference loop every `interval_seconds`):
 
-Where the cap goes: a CFS quota (`cpu.cfs_quota_us` / `cpu.max`) on kubelet's BestEffort QoS
-directory, which holds every BestEffort pod. The kernel then enforces the sum exactly, with one
-write per change however many pods there are, a BE pod created between two ticks is born under the
-cap, and the BE pods share the budget among themselves by their own weights, with no
-redistribution by the agent as their usage moves. Only a BE-class pod outside that directory (a
-Burstable pod labelled BE) gets a quota of its own: the budget is split max-min fairly between the
-directory and such pods by recent usage (plus headroom to grow).
+- **cut** (multiplicative back-off) while the wait share is above the upper limit and BE uses at
+  least `min_be_cores`: the cap becomes `backoff_ratio` × what BE used over the window (or of the
+  cap already in force), never under the floor; at most one cut a window, so the effect of one is
+  seen before the next;
+- **grow** (additive) while the share is under the lower limit: `grow_step_ratio` × cores a
+  second; a cap that reaches every core is lifted (no quota left);
+- **hold** in between (the hysteresis band: a quiet node sees no writes at all).
 
-The pressure fast path (`fast_cap`, run every ~100 ms by fast_path.py) recomputes the budget from
-the online usage of the last few hundred milliseconds and tightens the cap before the next tick
-when online load steps up; when CPU pressure (PSI "some") passes `pressure_stall_ratio` while
-online pods are busy it also cuts the tick's cap by `pressure_cut_ratio`. It only ever tightens;
-growth is the tick's."""
+The limits sit above a **baseline**: the wait online pods show while BE is not running, or is
+held at its floor, is not BE's doing (their own threads queueing, other tenants), so it becomes
+the baseline and the controller stops cutting what cannot help. Upper limit =
+max(`wait_threshold`, baseline + `baseline_margin`); lower limit = max(`wait_threshold` ×
+`hysteresis`, baseline + `baseline_margin` × `hysteresis`). The baseline decays (half-life
+`baseline_half_life_seconds`) so it is learned again.
+
+An SRE may also set a utilisation ceiling (`ceiling_ratio`): BE ≤ cores × ceiling − online −
+outside-pod usage. It is off by default: a busy node is the goal, not a symptom.
+
+Where a cap goes: a CFS quota (`cpu.cfs_quota_us` / `cpu.max`) on kubelet's BestEffort directory,
+which holds every BestEffort pod (one write however many pods; a pod born between two ticks is
+under it), and one on each BE-class pod kubelet placed elsewhere (a Burstable pod labelled BE);
+the cap is split max-min fairly between these groups by recent usage."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from lahar.agent.qos.eviction import check_at_least, check_ratio
 from lahar.agent.qos.knobs import DEFAULT_CFS_PERIOD_US, CpuMax, milli_to_quota_us
-from lahar.agent.qos.model import Desired, NodeState, Plan, QosPod, Strategy, be_groups, fair_split
+from lahar.agent.qos.model import BeGroup, Desired, NodeState, Plan, QosPod, Strategy, be_groups, fair_split
 from lahar.api.qos import QoSClass
 
 NAME = "cpu_suppress"
 # A group's demand: what it used plus room to show it wants more (else a capped group never grows).
 DEMAND_HEADROOM_RATIO = 0.25
 DEMAND_HEADROOM_CORES = 0.05
+BASELINE_WEIGHT = 0.5  # each baseline sample moves the baseline half way: a few windows learn it
+CUT, GROW, LIFT, HOLD, LEARN = "cut", "grow", "lift", "", "baseline"
 
 
 @dataclass(frozen=True)
 class CpuSuppressConfig:
     enabled: bool = True
-    threshold: float = 0.65  # share of the node's cores online + BE may use together
+    # Online pods' CPU wait as a share of their runnable time. Measured here (2 vCPUs, kernel
+    # 6.18): 0.03-0.08 alone or beside BE held by weights, 0.5-0.66 when BE pods with requests
+    # outweigh them; 0.15 sits well clear of both.
+    wait_threshold: float = 0.15
+    baseline_margin: float = 0.10  # how far above their own baseline online wait may rise
+    hysteresis: float = 0.5  # grow only below this share of the limits
+    backoff_ratio: float = 0.5  # each cut keeps this share of what BE used
+    grow_step_ratio: float = 0.1  # share of the cores the cap grows by per second
     floor_ratio: float = 0.05  # BE always keeps this share of the cores (no starvation to zero)
-    reserve_cores: float = 0.0  # usage outside pods counts as at least this much
-    grow_step_ratio: float = 0.1  # the cap grows by at most this share of the cores per tick
-    deadband_ratio: float = 0.01  # changes smaller than this share of the cores are not written
+    min_be_cores: float = 0.05  # BE using less cannot be what online waits for: no cut
+    # Online pods runnable less than this in a window give no signal (an idle service's few
+    # wake-ups make a noisy ratio).
+    min_online_runnable_seconds: float = 0.005
+    baseline_half_life_seconds: float = 120.0
+    deadband_ratio: float = 0.02  # cap changes smaller than this share of the cores are not written
+    interval_seconds: float = 0.05  # the interference loop's sampling period
+    window_seconds: float = 0.2  # the signal is taken over this window; cuts at most once per window
     cfs_period_us: int = DEFAULT_CFS_PERIOD_US
-    fast_path: bool = True  # the pressure fast path between ticks
-    fast_interval_seconds: float = 0.05
-    fast_window_seconds: float = 0.2  # online usage for the fast path is averaged over this
-    pressure_stall_ratio: float = 0.2  # PSI cpu "some" share of wall time that counts as pressure
-    pressure_cut_ratio: float = 0.25  # under pressure the fast path cuts the tick's cap by this share
-    # Pressure counts only while online pods use at least this share of the cores: node-wide PSI
-    # cannot tell whose tasks stalled, and BE waiting on BE is no reason to cut BE.
-    pressure_min_online_ratio: float = 0.05
+    ceiling_ratio: float | None = None  # optional utilisation ceiling for online + BE + the rest
 
     def __post_init__(self) -> None:
-        check_ratio("threshold", self.threshold)
-        check_ratio("floor_ratio", self.floor_ratio, low_open=False)
-        check_at_least("reserve_cores", self.reserve_cores, 0)
+        check_ratio("wait_threshold", self.wait_threshold)
+        check_ratio("baseline_margin", self.baseline_margin)
+        check_ratio("hysteresis", self.hysteresis)
+        check_ratio("backoff_ratio", self.backoff_ratio)
+        if self.backoff_ratio >= 1:
+            raise ValueError(f"backoff_ratio: must be < 1 (a cut must cut), got {self.backoff_ratio}")
         check_ratio("grow_step_ratio", self.grow_step_ratio)
+        check_ratio("floor_ratio", self.floor_ratio, low_open=False)
+        check_at_least("min_be_cores", self.min_be_cores, 0)
+        check_at_least("min_online_runnable_seconds", self.min_online_runnable_seconds, 0)
+        check_at_least("baseline_half_life_seconds", self.baseline_half_life_seconds, 1)
         check_ratio("deadband_ratio", self.deadband_ratio, low_open=False)
+        check_at_least("interval_seconds", self.interval_seconds, 0.01)
+        if self.interval_seconds > 1:
+            raise ValueError(
+                f"interval_seconds: must be <= 1 (interference must be met fast), got {self.interval_seconds}"
+            )
+        check_at_least("window_seconds", self.window_seconds, self.interval_seconds)
         check_at_least("cfs_period_us", self.cfs_period_us, 1000)
         if self.cfs_period_us > 1_000_000:
             raise ValueError(f"cfs_period_us: must be <= 1000000 (the kernel's limit), got {self.cfs_period_us}")
-        check_at_least("fast_interval_seconds", self.fast_interval_seconds, 0.01)
-        check_at_least("fast_window_seconds", self.fast_window_seconds, self.fast_interval_seconds)
-        check_ratio("pressure_stall_ratio", self.pressure_stall_ratio)
-        check_ratio("pressure_cut_ratio", self.pressure_cut_ratio, low_open=False)
-        check_ratio("pressure_min_online_ratio", self.pressure_min_online_ratio, low_open=False)
-        if self.floor_ratio > self.threshold:
-            raise ValueError(f"floor_ratio: must be <= threshold ({self.threshold}), got {self.floor_ratio}")
+        if self.ceiling_ratio is not None:
+            check_ratio("ceiling_ratio", self.ceiling_ratio)
+            if self.floor_ratio > self.ceiling_ratio:
+                raise ValueError(
+                    f"floor_ratio: must be <= ceiling_ratio ({self.ceiling_ratio}), got {self.floor_ratio}"
+                )
+
+
+# --- the control loop -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Signal:
+    """What the interference loop measured over its last window."""
+
+    at: float  # monotonic seconds
+    wait_share: float | None  # online wait / online runnable time; None: online pods too idle to tell
+    be_cores: float  # CPU all BE groups used over the window
+
+
+@dataclass(frozen=True)
+class ControlState:
+    cap: float | None = None  # cores all BE may use together; None: no cap
+    baseline: float = 0.0  # online pods' own wait share (not BE's doing)
+    last_cut: float = -math.inf
+    updated: float | None = None
+    demand: float | None = None  # what BE used before the first cut: what it asks for while capped
+
+
+def limits(config: CpuSuppressConfig, baseline: float) -> tuple[float, float]:
+    """(lower, upper) limits of the online wait share: grow below the first, cut above the second."""
+    upper = max(config.wait_threshold, baseline + config.baseline_margin)
+    lower = max(config.wait_threshold * config.hysteresis, baseline + config.baseline_margin * config.hysteresis)
+    return lower, upper
+
+
+def decayed(baseline: float, seconds: float, half_life: float) -> float:
+    return baseline * 0.5 ** (max(seconds, 0.0) / half_life)
+
+
+def control(state: ControlState, signal: Signal, config: CpuSuppressConfig, cores: int) -> tuple[ControlState, str]:
+    """The next state after a window's signal, and what was done (cut, grow, lift, baseline or "")."""
+    elapsed = 0.0 if state.updated is None else max(signal.at - state.updated, 0.0)
+    baseline = decayed(state.baseline, elapsed, config.baseline_half_life_seconds)
+    floor = cores * config.floor_ratio
+    share = signal.wait_share
+    state = replace(state, baseline=baseline, updated=signal.at)
+    if share is None:
+        return _grow(state, config, cores, elapsed)
+    at_floor = state.cap is not None and state.cap <= floor * 1.05
+    if signal.be_cores < config.min_be_cores or at_floor:
+        # BE is not running, or is held at its floor: what online waits now is its own.
+        learned = baseline + (share - baseline) * BASELINE_WEIGHT
+        state = replace(state, baseline=learned)
+        lower, upper = limits(config, learned)
+        if share < lower:
+            return _grow(state, config, cores, elapsed)
+        return state, (LEARN if share > upper else HOLD)
+    lower, upper = limits(config, baseline)
+    if share > upper:
+        if signal.at - state.last_cut < config.window_seconds:
+            return state, HOLD  # the last cut's effect is not in this window yet
+        held = min(state.cap if state.cap is not None else float(cores), signal.be_cores)
+        demand = state.demand if state.demand is not None else signal.be_cores
+        return replace(state, cap=max(floor, held * config.backoff_ratio), last_cut=signal.at, demand=demand), CUT
+    if share < lower:
+        return _grow(state, config, cores, elapsed)
+    return state, HOLD
+
+
+def _grow(state: ControlState, config: CpuSuppressConfig, cores: int, elapsed: float) -> tuple[ControlState, str]:
+    if state.cap is None:
+        return state, HOLD
+    grown = state.cap + config.grow_step_ratio * cores * elapsed
+    if grown >= cores:
+        return replace(state, cap=None, demand=None), LIFT
+    return replace(state, cap=grown), GROW
+
+
+def worth_writing(written: float | None, cap: float | None, cores: int, config: CpuSuppressConfig) -> bool:
+    """Whether a new cap differs enough from the one in the cgroup files to write it."""
+    if (written is None) != (cap is None):
+        return True
+    if written is None or cap is None:
+        return False
+    return abs(cap - written) >= cores * config.deadband_ratio
+
+
+# --- the plan ---------------------------------------------------------------------------------
 
 
 def usage_split(node: NodeState, pods: Sequence[QosPod]) -> tuple[float, float]:
-    """(online, system) cores: LC/LS/SYSTEM pods, and the node's usage outside every pod."""
+    """(online, outside-pod) cores: LC/LS/SYSTEM pods, and the node's usage outside every pod."""
     online = sum(p.cpu_usage_cores for p in pods if p.qos is not QoSClass.BE)
     system = node.cpu_usage_cores - sum(p.cpu_usage_cores for p in pods)
     return online, max(system, 0.0)
 
 
-def budget(config: CpuSuppressConfig, cores: int, online: float, system: float) -> float:
-    """What all BE pods together may use, in cores."""
-    room = cores * config.threshold - online - max(system, config.reserve_cores)
-    return min(max(room, cores * config.floor_ratio), float(cores))
+def ceiling(config: CpuSuppressConfig, cores: int, online: float, system: float) -> float | None:
+    """The SRE's utilisation ceiling for BE in cores, or None when none is set."""
+    if config.ceiling_ratio is None:
+        return None
+    return max(cores * config.ceiling_ratio - online - system, cores * config.floor_ratio)
 
 
-def next_cap(previous: float | None, target: float, cores: int, config: CpuSuppressConfig) -> tuple[float, str]:
-    """(the cap to hold, the action): shrink at once, grow by a bounded step, ignore jitter."""
-    if previous is None:
-        return target, "set"
-    if abs(target - previous) < cores * config.deadband_ratio:
-        return previous, ""
-    if target < previous:
-        return target, "shrink"
-    return min(target, previous + cores * config.grow_step_ratio), "grow"
+def effective_cap(state: ControlState, ceiling_cores: float | None) -> float | None:
+    caps = [c for c in (state.cap, ceiling_cores) if c is not None]
+    return min(caps) if caps else None
 
 
-def plan(node: NodeState, pods: Sequence[QosPod], config: CpuSuppressConfig, previous: Plan | None) -> Plan:
-    online, system = usage_split(node, pods)
-    target = budget(config, node.cores, online, system)
-    cap, action = next_cap(previous.memo.get("cap") if previous else None, target, node.cores, config)
-    groups = be_groups(node, pods)
+def desired_for(groups: Sequence[BeGroup], cap: float | None, period_us: int) -> tuple[Desired, ...]:
+    """The cpu.max of every BE group: kubelet's own without a cap, else the cap split max-min
+    fairly by recent usage (plus headroom to show a group wants more)."""
+    if cap is None:
+        return tuple(relaxed(group) for group in groups)
     demands = [g.cpu_usage_cores * (1 + DEMAND_HEADROOM_RATIO) + DEMAND_HEADROOM_CORES for g in groups]
-    shares = dict(zip((g.cgroup for g in groups), fair_split(cap, demands)))
-    figures = {"be_cpu_budget_cores": target, "online_cpu_usage_cores": online, "system_cpu_usage_cores": system}
-    return _capped(shares, cap, config.cfs_period_us, figures, (action,) if action else (), tick_cap=cap)
-
-
-def _capped(
-    shares: dict[str, float],
-    cap: float,
-    period_us: int,
-    figures: dict[str, float],
-    actions: tuple[str, ...],
-    tick_cap: float,
-) -> Plan:
-    desired = tuple(Desired(cgroup, "cpu.max", CpuMax.of_cores(share, period_us)) for cgroup, share in shares.items())
-    return Plan(
-        desired,
-        {**figures, "be_cpu_quota_cores": cap},
-        {"cap": cap, "tick_cap": tick_cap, "shares": shares, "period_us": period_us},
-        actions,
+    return tuple(
+        Desired(group.cgroup, "cpu.max", CpuMax.of_cores(share, period_us))
+        for group, share in zip(groups, fair_split(cap, demands), strict=True)
     )
 
 
-def fast_cap(
-    config: CpuSuppressConfig, cores: int, online: float, system: float, stall_ratio: float, previous: Plan
-) -> float | None:
-    """The fast path's verdict: a tighter cap to apply now, or None. `online`/`system` are the
-    last few hundred milliseconds' usage; the pressure cut is taken from the tick's cap, so
-    repeated samples under pressure do not compound it before the next tick."""
-    target = budget(config, cores, online, system)
-    if stall_ratio >= config.pressure_stall_ratio and online >= cores * config.pressure_min_online_ratio:
-        cut = previous.memo["tick_cap"] * (1 - config.pressure_cut_ratio)
-        target = min(target, max(cut, cores * config.floor_ratio))
-    if previous.memo["cap"] - target >= cores * config.deadband_ratio:
-        return target
-    return None
+def relaxed(group: BeGroup) -> Desired:
+    """Kubelet's cpu.max for a group: unlimited for the BestEffort directory, the pod's limit else."""
+    limit = group.relaxed_cpu_millicores
+    quota = None if limit is None else milli_to_quota_us(limit, DEFAULT_CFS_PERIOD_US)
+    return Desired(group.cgroup, "cpu.max", CpuMax(quota, DEFAULT_CFS_PERIOD_US))
 
 
-def tightened(previous: Plan, cap: float) -> Plan:
-    """The previous plan with every group's share scaled down to a new total cap."""
-    scale = cap / previous.memo["cap"] if previous.memo["cap"] > 0 else 0.0
-    shares = {cgroup: share * scale for cgroup, share in previous.memo["shares"].items()}
-    return _capped(
-        shares,
-        cap,
-        previous.memo["period_us"],
-        dict(previous.figures),
-        ("fast_shrink",),
-        tick_cap=previous.memo["tick_cap"],
+def plan(node: NodeState, pods: Sequence[QosPod], config: CpuSuppressConfig, previous: Plan | None) -> Plan:
+    """The tick's plan: the loop's cap (kept in the memo) over this tick's BE groups."""
+    state = previous.memo.get("control", ControlState()) if previous else ControlState()
+    online, system = usage_split(node, pods)
+    limit = ceiling(config, node.cores, online, system)
+    cap = effective_cap(state, limit)
+    groups = be_groups(node, pods)
+    figures = {
+        "online_cpu_usage_cores": online,
+        "system_cpu_usage_cores": system,
+        "be_cpu_quota_cores": float(node.cores) if cap is None else cap,
+        "online_cpu_wait_baseline_ratio": state.baseline,
+        "online_cpu_wait_ratio": previous.figures.get("online_cpu_wait_ratio", 0.0) if previous else 0.0,
+    }
+    return Plan(
+        desired_for(groups, cap, config.cfs_period_us), figures, {"control": state, "cap": cap, "ceiling": limit}
+    )
+
+
+def controlled(
+    previous: Plan,
+    state: ControlState,
+    cap: float | None,
+    config: CpuSuppressConfig,
+    groups: Sequence[BeGroup],
+    signal: Signal,
+    cores: int,
+    action: str,
+) -> Plan:
+    """The previous plan after a control step: the new state, and the new cap over the same groups."""
+    figures = {
+        **previous.figures,
+        "be_cpu_quota_cores": float(cores) if cap is None else cap,
+        "online_cpu_wait_baseline_ratio": state.baseline,
+        "online_cpu_wait_ratio": signal.wait_share or 0.0,
+    }
+    return Plan(
+        desired_for(groups, cap, config.cfs_period_us),
+        figures,
+        {**previous.memo, "control": state, "cap": cap},
+        (action,) if action else (),
     )
 
 
 def relax(node: NodeState, pods: Sequence[QosPod], config: CpuSuppressConfig, previous: Plan | None) -> list[Desired]:
     """The BestEffort directory unlimited; a BE pod elsewhere back to kubelet's quota for its limit."""
-    desired = []
-    for group in be_groups(node, pods):
-        limit = group.relaxed_cpu_millicores
-        quota = None if limit is None else milli_to_quota_us(limit, DEFAULT_CFS_PERIOD_US)
-        desired.append(Desired(group.cgroup, "cpu.max", CpuMax(quota, DEFAULT_CFS_PERIOD_US)))
-    return desired
+    return [relaxed(group) for group in be_groups(node, pods)]
 
 
 STRATEGY = Strategy(NAME, CpuSuppressConfig, plan, relax)

@@ -58,7 +58,7 @@ def plan(node: NodeState, pods: Sequence[QosPod], config: LcCoresConfig, previou
         return Plan(figures=figures)
     if not be_cpus:
         return Plan(figures=figures, actions=("no_cores_left",))
-    if not held and previous is not None and not previous.memo["narrowed"]:
+    if not held and previous is not None and not previous.memo.get("narrowed"):
         return Plan(figures=figures, memo=previous.memo)  # nothing to keep BE off: leave kubelet's cpusets be
     # Written when LC cores are held, and once more after they are not (also on the first plan:
     # an agent that stopped without relaxing may have left BE narrowed).

@@ -1,0 +1,133 @@
+"""The interference loop: every `interval_seconds` (50 ms) read online pods' CPU wait and CPU time
+(collectors/cpu_wait.py) and the BE groups' CPU time, turn the last `window_seconds` (200 ms) into
+a Signal (online wait share, BE cores) and hand it to the engine, whose CPU suppress controller
+decides (strategies/cpu_suppress.control). A sample is a few `pread`s per online pod on files kept
+open, so twenty a second cost little."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import NamedTuple, Protocol
+
+from lahar.agent.collectors.cpu_wait import CpuWait, CpuWaitReader
+from lahar.agent.collectors.host import Host
+from lahar.agent.qos.strategies.cpu_suppress import Signal
+
+log = logging.getLogger("lahar.agent.qos")
+
+
+class LoopTargets(NamedTuple):
+    """What to watch, from the engine's last tick."""
+
+    online: tuple[str, ...]  # online (LC, LS) pod cgroups
+    best_effort: tuple[str, ...]  # BE groups
+    interval: float
+    window: float
+    min_online_runnable_seconds: float
+
+
+class Sample(NamedTuple):
+    at: float
+    online: Mapping[str, CpuWait]  # by pod cgroup
+    be_seconds: float  # cumulative CPU time of the BE groups
+    best_effort: tuple[str, ...]  # samples over other BE groups do not compare
+
+
+class InterferenceEngine(Protocol):
+    def interference_targets(self) -> LoopTargets | None: ...
+    def interference_step(self, signal: Signal) -> str: ...
+
+
+def signal_between(old: Sample, new: Sample, min_online_runnable_seconds: float) -> Signal:
+    """The Signal of a window: online pods present at both ends count (one that started or ended
+    within it has no rate), a negative wait step (a thread exited with its delay) counts as 0."""
+    elapsed = new.at - old.at
+    be_cores = max(new.be_seconds - old.be_seconds, 0.0) / elapsed if elapsed > 0 else 0.0
+    waited = ran = 0.0
+    for cgroup, after in new.online.items():
+        before = old.online.get(cgroup)
+        if before is None:
+            continue
+        waited += max(after.wait_seconds - before.wait_seconds, 0.0)
+        ran += max(after.cpu_seconds - before.cpu_seconds, 0.0)
+    runnable = waited + ran
+    share = waited / runnable if runnable >= min_online_runnable_seconds and runnable > 0 else None
+    return Signal(new.at, share, be_cores)
+
+
+class InterferenceLoop:
+    def __init__(self, engine: InterferenceEngine, host: Host, clock: Callable[[], float] = time.monotonic) -> None:
+        self.engine = engine
+        self.clock = clock
+        self.reader = CpuWaitReader(host, clock)
+        self.samples: deque[Sample] = deque()
+        self.last_signal: Signal | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self.run, name="qos-interference", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5.0)
+            self._thread = None
+        self.reader.close()
+
+    def sample(self, targets: LoopTargets) -> Sample | None:
+        """One reading; None when a BE group is not there (no BE rate across its going)."""
+        online = {}
+        for cgroup in targets.online:
+            wait = self.reader.read(cgroup)
+            if wait is not None:
+                online[cgroup] = wait
+        be_seconds = 0.0
+        for cgroup in targets.best_effort:
+            be = self.reader.read_cpu(cgroup)
+            if be is None:
+                self.reader.end_cycle()
+                return None
+            be_seconds += be
+        self.reader.end_cycle()
+        return Sample(self.clock(), online, be_seconds, targets.best_effort)
+
+    def step(self) -> float:
+        """Take a sample, hand the window's signal to the engine; the seconds until the next one."""
+        targets = self.engine.interference_targets()
+        if targets is None:
+            self.samples.clear()
+            return 0.5
+        sample = self.sample(targets)
+        if sample is None or (self.samples and self.samples[-1].best_effort != sample.best_effort):
+            self.samples.clear()
+        if sample is None:
+            return targets.interval
+        self.samples.append(sample)
+        while len(self.samples) > 2 and sample.at - self.samples[1].at >= targets.window:
+            self.samples.popleft()
+        if len(self.samples) >= 2 and sample.at - self.samples[0].at >= targets.window * 0.75:
+            self.last_signal = signal_between(self.samples[0], sample, targets.min_online_runnable_seconds)
+            self.engine.interference_step(self.last_signal)
+        return targets.interval
+
+    def run(self) -> None:
+        next_at = self.clock()
+        while not self._stop.is_set():
+            try:
+                interval = self.step()
+            except Exception:  # the tick still runs; the loop tries again
+                log.exception("QoS interference loop failed")
+                interval = 1.0
+            next_at += interval
+            delay = next_at - self.clock()
+            if delay < 0:  # late (a busy machine): the next sample now, not a burst to catch up
+                next_at, delay = self.clock(), 0.0
+            self._stop.wait(delay)
