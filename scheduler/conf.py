@@ -17,7 +17,9 @@ configurations:
 
 Every action, plugin, switch and argument is checked when the text is parsed (plugins and actions
 are instantiated once with their arguments), so a configuration that parses is one a session can
-run. `ConfWatcher` reloads the file when it changes and keeps the last good configuration when
+run. Volcano's own files must load unchanged: a plugin, argument or key Lahar does not have is
+left out with a warning (`SchedulerConf.warnings`, logged and counted by the
+`lahar_scheduler_conf_warnings` gauge); a bad value, bad YAML or an unknown action is refused. `ConfWatcher` reloads the file when it changes and keeps the last good configuration when
 the new one is refused.
 """
 
@@ -32,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from lahar.scheduler.framework.plugin import ConfError, action_class, plugin_class
+from lahar.scheduler.framework.plugin import ConfError, action_class, plugin_class, split_arguments
 
 log = logging.getLogger("lahar.scheduler.conf")
 
@@ -55,18 +57,32 @@ SWITCHES: dict[str, str] = {
     "enabledAllocatable": "allocatable",
     "enableAllocatable": "allocatable",
 }
-# Volcano switches Lahar accepts for compatibility but has no callbacks for.
+# Volcano switches for callbacks Lahar's plugins do not register: accepted (in both of Volcano's
+# spellings, `enable...` and `enabled...`), and they change nothing. `enabledVictim` is Volcano's
+# spelling of the victim switch (its YAML key); `enableVictim` is kept for earlier Lahar files.
 IGNORED_SWITCHES = frozenset(
-    {
-        "enableHierarchy",
-        "enableBestNode",
-        "enableTargetJob",
-        "enableReservedNodes",
-        "enableVictim",
-        "enableClusterOrder",
-        "enabledHyperNodeOrder",
-    }
+    f"{prefix}{name}"
+    for prefix in ("enable", "enabled")
+    for name in (
+        "Hierarchy",
+        "BestNode",
+        "TargetJob",
+        "ReservedNodes",
+        "Victim",
+        "ClusterOrder",
+        "HyperNodeOrder",
+        "HyperNodeGradient",
+        "SubJobReady",
+        "SubJobPipelined",
+        "SubJobOrder",
+    )
 )
+# Switches whose `true` asks for something Lahar does not do: reported, never silently dropped.
+UNSUPPORTED_WHEN_ON = {
+    "enableHierarchy": "hierarchical DRF is not implemented: drf shares jobs flat",
+    "enabledHierarchy": "hierarchical DRF is not implemented: drf shares jobs flat",
+}
+TOP_LEVEL_KEYS = frozenset({"actions", "tiers", "configurations", "metrics"})
 
 DEFAULT_CONF = """\
 actions: "enqueue, allocate, backfill, preempt, reclaim"
@@ -107,6 +123,9 @@ class SchedulerConf:
     tiers: tuple[tuple[PluginOption, ...], ...]
     action_arguments: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     source: str = "<default>"
+    # What the file asks for that Lahar does not have (unknown plugins, arguments, keys): left out
+    # of the configuration, logged and counted (lahar_scheduler_conf_warnings), never fatal.
+    warnings: tuple[str, ...] = ()
 
     @property
     def plugin_names(self) -> list[str]:
@@ -129,39 +148,52 @@ def _list(value: Any, where: str) -> list[Any]:
     return value
 
 
-def _plugin_option(raw: Any, where: str) -> PluginOption:
+def _plugin_option(raw: Any, where: str, warnings: list[str]) -> PluginOption | None:
+    """One plugin entry; None (with a warning) for a plugin Lahar does not have."""
     entry = _mapping(raw, where)
     name = entry.get("name")
     if not isinstance(name, str) or not name:
         raise ConfError(f"{where}.name: a plugin needs a name")
+    try:
+        cls = plugin_class(name)
+    except ConfError as exc:
+        warnings.append(f"{where}: {exc}; the plugin is left out")
+        return None
     disabled: set[str] = set()
     for key, value in entry.items():
         if key in ("name", "arguments"):
             continue
         if key not in SWITCHES and key not in IGNORED_SWITCHES:
-            raise ConfError(f"{where} ({name}): unknown key {key!r}")
+            warnings.append(f"{where} ({name}): unknown key {key!r} ignored")
+            continue
         if not isinstance(value, bool):
             raise ConfError(f"{where} ({name}).{key}: must be true or false, not {value!r}")
         if key in SWITCHES and not value:
             disabled.add(SWITCHES[key])
-    arguments = dict(_mapping(entry.get("arguments"), f"{where} ({name}).arguments"))
+        if value and key in UNSUPPORTED_WHEN_ON:
+            warnings.append(f"{where} ({name}).{key}: {UNSUPPORTED_WHEN_ON[key]}")
+    given = dict(_mapping(entry.get("arguments"), f"{where} ({name}).arguments"))
+    arguments, unknown = split_arguments(f"{where}: plugin {name}", cls.ARGUMENTS, given, cls.ARGUMENT_PREFIXES)
+    warnings.extend(unknown)
     try:
-        plugin_class(name)(arguments)  # refuses unknown plugins and bad arguments now
+        cls(arguments)  # refuses bad argument values now
     except ConfError as exc:
         raise ConfError(f"{where}: {exc}") from None
     return PluginOption(name, arguments, frozenset(disabled))
 
 
 def parse_conf(text: str, source: str = "<text>") -> SchedulerConf:
-    """Parse and check a configuration; raise ConfError naming the problem."""
+    """Parse and check a configuration; raise ConfError naming the problem. What Lahar does not
+    have (a plugin, an argument, a key) is left out with a warning in `SchedulerConf.warnings`;
+    what it cannot read (bad YAML, a bad value, an unknown action) is refused."""
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfError(f"{source}: not valid YAML: {exc}") from None
     document = _mapping(document, source)
-    unknown = set(document) - {"actions", "tiers", "configurations", "metrics"}
-    if unknown:
-        raise ConfError(f"{source}: unknown top-level keys {sorted(unknown)}")
+    warnings: list[str] = []
+    for key in sorted(set(document) - TOP_LEVEL_KEYS, key=str):
+        warnings.append(f"{source}: unknown top-level key {key!r} ignored")
     raw_actions = document.get("actions")
     if not isinstance(raw_actions, str) or not raw_actions.strip():
         raise ConfError(f'{source}: actions must be a comma-separated string such as "enqueue, allocate"')
@@ -174,23 +206,33 @@ def parse_conf(text: str, source: str = "<text>") -> SchedulerConf:
         name = entry.get("name")
         if not isinstance(name, str) or not name:
             raise ConfError(f"{source}: configurations[{i}].name: an action configuration needs a name")
-        action_arguments[name] = dict(_mapping(entry.get("arguments"), f"{source}: configurations[{i}].arguments"))
+        given = dict(_mapping(entry.get("arguments"), f"{source}: configurations[{i}].arguments"))
+        if name not in actions:
+            try:
+                action_class(name)
+            except ConfError:
+                warnings.append(f"{source}: configurations[{i}]: arguments for unknown action {name!r} ignored")
+                continue
+        known, unknown = split_arguments(f"{source}: action {name}", action_class(name).ARGUMENTS, given)
+        warnings.extend(unknown)
+        action_arguments[name] = known
     for name in set(actions) | set(action_arguments):
         action_class(name)(action_arguments.get(name, {}))
     tiers: list[tuple[PluginOption, ...]] = []
     seen: set[str] = set()
     for t, raw_tier in enumerate(_list(document.get("tiers"), f"{source}: tiers")):
         tier = _mapping(raw_tier, f"{source}: tiers[{t}]")
-        options = tuple(
-            _plugin_option(raw, f"{source}: tiers[{t}].plugins[{p}]")
+        found = (
+            _plugin_option(raw, f"{source}: tiers[{t}].plugins[{p}]", warnings)
             for p, raw in enumerate(_list(tier.get("plugins"), f"{source}: tiers[{t}].plugins"))
         )
+        options = tuple(option for option in found if option is not None)
         for option in options:
             if option.name in seen:
                 raise ConfError(f"{source}: plugin {option.name!r} appears twice")
             seen.add(option.name)
         tiers.append(options)
-    return SchedulerConf(actions, tuple(tiers), action_arguments, source)
+    return SchedulerConf(actions, tuple(tiers), action_arguments, source, tuple(warnings))
 
 
 def load_conf(path: Path) -> SchedulerConf:
@@ -198,7 +240,10 @@ def load_conf(path: Path) -> SchedulerConf:
         text = path.read_text()
     except OSError as exc:
         raise ConfError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    return parse_conf(text, str(path))
+    conf = parse_conf(text, str(path))
+    for warning in conf.warnings:
+        log.warning("scheduler configuration: %s", warning)
+    return conf
 
 
 def default_conf() -> SchedulerConf:

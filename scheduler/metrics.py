@@ -8,7 +8,8 @@ Instruments the loop updates:
 - `lahar_scheduler_pods_scheduled_total`, `lahar_scheduler_bind_errors_total`,
   `lahar_scheduler_gang_rollbacks_total`: binds that landed, failed, and gangs undone;
 - `lahar_scheduler_evictions_total{reason}`: victims evicted (preempt, reclaim);
-- `lahar_scheduler_conf_reload_failures_total`, `lahar_scheduler_cycle_failures_total`.
+- `lahar_scheduler_conf_reload_failures_total`, `lahar_scheduler_cycle_failures_total`;
+- `lahar_scheduler_conf_warnings`: what the configuration in force asks for that Lahar leaves out.
 
 Figures of the latest cycle, replaced whole each cycle (a deleted queue's series go away):
 - `lahar_scheduler_pending_pods`, `lahar_scheduler_unschedulable_gangs`;
@@ -29,7 +30,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeHistogramMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -187,6 +188,11 @@ class SchedulerMetrics:
         self.conf_reload_failures = Counter(
             "lahar_scheduler_conf_reload_failures",
             "Configuration files refused (the last good one stayed).",
+            registry=self.registry,
+        )
+        self.conf_warnings = Gauge(
+            "lahar_scheduler_conf_warnings",
+            "What the configuration in force asks for that Lahar does not have (unknown plugins, arguments, keys).",
             registry=self.registry,
         )
         self.cycle_failures = Counter(

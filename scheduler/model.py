@@ -130,6 +130,16 @@ def preemptable_flag(annotations: Mapping[str, str], labels: Mapping[str, str]) 
     return value in _GO_TRUE
 
 
+CRITICAL_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
+SYSTEM_NAMESPACE = "kube-system"
+
+
+def is_critical(pod: Pod) -> bool:
+    """A pod the cluster cannot do without (Volcano's conformance rule): a system-critical
+    PriorityClass, or the kube-system namespace."""
+    return pod.priority_class_name in CRITICAL_PRIORITY_CLASSES or pod.namespace == SYSTEM_NAMESPACE
+
+
 def status_of(pod: Pod) -> TaskStatus:
     """A pod's task state as the cache sees it."""
     phase = pod.phase
@@ -601,7 +611,7 @@ class NodeTable:
         return Counter(
             {
                 ("Too many pods" if name == PODS else f"Insufficient {name}"): int(count)
-                for name, count in zip(self.resources.names, short)
+                for name, count in zip(self.resources.names, short, strict=True)
                 if count
             }
         )
@@ -827,6 +837,7 @@ __all__ = [
     "TaskStatus",
     "Toleration",
     "default_queue_info",
+    "is_critical",
     "job_info",
     "placement_class",
     "preemptable_flag",

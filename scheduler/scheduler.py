@@ -233,6 +233,7 @@ class Scheduler:
         if self.conf.failures != self._reload_failures_seen:
             self.metrics.conf_reload_failures.inc(self.conf.failures - self._reload_failures_seen)
             self._reload_failures_seen = self.conf.failures
+        self.metrics.conf_warnings.set(len(conf.warnings))
         # Read before the snapshot: a change in between only costs one more cycle.
         changes, confirmations, status_failures = self.cache.changes, self.cache.confirmations, self.status.failures
         session = run_cycle(self.cache.snapshot(), conf, self.reports)

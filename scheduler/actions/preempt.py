@@ -54,7 +54,7 @@ import numpy as np
 from lahar.api.podgroup import PodGroupPhase
 from lahar.scheduler.framework.plugin import Action, Arguments, number, register_action
 from lahar.scheduler.framework.session import Session, Statement
-from lahar.scheduler.model import READY, JobInfo, NodeTable, QueueInfo, TaskInfo, TaskStatus
+from lahar.scheduler.model import READY, JobInfo, NodeTable, QueueInfo, TaskInfo, TaskStatus, is_critical
 
 # The tasks an action may evict: running, or bound and about to run.
 EVICTABLE = (TaskStatus.RUNNING, TaskStatus.BOUND)
@@ -106,8 +106,10 @@ def preemptors(session: Session, job: JobInfo) -> list[TaskInfo]:
 
 
 def may_be_victim(job: JobInfo, task: TaskInfo) -> bool:
-    """Whether neither the pod nor its PodGroup opted out of eviction (`volcano.sh/preemptable`)."""
-    return task.preemptable and job.preemptable
+    """Whether neither the pod nor its PodGroup opted out of eviction (`volcano.sh/preemptable`),
+    and the pod is not critical to the cluster (the conformance plugin's rule, held whatever the
+    plugins: Volcano lets a later tier decide when a tier answers no victims at all)."""
+    return task.preemptable and job.preemptable and not is_critical(task.pod)
 
 
 def queues_in_order(session: Session, names: Iterable[str]) -> list[QueueInfo]:

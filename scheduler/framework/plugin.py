@@ -97,6 +97,26 @@ def parse_arguments(
     return parsed
 
 
+def split_arguments(
+    owner: str,
+    declared: Mapping[str, ArgumentParser],
+    given: Mapping[str, Any],
+    prefixes: Mapping[str, ArgumentParser] | None = None,
+) -> tuple[dict[str, Any], list[str]]:
+    """The keys of `given` that `declared` or `prefixes` accept, and a warning per key that
+    neither does (a Volcano configuration names arguments Lahar's plugins do not have: they are
+    reported, not fatal). Values are not parsed here: `parse_arguments` refuses bad ones."""
+    known: dict[str, Any] = {}
+    warnings: list[str] = []
+    for key, value in given.items():
+        if key in declared or any(str(key).startswith(prefix) for prefix in prefixes or {}):
+            known[key] = value
+        else:
+            accepted = ", ".join(sorted(list(declared) + [f"{p}*" for p in prefixes or {}])) or "none"
+            warnings.append(f"{owner}: unknown argument {key!r} ignored (accepted: {accepted})")
+    return known, warnings
+
+
 class Plugin:
     """Base of every scheduler plugin. Subclasses set `name` and `ARGUMENTS`, read their parsed
     arguments from `self.arguments` and register callbacks in `on_session_open`."""

@@ -247,22 +247,17 @@ class Session:
     # -- dispatch ----------------------------------------------------------------------------
 
     def job_order_key(self, job: JobInfo) -> tuple[Any, ...]:
-        return tuple(r.fn(job) for r in self._all("job_order")) + (job.creation, job.key)
+        return (*(r.fn(job) for r in self._all("job_order")), job.creation, job.key)
 
     def queue_order_key(self, queue: QueueInfo) -> tuple[Any, ...]:
-        return tuple(r.fn(queue) for r in self._all("queue_order")) + (queue.name,)
+        return (*(r.fn(queue) for r in self._all("queue_order")), queue.name)
 
     def task_order_key(self, task: TaskInfo) -> tuple[Any, ...]:
-        return tuple(r.fn(task) for r in self._all("task_order")) + (
-            task.creation,
-            task.task_name,
-            task.index,
-            task.name,
-        )
+        return (*(r.fn(task) for r in self._all("task_order")), task.creation, task.task_name, task.index, task.name)
 
     def _every(self, kind: str, *args: Any) -> bool:
         """Whether every callback of `kind` agrees (a plain loop: some run per placement)."""
-        for registered in self._all(kind):
+        for registered in self._all(kind):  # noqa: SIM110 - all() over a generator costs more per placement
             if not registered.fn(*args):
                 return False
         return True

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from lahar.api.node import Taint
 from lahar.api.pod import Pod
-from lahar.scheduler.framework.plugin import Plugin, boolean, register_plugin
+from lahar.scheduler.framework.plugin import Arguments, Plugin, boolean, register_plugin
 from lahar.scheduler.framework.session import Session
 from lahar.scheduler.model import NodeTable, Rows, TaskInfo
 
@@ -183,7 +183,7 @@ class NodeIndex:
 @register_plugin
 class PredicatesPlugin(Plugin):
     name = "predicates"
-    ARGUMENTS = {
+    ARGUMENTS: ClassVar[Arguments] = {
         "predicate.NodeAffinityEnable": boolean,
         "predicate.TaintTolerationEnable": boolean,
         # Accepted for Volcano configurations; Lahar has no such filters.

@@ -111,7 +111,13 @@ def test_score_prefers_more_reclaimable_left() -> None:
 
 
 def test_bad_arguments_are_refused() -> None:
-    for arguments in ("{staleness: -1}", "{staleness: soon}", "{lend: 2}"):
+    assert (
+        "unknown argument 'lend'"
+        in parse_conf(
+            'actions: "allocate"\ntiers:\n- plugins:\n  - name: oversubscription\n    arguments: {lend: 2}\n'
+        ).warnings[0]
+    )
+    for arguments in ("{staleness: -1}", "{staleness: soon}"):
         with pytest.raises(ConfError, match="oversubscription"):
             parse_conf(
                 f'actions: "allocate"\ntiers:\n- plugins:\n  - name: oversubscription\n    arguments: {arguments}\n'

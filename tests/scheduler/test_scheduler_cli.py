@@ -34,12 +34,21 @@ def test_check_conf_prints_the_parsed_configuration(tmp_path: Path, capsys: pyte
     assert load_conf(printed).tiers == load_conf(conf).tiers
 
 
-def test_check_conf_refuses_with_the_reason(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_conf_refuses_with_the_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
     conf = tmp_path / "scheduler.conf"
-    conf.write_text(DEFAULT_CONF.replace("name: drf", "name: dfr"))
+    conf.write_text(
+        DEFAULT_CONF.replace("name: drf\n    enablePreemptable: false", "name: drf\n    enablePreemptable: no way")
+    )
     assert main(["scheduler", "--check-conf", str(conf)]) == 1
     captured = capsys.readouterr()
-    assert captured.out == "" and "unknown plugin 'dfr'" in captured.err
+    assert captured.out == "" and "enablePreemptable: must be true or false" in captured.err
+    # A plugin Lahar does not have is left out with a warning, not refused (issue 17).
+    conf.write_text(DEFAULT_CONF.replace("name: drf", "name: dfr"))
+    assert main(["scheduler", "--check-conf", str(conf)]) == 0
+    captured = capsys.readouterr()
+    assert "unknown plugin 'dfr'" in caplog.text and "dfr" not in captured.out
     assert main(["scheduler", "--check-conf", str(tmp_path / "missing.conf")]) == 1
     assert "cannot read" in capsys.readouterr().err
 

@@ -104,9 +104,9 @@ def test_a_bad_configuration_file_keeps_the_last_good_one(api: KubeApi, tmp_path
     conf.write_text(DEFAULT_CONF)
     with running(api, conf) as scheduler:
         wait_for(lambda: scheduler.cycles >= 1, 10, "a first cycle")
-        conf.write_text(DEFAULT_CONF.replace("name: binpack", "name: no-such-plugin"))
+        conf.write_text(DEFAULT_CONF.replace('actions: "', 'actions: "no-such-action, '))
         wait_for(lambda: scheduler.conf.failures == 1, 10, "the refused reload")
-        assert "no-such-plugin" in (scheduler.conf.error or "")
+        assert "no-such-action" in (scheduler.conf.error or "")
         api.create(kinds.POD, pod("after-reload", "1", "1Gi", selector=selector), "default")
         wait_for(lambda: nodes_of(api, ["after-reload"])["after-reload"], 10, "the pod to be bound anyway")
     assert scheduler.conf.conf.plugin_names.count("binpack") == 1

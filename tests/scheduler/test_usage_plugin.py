@@ -87,7 +87,6 @@ def test_bad_arguments_are_refused() -> None:
         "{thresholds: 80}",
         "{usage.weight: -1}",
         "{staleness: never}",
-        "{cpu: 1}",
     ):
         with pytest.raises(ConfError, match="plugin usage"):
             parse_conf(f'actions: "allocate"\ntiers:\n- plugins:\n  - name: usage\n    arguments: {arguments}\n')
