@@ -91,7 +91,7 @@ class Agent:
                 return fallback
 
         cpu = guarded("cpu", self.cpu.collect, CpuUsage(0, 0.0, 0.0))
-        pods = guarded("pods-source", self.pods, [])
+        pods: list[dict[str, Any]] = guarded("pods-source", self.pods, [])
         pods_by_uid = {
             meta.get("uid", ""): (meta.get("namespace", ""), meta.get("name", ""))
             for meta in (p.get("metadata") or {} for p in pods)

@@ -320,7 +320,7 @@ def next_pending_timeout(job: Job, pods: Sequence[PodFacts], now: datetime) -> f
         task = job.task(pod.task) if pod.task else None
         for policy in (*(task.policies if task else ()), *job.policies):
             if policy.timeout_seconds is not None and policy.matches_event(POD_PENDING):
-                waits.append(policy.timeout_seconds - _pending_seconds(pod, now))
+                waits.append(policy.timeout_seconds - (now - pod.created).total_seconds())
     remaining = [w for w in waits if w > 0]
     return min(remaining) if remaining else None
 

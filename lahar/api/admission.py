@@ -86,6 +86,6 @@ def validate(kind: Kind, obj: dict[str, Any], old: dict[str, Any] | None = None)
         validate_object_meta_update(metadata, old_object["metadata"])
     errors = root.errors
     if rules.validate is not None:
-        errors += [e for e in rules.validate(obj, old_object) if e not in errors]  # type: ignore[arg-type]
+        errors += [e for e in rules.validate(obj, old_object) if e not in errors]
     if errors:
         raise ValidationError(errors)

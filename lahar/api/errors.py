@@ -8,9 +8,11 @@ import json
 import re
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from lahar.api.quantity import Quantity, QuantityError, parse_quantity
+
+T = TypeVar("T")
 
 # Reasons, spelled as Kubernetes spells field.ErrorType in a Status's details.causes.
 REQUIRED = "FieldValueRequired"
@@ -164,6 +166,10 @@ class Field:
 
     # --- typed reads: None when absent or of the wrong type (the latter reported) ---------------
 
+    @overload
+    def _typed(self, expected: type[T], name: str) -> T | None: ...
+    @overload
+    def _typed(self, expected: tuple[type, ...], name: str) -> Any: ...
     def _typed(self, expected: type | tuple[type, ...], name: str) -> Any:
         value = self.value
         if value is None:
@@ -175,7 +181,8 @@ class Field:
         return None
 
     def as_mapping(self) -> Mapping[str, Any] | None:
-        return self._typed(Mapping, "an object")
+        found: Mapping[str, Any] | None = self._typed((Mapping,), "an object")  # abstract: no type[T]
+        return found
 
     def as_list(self) -> list[Any] | None:
         return self._typed(list, "an array")

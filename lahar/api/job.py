@@ -98,7 +98,7 @@ def job_phase(job: Mapping[str, Any]) -> JobPhase:
     """`status.state.phase`; Pending until the controller first writes it."""
     state = (job.get("status") or {}).get(STATUS_STATE) or {}
     phase = state.get(STATE_PHASE)
-    return JobPhase(phase) if phase in JobPhase._value2member_map_ else JobPhase.PENDING
+    return JobPhase(phase) if isinstance(phase, str) and phase in JobPhase._value2member_map_ else JobPhase.PENDING
 
 
 def job_state(
@@ -277,7 +277,8 @@ def _default_task(task: dict[str, Any], index: int) -> None:
 
 def _sum_of_ints(values: list[Any]) -> int | None:
     if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-        return sum(values)
+        total: int = sum(values)
+        return total
     return None
 
 

@@ -125,7 +125,7 @@ def from_lahar_key(pod: Mapping[str, Any]) -> QoSClass | None:
     """`lahar.dev/qos-class`, the label first, then the annotation."""
     for source in (_labels(pod), _annotations(pod)):
         value = source.get(QOS_CLASS_KEY)
-        if value in QoSClass._value2member_map_:
+        if isinstance(value, str) and value in QoSClass._value2member_map_:
             return QoSClass(value)
     return None
 

@@ -100,7 +100,8 @@ def _scale_to_nanos(mantissa: int, decimal_exponent: int) -> int:
     """mantissa * 10^decimal_exponent in nanos, a finer remainder rounded away from zero."""
     shift = decimal_exponent + 9
     if shift >= 0:
-        return mantissa * 10**shift
+        factor: int = 10**shift  # int ** int is typed Any: a negative exponent would give a float
+        return mantissa * factor
     if -shift > len(str(abs(mantissa))):
         # Smaller than one nano: skip building 10^huge, the answer is +-1n (or 0).
         return (mantissa > 0) - (mantissa < 0)

@@ -8,7 +8,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from lahar.api import admission, kinds
@@ -31,7 +31,7 @@ STRATEGIC_KINDS = {k for k in kinds.ALL_KINDS if k.group in ("", "policy", "sche
 
 
 def now_rfc3339(at: float | None = None) -> str:
-    moment = datetime.fromtimestamp(time.time() if at is None else at, tz=timezone.utc)
+    moment = datetime.fromtimestamp(time.time() if at is None else at, tz=UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -184,6 +184,7 @@ class Registry:
             return  # validation reports it
         name = pod["metadata"]["name"]
         class_name = spec.get("priorityClassName")
+        priority_class: dict[str, Any] | None
         if class_name:
             entry = self.store.get(kinds.PRIORITY_CLASS, "", str(class_name))
             if entry is None:
@@ -460,4 +461,4 @@ class Registry:
 
 
 def _parse_time(text: str) -> float:
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()

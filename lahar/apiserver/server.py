@@ -7,9 +7,10 @@ import contextlib
 import logging
 import signal
 import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
@@ -87,7 +88,9 @@ def validate(config: ServerConfig) -> str | None:
 
 
 async def serve(
-    config: ServerConfig, on_ready: Callable[[str], Awaitable[None]] | None = None, stop: asyncio.Event | None = None
+    config: ServerConfig,
+    on_ready: Callable[[str], Coroutine[Any, Any, None]] | None = None,
+    stop: asyncio.Event | None = None,
 ) -> None:
     """Serve until `stop` is set (or SIGINT/SIGTERM); `on_ready(url)` runs once the port listens."""
     token = validate(config)

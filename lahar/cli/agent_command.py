@@ -19,7 +19,7 @@ from lahar.cli.signals import on_stop_signals
 log = logging.getLogger("lahar.agent")
 
 
-def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from lahar.agent.exporter import DEFAULT_METRICS_PORT
 
     agent = commands.add_parser("agent", help="run the node agent: metrics, /metrics, reports to the scheduler")

@@ -16,7 +16,7 @@ def available() -> list[str]:
     return sorted(p.stem for p in BENCH_DIR.glob("*.py") if not p.stem.startswith("_")) if BENCH_DIR.is_dir() else []
 
 
-def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     bench = commands.add_parser(
         "bench",
         help="run a benchmark: " + ", ".join(available()),

@@ -10,7 +10,7 @@ from lahar.cli.signals import run_until_signalled, stop_event
 DEFAULT_METRICS_PORT = 9318  # the agent serves on 9316
 
 
-def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     controller = commands.add_parser("controller", help="run the job controller: Jobs -> PodGroups -> Pods")
     controller.add_argument(
         "--kubeconfig", help="kubeconfig (default: $KUBECONFIG, in-cluster, then the embedded server)"

@@ -32,7 +32,7 @@ JOB_NAME_LABEL = "volcano.sh/job-name"
 QUEUE_ACTIONS = ("open", "close")
 
 
-def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     job = commands.add_parser("job", help="run, list, view, suspend and resume Volcano jobs (vcctl job)")
     job_verbs = job.add_subparsers(dest="job_command", metavar="VERB", required=True)
     _register_job_run(job_verbs)
@@ -53,7 +53,7 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
     _register_queue_verbs(queue_verbs)
 
 
-def _register_job_run(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _register_job_run(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run = verbs.add_parser(
         "run", help="create a one-task job", usage="%(prog)s --name N --image I [options] [-- command args...]"
     )
@@ -71,7 +71,7 @@ def _register_job_run(verbs: argparse._SubParsersAction) -> None:  # type: ignor
     run.set_defaults(run=run_job_run)
 
 
-def _register_job_list(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _register_job_list(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     listing = verbs.add_parser("list", help="list jobs with their pod counts")
     listing.add_argument("-n", "--namespace", default="default")
     listing.add_argument("-A", "--all-namespaces", action="store_true")
@@ -79,7 +79,7 @@ def _register_job_list(verbs: argparse._SubParsersAction) -> None:  # type: igno
     listing.set_defaults(run=run_job_list)
 
 
-def _register_job_view(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _register_job_view(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     view = verbs.add_parser("view", help="show a job: spec, status, conditions and pods")
     view.add_argument("name")
     view.add_argument("-n", "--namespace", default="default")
@@ -87,7 +87,7 @@ def _register_job_view(verbs: argparse._SubParsersAction) -> None:  # type: igno
     view.set_defaults(run=run_job_view)
 
 
-def _register_queue_verbs(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _register_queue_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     create = verbs.add_parser("create", help="create a queue")
     create.add_argument("--name", required=True)
     create.add_argument("--weight", type=int, default=1)

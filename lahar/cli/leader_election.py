@@ -150,7 +150,7 @@ class LeaderRun:
         self._started = True
         try:
             self._start()
-        except Exception as exc:  # noqa: BLE001 - a leader that cannot act must not hold the Lease
+        except Exception as exc:  # a leader that cannot act must not hold the Lease
             print(f"lahar {self.name}: could not start: {exc}", file=sys.stderr, flush=True)
             self._exit_process(LOST_LEASE_EXIT)
 

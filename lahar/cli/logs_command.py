@@ -22,7 +22,7 @@ class LogsError(ValueError):
     """A refused `lahar logs`; main() prints it as `error: ...`."""
 
 
-def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     logs = commands.add_parser("logs", help="print a container's log (pods lahar up ran on this machine)")
     logs.add_argument("pod", help="the pod's name")
     logs.add_argument("-n", "--namespace", default="default")

@@ -35,7 +35,7 @@ def add_connection_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     apply = commands.add_parser("apply", help="create or update objects from manifests")
     apply.add_argument(
         "-f",

@@ -18,7 +18,7 @@ DEFAULT_METRICS_PORT = 9317  # the agent serves on 9316, the controller on 9318
 DEFAULT_REPORT_PORT = 9400
 
 
-def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     scheduler = commands.add_parser("scheduler", help="run the gang / queue scheduler")
     scheduler.add_argument(
         "--conf",
@@ -106,7 +106,8 @@ def describe_conf(conf: Any) -> str:
 
 
 def check_conf(path: Path) -> int:
-    from lahar.scheduler.conf import ConfError, load_conf
+    from lahar.scheduler.conf import load_conf
+    from lahar.scheduler.framework.plugin import ConfError
 
     try:
         conf = load_conf(path)

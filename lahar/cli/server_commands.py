@@ -54,7 +54,7 @@ def add_server_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     apiserver = commands.add_parser("apiserver", help="run the embedded Kubernetes API server (SQLite)")
     add_server_flags(apiserver)
     apiserver.set_defaults(run=run_apiserver)

@@ -143,7 +143,7 @@ class WatchStream(Iterator[tuple[str, Obj]]):
 def _chunks(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
     """Body bytes as soon as they arrive (a watch line must not wait for a full buffer)."""
     if getattr(response, "chunked", False) and response.supports_chunked_reads():  # type: ignore[attr-defined]
-        yield from response.read_chunked(decode_content=True)  # type: ignore[attr-defined]
+        yield from response.read_chunked(decode_content=True)
         return
     while chunk := response.read1(READ_SIZE):
         yield chunk
@@ -151,7 +151,7 @@ def _chunks(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
 
 def _shutdown_read(response: urllib3.BaseHTTPResponse) -> None:
     try:
-        response.shutdown()  # type: ignore[attr-defined]
+        response.shutdown()
     except (ValueError, RuntimeError, OSError, AttributeError):
         response.close()  # no socket to shut down: closing is the remaining way to wake the reader
 

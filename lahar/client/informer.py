@@ -253,9 +253,9 @@ class Informer:
         self._synced.set()
 
     def _dispatch_differences(self, previous: dict[Key, Obj], fresh: dict[Key, Obj]) -> None:
-        for key, old in previous.items():
+        for key, gone in previous.items():
             if key not in fresh:
-                self._dispatch(DELETED, old, None)
+                self._dispatch(DELETED, gone, None)
         for key, new in fresh.items():
             old = previous.get(key)
             if old is None:

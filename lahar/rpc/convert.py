@@ -102,7 +102,7 @@ def _fields(cls: type) -> tuple[_Field, ...]:
 
 def _field(cls: type, name: str, hint: Any) -> _Field:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin is list and dataclasses.is_dataclass(args[0]):
+    if origin is list and isinstance(args[0], type) and dataclasses.is_dataclass(args[0]):
         return _Field(name, _Kind.MESSAGE_LIST, item=args[0])
     if origin is list:
         return _Field(name, _Kind.SCALAR_LIST)
@@ -260,12 +260,20 @@ def _numbers_fine(data: bytes) -> bool:
 Getter = Callable[[Any], Any]
 
 
+def _message_type(field: FieldDescriptor) -> Descriptor:
+    """A message field's type: set for every TYPE_MESSAGE field."""
+    assert field.message_type is not None, field.full_name
+    return field.message_type
+
+
 @cache
 def _column_getters() -> list[tuple[Getter, Getter, Getter]]:
     """For each message type in the numbers schema: the getter of its message (by dotted path from
     the top) and of its columns, the sizes (non-negative) and the others (MAY_BE_NEGATIVE)."""
     getters: list[tuple[Getter, Getter, Getter]] = []
-    waiting: list[tuple[str, Descriptor]] = [("", _numbers_message().DESCRIPTOR)]
+    top = _numbers_message().DESCRIPTOR
+    assert isinstance(top, Descriptor)  # upb's C Descriptor passes: Descriptor's metaclass says so
+    waiting: list[tuple[str, Descriptor]] = [("", top)]
     while waiting:
         path, descriptor = waiting.pop()
         numbers = [field.name for field in descriptor.fields if field.type != FieldDescriptor.TYPE_MESSAGE]
@@ -278,7 +286,7 @@ def _column_getters() -> list[tuple[Getter, Getter, Getter]]:
             )
         )
         waiting += [
-            (f"{path}.{field.name}" if path else field.name, field.message_type)
+            (f"{path}.{field.name}" if path else field.name, _message_type(field))
             for field in descriptor.fields
             if field.type == FieldDescriptor.TYPE_MESSAGE
         ]
@@ -305,7 +313,7 @@ def _numbers_message() -> type[Message]:
                     number=field.number,
                     type=field.type,
                     label=FieldDescriptor.LABEL_OPTIONAL,
-                    type_name=f".{_NUMBERS_PACKAGE}.{_flat_name(field.message_type)}",
+                    type_name=f".{_NUMBERS_PACKAGE}.{_flat_name(_message_type(field))}",
                 )
             elif field.type in _NUMERIC_TYPES:
                 numbers_type.field.add(
@@ -339,7 +347,7 @@ def _name_bad_numbers(message: Message, path: str, problems: list[str]) -> None:
     for field in message.DESCRIPTOR.fields:
         value = getattr(message, field.name)
         if field.message_type is not None and field.message_type.GetOptions().map_entry:
-            named = ((f"{field.name}[{key!r}]", item) for key, item in value.items())
+            named: Iterable[tuple[str, Any]] = ((f"{field.name}[{key!r}]", item) for key, item in value.items())
             if field.message_type.fields_by_name["value"].type in _NUMERIC_TYPES:
                 _check_numbers(named, path, problems)
         elif field.type == FieldDescriptor.TYPE_MESSAGE:

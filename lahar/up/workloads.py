@@ -31,7 +31,7 @@ def colocation() -> ModuleType:
     return importlib.import_module("bench.colocation")
 
 
-def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     workload = commands.add_parser("workload", help="run a demo workload (what the examples' pods run)")
     roles = workload.add_subparsers(dest="workload", metavar="WORKLOAD", required=True)
     server = roles.add_parser(
