@@ -2,8 +2,7 @@
 (lahar/api admission) and a real kube-apiserver with deploy/'s CRDs (schema) and
 deploy/admission's ValidatingAdmissionPolicies (CEL). Each case names the field and the message
 both servers must say; where the real server words a schema error its own way, `real_message`
-is what it says instead (docs/admission.md lists these differences, generated from this table by
-scripts/admission-doc.py)."""
+is what it says instead (docs/admission.md describes these differences)."""
 
 from __future__ import annotations
 
