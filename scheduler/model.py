@@ -20,6 +20,7 @@ import json
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -158,6 +159,50 @@ def status_of(pod: Pod) -> TaskStatus:
     return TaskStatus.UNKNOWN
 
 
+# The hard constraints a pod may carry, by the name plugins declare they enforce (`Plugin.enforces`).
+NODE_SELECTOR, NODE_AFFINITY = "nodeSelector", "nodeAffinity"
+POD_AFFINITY, POD_ANTI_AFFINITY = "podAffinity", "podAntiAffinity"
+TOPOLOGY_SPREAD, HOST_PORTS, RESOURCE_CLAIMS = "topologySpreadConstraints", "hostPorts", "resourceClaims"
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
+
+def hard_constraints(pod: Pod) -> tuple[str, ...]:
+    """The constraints the pod carries that a placement could violate."""
+    spec = pod.spec
+    affinity = spec.get("affinity") or {}
+    carried = []
+    if spec.get("nodeSelector"):
+        carried.append(NODE_SELECTOR)
+    if (affinity.get("nodeAffinity") or {}).get(REQUIRED):
+        carried.append(NODE_AFFINITY)
+    if (affinity.get("podAffinity") or {}).get(REQUIRED):
+        carried.append(POD_AFFINITY)
+    if (affinity.get("podAntiAffinity") or {}).get(REQUIRED):
+        carried.append(POD_ANTI_AFFINITY)
+    if any(c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule" for c in spec.get(TOPOLOGY_SPREAD) or ()):
+        carried.append(TOPOLOGY_SPREAD)
+    if any(p.get("hostPort") for c in spec.get("containers") or () for p in c.get("ports") or ()):
+        carried.append(HOST_PORTS)
+    if spec.get(RESOURCE_CLAIMS):
+        carried.append(RESOURCE_CLAIMS)
+    return tuple(carried)
+
+
+def soft_constraints(pod: Pod) -> tuple[str, ...]:
+    """The preferences the pod carries (a placement that ignores them violates nothing)."""
+    spec = pod.spec
+    affinity = spec.get("affinity") or {}
+    carried = [
+        f"{name} (preferred)"
+        for name in ("nodeAffinity", "podAffinity", "podAntiAffinity")
+        if (affinity.get(name) or {}).get(PREFERRED)
+    ]
+    if any(c.get("whenUnsatisfiable") == "ScheduleAnyway" for c in spec.get(TOPOLOGY_SPREAD) or ()):
+        carried.append(f"{TOPOLOGY_SPREAD} (ScheduleAnyway)")
+    return tuple(carried)
+
+
 def placement_class(pod: Pod) -> str:
     """Pods with equal keys pass the same predicates and get the same scores on every node, so
     the session decides them as one class. Built from everything a predicate or score reads."""
@@ -170,6 +215,8 @@ def placement_class(pod: Pod) -> str:
         str(pod.qos_class),
         pod.k8s_qos_class,  # numa-aware pins only Guaranteed pods: same requests, different limits
         pod.meta.annotations.get("lahar.dev/numa-policy", ""),
+        hard_constraints(pod),  # what the pod asks that the configuration may not enforce
+        spec.get(TOPOLOGY_SPREAD) or [],
     )
     return hashlib.blake2b(json.dumps(relevant, sort_keys=True, default=str).encode(), digest_size=12).hexdigest()
 
@@ -596,7 +643,8 @@ class NodeTable:
         self, task: TaskInfo, rows: Rows = slice(None), be_capacity: np.ndarray | None = None, future: bool = False
     ) -> np.ndarray:
         """Whether the task's request fits on each of `rows` (the rule is `free`'s)."""
-        return (task.request <= self.free(task, rows, be_capacity, future)).all(axis=1)
+        # .all(axis=1) of a 2-d array is an array; numpy types it "bool or array"
+        return cast("np.ndarray", (task.request <= self.free(task, rows, be_capacity, future)).all(axis=1))
 
     def copies(self, task: TaskInfo, rows: Rows = slice(None), be_capacity: np.ndarray | None = None) -> np.ndarray:
         """How many more copies of the task each of `rows` holds (0 where none fits)."""
@@ -670,11 +718,13 @@ class NodeTable:
             return  # the session's own table, or an empty view: nothing to follow
         self.used[rows] = base.used[rows] - base.releasing[rows]
         self.be_used[rows] = base.be_used[rows] - base.be_releasing[rows]
-        self.assumed_free[rows] = False
+        assumed_free = self.assumed_free
+        assert assumed_free is not None, "a what-if view always marks rows"
+        assumed_free[rows] = False
         for lowered, extra in ((self.used, self._freed), (self.be_used, self._be_freed)):
             if extra is not None:
                 lowered[rows] -= extra[rows]
-                self.assumed_free[rows] |= (extra[rows] > 0).any(axis=1)
+                assumed_free[rows] |= (extra[rows] > 0).any(axis=1)
 
 
 @dataclass(slots=True)
@@ -837,11 +887,13 @@ __all__ = [
     "TaskStatus",
     "Toleration",
     "default_queue_info",
+    "hard_constraints",
     "is_critical",
     "job_info",
     "placement_class",
     "preemptable_flag",
     "queue_info",
+    "soft_constraints",
     "status_of",
     "task_info",
 ]

@@ -22,6 +22,7 @@ import heapq
 import itertools
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -72,13 +73,13 @@ class _Allocation:
         self.pending: dict[str, _Pending] = {}
         self.explained: dict[str, Counter[str]] = {}  # per placement class, when nothing was staged
 
-    def _entry(self, key: tuple, item: object) -> tuple:
+    def _entry(self, key: tuple[Any, ...], item: object) -> tuple[Any, ...]:
         return key, next(self.tie), item
 
     def run(self) -> None:
         session = self.session
         enqueue_configured = "enqueue" in session.conf.actions
-        waiting: dict[str, list[tuple]] = {}
+        waiting: dict[str, list[tuple[Any, ...]]] = {}
         for job in session.jobs.values():
             if job.phase is PodGroupPhase.PENDING:
                 if enqueue_configured:
@@ -105,7 +106,7 @@ class _Allocation:
             if session.overused(queue):
                 self._left_in_overused(queue, jobs)
                 continue
-            job: JobInfo = heapq.heappop(jobs)[2]
+            job = heapq.heappop(jobs)[2]
             if self._allocate_job(job, queue):
                 heapq.heappush(jobs, self._entry(session.job_order_key(job), job))
             if jobs:
@@ -115,7 +116,8 @@ class _Allocation:
         pending = self.pending.get(job.key)
         if pending is None:
             tasks, asks_nothing = [], 0
-            for task in job.by_status.get(TaskStatus.PENDING, {}).values():
+            candidates = self.session.refuse_unsupported(job, list(job.by_status.get(TaskStatus.PENDING, {}).values()))
+            for task in candidates:
                 if task.gated:
                     continue  # scheduling gates: nothing places it until they are removed
                 if task.no_request:
@@ -236,7 +238,7 @@ class _Allocation:
             )
         return "; ".join(parts) or "the tasks left cannot make the gang ready"
 
-    def _left_in_overused(self, queue: QueueInfo, jobs: list[tuple]) -> None:
+    def _left_in_overused(self, queue: QueueInfo, jobs: list[tuple[Any, ...]]) -> None:
         """The jobs an overused queue will not get to this session."""
         for _, _, job in jobs:
             unready = job.min_member - job.ready_count - self._pending_of(job).asks_nothing

@@ -55,6 +55,8 @@ class BackfillAction(Action):
             ]
             if not tasks or session.job_valid(job):
                 continue
+            if "allocate" not in session.conf.actions:  # else allocate has refused them already
+                tasks = session.refuse_unsupported(job, tasks)
             tasks.sort(key=session.task_order_key)
             order = (session.queue_order_key(session.queues[job.queue]), session.job_order_key(job))
             found.append((order, job, tasks))

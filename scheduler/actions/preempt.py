@@ -47,7 +47,8 @@ a queue that is not Open.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable
-from typing import ClassVar
+from functools import partial
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -100,7 +101,11 @@ def preemptors(session: Session, job: JobInfo) -> list[TaskInfo]:
     """The job's pending tasks that may take others' place, in task order: not those whose
     PriorityClass says `preemptionPolicy: Never`, nor those still behind scheduling gates."""
     return sorted(
-        (task for task in job.with_status(TaskStatus.PENDING) if not task.never_preempts and not task.gated),
+        (
+            task
+            for task in job.with_status(TaskStatus.PENDING)
+            if not task.never_preempts and not task.gated and not session.unsupported(task)
+        ),
         key=session.task_order_key,
     )
 
@@ -374,9 +379,9 @@ class VictimSearch:
         several queues, in reclaim: the queue that would be served last loses first, Volcano's
         victim queue order), then job order, then task order."""
         session, jobs, queues = self.session, self.session.jobs, self.session.queues
-        queue_keys: dict[str, tuple] = {}
+        queue_keys: dict[str, tuple[Any, ...]] = {}
 
-        def queue_key(name: str) -> tuple:
+        def queue_key(name: str) -> tuple[Any, ...]:
             key = queue_keys.get(name)
             if key is None:
                 queue = queues.get(name)
@@ -537,7 +542,7 @@ class Preempt(VictimAction):
                 *selection_of(task),
                 lambda victim: victim.job != job.key,
                 session.preemptable,
-                lambda task=task: session.allocatable(queue, task),
+                partial(session.allocatable, queue, task),
             )
             if statement is not None:
                 statements.append(statement)
@@ -563,7 +568,7 @@ class Preempt(VictimAction):
                 selection,
                 anyone,
                 session.preemptable,
-                lambda task=task: session.allocatable(queue, task),
+                partial(session.allocatable, queue, task),
             )
             if statement is None:
                 break

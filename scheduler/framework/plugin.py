@@ -131,6 +131,15 @@ class Plugin:
     def argument(self, key: str, default: Any) -> Any:
         return self.arguments.get(key, default)
 
+    def enforces(self) -> frozenset[str]:
+        """The pod constraints (model.hard_constraints names) this plugin's predicate enforces with
+        its arguments; the session refuses a pod carrying one that no configured plugin enforces."""
+        return frozenset()
+
+    def scores(self) -> frozenset[str]:
+        """The pod preferences (model.soft_constraints names) this plugin's node order scores."""
+        return frozenset()
+
     def on_session_open(self, session: Session) -> None:
         """Register callbacks (session.add_*); must not do I/O."""
 

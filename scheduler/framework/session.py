@@ -37,7 +37,17 @@ import numpy as np
 
 from lahar.scheduler.conf import PluginOption, SchedulerConf
 from lahar.scheduler.framework.plugin import Plugin, action_class, plugin_class
-from lahar.scheduler.model import JobInfo, NodeTable, QueueInfo, Rows, Snapshot, TaskInfo, TaskStatus
+from lahar.scheduler.model import (
+    JobInfo,
+    NodeTable,
+    QueueInfo,
+    Rows,
+    Snapshot,
+    TaskInfo,
+    TaskStatus,
+    hard_constraints,
+    soft_constraints,
+)
 
 if TYPE_CHECKING:
     from lahar.agent.report import NodeReport
@@ -125,6 +135,10 @@ class Session:
         self._classes: dict[Hashable, _ClassState] = {}
         self._fresh: dict[float, list[NodeReport | None]] = {}
         self._current: PluginOption | None = None
+        self._enforced: set[str] = set()  # hard constraints some configured predicate enforces
+        self._scored: set[str] = set()  # preferences some configured node order scores
+        self._unsupported: dict[str, tuple[str, ...]] = {}  # per placement class
+        self._unscored: dict[str, tuple[str, ...]] = {}  # per placement class
         # BE tasks borrow the agents' reclaimable cpu/memory instead of queue quota when the
         # oversubscription plugin is configured (known before any plugin opens, whatever its tier).
         self.lends_to_be = "oversubscription" in self.conf.plugin_names
@@ -149,8 +163,53 @@ class Session:
                 self.plugins[option.name] = plugin
                 self._current, self._tier = option, tier_number
                 plugin.on_session_open(self)
+                if option.enabled("predicate"):
+                    self._enforced |= plugin.enforces()
+                if option.enabled("node_order"):
+                    self._scored |= plugin.scores()
         self._current = None
         return self
+
+    def unsupported(self, task: TaskInfo) -> tuple[str, ...]:
+        """The hard constraints the task's pod carries that no configured plugin enforces: such a
+        pod is not placed (a placement could violate them), and says why (`refuse_unsupported`)."""
+        found = self._unsupported.get(task.placement)
+        if found is None:
+            found = self._unsupported[task.placement] = tuple(
+                name for name in hard_constraints(task.pod) if name not in self._enforced
+            )
+        return found
+
+    def refuse_unsupported(self, job: JobInfo, tasks: list[TaskInfo]) -> list[TaskInfo]:
+        """`tasks` less those with unsupported constraints, each refused with a Warning event
+        (and its job's message); preferences no plugin scores get a Normal event instead, once."""
+        kept = []
+        for task in tasks:
+            missing = self.unsupported(task)
+            if missing:
+                message = (
+                    f"pod carries constraints this scheduler's configuration does not enforce: "
+                    f"{', '.join(missing)}; not placed rather than placed in violation"
+                )
+                self.record_event("Pod", task.namespace, task.name, "Warning", "UnsupportedConstraint", message)
+                job.set_unschedulable(1, message)
+                continue
+            unscored = self._unscored.get(task.placement)
+            if unscored is None:
+                unscored = self._unscored[task.placement] = tuple(
+                    name for name in soft_constraints(task.pod) if name not in self._scored
+                )
+            if unscored:
+                self.record_event(
+                    "Pod",
+                    task.namespace,
+                    task.name,
+                    "Normal",
+                    "PreferenceIgnored",
+                    f"preferences this scheduler's configuration does not score: {', '.join(unscored)}",
+                )
+            kept.append(task)
+        return kept
 
     def run_actions(self) -> None:
         for name in self.conf.actions:

@@ -66,6 +66,9 @@ class NodeOrderPlugin(Plugin):
         if self.least or self.most or self.balanced or self.affinity or self.taints:
             session.add_node_order_fn(self.score)
 
+    def scores(self) -> frozenset[str]:
+        return frozenset({"nodeAffinity (preferred)"}) if self.argument("nodeaffinity.weight", 2.0) else frozenset()
+
     def _static_score(self, task: TaskInfo) -> np.ndarray | None:
         """nodeaffinity and tainttoleration for the task's placement class (None when both are 0
         everywhere)."""

@@ -25,7 +25,7 @@ from lahar.api.node import Taint
 from lahar.api.pod import Pod
 from lahar.scheduler.framework.plugin import Arguments, Plugin, boolean, register_plugin
 from lahar.scheduler.framework.session import Session
-from lahar.scheduler.model import NodeTable, Rows, TaskInfo
+from lahar.scheduler.model import NODE_AFFINITY, NODE_SELECTOR, NodeTable, Rows, TaskInfo
 
 MISMATCH = "node(s) didn't match Pod's node affinity/selector"
 FILTERED_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
@@ -210,6 +210,13 @@ class PredicatesPlugin(Plugin):
         self._static: dict[str, np.ndarray | None] = {}
         self._everywhere = np.ones(len(session.nodes), dtype=bool)
         session.add_predicate_fn(self.predicate, self.explain)
+
+    def enforces(self) -> frozenset[str]:
+        return (
+            frozenset({NODE_SELECTOR, NODE_AFFINITY})
+            if self.argument("predicate.NodeAffinityEnable", True)
+            else frozenset()
+        )
 
     def _required(self, task: TaskInfo) -> np.ndarray | None:
         return self.index.required(task.pod) if self.affinity else None

@@ -349,3 +349,63 @@ def test_conformance_never_evicts_critical_pods() -> None:
     system = running("proxy", "n1", 0, cpu="1", memory="1Gi", namespace="kube-system")
     for configuration in (PREEMPT, conf("preempt", ["priority", "conformance"])):
         assert run(cluster(*a_full_node(critical, system), HIGH), configuration).evictions == []
+
+
+# -- nothing silently violated ----------------------------------------------------------------------
+
+ANTI = {
+    "podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}
+        ]
+    }
+}
+PREFERRED_ANTI = {
+    "podAntiAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 10, "podAffinityTerm": {"labelSelector": {}, "topologyKey": "kubernetes.io/hostname"}}
+        ]
+    }
+}
+
+
+def refusals(session: Session) -> dict[str, str]:
+    return {e.name: e.message for e in session.events if e.reason == "UnsupportedConstraint"}
+
+
+def test_a_constraint_no_plugin_enforces_is_refused_with_an_event() -> None:
+    spread = fx.pod("spread")
+    spread["spec"]["topologySpreadConstraints"] = [
+        {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {}}
+    ]
+    ported = fx.pod("ported")
+    ported["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 8080}]
+    objects = [fx.node("n1"), fx.pod("anti", affinity=ANTI), spread, ported, fx.pod("plain")]
+    session = fx.cycle(objects, actions="allocate, backfill")
+    assert fx.placed(session) == {"plain": "n1"}
+    refused = refusals(session)
+    assert sorted(refused) == ["anti", "ported", "spread"]
+    assert "podAntiAffinity" in refused["anti"] and "hostPorts" in refused["ported"]
+    assert "topologySpreadConstraints" in refused["spread"]
+    assert "podAntiAffinity" in session.jobs["default/anti"].unschedulable_message
+
+
+def test_a_node_selector_needs_a_plugin_that_enforces_it() -> None:
+    objects = [fx.node("n1", labels={"disk": "hdd"}), fx.pod("ssd", node_selector={"disk": "ssd"})]
+    without = fx.cycle(objects, actions="allocate", tiers=(["priority", "gang"],))
+    assert fx.placed(without) == {} and "nodeSelector" in refusals(without)["ssd"]
+    switched_off = fx.cycle(
+        objects,
+        actions="allocate",
+        tiers=([{"name": "predicates", "arguments": {"predicate.NodeAffinityEnable": False}}],),
+    )
+    assert fx.placed(switched_off) == {}
+    with_predicates = fx.cycle(objects, actions="allocate", tiers=(["gang", "predicates"],))
+    assert fx.placed(with_predicates) == {} and refusals(with_predicates) == {}  # refused by the selector itself
+
+
+def test_a_preference_nobody_scores_is_placed_and_said() -> None:
+    session = fx.cycle([fx.node("n1"), fx.pod("soft", affinity=PREFERRED_ANTI)], actions="allocate")
+    assert fx.placed(session) == {"soft": "n1"}
+    said = [e for e in session.events if e.reason == "PreferenceIgnored"]
+    assert len(said) == 1 and "podAntiAffinity (preferred)" in said[0].message
