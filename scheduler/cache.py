@@ -160,20 +160,21 @@ class _NodeRows:
         if row is None:
             return
         last = len(table.names) - 1
+        columns: tuple[list[Any], ...] = (table.names, table.nodes, table.labels, table.taints, table.tasks)
         if row != last:  # the last row moves into the hole: one row copied, one index entry changed
             for buffer in (*self._buffers.values(), self._schedulable):
                 buffer[row] = buffer[last]
-            for column in (table.names, table.nodes, table.labels, table.taints, table.tasks):
+            for column in columns:
                 column[row] = column[last]
             table.index[table.names[row]] = row
-        for column in (table.names, table.nodes, table.labels, table.taints, table.tasks):
+        for column in columns:
             column.pop()
         self._point()
 
     def row_of(self, name: str) -> int | None:
         return self.table.index.get(name)
 
-    def scheduling_view(self, row: int) -> tuple:
+    def scheduling_view(self, row: int) -> tuple[Any, ...]:
         """What a session reads of a node row besides its tasks: allocatable, schedulable, labels,
         taints (compared before and after a node event)."""
         table = self.table
@@ -372,7 +373,7 @@ class Cache:
                     self._changes += 1
                 return
             same = old is not None and _same_inputs(old.pod, pod)
-            if same:
+            if same and old is not None:
                 task = _restated(old, pod)
             else:
                 self._cover(pod.requests)
@@ -381,8 +382,8 @@ class Cache:
             if old is not None:
                 self._remove(old, keep_job=old.job == task.job)
             self._add(task)
-            if not same or (old.status, old.node) != (task.status, task.node):
-                if same and old.status is TaskStatus.BINDING and task.status is TaskStatus.BOUND:
+            if old is None or not same or (old.status, old.node) != (task.status, task.node):
+                if same and old is not None and old.status is TaskStatus.BINDING and task.status is TaskStatus.BOUND:
                     self._confirmations += 1  # on the node assumed: nodes and gangs hold what they held
                 else:
                     self._changes += 1
@@ -571,6 +572,7 @@ class Cache:
             self._cover(allocatable)
             new = self._rows.upsert(node, self._on_node.setdefault(node.name, {}))
             row = self._rows.row_of(node.name)
+            assert row is not None, "upsert placed it"
             if was != self._rows.scheduling_view(row):  # heartbeats and conditions change nothing
                 self._changes += 1
             work = new or (bool(table.schedulable[row]) and not (was is not None and was[1]))

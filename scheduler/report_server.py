@@ -26,7 +26,7 @@ import asyncio
 import hashlib
 import logging
 import threading
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +101,7 @@ def _digest(token: str) -> bytes:
     return hashlib.sha256(token.encode()).digest()
 
 
-def _bearer_token(metadata: Sequence[tuple[str, Any]] | None) -> str | None:
+def _bearer_token(metadata: Iterable[tuple[str, Any]] | None) -> str | None:
     for key, value in metadata or ():
         if key.lower() == "authorization":
             text = value.decode() if isinstance(value, bytes) else str(value)
@@ -188,7 +188,8 @@ class ReportServer:
         if self.tls is None and not is_loopback_address(address):
             raise ReportServerError(f"listening on {address} (not loopback) requires TLS")
         server = grpc.aio.server(options=[*SERVER_OPTIONS, ("grpc.max_receive_message_length", self.max_message_bytes)])
-        handler = grpc.stream_stream_rpc_method_handler(self._report)  # raw bytes in: parsed and counted here
+        # raw bytes in: parsed and counted here
+        handler: grpc.RpcMethodHandler[bytes, bytes] = grpc.stream_stream_rpc_method_handler(self._report)
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {METHOD: handler}),))
         try:
             port = (
@@ -266,7 +267,8 @@ class ReportServer:
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or unknown bearer token")
         assert node is not None
         await context.send_initial_metadata((STREAM_ACCEPTED,))
-        while (raw := await context.read()) is not grpc.aio.EOF:
+        # the stubs type read() as the request alone; it returns EOF once the stream ends
+        while (raw := await context.read()) is not grpc.aio.EOF:  # type: ignore[comparison-overlap]
             await context.write(await self._answer(raw, node, context))
 
     def _node_of_caller(self, context: grpc.aio.ServicerContext[bytes, bytes]) -> str | None:

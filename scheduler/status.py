@@ -280,7 +280,7 @@ class StatusWriter:
         patched: set[tuple[str, str]] = set()
         for job in session.jobs.values():
             patch = podgroup_status_patch(job, now)
-            if patch is not None:
+            if patch is not None and job.podgroup is not None:
                 sent += self._status(
                     kinds.PODGROUP, job.name, job.namespace, patch, job.podgroup.meta.resource_version, patched
                 )

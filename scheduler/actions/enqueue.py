@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from typing import Any
 
 from lahar.api.podgroup import PodGroupPhase
 from lahar.scheduler.framework.plugin import Action, register_action
@@ -24,7 +25,7 @@ class EnqueueAction(Action):
 
     def execute(self, session: Session) -> None:
         tie = itertools.count()  # heap entries never compare the objects themselves
-        waiting: dict[str, list[tuple[tuple, int, JobInfo]]] = {}
+        waiting: dict[str, list[tuple[tuple[Any, ...], int, JobInfo]]] = {}
         for job in session.jobs.values():
             if job.podgroup is None or job.phase is not PodGroupPhase.PENDING:
                 continue

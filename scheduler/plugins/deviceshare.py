@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, cast
 
 import numpy as np
 
@@ -134,9 +134,9 @@ class DeviceShare(Plugin):
             np.zeros((n, width), dtype=np.int64),
         )
         self._whole, self._whole_releasing = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
-        for row, devices in inventory.items():
-            self._count[row] = len(devices)
-            self._total[row, : len(devices)] = devices
+        for at, devices in inventory.items():
+            self._count[at] = len(devices)
+            self._total[at, : len(devices)] = devices
         self._held: dict[str, _Holding] = {}
         placed = (nodes.used + nodes.be_used)[:, gpu_columns].any(axis=1)
         for row in np.flatnonzero(placed):
@@ -249,7 +249,8 @@ class DeviceShare(Plugin):
         if wanted is None:
             return np.ones(len(count), dtype=bool)
         whole, memory = wanted
-        future = nodes.assumed_free is not None
+        assumed_free = nodes.assumed_free
+        future = assumed_free is not None
         if memory:
             if whole > 1:
                 return np.zeros(len(count), dtype=bool)
@@ -258,9 +259,9 @@ class DeviceShare(Plugin):
         else:
             fits = self._free_whole(rows, future) >= whole
             capacity = count >= whole
-        if future:
-            fits = np.where(nodes.assumed_free[rows], capacity, fits)
-        return fits
+        if assumed_free is not None:
+            fits = np.where(assumed_free[rows], capacity, fits)
+        return cast("np.ndarray", fits)  # .any(axis=1) of a 2-d array is an array; numpy types it "bool or array"
 
     def _explain(self, task: TaskInfo, nodes: NodeTable) -> Counter[str]:
         wanted = self._asks(task)

@@ -84,10 +84,10 @@ class ProportionPlugin(Plugin):
         width = len(session.resources)
         self._inqueue: dict[str, np.ndarray] = {}
         self._asked: dict[str, np.ndarray] = {}  # per placement class: the quota resources it asks for
-        for queue in queues.values():
-            queue.allocated = np.zeros(width, dtype=np.int64)
-            queue.request = np.zeros(width, dtype=np.int64)
-            self._inqueue[queue.name] = np.zeros(width, dtype=np.int64)
+        for each in queues.values():
+            each.allocated = np.zeros(width, dtype=np.int64)
+            each.request = np.zeros(width, dtype=np.int64)
+            self._inqueue[each.name] = np.zeros(width, dtype=np.int64)
         # Under oversubscription BE tasks' cpu/memory is borrowed from the agents' reclaimable
         # capacity, not from the cluster the queues share, so quotas do not charge it.
         self._uncharged = (
