@@ -91,6 +91,7 @@ tiers:
   - name: priority
   - name: gang
     enablePreemptable: false
+  - name: conformance
 - plugins:
   - name: overcommit
   - name: drf

@@ -409,3 +409,12 @@ def test_a_preference_nobody_scores_is_placed_and_said() -> None:
     assert fx.placed(session) == {"soft": "n1"}
     said = [e for e in session.events if e.reason == "PreferenceIgnored"]
     assert len(said) == 1 and "podAntiAffinity (preferred)" in said[0].message
+
+
+def test_the_documented_default_configuration_is_the_built_in_one() -> None:
+    from pathlib import Path
+
+    from lahar.scheduler.conf import DEFAULT_CONF
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "scheduler.md").read_text()
+    assert f"```yaml\n{DEFAULT_CONF}```" in docs
