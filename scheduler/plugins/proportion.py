@@ -23,6 +23,13 @@ and allocated + request ≤ deserved on the resources the task asks for), job_en
 queue is open and minResources + allocated + inqueue ≤ real capability), reclaimable (victims
 only from queues above their deserved share, never taking a queue below its guarantee).
 Pod slots take no part. The figures go to `session.data["queues"]` for metrics and status.
+
+Hierarchy (`spec.parent`): a queue's `capability` bounds its whole subtree. A task is allocatable
+only while every ancestor with a capability stays within it counting everything its subtree
+holds, and a PodGroup is admitted only while its minResources fits there too (Volcano's capacity
+plugin's rule for capability; deserved and guarantee per level are not divided down the tree).
+A parent that does not exist or a chain that loops gets a Warning event on the queue; the rest
+is scheduled as usual.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ from lahar.scheduler.framework.session import PERMIT, REJECT, Session
 from lahar.scheduler.model import CHARGED, LENT_COLUMNS, JobInfo, QueueInfo, TaskInfo, TaskStatus
 
 QUOTA_INSUFFICIENT = "queue resource quota insufficient"
+ROOT_QUEUE = "root"  # Volcano's hierarchy root: a queue without a parent hangs under it
 
 
 def water_fill(
@@ -106,9 +114,14 @@ class ProportionPlugin(Plugin):
                 self._demand(queue, job)  # only admitted jobs' pending tasks (module docstring)
             self._inqueue[queue.name] += job.inqueue_request
         self._deserve(session)
+        self._tree(session)
         session.add_queue_order_fn(lambda queue: (-queue.priority, self.share(queue)))
         session.add_overused_fn(self.overused)
-        session.add_allocatable_fn(lambda queue, task: queue.is_open and self._within_deserved(queue, task))
+        session.add_allocatable_fn(
+            lambda queue, task: (
+                queue.is_open and self._within_deserved(queue, task) and self._within_ancestors(queue, task)
+            )
+        )
         session.add_preemptive_fn(lambda queue, task: queue.is_open and self._within_deserved(queue, task))
         session.add_job_enqueueable_fn(self.job_enqueueable)
         session.add_job_enqueued_fn(self.job_enqueued)
@@ -164,6 +177,47 @@ class ProportionPlugin(Plugin):
             undeserved = columns[queue.deserved[columns] == 0]
             self._inverse[queue.name] = (inverse, undeserved if len(undeserved) else None)
 
+    # -- the queue tree (spec.parent) -------------------------------------------------------------
+
+    def _tree(self, session: Session) -> None:
+        """Each queue's ancestors that bound it (`spec.capability` set on some resource), and what
+        each such ancestor's subtree holds. A parent that does not exist, or a chain that loops,
+        is reported on the queue (a Warning event) and the chain is cut there: the queue is then
+        bounded by the ancestors before the fault only."""
+        queues = session.queues
+        self._ancestors: dict[str, list[str]] = {}
+        self._subtree: dict[str, np.ndarray] = {}
+        for queue in queues.values():
+            chain: list[str] = []
+            seen = {queue.name}
+            parent = queue.parent
+            while parent and parent != ROOT_QUEUE:
+                if parent in seen or parent not in queues:
+                    why = "its parent chain loops" if parent in seen else f"its parent {parent} does not exist"
+                    if queue.queue is not None:
+                        session.record_event(
+                            "Queue", "", queue.name, "Warning", "InvalidParent", f"queue {queue.name}: {why}"
+                        )
+                    break
+                seen.add(parent)
+                if (queues[parent].capability >= 0).any():
+                    chain.append(parent)
+                parent = queues[parent].parent
+            self._ancestors[queue.name] = chain
+            for ancestor in chain:
+                held = self._subtree.setdefault(ancestor, queues[ancestor].allocated.copy())
+                held += queue.allocated
+
+    def _within_ancestors(self, queue: QueueInfo, task: TaskInfo) -> bool:
+        """allocated + request ≤ capability for every bounding ancestor, on the resources it bounds."""
+        request = self.charge(task)
+        for name in self._ancestors.get(queue.name, ()):
+            capability = self.session.queues[name].capability
+            bounded = capability >= 0
+            if ((self._subtree[name] + request)[bounded] > capability[bounded]).any():
+                return False
+        return True
+
     # -- figures -----------------------------------------------------------------------------
 
     def _fresh(self) -> None:
@@ -209,12 +263,18 @@ class ProportionPlugin(Plugin):
     def _allocate(self, task: TaskInfo) -> None:
         queue = self.session.queues.get(self.session.jobs[task.job].queue)
         if queue is not None:
-            queue.allocated += self.charge(task)
+            charged = self.charge(task)
+            queue.allocated += charged
+            for name in self._ancestors.get(queue.name, ()):
+                self._subtree[name] += charged
 
     def _deallocate(self, task: TaskInfo) -> None:
         queue = self.session.queues.get(self.session.jobs[task.job].queue)
         if queue is not None:
-            queue.allocated -= self.charge(task)
+            charged = self.charge(task)
+            queue.allocated -= charged
+            for name in self._ancestors.get(queue.name, ()):
+                self._subtree[name] -= charged
 
     # -- admission ---------------------------------------------------------------------------
 
@@ -226,7 +286,13 @@ class ProportionPlugin(Plugin):
             return PERMIT
         columns = self.session.resources.quota_columns
         wanted = job.min_resources + queue.allocated + self._inqueue[queue.name]
-        if (wanted[columns] <= self._real_capability[queue.name]).all():
+        within_ancestors = all(
+            ((job.min_resources + self._subtree[name])[bounded] <= capability[bounded]).all()
+            for name in self._ancestors.get(queue.name, ())
+            for capability in (self.session.queues[name].capability,)
+            for bounded in (capability >= 0,)
+        )
+        if (wanted[columns] <= self._real_capability[queue.name]).all() and within_ancestors:
             return PERMIT
         if job.podgroup is not None:
             self.session.record_event(

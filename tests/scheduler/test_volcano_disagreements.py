@@ -418,3 +418,45 @@ def test_the_documented_default_configuration_is_the_built_in_one() -> None:
 
     docs = (Path(__file__).resolve().parents[2] / "docs" / "scheduler.md").read_text()
     assert f"```yaml\n{DEFAULT_CONF}```" in docs
+
+
+# -- hierarchical queues ------------------------------------------------------------------------------
+
+
+def child(name: str, parent: str, **kwargs: Any) -> Obj:
+    obj = fx.queue(name, **kwargs)
+    obj["spec"]["parent"] = parent
+    return obj
+
+
+def test_a_parent_queues_capability_bounds_its_children() -> None:
+    def objects(org_cpu: str) -> list[Obj]:
+        return [
+            fx.node("n1", cpu="16"),
+            fx.queue("org", capability={"cpu": org_cpu}),
+            child("team-a", "org"),
+            child("team-b", "org"),
+            fx.podgroup("a", 1, queue="team-a"),
+            fx.pod("a-0", cpu="2", group="a", node_name="n1", phase="Running"),
+            fx.podgroup("b", 1, queue="team-b"),
+            fx.pod("b-0", cpu="1", group="b"),
+        ]
+
+    assert fx.placed(fx.cycle(objects("2"), actions="allocate")) == {}
+    assert fx.placed(fx.cycle(objects("4"), actions="allocate")) == {"b-0": "n1"}
+
+
+def test_a_looping_queue_tree_is_reported_and_the_rest_scheduled() -> None:
+    objects = [
+        fx.node("n1"),
+        child("x", "y"),
+        child("y", "x"),
+        child("orphan", "gone"),
+        fx.podgroup("g", 1, queue="x"),
+        fx.pod("g-0", group="g"),
+        fx.pod("lone"),
+    ]
+    session = fx.cycle(objects, actions="allocate")
+    assert fx.placed(session) == {"g-0": "n1", "lone": "n1"}
+    warned = {e.name: e.message for e in session.events if e.reason == "InvalidParent"}
+    assert "loops" in warned["x"] and "loops" in warned["y"] and "gone does not exist" in warned["orphan"]
