@@ -89,6 +89,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help=f"the cgroup the local node's pods run under (default {DEFAULT_PARENT}); the agent tunes the same",
     )
     up.add_argument(
+        "--scheduler-conf",
+        type=Path,
+        metavar="FILE",
+        help="the scheduler's configuration (Volcano's volcano-scheduler.conf format; default: its built-in one)",
+    )
+    up.add_argument(
         "--qos-config",
         type=Path,
         metavar="FILE",
@@ -145,6 +151,10 @@ def run_up(args: argparse.Namespace) -> int:
 
     if args.demo_exit and not args.demo:
         raise ValueError("--demo-exit goes with --demo")
+    if args.scheduler_conf is not None:
+        from lahar.scheduler.conf import load_conf
+
+        load_conf(args.scheduler_conf)  # a file the scheduler would refuse stops `up` before it starts
     sim_nodes = args.sim_nodes if args.sim_nodes is not None else DEMO_SIM_NODES if args.demo else 0
     if sim_nodes < 0:
         raise ValueError(f"--sim-nodes cannot be negative ({sim_nodes})")
@@ -156,6 +166,7 @@ def run_up(args: argparse.Namespace) -> int:
         cgroup_parent=args.cgroup_parent,
         qos_config=args.qos_config,
         verbose=args.verbose,
+        scheduler_conf=args.scheduler_conf,
     )
     demo = None
     if args.demo:

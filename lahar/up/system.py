@@ -81,6 +81,7 @@ class UpOptions:
     cgroup_parent: str = DEFAULT_PARENT
     qos_config: Path | None = None
     verbose: bool = False
+    scheduler_conf: Path | None = None  # the scheduler's --conf (its built-in configuration if None)
 
 
 # --- the API server, in a thread of this process ----------------------------------------------------
@@ -362,9 +363,11 @@ class System:
         self._sim_token = sim_token
         tokens = self._write_secret("report-tokens", f"{agent_token} {node}\n{sim_token} *\n")
         kubeconfig = ["--kubeconfig", str(self.kubeconfig)]
+        scheduler_conf = [] if self.options.scheduler_conf is None else ["--conf", str(self.options.scheduler_conf)]
         self.programs = [
             self._program(
-                "scheduler", [*kubeconfig, "--report-address", self.report_address, "--token-file", str(tokens)]
+                "scheduler",
+                [*kubeconfig, "--report-address", self.report_address, "--token-file", str(tokens), *scheduler_conf],
             ),
             self._program("controller", kubeconfig),
         ]

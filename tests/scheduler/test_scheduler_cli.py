@@ -131,3 +131,12 @@ def test_the_command_serves_metrics_and_reports_and_stops_cleanly(module_apiserv
             raise
     assert code == 0, log.read_text()
     assert "lahar scheduler stopped" in log.read_text()
+
+
+def test_lahar_up_takes_a_scheduler_configuration_and_refuses_a_bad_one_before_starting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    conf = tmp_path / "scheduler.conf"
+    conf.write_text('actions: "allocate"\ntiers:\n- plugins:\n  - name: gang\n    enableJobReady: perhaps\n')
+    assert main(["up", "--scheduler-conf", str(conf)]) == 1
+    assert "enableJobReady: must be true or false" in capsys.readouterr().err
