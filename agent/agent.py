@@ -22,7 +22,7 @@ from lahar.agent.collectors.npu import NpuCollector
 from lahar.agent.collectors.numa import NumaCollector
 from lahar.agent.collectors.pods import PodCollector
 from lahar.agent.collectors.pressure import PressureCollector
-from lahar.agent.report import Accelerators, AgentHealth, CpuUsage, MemoryUsage, NodeReport
+from lahar.rpc.report import Accelerators, AgentHealth, CpuUsage, MemoryUsage, NodeReport
 
 if TYPE_CHECKING:
     from lahar.agent.qos.config import QosConfig

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from lahar.agent.report import NodeReport
 from lahar.metrics_server import Health, MetricsServer
+from lahar.rpc.report import NodeReport
 
 if TYPE_CHECKING:
     from lahar.agent.qos.engine import QosSnapshot

@@ -20,9 +20,9 @@ from typing import Any
 
 import grpc
 
-from lahar.agent.report import NodeReport
 from lahar.rpc import STREAM_ACCEPTED, is_loopback_address
 from lahar.rpc.convert import report_to_proto
+from lahar.rpc.report import NodeReport
 from lahar.rpc.v1 import agent_pb2_grpc
 
 log = logging.getLogger("lahar.agent.report_stream")

@@ -36,7 +36,9 @@ from typing import Any
 import grpc
 import psutil
 
-from lahar.agent.report import (
+from lahar.rpc import STREAM_ACCEPTED
+from lahar.rpc.convert import report_to_proto
+from lahar.rpc.report import (
     AgentHealth,
     ContainerUsage,
     CpuUsage,
@@ -46,8 +48,6 @@ from lahar.agent.report import (
     PodUsage,
     Pressure,
 )
-from lahar.rpc import STREAM_ACCEPTED
-from lahar.rpc.convert import report_to_proto
 from lahar.rpc.v1 import agent_pb2 as pb
 from lahar.rpc.v1 import agent_pb2_grpc
 

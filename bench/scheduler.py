@@ -1043,7 +1043,7 @@ RECLAIM_THRESHOLD = 0.65  # of capacity, per resource (Koordinator's / DESIGN.md
 
 
 def synthetic_report(node: str, usage_cores: float, memory_used: int, reclaimable: dict[str, int]) -> Any:
-    from lahar.agent.report import AgentHealth, CpuUsage, MemoryUsage, NodeReport
+    from lahar.rpc.report import AgentHealth, CpuUsage, MemoryUsage, NodeReport
 
     return NodeReport(
         node=node,

@@ -81,7 +81,7 @@ class MetricInfo:
 
 def sample_report(node: str = SAMPLE_NODE, timestamp: float = 1_700_000_000.0) -> Any:
     """A NodeReport in which every list and mapping is filled: every agent family has samples."""
-    from lahar.agent.report import (
+    from lahar.rpc.report import (
         Accelerators,
         AgentHealth,
         ContainerUsage,

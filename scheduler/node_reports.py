@@ -20,8 +20,8 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
-from lahar.agent.report import NodeReport
 from lahar.rpc.convert import report_from_proto
+from lahar.rpc.report import NodeReport
 from lahar.rpc.v1 import agent_pb2 as pb
 
 log = logging.getLogger("lahar.scheduler.node_reports")

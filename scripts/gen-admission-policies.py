@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -60,152 +62,199 @@ def index_of_first(items: str, i: str, v: str, condition: str) -> str:
     return f"{items}.transformList({i}, {v}, {condition}).indexOf(true)"
 
 
-# --- lifecycle policy rules: (ok(P), message(P, prefix)) for a policy list P --------------------
+# --- lifecycle policy rules -------------------------------------------------------------------
+# Kubernetes' CEL has no local bindings (cel.bind), so each rule finds the index of its first bad
+# element once, in a policy variable, and the expression and the message read that variable.
 
 
-def policy_rules() -> list[tuple[Any, Any]]:
-    def both(p: str) -> str:
-        return f"{has_events(p)} && has({p}.exitCode)"
+@dataclass(frozen=True)
+class PolicyRule:
+    """A rule over one lifecycle policy list P: `first(P)` is the index of the first offending
+    policy (-1 when none); `message(P, at, prefix)` the error for the policy at index `at`."""
 
-    def neither(p: str) -> str:
-        return f"!{has_events(p)} && !has({p}.exitCode)"
+    name: str
+    first: Callable[[str], str]
+    message: Callable[[str, str, str], str]
 
-    def seen_before(P: str, e: str, i: str) -> str:
-        return f"{P}.exists(k, q, k < {i} && {e} in {events('q')})"
 
-    def duplicate_event(P: str, i: str, p: str) -> str:
-        return f"{events(p)}.exists(e, {seen_before(P, 'e', i)})"
+def _both(p: str) -> str:
+    return f"{has_events(p)} && has({p}.exitCode)"
 
-    def duplicate_code(P: str, i: str, p: str) -> str:
-        return (
-            f"has({p}.exitCode) && {p}.exitCode != 0 && "
-            f"{P}.exists(k, q, k < {i} && has(q.exitCode) && q.exitCode == {p}.exitCode)"
-        )
 
-    def at(P: str, condition: str) -> str:
-        return f"'[' + string({P}.map(p, {condition}).indexOf(true)) + ']'"
+def _neither(p: str) -> str:
+    return f"!{has_events(p)} && !has({p}.exitCode)"
 
-    pending = "'PodPending' in " + events("p") + " && (!has(p.timeout) || p.timeout == '')"
-    return [
-        (
-            lambda P: f"!{P}.exists(p, {both('p')})",
-            lambda P, pre: f"{pre} + {at(P, both('p'))} + ': must not specify event(s) and exitCode together'",
-        ),
-        (
-            lambda P: f"!{P}.exists(p, {neither('p')})",
-            lambda P, pre: f"{pre} + {at(P, neither('p'))} + ': one of event, events or exitCode is required'",
-        ),
-        (
-            lambda P: f"!{P}.exists(i, p, {duplicate_event(P, 'i', 'p')})",
-            lambda P, pre: (
-                f"cel.bind(pi, {index_of_first(P, 'i', 'p', duplicate_event(P, 'i', 'p'))}, "
-                f"cel.bind(pol, {P}[pi], "
-                f"cel.bind(ev, {events('pol')}.filter(e, {seen_before(P, 'e', 'pi')})[0], "
-                f"{pre} + '[' + string(pi) + ']' + "
-                "(has(pol.event) && pol.event == ev ? '.event' : '.events[' + string(pol.events.indexOf(ev)) + ']') + "
-                "': duplicate policy event \"' + ev + '\"')))"
-            ),
-        ),
-        (
-            lambda P: f"!({P}.exists(p, '*' in {events('p')}) && {P}.exists(p, {events('p')}.exists(e, e != '*')))",
-            lambda P, pre: f"{pre} + ': \"*\" cannot be combined with other events'",
-        ),
-        (
-            lambda P: f"!{P}.exists(p, has(p.exitCode) && p.exitCode == 0)",
-            lambda P, pre: (
-                f"{pre} + {at(P, 'has(p.exitCode) && p.exitCode == 0')} + "
-                "'.exitCode: 0 is not a valid exit code (it means success)'"
-            ),
-        ),
-        (
-            lambda P: f"!{P}.exists(i, p, {duplicate_code(P, 'i', 'p')})",
-            lambda P, pre: (
-                f"cel.bind(pi, {index_of_first(P, 'i', 'p', duplicate_code(P, 'i', 'p'))}, "
-                f"{pre} + '[' + string(pi) + '].exitCode: duplicate policy exitCode ' + string({P}[pi].exitCode))"
-            ),
-        ),
-        (
-            lambda P: f"!{P}.exists(p, {pending})",
-            lambda P, pre: f"{pre} + {at(P, pending)} + '.timeout: is required for the \"PodPending\" event'",
-        ),
-    ]
+
+def _seen_before(P: str, e: str, i: str) -> str:
+    return f"{P}.exists(k, q, k < {i} && {e} in {events('q')})"
+
+
+def _duplicate_event(P: str, i: str, p: str) -> str:
+    return f"{events(p)}.exists(e, {_seen_before(P, 'e', i)})"
+
+
+def _duplicate_code(P: str, i: str, p: str) -> str:
+    earlier = f"{P}.exists(k, q, k < {i} && has(q.exitCode) && q.exitCode == {p}.exitCode)"
+    return f"has({p}.exitCode) && {p}.exitCode != 0 && {earlier}"
+
+
+def _first(P: str, condition: str) -> str:
+    return f"{P}.map(p, {condition}).indexOf(true)"
+
+
+def _at(prefix: str, at: str) -> str:
+    return f"{prefix} + '[' + string({at}) + ']'"
+
+
+def _duplicate_event_message(P: str, at: str, prefix: str) -> str:
+    policy = f"{P}[{at}]"
+    event = f"{events(policy)}.filter(e, {_seen_before(P, 'e', at)})[0]"
+    where = (
+        f"(has({policy}.event) && {policy}.event == {event} ? '.event' : "
+        f"'.events[' + string({policy}.events.indexOf({event})) + ']')"
+    )
+    return f"{_at(prefix, at)} + {where} + ': duplicate policy event \"' + {event} + '\"'"
+
+
+_PENDING = "'PodPending' in " + events("p") + " && (!has(p.timeout) || p.timeout == '')"
+
+POLICY_RULES = (
+    PolicyRule(
+        "EventAndExitCode",
+        lambda P: _first(P, _both("p")),
+        lambda P, at, pre: f"{_at(pre, at)} + ': must not specify event(s) and exitCode together'",
+    ),
+    PolicyRule(
+        "NoEventNorExitCode",
+        lambda P: _first(P, _neither("p")),
+        lambda P, at, pre: f"{_at(pre, at)} + ': one of event, events or exitCode is required'",
+    ),
+    PolicyRule(
+        "DuplicateEvent",
+        lambda P: index_of_first(P, "i", "p", _duplicate_event(P, "i", "p")),
+        _duplicate_event_message,
+    ),
+    PolicyRule(
+        "AnyEventWithOthers",
+        lambda P: f"({P}.exists(p, '*' in {events('p')}) && {P}.exists(p, {events('p')}.exists(e, e != '*')) ? 0 : -1)",
+        lambda P, at, pre: f"{pre} + ': \"*\" cannot be combined with other events'",
+    ),
+    PolicyRule(
+        "ExitCodeZero",
+        lambda P: _first(P, "has(p.exitCode) && p.exitCode == 0"),
+        lambda P, at, pre: f"{_at(pre, at)} + '.exitCode: 0 is not a valid exit code (it means success)'",
+    ),
+    PolicyRule(
+        "DuplicateExitCode",
+        lambda P: index_of_first(P, "i", "p", _duplicate_code(P, "i", "p")),
+        lambda P, at, pre: f"{_at(pre, at)} + '.exitCode: duplicate policy exitCode ' + string({P}[{at}].exitCode)",
+    ),
+    PolicyRule(
+        "PendingWithoutTimeout",
+        lambda P: _first(P, _PENDING),
+        lambda P, at, pre: f"{_at(pre, at)} + '.timeout: is required for the \"PodPending\" event'",
+    ),
+)
+
+
+def variable(name: str, expression: str) -> dict[str, str]:
+    return {"name": name, "expression": expression}
 
 
 def validation(expression: str, message: str) -> dict[str, Any]:
     return {"expression": expression, "messageExpression": message, "reason": "Invalid"}
 
 
-def job_validations() -> list[dict[str, Any]]:
+def first_task(condition: str) -> str:
+    """The index of the first task (variable t, index i) matching, -1 when none or no tasks."""
+    return f"has({TASKS}) ? {index_of_first(TASKS, 'i', 't', condition)} : -1"
+
+
+def job_rules() -> tuple[list[dict[str, str]], list[dict[str, Any]]]:
     total = f"{TASKS}.map(t, {replicas('t')}).sum()"
-    result = [
-        validation(
-            f"!has(object.spec.minAvailable) || !has({TASKS}) || object.spec.minAvailable <= {total}",
-            "'spec.minAvailable: minAvailable (' + string(object.spec.minAvailable) + "
-            f"') must not be greater than the total replicas (' + string({total}) + ')'",
-        ),
-        validation(
-            f"!has(object.spec.minSuccess) || !has({TASKS}) || object.spec.minSuccess <= {total}",
-            "'spec.minSuccess: minSuccess (' + string(object.spec.minSuccess) + "
-            f"') must not be greater than the total replicas (' + string({total}) + ')'",
-        ),
-    ]
-    over = f"has(t.minAvailable) && t.minAvailable > {replicas('t')}"
-    duplicate_name = f"has(t.name) && {TASKS}.exists(k, u, k < i && has(u.name) && u.name == t.name)"
-    depends_on_self = "has(t.dependsOn) && has(t.name) && t.name in t.dependsOn.name"
-    unknown = f"!{TASKS}.exists(u, has(u.name) && u.name == n)"
-    depends_on_unknown = f"has(t.dependsOn) && t.dependsOn.name.exists(n, {unknown})"
-    result += [
-        validation(
-            f"!has({TASKS}) || !{TASKS}.exists(t, {over})",
-            f"cel.bind(ti, {index_of_first(TASKS, 'i', 't', over)}, cel.bind(t, {TASKS}[ti], "
-            "'spec.tasks[' + string(ti) + '].minAvailable: minAvailable (' + string(t.minAvailable) + "
-            f"') must not be greater than replicas (' + string({replicas('t')}) + ')'))",
-        ),
-        validation(
-            f"!has({TASKS}) || !{TASKS}.exists(i, t, {duplicate_name})",
-            f"cel.bind(ti, {index_of_first(TASKS, 'i', 't', duplicate_name)}, "
-            f"'spec.tasks[' + string(ti) + '].name: duplicate task name \"' + {TASKS}[ti].name + '\"')",
-        ),
-        validation(
-            f"!has({TASKS}) || !{TASKS}.exists(t, {depends_on_self})",
-            f"cel.bind(ti, {index_of_first(TASKS, 'i', 't', depends_on_self)}, cel.bind(t, {TASKS}[ti], "
-            "'spec.tasks[' + string(ti) + '].dependsOn.name[' + string(t.dependsOn.name.indexOf(t.name)) + "
-            "']: a task cannot depend on itself'))",
-        ),
-        validation(
-            f"!has({TASKS}) || !{TASKS}.exists(t, {depends_on_unknown})",
-            f"cel.bind(ti, {index_of_first(TASKS, 'i', 't', depends_on_unknown)}, cel.bind(t, {TASKS}[ti], "
-            f"cel.bind(n, t.dependsOn.name.filter(n, {unknown})[0], "
-            "'spec.tasks[' + string(ti) + '].dependsOn.name[' + string(t.dependsOn.name.indexOf(n)) + "
-            "']: unknown task \"' + n + '\"')))",
-        ),
-    ]
-    job_policies = "object.spec.policies"
-    for ok, message in policy_rules():
-        result.append(
-            validation(f"!has({job_policies}) || {ok(job_policies)}", message(job_policies, "'spec.policies'"))
-        )
-    for ok, message in policy_rules():
-        bad_task = f"has(t.policies) && !({ok('t.policies')})"
-        task_prefix = "'spec.tasks[' + string(ti) + '].policies'"
-        result.append(
+    variables = [variable("totalReplicas", f"has({TASKS}) ? {total} : -1")]
+    validations = []
+    for field in ("minAvailable", "minSuccess"):
+        value = f"object.spec.{field}"
+        validations.append(
             validation(
-                f"!has({TASKS}) || !{TASKS}.exists(t, {bad_task})",
-                f"cel.bind(ti, {index_of_first(TASKS, 'i', 't', bad_task)}, "
-                f"cel.bind(tp, {TASKS}[ti].policies, {message('tp', task_prefix)}))",
+                f"!has({value}) || variables.totalReplicas < 0 || {value} <= variables.totalReplicas",
+                f"'spec.{field}: {field} (' + string({value}) + "
+                "') must not be greater than the total replicas (' + string(variables.totalReplicas) + ')'",
             )
         )
+
+    def task_rule(name: str, condition: str, message: str) -> None:
+        variables.append(variable(name, first_task(condition)))
+        validations.append(validation(f"variables.{name} < 0", message))
+
+    def task_at(name: str) -> str:
+        return f"{TASKS}[variables.{name}]"
+
+    def task_path(name: str) -> str:
+        return f"'spec.tasks[' + string(variables.{name}) + ']"
+
+    over = task_at("taskMinAvailableOverReplicas")
+    task_rule(
+        "taskMinAvailableOverReplicas",
+        f"has(t.minAvailable) && t.minAvailable > {replicas('t')}",
+        f"{task_path('taskMinAvailableOverReplicas')}.minAvailable: minAvailable (' + string({over}.minAvailable) + "
+        f"') must not be greater than replicas (' + string({replicas(over)}) + ')'",
+    )
+    task_rule(
+        "taskDuplicateName",
+        f"has(t.name) && {TASKS}.exists(k, u, k < i && has(u.name) && u.name == t.name)",
+        f"{task_path('taskDuplicateName')}.name: duplicate task name \"' + {task_at('taskDuplicateName')}.name + '\"'",
+    )
+    itself = task_at("taskDependsOnItself")
+    task_rule(
+        "taskDependsOnItself",
+        "has(t.dependsOn) && has(t.name) && t.name in t.dependsOn.name",
+        f"{task_path('taskDependsOnItself')}.dependsOn.name[' + "
+        f"string({itself}.dependsOn.name.indexOf({itself}.name)) + ']: a task cannot depend on itself'",
+    )
+    unknown = f"!{TASKS}.exists(u, has(u.name) && u.name == n)"
+    task_rule(
+        "taskDependsOnUnknown",
+        f"has(t.dependsOn) && t.dependsOn.name.exists(n, {unknown})",
+        f"{task_path('taskDependsOnUnknown')}.dependsOn.name[' + "
+        f"string({task_at('taskDependsOnUnknown')}.dependsOn.name.indexOf(variables.unknownDependency)) + "
+        "']: unknown task \"' + variables.unknownDependency + '\"'",
+    )
+    variables.append(
+        variable(
+            "unknownDependency",
+            f"variables.taskDependsOnUnknown < 0 ? '' : "
+            f"{task_at('taskDependsOnUnknown')}.dependsOn.name.filter(n, {unknown})[0]",
+        )
+    )
+
+    job_policies = "object.spec.policies"
+    for rule in POLICY_RULES:
+        name = f"policy{rule.name}"
+        variables.append(variable(name, f"has({job_policies}) ? {rule.first(job_policies)} : -1"))
+        validations.append(
+            validation(f"variables.{name} < 0", rule.message(job_policies, f"variables.{name}", "'spec.policies'"))
+        )
+    for rule in POLICY_RULES:
+        task, at = f"taskPolicy{rule.name}", f"taskPolicy{rule.name}At"
+        policies = f"{TASKS}[variables.{task}].policies"
+        variables.append(variable(task, first_task(f"has(t.policies) && {rule.first('t.policies')} >= 0")))
+        variables.append(variable(at, f"variables.{task} < 0 ? -1 : {rule.first(policies)}"))
+        prefix = f"'spec.tasks[' + string(variables.{task}) + '].policies'"
+        validations.append(validation(f"variables.{task} < 0", rule.message(policies, f"variables.{at}", prefix)))
+
     update = "request.operation != 'UPDATE'"
     for name in IMMUTABLE_SPEC_FIELDS:
         new, old = f"object.spec.{name}", f"oldObject.spec.{name}"
-        result.append(
+        validations.append(
             validation(
                 f"{update} || (has({new}) == has({old}) && (!has({new}) || {new} == {old}))",
                 f"'spec.{name}: field is immutable'",
             )
         )
     both_listed = f"{update} || !has({TASKS}) || !has(oldObject.spec.tasks)"
-    result.append(
+    validations.append(
         validation(
             f"{both_listed} || size({TASKS}) == size(oldObject.spec.tasks)",
             "'spec.tasks: tasks may not be added or removed'",
@@ -216,13 +265,13 @@ def job_validations() -> list[dict[str, Any]]:
             f"(has(t.{name}) != has(oldObject.spec.tasks[i].{name}) || "
             f"(has(t.{name}) && t.{name} != oldObject.spec.tasks[i].{name}))"
         )
-        result.append(
+        validations.append(
             validation(
                 f"{both_listed} || size({TASKS}) != size(oldObject.spec.tasks) || !{TASKS}.exists(i, t, {changed})",
                 f"'spec.tasks[' + string({index_of_first(TASKS, 'i', 't', changed)}) + '].{name}: field is immutable'",
             )
         )
-    return result
+    return variables, validations
 
 
 def key_path(prefix: str, key: str) -> str:
@@ -230,54 +279,73 @@ def key_path(prefix: str, key: str) -> str:
     return f"'{prefix}' + ({key}.matches('^[A-Za-z0-9_-]+$') ? '.' + {key} : '[' + {key} + ']')"
 
 
-def not_negative(resources: str, path: str) -> dict[str, Any]:
-    negative = f"quantity(string({resources}[k])).isLessThan(quantity('0'))"
-    return validation(
-        f"!has({resources}) || !{resources}.exists(k, {negative})",
-        f"cel.bind(k, {resources}.filter(k, {negative})[0], {key_path(path, 'k')} + "
-        f"': invalid quantity \"' + string({resources}[k]) + '\": must be greater than or equal to 0')",
-    )
+def _quantity(value: str) -> str:
+    return f"quantity(string({value}))"
 
 
-def within_capability(resources: str, guard: str, path: str) -> dict[str, Any]:
-    capability = "object.spec.capability"
-    over = f"k in {capability} && quantity(string({resources}[k])).isGreaterThan(quantity(string({capability}[k])))"
-    return validation(
-        f"!has({capability}) || !({guard}) || !{resources}.exists(k, {over})",
-        f"cel.bind(k, {resources}.filter(k, {over})[0], {key_path(path, 'k')} + "
-        f"': must not be greater than capability.' + k + ' (' + string({capability}[k]) + ')')",
-    )
+def resource_rules(
+    name: str, resources: str, present: str, path: str, capped: bool
+) -> tuple[list[dict[str, str]], list[dict[str, Any]]]:
+    """Amounts not negative and, when `capped`, not above the queue's capability of the same resource."""
+    negative = f"{_quantity(resources + '[k]')}.isLessThan(quantity('0'))"
+    variables = [variable(f"{name}Negative", f"{present} ? {resources}.filter(k, {negative}) : []")]
+    first = f"variables.{name}Negative[0]"
+    validations = [
+        validation(
+            f"size(variables.{name}Negative) == 0",
+            f"{key_path(path, first)} + ': invalid quantity \"' + string({resources}[{first}]) + "
+            "'\": must be greater than or equal to 0'",
+        )
+    ]
+    if capped:
+        capability = "object.spec.capability"
+        over = f"k in {capability} && {_quantity(resources + '[k]')}.isGreaterThan({_quantity(capability + '[k]')})"
+        variables.append(
+            variable(f"{name}OverCapability", f"{present} && has({capability}) ? {resources}.filter(k, {over}) : []")
+        )
+        first = f"variables.{name}OverCapability[0]"
+        validations.append(
+            validation(
+                f"size(variables.{name}OverCapability) == 0",
+                f"{key_path(path, first)} + ': must not be greater than capability.' + {first} + "
+                f"' (' + string({capability}[{first}]) + ')'",
+            )
+        )
+    return variables, validations
 
 
-def podgroup_validations() -> list[dict[str, Any]]:
-    return [
-        not_negative("object.spec.minResources", "spec.minResources"),
+def podgroup_rules() -> tuple[list[dict[str, str]], list[dict[str, Any]]]:
+    resources = "object.spec.minResources"
+    variables, validations = resource_rules("minResources", resources, f"has({resources})", "spec.minResources", False)
+    validations.append(
         validation(
             "!has(object.spec.minTaskMember) || !('' in object.spec.minTaskMember)",
             "'spec.minTaskMember[]: task name must not be empty'",
-        ),
-    ]
+        )
+    )
+    return variables, validations
 
 
-def queue_validations() -> list[dict[str, Any]]:
+def queue_rules() -> tuple[list[dict[str, str]], list[dict[str, Any]]]:
+    variables, validations = resource_rules(
+        "capability", "object.spec.capability", "has(object.spec.capability)", "spec.capability", False
+    )
     guarantee = "object.spec.guarantee.resource"
-    return [
-        not_negative("object.spec.capability", "spec.capability"),
-        not_negative("object.spec.deserved", "spec.deserved"),
-        validation(
-            f"!has(object.spec.guarantee) || !has({guarantee}) || !{guarantee}.exists(k, "
-            f"quantity(string({guarantee}[k])).isLessThan(quantity('0')))",
-            f"cel.bind(k, {guarantee}.filter(k, quantity(string({guarantee}[k])).isLessThan(quantity('0')))[0], "
-            f"{key_path('spec.guarantee.resource', 'k')} + "
-            f"': invalid quantity \"' + string({guarantee}[k]) + '\": must be greater than or equal to 0')",
+    for more in (
+        resource_rules(
+            "guarantee", guarantee, f"has(object.spec.guarantee) && has({guarantee})", "spec.guarantee.resource", True
         ),
-        within_capability(guarantee, f"has(object.spec.guarantee) && has({guarantee})", "spec.guarantee.resource"),
-        within_capability("object.spec.deserved", "has(object.spec.deserved)", "spec.deserved"),
+        resource_rules("deserved", "object.spec.deserved", "has(object.spec.deserved)", "spec.deserved", True),
+    ):
+        variables += more[0]
+        validations += more[1]
+    validations.append(
         validation(
             "!has(object.spec.parent) || object.spec.parent != object.metadata.name",
             "'spec.parent: a queue cannot be its own parent'",
-        ),
-    ]
+        )
+    )
+    return variables, validations
 
 
 def match(group: str, version: str, resource: str, operations: list[str]) -> dict[str, Any]:
@@ -288,7 +356,10 @@ def match(group: str, version: str, resource: str, operations: list[str]) -> dic
     }
 
 
-def validating(name: str, group: str, version: str, resource: str, rules: list[dict[str, Any]]) -> list[dict]:
+def validating(
+    name: str, group: str, version: str, resource: str, rules: tuple[list[dict[str, str]], list[dict[str, Any]]]
+) -> list[dict]:
+    variables, validations = rules
     return [
         {
             "apiVersion": "admissionregistration.k8s.io/v1",
@@ -297,7 +368,8 @@ def validating(name: str, group: str, version: str, resource: str, rules: list[d
             "spec": {
                 "failurePolicy": "Fail",
                 "matchConstraints": match(group, version, resource, ["CREATE", "UPDATE"]),
-                "validations": rules,
+                "variables": variables,
+                "validations": validations,
             },
         },
         {
@@ -370,7 +442,7 @@ def job_default_patches() -> str:
 def documents() -> dict[str, list[dict]]:
     return {
         "job-policy.yaml": validating(
-            "lahar-job.batch.volcano.sh", "batch.volcano.sh", "v1alpha1", "jobs", job_validations()
+            "lahar-job.batch.volcano.sh", "batch.volcano.sh", "v1alpha1", "jobs", job_rules()
         ),
         "job-defaults.yaml": mutating(
             "lahar-job-defaults.batch.volcano.sh", "batch.volcano.sh", "v1alpha1", "jobs", job_default_patches()
@@ -380,7 +452,7 @@ def documents() -> dict[str, list[dict]]:
             "scheduling.volcano.sh",
             "v1beta1",
             "podgroups",
-            podgroup_validations(),
+            podgroup_rules(),
         ),
         "podgroup-defaults.yaml": mutating(
             "lahar-podgroup-defaults.scheduling.volcano.sh",
@@ -390,7 +462,7 @@ def documents() -> dict[str, list[dict]]:
             replace_empty("queue", "default"),
         ),
         "queue-policy.yaml": validating(
-            "lahar-queue.scheduling.volcano.sh", "scheduling.volcano.sh", "v1beta1", "queues", queue_validations()
+            "lahar-queue.scheduling.volcano.sh", "scheduling.volcano.sh", "v1beta1", "queues", queue_rules()
         ),
     }
 

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from lahar.agent.collectors.files import read_text
 from lahar.agent.collectors.host import Host
-from lahar.agent.report import CpuUsage
+from lahar.rpc.report import CpuUsage
 
 _COUNTED_FIELDS = 8  # user .. steal; guest and guest_nice are already inside user and nice
 _IDLE, _IOWAIT = 3, 4

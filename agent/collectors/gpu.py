@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 import pynvml
 
 from lahar.agent.collectors.host import Host
-from lahar.agent.report import Accelerators, GpuDevice, GpuProcess
+from lahar.rpc.report import Accelerators, GpuDevice, GpuProcess
 
 log = logging.getLogger(__name__)
 

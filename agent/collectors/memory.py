@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 from lahar.agent.collectors.host import Host
-from lahar.agent.report import MemoryUsage
+from lahar.rpc.report import MemoryUsage
 
 _UNIT_BYTES = {"kB": 1024}  # every sized field says kB; counts (HugePages_Total) have no unit
 

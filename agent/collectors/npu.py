@@ -19,7 +19,7 @@ from ctypes import POINTER, Structure, byref, c_char, c_int, c_uint, c_ulonglong
 from dataclasses import dataclass
 
 from lahar.agent.collectors.host import Host
-from lahar.agent.report import Accelerators, NpuDevice
+from lahar.rpc.report import Accelerators, NpuDevice
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from lahar.agent.collectors.files import parse_cpulist, read_text
 from lahar.agent.collectors.host import Host
 from lahar.agent.collectors.memory import memory_usage, parse_meminfo
-from lahar.agent.report import NumaNode
+from lahar.rpc.report import NumaNode
 
 _NODE_AVAILABLE_FIELDS = ("MemFree", "Active(file)", "Inactive(file)", "SReclaimable")
 

@@ -37,8 +37,8 @@ from lahar.agent.cgroups.layout import (
     v1_controller_dirs,
 )
 from lahar.agent.collectors.host import Host
-from lahar.agent.report import ContainerUsage, PodUsage
 from lahar.api.qos import k8s_qos_class, qos_class
+from lahar.rpc.report import ContainerUsage, PodUsage
 
 NANOSECONDS = 1_000_000_000
 MICROSECONDS = 1_000_000

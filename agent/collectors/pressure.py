@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 from lahar.agent.collectors.files import read_text
 from lahar.agent.collectors.host import Host
-from lahar.agent.report import Pressure
+from lahar.rpc.report import Pressure
 
 RESOURCES = ("cpu", "memory", "io")
 _MICROSECONDS = 1_000_000

@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 import lahar
-from lahar.agent.report import AgentHealth, CpuUsage, MemoryUsage, NodeReport, PodUsage
 from lahar.agent.report_stream import ReportStreamer, StreamStats
 from lahar.api import kinds
 from lahar.api.pod import RUNNING, TERMINAL_PHASES
@@ -54,6 +53,7 @@ from lahar.node.lifecycle import (
     pod_status,
 )
 from lahar.rpc import is_loopback_address
+from lahar.rpc.report import AgentHealth, CpuUsage, MemoryUsage, NodeReport, PodUsage
 
 log = logging.getLogger("lahar.node.simulated")
 

@@ -1,7 +1,7 @@
 """The agent's report dataclasses <-> the `lahar.rpc.v1` wire messages, and what the scheduler
 refuses to store.
 
-The messages mirror `lahar.agent.report` field for field, so conversion both ways is derived once
+The messages mirror `lahar.rpc.report` field for field, so conversion both ways is derived once
 per dataclass from its type hints, and validation from the message descriptors, instead of being
 written out by hand: adding a field to the report and to agent.proto is all it takes.
 
@@ -33,7 +33,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError, Message
 
-from lahar.agent.report import NodeReport
+from lahar.rpc.report import NodeReport
 from lahar.rpc.v1 import agent_pb2 as pb
 
 MAX_PODS = 10_000

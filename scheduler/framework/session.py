@@ -50,7 +50,7 @@ from lahar.scheduler.model import (
 )
 
 if TYPE_CHECKING:
-    from lahar.agent.report import NodeReport
+    from lahar.rpc.report import NodeReport
 
 log = logging.getLogger("lahar.scheduler.session")
 

@@ -37,9 +37,9 @@ from typing import ClassVar, cast
 
 import numpy as np
 
-from lahar.agent.report import NodeReport
 from lahar.api.node import Node
 from lahar.api.quantity import QuantityError, parse_quantity
+from lahar.rpc.report import NodeReport
 from lahar.scheduler.framework.plugin import Arguments, Plugin, boolean, choice, number, register_plugin
 from lahar.scheduler.framework.session import REPORT_STALENESS_SECONDS, Session
 from lahar.scheduler.model import NodeTable, Rows, TaskInfo, TaskStatus

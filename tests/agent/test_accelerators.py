@@ -17,7 +17,7 @@ import pytest
 from lahar.agent.collectors.gpu import GpuCollector, pod_uid_from_cgroup
 from lahar.agent.collectors.host import Host
 from lahar.agent.collectors.npu import NpuCollector, parse_npu_smi_info
-from lahar.agent.report import GpuProcess, NpuDevice
+from lahar.rpc.report import GpuProcess, NpuDevice
 
 GIB = 1 << 30
 MIB = 1 << 20

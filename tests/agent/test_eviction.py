@@ -25,10 +25,10 @@ from lahar.agent.qos.eviction import (
     over_watermark,
     release_targets,
 )
-from lahar.agent.report import CpuUsage, MemoryUsage, NodeReport, PodUsage
 from lahar.api import kinds
 from lahar.client.api import KubeApi
 from lahar.client.errors import AlreadyExists, ApiUnavailable, KubeError, TooManyRequests
+from lahar.rpc.report import CpuUsage, MemoryUsage, NodeReport, PodUsage
 
 GiB = 1 << 30
 

@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from lahar.agent.exporter import MetricsServer, ReportCollector, health_of
-from lahar.agent.report import (
+from lahar.rpc.report import (
     Accelerators,
     AgentHealth,
     ContainerUsage,

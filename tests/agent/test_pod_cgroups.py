@@ -27,7 +27,7 @@ from lahar.agent.cgroups.layout import (
 from lahar.agent.cgroups.synthetic import FakeCgroups, Usage
 from lahar.agent.collectors.host import Host
 from lahar.agent.collectors.pods import OpenFiles, PodCollector
-from lahar.agent.report import PodUsage
+from lahar.rpc.report import PodUsage
 
 MiB = 1 << 20
 UID_A = "0f5c3a1e-7b2d-4c8e-9a61-2d3e4f5a6b7c"

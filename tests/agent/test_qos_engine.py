@@ -17,16 +17,16 @@ from prometheus_client.parser import text_string_to_metric_families
 from lahar.agent.agent import Agent, AgentSettings
 from lahar.agent.cgroups.layout import CgroupDriver, CgroupVersion
 from lahar.agent.cgroups.synthetic import Usage
+from lahar.agent.collectors.cpu_wait import CpuWait, WaitSource
 from lahar.agent.collectors.host import Host
 from lahar.agent.exporter import ReportCollector, health_of
 from lahar.agent.qos.config import QosConfig, QosConfigFile
 from lahar.agent.qos.engine import QosEngine
 from lahar.agent.qos.eviction import Victim
-from lahar.agent.collectors.cpu_wait import CpuWait, WaitSource
 from lahar.agent.qos.interference import InterferenceLoop, LoopTargets, Sample, signal_between
 from lahar.agent.qos.strategies.cpu_suppress import Signal
-from lahar.agent.report import CpuUsage, MemoryUsage, NodeReport, PodUsage
 from lahar.api.qos import BEST_EFFORT, BURSTABLE
+from lahar.rpc.report import CpuUsage, MemoryUsage, NodeReport, PodUsage
 from tests.agent.conftest import QosTree
 
 GiB, MiB = 1 << 30, 1 << 20

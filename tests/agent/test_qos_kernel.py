@@ -26,8 +26,8 @@ from lahar.agent.cgroups.layout import v1_controller_dirs, v1_write_problem
 from lahar.agent.collectors.host import Host
 from lahar.agent.qos.config import QosConfig
 from lahar.agent.qos.engine import QosEngine
-from lahar.agent.report import CpuUsage, MemoryUsage, NodeReport, PodUsage
 from lahar.api.qos import BEST_EFFORT, BURSTABLE, GUARANTEED
+from lahar.rpc.report import CpuUsage, MemoryUsage, NodeReport, PodUsage
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CONTROLLERS = ("cpu", "cpuacct", "cpuset", "memory", "blkio")

@@ -22,10 +22,10 @@ from lahar.agent.qos.reclaimable import (
     online_usage,
     reclaimable,
 )
-from lahar.agent.report import CpuUsage, MemoryUsage, NodeReport, PodUsage
 from lahar.api import kinds
 from lahar.client.api import KubeApi
 from lahar.rpc.convert import report_from_proto, report_to_proto
+from lahar.rpc.report import CpuUsage, MemoryUsage, NodeReport, PodUsage
 
 GiB = 1 << 30
 

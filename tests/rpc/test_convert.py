@@ -11,7 +11,16 @@ import typing
 import pytest
 from google.protobuf.message import Message
 
-from lahar.agent.report import (
+from lahar.rpc.convert import (
+    MAX_CLOCK_SKEW_SECONDS,
+    MAX_DEVICES,
+    MAX_PODS,
+    report_from_proto,
+    report_to_proto,
+    validate_report,
+    validate_reports,
+)
+from lahar.rpc.report import (
     Accelerators,
     AgentHealth,
     ContainerUsage,
@@ -24,15 +33,6 @@ from lahar.agent.report import (
     NumaNode,
     PodUsage,
     Pressure,
-)
-from lahar.rpc.convert import (
-    MAX_CLOCK_SKEW_SECONDS,
-    MAX_DEVICES,
-    MAX_PODS,
-    report_from_proto,
-    report_to_proto,
-    validate_report,
-    validate_reports,
 )
 from lahar.rpc.v1 import agent_pb2 as pb
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from lahar.agent.report import Accelerators, CpuUsage, GpuDevice, MemoryUsage, NodeReport, NumaNode
+from lahar.rpc.report import Accelerators, CpuUsage, GpuDevice, MemoryUsage, NodeReport, NumaNode
 from lahar.scheduler.cache import Cache
 from lahar.scheduler.conf import SchedulerConf
 from lahar.scheduler.framework.session import Session, open_session, run_cycle

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lahar.agent.report import NumaNode
+from lahar.rpc.report import NumaNode
 from lahar.scheduler.conf import parse_conf
 from lahar.scheduler.framework.plugin import ConfError
 from lahar.scheduler.framework.session import Session
