@@ -33,10 +33,10 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 
-from lahar.apiserver.tls import TlsFiles
 from lahar.rpc import STREAM_ACCEPTED, is_loopback_address
 from lahar.rpc.convert import validate_reports
 from lahar.rpc.v1 import agent_pb2 as pb
+from lahar.tls import TlsFiles
 
 from .node_reports import NodeReportStore
 

@@ -21,16 +21,16 @@ from aiohttp import web
 
 from lahar.api.kinds import ALL_KINDS, POD, Kind
 from lahar.api.printing import table
-from lahar.apiserver import discovery, errors
-from lahar.apiserver.errors import ApiError
-from lahar.apiserver.registry import Registry
-from lahar.apiserver.selectors import (
+from lahar.api.selectors import (
     FieldSelector,
     LabelSelector,
     SelectorError,
     parse_field_selector,
     parse_label_selector,
 )
+from lahar.apiserver import discovery, errors
+from lahar.apiserver.errors import ApiError
+from lahar.apiserver.registry import Registry
 from lahar.apiserver.store import ADDED, DELETED, MODIFIED, Change, Entry, Store, TooOldError, encode
 
 log = logging.getLogger("lahar.apiserver")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from lahar.apiserver.selectors import label_selector_from_dict
+from lahar.api.selectors import label_selector_from_dict
 
 
 def is_healthy(pod: dict[str, Any]) -> bool:

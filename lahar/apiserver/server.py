@@ -16,8 +16,8 @@ from aiohttp import web
 
 from lahar.apiserver.app import ApiServer
 from lahar.apiserver.store import Store
-from lahar.apiserver.tls import TlsFiles, ensure_self_signed
 from lahar.endpoints import EMBEDDED_HOST, EMBEDDED_PORT, is_loopback
+from lahar.tls import TlsFiles, ensure_self_signed
 
 log = logging.getLogger("lahar.apiserver")
 

@@ -127,8 +127,8 @@ def report_address(args: argparse.Namespace) -> str:
 
 def report_server(args: argparse.Namespace, store: Any) -> Any:
     """The agents' report endpoint, started; None without --token-file."""
-    from lahar.apiserver.tls import TlsFiles
     from lahar.scheduler.report_server import ReportServer, load_tokens
+    from lahar.tls import TlsFiles
 
     if args.token_file is None:
         print("no --token-file: no report endpoint (usage-aware plugins see no agent reports)", flush=True)

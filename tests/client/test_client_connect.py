@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 
 from lahar.api.kinds import NAMESPACE
-from lahar.apiserver.tls import ensure_self_signed
 from lahar.client import connect as connect_module
 from lahar.client.api import KubeApi
 from lahar.client.connect import ConnectionConfigError, describe_source, load_configuration, new_api_client
 from lahar.client.errors import Unauthorized
 from lahar.client.kubeconfig import embedded_kubeconfig
+from lahar.tls import ensure_self_signed
 
 ServerProcess = Any  # tests/conftest.py's class; test modules cannot import it (--import-mode=importlib)
 

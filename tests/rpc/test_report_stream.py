@@ -18,12 +18,12 @@ import grpc
 import pytest
 
 from lahar.agent.report_stream import ReportStreamer, backoff_delay
-from lahar.apiserver.tls import TlsFiles, ensure_self_signed
 from lahar.rpc.convert import report_to_proto
 from lahar.rpc.report import ContainerUsage, CpuUsage, MemoryUsage, NodeReport, PodUsage
 from lahar.rpc.v1 import agent_pb2 as pb
 from lahar.scheduler.node_reports import NodeReportStore
 from lahar.scheduler.report_server import METHOD_PATH, ReportServer, ReportServerError, load_tokens
+from lahar.tls import TlsFiles, ensure_self_signed
 from tests.support import wait_for
 
 TOKENS = {"token-a": "node-a", "token-b": "node-b", "token-any": "*"}

@@ -5,11 +5,9 @@ them (restricted), or anywhere with a preference (best-effort); placements of th
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from lahar.rpc.report import NumaNode
 from lahar.scheduler.conf import parse_conf
-from lahar.scheduler.framework.plugin import ConfError
 from lahar.scheduler.framework.session import Session
 from tests.scheduler.preempt_builders import (
     GIB,

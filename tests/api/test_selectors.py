@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lahar.apiserver.selectors import (
+from lahar.api.selectors import (
     FieldSelector,
     LabelSelector,
     SelectorError,

@@ -1,4 +1,4 @@
-"""Serving certificates for the embedded API server.
+"""Serving certificates for Lahar's servers: the embedded API server and the scheduler's report endpoint.
 
 client-go (kubectl) sends a bearer token only to a TLS server, so a token-protected server speaks
 HTTPS. Without certificates of its own it makes a small CA and a server certificate signed by it
