@@ -74,6 +74,7 @@ class CpuWaitReader:
         self.cpu = cgroup_reader(host.cgroup, self.files)
         self.clock = clock
         self._sources: dict[str, tuple[WaitSource, float]] = {}  # cgroup -> (source, when decided)
+        self._pressure_files: dict[str, str] = {}  # cgroup -> its cpu.pressure path (pathlib is slow)
 
     def psi_dir(self, cgroup: str) -> Path:
         base = self.host.cgroup if self.version is CgroupVersion.V2 else self.host.cgroup / UNIFIED
@@ -105,11 +106,15 @@ class CpuWaitReader:
             cpu_seconds = self.cpu.cpu(cgroup).usage_seconds
             source = self.source(cgroup)
             if source is WaitSource.PSI:
-                wait = parse_some_total(self.files.read(str(self.psi_dir(cgroup) / "cpu.pressure")))
+                path = self._pressure_files.get(cgroup)
+                if path is None:
+                    path = self._pressure_files[cgroup] = str(self.psi_dir(cgroup) / "cpu.pressure")
+                wait = parse_some_total(self.files.read(path))
             else:
                 wait = self._run_delay_seconds(cgroup)
         except (OSError, ValueError):
             self._sources.pop(cgroup, None)
+            self._pressure_files.pop(cgroup, None)
             return None
         return CpuWait(wait, cpu_seconds, source)
 

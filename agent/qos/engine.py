@@ -80,6 +80,7 @@ class _Tick:
     config: QosConfig
     throttled: tuple[int, float] = (0, 0.0)
     figures: dict[str, float] = field(default_factory=dict)
+    targets: LoopTargets | None = None  # what the interference loop watches until the next tick
 
 
 class QosEngine:
@@ -175,6 +176,7 @@ class QosEngine:
                 self.executor.retain((d.cgroup, d.knob) for d in desired)
                 self._available = self.executor.availability()
             self._tick = _Tick(node, qos_pods, config, self._throttled(node, qos_pods), self._figures())
+            self._tick.targets = self._loop_targets(self._tick)
         self.last_evictions = self.eviction.step(report, pods, now, self._starvation())
         report.reclaimable = self.reclaimable.update(report, pods, now)
         if self.patch_allocatable is not None and config.reclaimable.patch_node_allocatable:
@@ -249,25 +251,28 @@ class QosEngine:
     # --- the interference loop ---------------------------------------------------------------
 
     def interference_targets(self) -> LoopTargets | None:
-        with self._lock:
-            tick = self._tick
-            section = self._sections.get(cpu_suppress.NAME)
-            if (
-                tick is None
-                or section is None
-                or not section.enabled
-                or cpu_suppress.NAME not in self._plans
-                or not self._available[0]
-                or self.executor.existing_top() is None
-            ):
-                return None
-            return LoopTargets(
-                tuple(p.cgroup for p in tick.pods if p.online),
-                tuple(g.cgroup for g in be_groups(tick.node, tick.pods)),
-                section.interval_seconds,
-                section.window_seconds,
-                section.min_online_runnable_seconds,
-            )
+        """What the interference loop watches, made once per tick: the loop asks 20 times a second,
+        and the tick already checked that QoS can act."""
+        tick = self._tick
+        return tick.targets if tick is not None else None
+
+    def _loop_targets(self, tick: _Tick) -> LoopTargets | None:
+        section = self._sections.get(cpu_suppress.NAME)
+        if (
+            section is None
+            or not section.enabled
+            or cpu_suppress.NAME not in self._plans
+            or not self._available[0]
+            or self.executor.existing_top() is None
+        ):
+            return None
+        return LoopTargets(
+            tuple(p.cgroup for p in tick.pods if p.online),
+            tuple(g.cgroup for g in be_groups(tick.node, tick.pods) if g.pods),  # an empty group uses nothing
+            section.interval_seconds,
+            section.window_seconds,
+            section.min_online_runnable_seconds,
+        )
 
     def interference_step(self, signal: cpu_suppress.Signal) -> str:
         """One control step on a window's signal; writes the BE cap when it moved past the deadband.
@@ -284,6 +289,9 @@ class QosEngine:
             written = plan.memo["cap"]
             if not cpu_suppress.worth_writing(written, cap, cores, section):
                 cap = written  # within the deadband: keep what the files say, remember the state
+            if cap == written and not action:  # the common case, twenty times a second: state only
+                self._plans[cpu_suppress.NAME] = cpu_suppress.remembered(plan, state, signal)
+                return action
             groups = be_groups(tick.node, tick.pods)
             new = cpu_suppress.controlled(plan, state, cap, section, groups, signal, cores, action)
             if cap != written:

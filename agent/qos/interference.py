@@ -82,22 +82,23 @@ class InterferenceLoop:
             self._thread = None
         self.reader.close()
 
-    def sample(self, targets: LoopTargets) -> Sample | None:
-        """One reading; None when a BE group is not there (no BE rate across its going)."""
+    def sample(self, targets: LoopTargets) -> Sample:
+        """One reading. A BE group that is not there (kubelet makes the BestEffort directory with
+        its first BestEffort pod) adds nothing; the groups read are part of the sample, so no BE
+        rate is taken across one appearing or going."""
         online = {}
         for cgroup in targets.online:
             wait = self.reader.read(cgroup)
             if wait is not None:
                 online[cgroup] = wait
-        be_seconds = 0.0
+        be_seconds, present = 0.0, []
         for cgroup in targets.best_effort:
             be = self.reader.read_cpu(cgroup)
-            if be is None:
-                self.reader.end_cycle()
-                return None
-            be_seconds += be
+            if be is not None:
+                be_seconds += be
+                present.append(cgroup)
         self.reader.end_cycle()
-        return Sample(self.clock(), online, be_seconds, targets.best_effort)
+        return Sample(self.clock(), online, be_seconds, tuple(present))
 
     def step(self) -> float:
         """Take a sample, hand the window's signal to the engine; the seconds until the next one."""
@@ -106,10 +107,8 @@ class InterferenceLoop:
             self.samples.clear()
             return 0.5
         sample = self.sample(targets)
-        if sample is None or (self.samples and self.samples[-1].best_effort != sample.best_effort):
+        if self.samples and self.samples[-1].best_effort != sample.best_effort:
             self.samples.clear()
-        if sample is None:
-            return targets.interval
         self.samples.append(sample)
         while len(self.samples) > 2 and sample.at - self.samples[1].at >= targets.window:
             self.samples.popleft()
@@ -130,4 +129,4 @@ class InterferenceLoop:
             delay = next_at - self.clock()
             if delay < 0:  # late (a busy machine): the next sample now, not a burst to catch up
                 next_at, delay = self.clock(), 0.0
-            self._stop.wait(delay)
+            time.sleep(delay)  # cheaper than Event.wait at 20 Hz; stop() waits out one interval

@@ -272,6 +272,13 @@ def controlled(
     )
 
 
+def remembered(previous: Plan, state: ControlState, signal: Signal) -> Plan:
+    """The previous plan with the loop's new state and signal, its cgroup values unchanged."""
+    figures = {**previous.figures, "online_cpu_wait_ratio": signal.wait_share or 0.0}
+    figures["online_cpu_wait_baseline_ratio"] = state.baseline
+    return replace(previous, figures=figures, memo={**previous.memo, "control": state})
+
+
 def relax(node: NodeState, pods: Sequence[QosPod], config: CpuSuppressConfig, previous: Plan | None) -> list[Desired]:
     """The BestEffort directory unlimited; a BE pod elsewhere back to kubelet's quota for its limit."""
     return [relaxed(group) for group in be_groups(node, pods)]
