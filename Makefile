@@ -1,5 +1,5 @@
 # The README's two commands: `make up` and `make test`. Both set up .venv first.
-.PHONY: setup up test bench clean
+.PHONY: setup up lint test test-fast bench clean
 
 ARGS ?=
 BENCH ?= apiserver
@@ -10,11 +10,15 @@ setup:
 up: setup
 	.venv/bin/lahar up --demo $(ARGS)
 
-test: setup
+# ruff, mypy and the import contracts (pyproject.toml): seconds, so `make test` runs them first.
+lint: setup
+	@scripts/lint.sh
+
+test: lint
 	.venv/bin/python -m pytest -q $(ARGS)
 
 bench: setup
 	.venv/bin/lahar bench $(BENCH) $(ARGS)
 
 clean:
-	rm -rf .venv build *.egg-info .pytest_cache
+	rm -rf .venv build *.egg-info .pytest_cache .mypy_cache .ruff_cache

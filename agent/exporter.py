@@ -27,9 +27,15 @@ PRESSURE_WINDOWS = (("10s", "avg10"), ("60s", "avg60"), ("300s", "avg300"))
 # The QoS strategies' figures, exported as lahar_qos_<name> gauges.
 QOS_FIGURES = {
     "be_cpu_idle": "1 when best-effort groups run with cpu.idle=1, 0 when on the minimal CPU weight.",
-    "be_cpu_quota_cores": "CPU all best-effort pods together may use now (the suppress cap; all cores: no cap), in cores.",
-    "online_cpu_wait_ratio": "Share of their runnable time online pods waited for a CPU, last window: the interference signal.",
-    "online_cpu_wait_baseline_ratio": "Online pods' own CPU wait share, learned while best-effort pods were idle or at their floor.",
+    "be_cpu_quota_cores": (
+        "CPU all best-effort pods together may use now (the suppress cap; all cores: no cap), in cores."
+    ),
+    "online_cpu_wait_ratio": (
+        "Share of their runnable time online pods waited for a CPU, last window: the interference signal."
+    ),
+    "online_cpu_wait_baseline_ratio": (
+        "Online pods' own CPU wait share, learned while best-effort pods were idle or at their floor."
+    ),
     "online_cpu_usage_cores": "CPU used by LC, LS and SYSTEM pods, as CPU suppress counts it, in cores.",
     "system_cpu_usage_cores": "CPU used outside every pod (kubelet, runtime, kernel), in cores.",
     "lc_exclusive_cpus": "CPUs latency-critical pods hold alone, kept free of best-effort pods.",

@@ -19,8 +19,9 @@ Every action, plugin, switch and argument is checked when the text is parsed (pl
 are instantiated once with their arguments), so a configuration that parses is one a session can
 run. Volcano's own files must load unchanged: a plugin, argument or key Lahar does not have is
 left out with a warning (`SchedulerConf.warnings`, logged and counted by the
-`lahar_scheduler_conf_warnings` gauge); a bad value, bad YAML or an unknown action is refused. `ConfWatcher` reloads the file when it changes and keeps the last good configuration when
-the new one is refused.
+`lahar_scheduler_conf_warnings` gauge); a bad value, bad YAML or an unknown action is refused.
+`ConfWatcher` reloads the file when it changes and keeps the last good configuration when the new
+one is refused.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from lahar.controller.plugins import Obj, pod_containers, set_env
+from lahar.controller.plugins.base import Obj, pod_containers, set_env
 
 TASK_INDEX_ENV_NAMES = ("VC_TASK_INDEX", "VK_TASK_INDEX")
 

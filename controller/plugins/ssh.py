@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from lahar.controller.naming import pod_name
-from lahar.controller.plugins import (
+from lahar.controller.plugins.base import (
     Obj,
     find_existing,
     job_name,

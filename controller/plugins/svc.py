@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from lahar.controller.naming import JOB_NAME_KEY, pod_name
-from lahar.controller.plugins import (
+from lahar.controller.plugins.base import (
     Obj,
     flag_bool,
     job_name,

@@ -18,9 +18,9 @@ from lahar.controller.plugins import (
     get_plugin,
     job_objects,
     job_plugins,
-    parse_flags,
 )
 from lahar.controller.plugins import ssh as ssh_plugin
+from lahar.controller.plugins.base import parse_flags
 
 JOB_UID = "uid-1234"
 

@@ -166,6 +166,7 @@ def test_bad_arguments_are_refused() -> None:
             parse_conf(f'actions: "allocate"\ntiers:\n- plugins:\n  - name: deviceshare\n    arguments: {arguments}\n')
     # vGPU is Volcano's, not Lahar's: left out and said so (issue 17).
     parsed = parse_conf(
-        'actions: "allocate"\ntiers:\n- plugins:\n  - name: deviceshare\n    arguments: {deviceshare.VGPUEnable: true}\n'
+        'actions: "allocate"\ntiers:\n- plugins:\n  - name: deviceshare\n'
+        "    arguments: {deviceshare.VGPUEnable: true}\n"
     )
     assert "unknown argument 'deviceshare.VGPUEnable' ignored" in parsed.warnings[0]
