@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.real_backend import lahar_admin_kubeconfig, lahar_installed_cluster  # noqa: F401 - fixtures
+
 REPO = Path(__file__).resolve().parents[2]
 
 

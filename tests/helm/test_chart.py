@@ -120,3 +120,41 @@ def test_a_bad_value_is_refused_naming_it(helm: Path, setting: str, named: str):
     )
     assert run.returncode != 0
     assert named in run.stderr.replace("/", ".")
+
+
+@pytest.mark.e2e
+def test_the_rendering_applies_to_a_real_api_server(helm: Path, lahar_admin_kubeconfig: Path, tmp_path: Path):
+    from tests.real_backend import kubectl
+
+    values = tmp_path / "values.yaml"
+    manifests = tmp_path / "lahar.yaml"
+    for name, settings in (
+        ("defaults", {"monitoring": {"enabled": False}}),  # no Prometheus Operator on the test cluster
+        (
+            "overrides",
+            {
+                "monitoring": {"enabled": False},
+                "image": {"repository": "registry.example/lahar", "tag": "9.9.9"},
+                "agent": {"nodeSelector": {"lahar.dev/agent": "true"}},
+            },
+        ),
+    ):
+        values.write_text(yaml.safe_dump(settings))
+        run = subprocess.run(
+            [str(helm), "template", "lahar", str(CHART), "--include-crds", "--values", str(values)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+        manifests.write_text(run.stdout)
+        # Defaults: applied for real (the same objects deploy/ already installed: nothing changes);
+        # overrides: the API server validates and admits them, and the shared cluster stays as it is.
+        dry_run = ["--dry-run=server"] if name == "overrides" else []
+        applied = kubectl(lahar_admin_kubeconfig, "apply", "--server-side", *dry_run, "-f", str(manifests))
+        assert "deployment.apps/lahar-scheduler serverside-applied" in applied, applied
+    scheduler = yaml.safe_load(
+        kubectl(lahar_admin_kubeconfig, "get", "deployment", "lahar-scheduler", "-n", "lahar-system", "-o", "yaml")
+    )
+    assert scheduler["spec"]["replicas"] == 2
+    assert scheduler["spec"]["template"]["spec"]["containers"][0]["image"] == "lahar:0.1.0"

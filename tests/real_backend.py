@@ -1,0 +1,88 @@
+"""Lahar's API on the real control plane (tests/kube): deploy/'s namespace, CRDs, admission
+policies, default queue and RBAC applied with kubectl as a user would, once per session. The
+fixtures here are imported by the conftest of each directory whose e2e tests need them."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lahar.client.api import KubeApi
+from lahar.client.connect import new_api_client
+from lahar.client.errors import Invalid
+
+REPO = Path(__file__).resolve().parent.parent
+DEPLOY = REPO / "deploy"
+# What the e2e tests install: everything but the ServiceMonitors (no Prometheus Operator there).
+INSTALLED = ("namespace.yaml", "crds", "admission", "default-queue.yaml", "scheduler", "controller", "daemonset")
+POLICIES_ACTIVE_TIMEOUT = 60.0
+
+
+def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None, timeout: float = 120) -> str:
+    binary = shutil.which("kubectl")
+    if binary is None:
+        pytest.fail("kubectl is needed to install deploy/ on the real control plane")
+    done = subprocess.run(
+        [binary, f"--kubeconfig={kubeconfig}", *args], input=stdin, capture_output=True, text=True, timeout=timeout
+    )
+    if done.returncode != 0:
+        pytest.fail(f"kubectl {' '.join(args)}: {done.stderr.strip()}")
+    return done.stdout
+
+
+def admin_kubeconfig_of(cluster: Any) -> Path:
+    """The admin kubeconfig of tests/kube's control plane."""
+    return Path(cluster.admin_kubeconfig)
+
+
+def install_lahar(kubeconfig: Path) -> None:
+    """deploy/ as a user applies it, in the order docs/install.md gives: CRDs first."""
+    kubectl(kubeconfig, "apply", "--server-side", "-f", str(DEPLOY / "namespace.yaml"))
+    kubectl(kubeconfig, "apply", "--server-side", "-k", str(DEPLOY / "crds"))
+    kubectl(kubeconfig, "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+    for part in INSTALLED[2:]:
+        target = DEPLOY / part
+        kubectl(kubeconfig, "apply", "--server-side", "-k" if target.is_dir() else "-f", str(target))
+
+
+def wait_for_policies(api: KubeApi) -> None:
+    """Admission policies act a moment after they are created (kube-apiserver's informers)."""
+    bad = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": "policy-probe"},
+        "spec": {"parent": "policy-probe"},
+    }
+    deadline = time.monotonic() + POLICIES_ACTIVE_TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            api.request("POST", "/apis/scheduling.volcano.sh/v1beta1/queues", query=[("dryRun", "All")], body=bad)
+        except Invalid:
+            return
+        time.sleep(0.5)
+    pytest.fail(f"the admission policies did not act within {POLICIES_ACTIVE_TIMEOUT}s")
+
+
+@pytest.fixture(scope="session")
+def lahar_admin_kubeconfig(real_cluster: Any) -> Path:
+    """The real control plane's admin kubeconfig, with deploy/ installed and its policies acting."""
+    kubeconfig = admin_kubeconfig_of(real_cluster)
+    install_lahar(kubeconfig)
+    wait_for_policies(KubeApi(new_api_client(str(kubeconfig))))
+    return kubeconfig
+
+
+@pytest.fixture
+def lahar_installed_cluster(lahar_admin_kubeconfig: Path) -> Iterator[KubeApi]:
+    """An admin KubeApi on the real control plane with deploy/ installed."""
+    api_client = new_api_client(str(lahar_admin_kubeconfig))
+    try:
+        yield KubeApi(api_client)
+    finally:
+        api_client.close()
