@@ -17,6 +17,10 @@ lint: setup
 test: lint
 	.venv/bin/python -m pytest -q $(ARGS)
 
+# The unit lane (tests/conftest.py): in-process tests only, well under a minute.
+test-fast: setup
+	.venv/bin/python -m pytest -q -m "unit and not slow" $(ARGS)
+
 bench: setup
 	.venv/bin/lahar bench $(BENCH) $(ARGS)
 

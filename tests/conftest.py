@@ -141,3 +141,50 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "e2e: needs the real control plane (kube-apiserver and etcd built by scripts/build-k8s.sh)"
     )
+
+
+# --- test lanes (markers registered in pyproject.toml) ------------------------------------------
+# Every test gets exactly one of unit / integration / e2e, and maybe slow, from the rules below
+# unless it is marked itself, so files added later land in a lane without edits here.
+LANES = ("unit", "integration", "e2e")
+# Fixtures that start real processes (the embedded API server and what builds on it).
+PROCESS_FIXTURES = {"apiserver", "module_apiserver", "server_process", "k8s", "module_k8s"}
+# Whole-system folders and files: lahar up, a real control plane (kube-apiserver + etcd), clusters.
+E2E_DIRS = {"up", "e2e", "kube", "kubectl_battery"}
+# Real processes, sockets, cgroups or kernel interfaces on this machine.
+INTEGRATION_DIRS = {"apiserver", "client", "cli", "leader", "node", "deploy", "helm", "admission", "bench"}
+INTEGRATION_FILES = {
+    "test_report_stream.py",  # a gRPC server on loopback
+    "test_proto_generated.py",  # runs protoc
+    "test_collectors_node.py",  # this machine's /proc and /sys
+    "test_pod_cgroups.py",
+    "test_qos_strategies.py",  # the QoS tree fixture includes the real cgroup hierarchy
+    "test_qos_engine.py",
+    "test_controller_metrics.py",
+    "test_grafana_dashboard.py",
+    "test_metrics_catalog.py",
+    "test_simulated_nodes.py",
+    "test_exporter.py",  # serves /metrics on a socket
+    "test_accelerators.py",  # compiles the fake NVML/DCMI libraries with gcc
+    "test_colocation_bench.py",  # real workloads, real CPU
+}
+# Load-sensitive (kernel timing, CPU measurements) or long (benchmarks, the demo).
+SLOW_FILES = {"test_colocation_bench.py", "test_bench_scheduler.py", "test_prometheus_e2e.py"}
+
+
+def lane_of(path: Path, fixtures: set[str]) -> str:
+    folder, name = path.parent.name, path.name
+    if folder in E2E_DIRS or name.endswith("_e2e.py"):
+        return "e2e"
+    if folder in INTEGRATION_DIRS or name in INTEGRATION_FILES or "_kernel" in name or fixtures & PROCESS_FIXTURES:
+        return "integration"
+    return "unit"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        path = Path(str(item.fspath))
+        if not any(item.get_closest_marker(lane) for lane in LANES):
+            item.add_marker(lane_of(path, set(getattr(item, "fixturenames", ()))))
+        if path.name in SLOW_FILES or "_kernel" in path.name or item.get_closest_marker("demo"):
+            item.add_marker("slow")
