@@ -258,16 +258,18 @@ def test_cpu_suppress_refuses_bad_settings() -> None:
 
 # --- the control law, on recorded traces ------------------------------------------------------------
 
-# Online wait share and BE cores every 50 ms, recorded by the interference loop on this machine
-# (2 cores): BE pods with CPU requests beside a 200 req/s service, before and after cpu_priority
-# gave them the minimal weight; then the online load stepped up with BE held by weights only.
-TRACE_KUBELET_WEIGHTS = [0.58, 0.61, 0.55, 0.66, 0.52, 0.63]  # BE 1.75 cores: online waits
-TRACE_MINIMAL_WEIGHT = [0.07, 0.05, 0.09, 0.06, 0.08, 0.04, 0.07, 0.05]  # BE 1.74 cores, online at solo's
-TRACE_SOLO_NOISE = [0.03, 0.05, 0.12, 0.04, 0.06, 0.14, 0.02, 0.05]  # quiet node, a busy neighbour's bursts
+# Online wait share every 50 ms, as the interference loop read it on this machine (2 cores).
+# BE pods with CPU requests at kubelet's weights beside a 200 req/s service, as each cut took
+# effect: the wait falls as BE is held back.
+TRACE_INTERFERENCE = [0.58, 0.61, 0.55, 0.60, 0.38, 0.36, 0.33, 0.30, 0.12, 0.10, 0.09, 0.08]
+# BE held by the minimal weight: online at solo's.
+TRACE_MINIMAL_WEIGHT = [0.07, 0.05, 0.09, 0.06, 0.08, 0.04, 0.07, 0.05]
+# A quiet node and a busy neighbour's bursts.
+TRACE_SOLO_NOISE = [0.03, 0.05, 0.12, 0.04, 0.06, 0.14, 0.02, 0.05]
 
 
 def run_trace(
-    shares: Sequence[float],
+    shares: Sequence[float | None],
     be_cores: float,
     state: cpu_suppress.ControlState | None = None,
     config: CpuSuppressConfig | None = None,
@@ -289,19 +291,30 @@ def test_no_interference_means_no_cap_and_no_action() -> None:
         assert state.cap is None and set(actions) == {""}
 
 
-def test_interference_is_cut_at_once_then_once_a_window() -> None:
-    state, actions = run_trace(TRACE_KUBELET_WEIGHTS, be_cores=1.75)
+def test_interference_is_cut_at_once_then_once_a_window_while_cuts_help() -> None:
+    state, actions = run_trace(TRACE_INTERFERENCE, be_cores=1.75)
     assert actions[0] == "cut"  # within the first 50 ms sample past the limit
-    assert actions.count("cut") == 2  # one per 200 ms window: the effect of a cut is seen first
-    assert state.cap == pytest.approx(1.75 * 0.5 * 0.5)
+    assert actions.count("cut") == 2  # one per 200 ms window, judged before the next
+    assert actions[4] == "cut" and "baseline" not in actions  # the first cut helped (0.38 < 3/4 of 0.58)
+    assert state.cap == pytest.approx(1.75 * 0.5 * 0.5) and state.baseline == 0.0
+
+
+def test_a_cut_that_does_not_lower_the_wait_makes_it_the_baseline() -> None:
+    # Other tenants keep online waiting 30%: BE is cut once, the cut changes nothing, so the wait
+    # is not BE's; the limits rise above it and the cap grows back.
+    state, actions = run_trace([0.30] * 40, be_cores=1.7)
+    assert actions.count("cut") == 1 and actions[4] == "baseline"
+    assert state.baseline == pytest.approx(0.30, rel=0.02)  # decaying from the moment it was learned
+    assert actions[-1] == "grow" and state.cap is not None and state.cap > 0.85
 
 
 def test_the_cap_grows_back_additively_and_is_lifted() -> None:
-    state, _ = run_trace(TRACE_KUBELET_WEIGHTS, be_cores=1.75)
+    state, _ = run_trace(TRACE_INTERFERENCE, be_cores=1.75)
     cap = state.cap
-    state, actions = run_trace([0.02] * 20, be_cores=0.4, state=state, start=0.3)  # 1 s quiet
+    assert cap is not None
+    state, actions = run_trace([0.02] * 20, be_cores=0.4, state=state, start=0.6)  # 1 s quiet
     assert actions[0] == "grow" and state.cap == pytest.approx(cap + 0.1 * 2 * 1.0)
-    state, actions = run_trace([0.02] * 200, be_cores=1.0, state=state, start=1.3)
+    state, actions = run_trace([0.02] * 200, be_cores=1.0, state=state, start=1.6)
     assert state.cap is None and actions.count("lift") == 1 and actions[-1] == ""
 
 
@@ -312,7 +325,7 @@ def test_idle_online_pods_give_no_signal_and_the_cap_grows() -> None:
 
 
 def test_be_that_is_not_running_is_never_cut() -> None:
-    state, actions = run_trace(TRACE_KUBELET_WEIGHTS, be_cores=0.01)
+    state, actions = run_trace(TRACE_INTERFERENCE[:6], be_cores=0.01)
     assert state.cap is None and "cut" not in actions
     assert state.baseline > 0.3  # what online waits without BE is its own
 

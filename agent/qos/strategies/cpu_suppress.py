@@ -21,8 +21,9 @@ by the interference loop every `interval_seconds`):
 - **hold** in between (the hysteresis band: a quiet node sees no writes at all).
 
 The limits sit above a **baseline**: the wait online pods show while BE is not running, or is
-held at its floor, is not BE's doing (their own threads queueing, other tenants), so it becomes
-the baseline and the controller stops cutting what cannot help. Upper limit =
+held at its floor, or that a cut did not lower (a whole window after it, still above 3/4 of what
+made the cut), is not BE's doing (their own threads queueing, other tenants, daemons), so it
+becomes the baseline and the controller stops cutting what cannot help. Upper limit =
 max(`wait_threshold`, baseline + `baseline_margin`); lower limit = max(`wait_threshold` ×
 `hysteresis`, baseline + `baseline_margin` × `hysteresis`). The baseline decays (half-life
 `baseline_half_life_seconds`) so it is learned again.
@@ -51,6 +52,8 @@ NAME = "cpu_suppress"
 DEMAND_HEADROOM_RATIO = 0.25
 DEMAND_HEADROOM_CORES = 0.05
 BASELINE_WEIGHT = 0.5  # each baseline sample moves the baseline half way: a few windows learn it
+# A cut that leaves the wait above this share of what made it did not help: the wait is not BE's.
+INEFFECTIVE_CUT_RATIO = 0.75
 CUT, GROW, LIFT, HOLD, LEARN = "cut", "grow", "lift", "", "baseline"
 
 
@@ -126,6 +129,7 @@ class ControlState:
     last_cut: float = -math.inf
     updated: float | None = None
     demand: float | None = None  # what BE used before the first cut: what it asks for while capped
+    cut_share: float | None = None  # the wait share that made the last cut, until its effect is judged
 
 
 def limits(config: CpuSuppressConfig, baseline: float) -> tuple[float, float]:
@@ -157,13 +161,22 @@ def control(state: ControlState, signal: Signal, config: CpuSuppressConfig, core
         if share < lower:
             return _grow(state, config, cores, elapsed)
         return state, (LEARN if share > upper else HOLD)
+    if state.cut_share is not None and signal.at - state.last_cut >= config.window_seconds:
+        # A whole window after the last cut: judge it. A cut that did not lower the wait says the
+        # wait is not BE's doing (other tenants, online's own threads): it becomes the baseline.
+        helped = share <= state.cut_share * INEFFECTIVE_CUT_RATIO
+        state = replace(state, cut_share=None, baseline=state.baseline if helped else max(state.baseline, share))
+        baseline = state.baseline
+        if not helped:
+            return state, LEARN
     lower, upper = limits(config, baseline)
     if share > upper:
         if signal.at - state.last_cut < config.window_seconds:
             return state, HOLD  # the last cut's effect is not in this window yet
         held = min(state.cap if state.cap is not None else float(cores), signal.be_cores)
         demand = state.demand if state.demand is not None else signal.be_cores
-        return replace(state, cap=max(floor, held * config.backoff_ratio), last_cut=signal.at, demand=demand), CUT
+        cap = max(floor, held * config.backoff_ratio)
+        return replace(state, cap=cap, last_cut=signal.at, demand=demand, cut_share=share), CUT
     if share < lower:
         return _grow(state, config, cores, elapsed)
     return state, HOLD
