@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from lahar.client.api import KubeApi
 from lahar.client.connect import new_api_client
@@ -39,6 +40,39 @@ def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None, timeout: flo
 def admin_kubeconfig_of(cluster: Any) -> Path:
     """The admin kubeconfig of tests/kube's control plane."""
     return Path(cluster.admin_kubeconfig)
+
+
+def service_account_kubeconfig(
+    admin: KubeApi, admin_kubeconfig: Path, name: str, path: Path, namespace: str = "lahar-system"
+) -> Path:
+    """A kubeconfig with a TokenRequest token of ServiceAccount namespace/name, against the admin
+    kubeconfig's cluster: the component then has exactly the rights deploy/'s RBAC gives it."""
+    token = admin.request(
+        "POST",
+        f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+        body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}},
+    )["status"]["token"]
+    config = yaml.safe_load(admin_kubeconfig.read_text())
+    context_name = config["current-context"]
+    context = next(c["context"] for c in config["contexts"] if c["name"] == context_name)
+    cluster = next(c for c in config["clusters"] if c["name"] == context["cluster"])
+    cluster_entry = dict(cluster["cluster"])
+    authority = cluster_entry.get("certificate-authority")
+    if authority and not Path(authority).is_absolute():  # relative to the admin kubeconfig's folder
+        cluster_entry["certificate-authority"] = str(admin_kubeconfig.parent / authority)
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "real", "cluster": cluster_entry}],
+                "users": [{"name": name, "user": {"token": token}}],
+                "contexts": [{"name": name, "context": {"cluster": "real", "user": name}}],
+                "current-context": name,
+            }
+        )
+    )
+    return path
 
 
 def install_lahar(kubeconfig: Path) -> None:
