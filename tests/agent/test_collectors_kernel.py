@@ -15,6 +15,7 @@ from lahar.agent.collectors.host import Host
 from lahar.agent.collectors.memory import MemoryCollector, parse_meminfo
 from lahar.agent.collectors.numa import NumaCollector
 from lahar.agent.collectors.pressure import RESOURCES, PressureCollector
+from tests.support import agrees_within, process_cpu_seconds
 
 HOST = Host()
 BUSY_LOOP = """
@@ -36,19 +37,27 @@ def test_cpu_count_matches_the_os() -> None:
     assert 0.0 <= usage.usage_cores <= usage.cores
 
 
-def test_a_busy_child_shows_as_about_one_core() -> None:
+def test_a_busy_child_shows_in_the_node_usage() -> None:
     collector = CpuCollector(HOST)
-    spinner = [sys.executable, "-c", BUSY_LOOP, "1.5"]
+    spinner = [sys.executable, "-c", BUSY_LOOP, "30"]
     with subprocess.Popen(spinner, stdout=subprocess.PIPE, text=True) as child:
         assert child.stdout is not None and child.stdout.readline() == "busy\n"
-        collector.collect()  # the window starts once the child spins
-        time.sleep(0.5)
-        busy = collector.collect()
-        child.kill()
-    # An absolute bound rather than "baseline + 1": other tests may load this 2-CPU machine and
-    # stop mid-window, while the spinning child alone guarantees about one busy core.
-    assert busy.usage_cores >= 0.6, busy
-    assert busy.usage_cores <= busy.cores + 1e-9
+
+        def measure(window: float) -> tuple[float, float]:
+            # The node's usage covers the child's: compared with what the child itself got in the
+            # same window, not with a fixed core count a loaded machine may not give it.
+            collector.collect()
+            before, started = process_cpu_seconds(child.pid), time.monotonic()
+            time.sleep(window)
+            busy = collector.collect()
+            child_cores = (process_cpu_seconds(child.pid) - before) / (time.monotonic() - started)
+            assert busy.usage_cores <= busy.cores + 1e-9
+            return min(busy.usage_cores, child_cores), child_cores
+
+        try:
+            agrees_within(measure, rel=0.15)
+        finally:
+            child.kill()
 
 
 def test_memory_total_matches_meminfo() -> None:

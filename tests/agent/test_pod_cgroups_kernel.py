@@ -20,6 +20,8 @@ import pytest
 from lahar.agent.cgroups.layout import v1_controller_dirs, v1_write_problem
 from lahar.agent.collectors.host import Host
 from lahar.agent.collectors.pods import OpenFiles, PodCollector
+from lahar.rpc.report import PodUsage
+from tests.support import agrees_within, process_cpu_seconds
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CONTROLLERS = ("cpu", "cpuacct", "memory")
@@ -132,12 +134,25 @@ def test_busy_process_measures_one_core(kernel_pod: KernelPod, busy_child: subpr
         },
     }
 
+    usage: PodUsage | None = None
+
+    def measure(window: float) -> tuple[float, float]:
+        # What the pod's cgroup counted against what the kernel says the child (its one process)
+        # used in the same window: a loaded machine slows both alike.
+        nonlocal usage
+        before, started = process_cpu_seconds(busy_child.pid), time.monotonic()
+        collector.collect([pod], now=started)
+        time.sleep(window)
+        ended = time.monotonic()
+        [usage] = collector.collect([pod], now=ended)
+        child_cores = (process_cpu_seconds(busy_child.pid) - before) / (ended - started)
+        return min(usage.cpu_usage_cores, usage.containers[0].cpu_usage_cores), child_cores
+
     try:
-        collector.collect([pod], now=time.monotonic())
-        time.sleep(1.0)
-        [usage] = collector.collect([pod], now=time.monotonic())
+        agrees_within(measure, rel=0.1)
     finally:
         collector.close()  # kept-open files would pin the cgroups after their removal
+    assert usage is not None
 
     assert (usage.uid, usage.name, usage.kube_qos_class, usage.qos_class) == (
         kernel_pod.uid,
@@ -146,10 +161,9 @@ def test_busy_process_measures_one_core(kernel_pod: KernelPod, busy_child: subpr
         "LS",
     )
     assert usage.cgroup == f"{kernel_pod.kubepods}/burstable/pod{kernel_pod.uid}"
-    assert usage.cpu_usage_cores == pytest.approx(1.0, rel=0.1)
     [container] = usage.containers
     assert container.name == "busy"
-    assert container.cpu_usage_cores == pytest.approx(1.0, rel=0.1)
+    assert container.cpu_usage_cores == pytest.approx(usage.cpu_usage_cores, rel=0.05)
     # Anonymous memory touched inside the cgroup: no page cache to subtract.
     assert usage.memory_working_set_bytes >= ALLOCATED_BYTES
     assert container.memory_working_set_bytes >= ALLOCATED_BYTES
@@ -176,6 +190,7 @@ def test_kept_open_file_of_a_removed_cgroup_fails_and_is_closed() -> None:
 def test_agent_once_json_agrees_with_the_kernel(kernel_pod: KernelPod, busy_child: subprocess.Popen[str]) -> None:
     """`lahar agent --once -o json` (what an SRE runs) against this machine: CPUs, memory, NUMA nodes
     and a busy pod's CPU, each compared with what the kernel says."""
+    before, started = process_cpu_seconds(busy_child.pid), time.monotonic()
     result = subprocess.run(
         [
             sys.executable,
@@ -194,6 +209,7 @@ def test_agent_once_json_agrees_with_the_kernel(kernel_pod: KernelPod, busy_chil
         text=True,
         timeout=60,
     )
+    child_cores = (process_cpu_seconds(busy_child.pid) - before) / (time.monotonic() - started)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["node"] == "here" and report["health"]["errors"] == {}
@@ -205,6 +221,8 @@ def test_agent_once_json_agrees_with_the_kernel(kernel_pod: KernelPod, busy_chil
     node_dirs = list(Path("/sys/devices/system/node").glob("node[0-9]*"))
     assert len(report["numa"]) == max(len(node_dirs), 1)
     [pod] = [p for p in report["pods"] if p["uid"] == kernel_pod.uid]
-    assert pod["cpu_usage_cores"] == pytest.approx(1.0, rel=0.1)
-    assert report["cpu"]["usage_cores"] >= 0.9  # the node saw the busy core too
+    # The agent's window lies inside the run: what the child got over the whole run, within one
+    # run (a loaded machine gives it less than a core), and the node saw at least the pod.
+    assert pod["cpu_usage_cores"] == pytest.approx(child_cores, rel=0.5)
+    assert report["cpu"]["usage_cores"] >= 0.9 * pod["cpu_usage_cores"]
     assert report["gpu"]["available"] is False and report["gpu"]["reason"]
