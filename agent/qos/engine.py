@@ -22,10 +22,11 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lahar.agent.collectors.host import Host
+from lahar.agent.collectors.latency_probe import LatencyProber
 from lahar.agent.collectors.pods import cgroup_reader
 from lahar.agent.qos.config import QosConfig, QosConfigFile
 from lahar.agent.qos.eviction import CpuStarvation, EvictionManager, EvictionRecord, Evictor
@@ -113,6 +114,7 @@ class QosEngine:
         self.eviction = EvictionManager(initial.eviction, None if dry_run else evictor, clock)
         self.reclaimable = ReclaimableTracker(initial.reclaimable)
         self.loop = InterferenceLoop(self, host, clock) if interference_loop else None
+        self.prober = LatencyProber() if interference_loop else None  # online pods' own latency targets
         self.cap_changes = 0  # BE cap writes by the controller: flapping shows here
         self.failures = 0  # consecutive ticks that raised
         self._failure: str | None = None
@@ -177,6 +179,8 @@ class QosEngine:
                 self._available = self.executor.availability()
             self._tick = _Tick(node, qos_pods, config, self._throttled(node, qos_pods), self._figures())
             self._tick.targets = self._loop_targets(self._tick)
+            if self.prober is not None:
+                self.prober.set_probes({p.uid: p.latency_probe for p in qos_pods if p.online and p.latency_probe})
         self.last_evictions = self.eviction.step(report, pods, now, self._starvation())
         report.reclaimable = self.reclaimable.update(report, pods, now)
         if self.patch_allocatable is not None and config.reclaimable.patch_node_allocatable:
@@ -284,6 +288,8 @@ class QosEngine:
             if plan is None or section is None or tick is None or not self._available[0]:
                 return ""
             cores = tick.node.cores
+            if self.prober is not None and signal.slo_slack is None:
+                signal = replace(signal, slo_slack=self.prober.slack())
             state, action = cpu_suppress.control(plan.memo["control"], signal, section, cores)
             cap = cpu_suppress.effective_cap(state, plan.memo.get("ceiling"))
             written = plan.memo["cap"]
@@ -318,6 +324,8 @@ class QosEngine:
         """Stop the interference loop and leave the node safe: every enabled strategy's relax values."""
         if self.loop is not None:
             self.loop.stop()
+        if self.prober is not None:
+            self.prober.stop()
         self.cpu_reader.files.close()
         close_labels = getattr(self.node_labels, "close", None)
         if close_labels is not None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from lahar.agent.cgroups.layout import CgroupVersion, KubeLayout
+from lahar.agent.collectors.latency_probe import LatencyProbe
 from lahar.agent.qos.cpu_manager import CpuManagerState
 from lahar.agent.qos.knobs import milli_to_shares
 from lahar.api.qos import BEST_EFFORT, QoSClass
@@ -50,6 +51,7 @@ class QosPod:
     memory_request_bytes: int = 0
     memory_limit_bytes: int | None = None
     containers: tuple[QosContainer, ...] = ()
+    latency_probe: LatencyProbe | None = None  # its own latency target (lahar.dev/latency-probe)
 
     @property
     def online(self) -> bool:

@@ -19,6 +19,7 @@ from lahar.agent.cgroups.layout import (
 )
 from lahar.agent.collectors.files import parse_cpulist, read_text
 from lahar.agent.collectors.host import Host
+from lahar.agent.collectors.latency_probe import LatencyProbe, parse_probe
 from lahar.agent.collectors.pods import cgroup_uid, container_names
 from lahar.agent.qos.cpu_manager import CpuManagerFile, CpuManagerState
 from lahar.agent.qos.executor import CgroupExecutor
@@ -168,6 +169,7 @@ class NodeStateReader:
             memory_request_bytes=spec.memory_request_bytes,
             memory_limit_bytes=spec.memory_limit_bytes,
             containers=tuple(containers),
+            latency_probe=spec.latency_probe,
         )
 
     def _exclusive(self, uid: str, name: str, path: str, node: NodeState) -> frozenset[int]:
@@ -204,10 +206,17 @@ class PodSpec:
     memory_limit_bytes: int | None = None
     container_cpu_limits: Mapping[str, int] = field(default_factory=dict)  # container name -> millicores
     container_names: Mapping[str, str] = field(default_factory=dict)  # container id -> name
+    latency_probe: LatencyProbe | None = None
 
 
 def pod_spec(pod: Mapping[str, Any]) -> PodSpec:
     spec = pod.get("spec") or {}
+    metadata = pod.get("metadata") or {}
+    try:
+        probe = parse_probe(metadata.get("annotations") or {})
+    except ValueError as exc:  # the pod keeps running; its latency target is not used, and we say why
+        log.warning("pod %s/%s: latency target ignored: %s", metadata.get("namespace"), metadata.get("name"), exc)
+        probe = None
     containers = [c for c in spec.get("containers") or () if isinstance(c, Mapping)]
     try:
         requests, limits = pod_requests(pod), pod_limits(pod)
@@ -222,6 +231,7 @@ def pod_spec(pod: Mapping[str, Any]) -> PodSpec:
         memory_limit_bytes=limits.get("memory") if _all_limit(containers, "memory") else None,
         container_cpu_limits=cpu_limits,
         container_names=container_names(pod),
+        latency_probe=probe,
     )
 
 

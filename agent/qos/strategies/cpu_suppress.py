@@ -20,6 +20,12 @@ by the interference loop every `interval_seconds`):
   second; a cap that reaches every core is lifted (no quota left);
 - **hold** in between (the hysteresis band: a quiet node sees no writes at all).
 
+Where an online pod declares its own latency target (`lahar.dev/latency-probe` and
+`lahar.dev/latency-target`, collectors/latency_probe.py), its slack is a second signal: a pod
+missing its target (slack < 0) makes a cut as a high wait does, and the cap grows only while every
+such pod has at least `slo_grow_slack`. A cut for the target that did not raise the slack a
+window later is not repeated.
+
 The limits sit above a **baseline**: the wait online pods show while BE is not running, or is
 held at its floor, or that a cut did not lower (a whole window after it, still above 3/4 of what
 made the cut), is not BE's doing (their own threads queueing, other tenants, daemons), so it
@@ -79,6 +85,9 @@ class CpuSuppressConfig:
     window_seconds: float = 0.2  # the signal is taken over this window; cuts at most once per window
     cfs_period_us: int = DEFAULT_CFS_PERIOD_US
     ceiling_ratio: float | None = None  # optional utilisation ceiling for online + BE + the rest
+    # Pods that declare a latency target: the cap grows only while their slack is at least this
+    # (a pod just meeting its target has no room for more BE).
+    slo_grow_slack: float = 0.2
 
     def __post_init__(self) -> None:
         check_ratio("wait_threshold", self.wait_threshold)
@@ -102,6 +111,7 @@ class CpuSuppressConfig:
         check_at_least("cfs_period_us", self.cfs_period_us, 1000)
         if self.cfs_period_us > 1_000_000:
             raise ValueError(f"cfs_period_us: must be <= 1000000 (the kernel's limit), got {self.cfs_period_us}")
+        check_ratio("slo_grow_slack", self.slo_grow_slack, low_open=False)
         if self.ceiling_ratio is not None:
             check_ratio("ceiling_ratio", self.ceiling_ratio)
             if self.floor_ratio > self.ceiling_ratio:
@@ -120,6 +130,7 @@ class Signal:
     at: float  # monotonic seconds
     wait_share: float | None  # online wait / online runnable time; None: online pods too idle to tell
     be_cores: float  # CPU all BE groups used over the window
+    slo_slack: float | None = None  # worst 1 - latency/target of pods that declare one; None: none do
 
 
 @dataclass(frozen=True)
@@ -130,6 +141,7 @@ class ControlState:
     updated: float | None = None
     demand: float | None = None  # what BE used before the first cut: what it asks for while capped
     cut_share: float | None = None  # the wait share that made the last cut, until its effect is judged
+    cut_slack: float | None = None  # the latency slack when the last cut was made for it
 
 
 def limits(config: CpuSuppressConfig, baseline: float) -> tuple[float, float]:
@@ -170,15 +182,22 @@ def control(state: ControlState, signal: Signal, config: CpuSuppressConfig, core
         if not helped:
             return state, LEARN
     lower, upper = limits(config, baseline)
-    if share > upper:
+    slack = signal.slo_slack
+    missed = slack is not None and slack < 0
+    if share > upper or missed:
         if signal.at - state.last_cut < config.window_seconds:
             return state, HOLD  # the last cut's effect is not in this window yet
+        if state.cut_slack is not None and slack is not None and slack <= state.cut_slack and share <= upper:
+            return replace(state, cut_slack=None), HOLD  # a cut for the target did not help: not BE's
         held = min(state.cap if state.cap is not None else float(cores), signal.be_cores)
         demand = state.demand if state.demand is not None else signal.be_cores
         cap = max(floor, held * config.backoff_ratio)
-        return replace(state, cap=cap, last_cut=signal.at, demand=demand, cut_share=share), CUT
-    if share < lower:
-        return _grow(state, config, cores, elapsed)
+        cut = replace(state, cap=cap, last_cut=signal.at, demand=demand)
+        if share > upper:
+            return replace(cut, cut_share=share, cut_slack=None), CUT
+        return replace(cut, cut_share=None, cut_slack=signal.slo_slack), CUT
+    if share < lower and (slack is None or slack >= config.slo_grow_slack):
+        return _grow(replace(state, cut_slack=None), config, cores, elapsed)
     return state, HOLD
 
 
