@@ -179,36 +179,18 @@ def run_scheduler(args: argparse.Namespace) -> int:
         report_staleness=staleness,
         bind_workers=workers,
     )
-    if election is not None:
-        return _run_elected(args, api, election, scheduler, store)
-    metrics = MetricsServer(scheduler.metrics.registry, scheduler.healthy, args.metrics_address, args.metrics_port)
-    reports = report_server(args, store)
-    stopped = stop_event()
-    metrics.start()
-    names = ", ".join(sorted(scheduler.cache.scheduler_names))
-    print(
-        f"lahar scheduler for {names} using {describe_source(args.kubeconfig)}, "
-        f"{args.conf or 'the default configuration'}: metrics on "
-        f"http://{args.metrics_address}:{metrics.port}/metrics",
-        flush=True,
-    )
-    cleanups = ([reports.stop] if reports is not None else []) + [metrics.stop]
-    return run_until_signalled(stopped, "scheduler", scheduler.start, scheduler.stop, *cleanups)
-
-
-def _run_elected(args: argparse.Namespace, api: Any, election: Any, scheduler: Any, store: Any) -> int:
-    """The scheduler under --leader-elect. The report endpoint opens only on the leader: an agent
-    whose stream reached the standby is refused and reconnects, through the Service, until it
-    reaches the replica that uses its reports."""
-    from lahar.client.connect import describe_source
-    from lahar.metrics_server import MetricsServer
-
     reports: list[Any] = []
 
-    def start() -> None:
+    def open_report_endpoint() -> None:
         server = report_server(args, store)
         if server is not None:
             reports.append(server)
+
+    def start() -> None:
+        # Under --leader-elect the endpoint opens only on the leader: an agent whose stream reached
+        # the standby is refused and reconnects, through the Service, until it reaches the leader.
+        if election is not None:
+            open_report_endpoint()
         scheduler.start()
 
     def stop() -> None:
@@ -216,8 +198,15 @@ def _run_elected(args: argparse.Namespace, api: Any, election: Any, scheduler: A
         for server in reports:
             server.stop()
 
-    leader = leader_election.LeaderRun(api, election, "scheduler", start, stop, scheduler.healthy)
-    metrics = MetricsServer(scheduler.metrics.registry, leader.health, args.metrics_address, args.metrics_port)
+    leader = (
+        leader_election.LeaderRun(api, election, "scheduler", start, stop, scheduler.healthy)
+        if election is not None
+        else None
+    )
+    health = leader.health if leader is not None else scheduler.healthy
+    metrics = MetricsServer(scheduler.metrics.registry, health, args.metrics_address, args.metrics_port)
+    if election is None:
+        open_report_endpoint()
     stopped = stop_event()
     metrics.start()
     names = ", ".join(sorted(scheduler.cache.scheduler_names))
@@ -227,4 +216,6 @@ def _run_elected(args: argparse.Namespace, api: Any, election: Any, scheduler: A
         f"http://{args.metrics_address}:{metrics.port}/metrics",
         flush=True,
     )
-    return leader.run(stopped, metrics.stop)
+    if leader is not None:
+        return leader.run(stopped, metrics.stop)
+    return run_until_signalled(stopped, "scheduler", start, stop, metrics.stop)
