@@ -115,6 +115,7 @@ COLUMNS: dict[Kind, list[tuple[str, str, int, Cell]]] = {
         ("Type", "string", 0, _path("spec.type", "ClusterIP")),
         ("Cluster-IP", "string", 0, _path("spec.clusterIP", "None")),
     ],
+    kinds.LEASE: [("Holder", "string", 0, _path("spec.holderIdentity"))],
     kinds.EVENT: [
         ("Type", "string", 0, _path("type")),
         ("Reason", "string", 0, _path("reason")),

@@ -190,6 +190,19 @@ def steps(session: Session) -> list[Step]:
             ("patch", "podgroup", "spark-pg", "--type=merge", "-p", '{"spec":{"minMember":4}}', *n),
         ),
         Step("get podgroup minMember", ("get", "podgroup", "spark-pg", "-o", "jsonpath={.spec.minMember}", *n)),
+        Step(
+            "apply lease",
+            APPLY,
+            _yaml(
+                {
+                    "apiVersion": "coordination.k8s.io/v1",
+                    "kind": "Lease",
+                    "metadata": {"name": "leader", "namespace": ns},
+                    "spec": {"holderIdentity": "replica-a", "leaseDurationSeconds": 15},
+                }
+            ),
+        ),
+        Step("get lease", ("get", "lease", "leader", *n)),
         Step("get all", ("get", "all", *n)),
         Step("explain pod field", ("explain", "pod.spec.nodeName")),
         Step("explain vcjob", ("explain", "jobs.spec.minAvailable", "--api-version=batch.volcano.sh/v1alpha1")),
