@@ -137,12 +137,6 @@ def server_process() -> type[ServerProcess]:
     return ServerProcess
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "e2e: needs the real control plane (kube-apiserver and etcd built by scripts/build-k8s.sh)"
-    )
-
-
 # --- test lanes (markers registered in pyproject.toml) ------------------------------------------
 # Every test gets exactly one of unit / integration / e2e, and maybe slow, from the rules below
 # unless it is marked itself, so files added later land in a lane without edits here.
