@@ -98,6 +98,11 @@ def make_node(api: KubeApi, name: str) -> None:
         created = api.create(NODE, node)
     except AlreadyExists:
         created = api.get(NODE, name)
+    if created.get("spec", {}).get("taints"):
+        # kube-apiserver's TaintNodesByCondition admission marks a new node
+        # not-ready; the node lifecycle controller (not run here) would lift it once Ready.
+        created["spec"]["taints"] = []
+        created = api.update(NODE, created)
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     created["status"] = {
         "capacity": capacity,
