@@ -1,16 +1,22 @@
 """Package discovery: the top-level agent/, scheduler/ and controller/ folders install as lahar.agent,
-lahar.scheduler and lahar.controller, so the repository layout shows the architecture."""
+lahar.scheduler and lahar.controller, so the repository layout shows the architecture; bench/ (the
+benchmarks of `lahar bench`, and the demo's workloads) and examples/ (the manifests `lahar up --demo`
+applies) install as lahar.bench and lahar.examples, so a wheel carries everything the demo needs."""
 
 from setuptools import find_packages, setup
 
-PROGRAMS = ("agent", "scheduler", "controller")
+MAPPED = ("agent", "scheduler", "controller", "bench", "examples")
 
 
 def packages() -> list[str]:
     found = find_packages(include=["lahar", "lahar.*"])
-    for program in PROGRAMS:
-        found += [f"lahar.{name}" for name in find_packages(include=[program, f"{program}.*"])]
+    for top in MAPPED:
+        found += [f"lahar.{name}" for name in find_packages(include=[top, f"{top}.*"])]
     return found
 
 
-setup(packages=packages(), package_dir={"lahar": "lahar", **{f"lahar.{p}": p for p in PROGRAMS}})
+setup(
+    packages=packages(),
+    package_dir={"lahar": "lahar", **{f"lahar.{top}": top for top in MAPPED}},
+    package_data={"lahar.examples": ["*.yaml"]},
+)

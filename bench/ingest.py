@@ -162,7 +162,7 @@ class ServerProcess:
 
     @classmethod
     def start(cls, read_interval: float, baseline: bool) -> ServerProcess:
-        command = [sys.executable, "-m", "bench.ingest", "--serve", "--read-interval", str(read_interval)]
+        command = [sys.executable, "-m", "lahar.bench.ingest", "--serve", "--read-interval", str(read_interval)]
         process = subprocess.Popen(command + (["--baseline"] if baseline else []), stdout=subprocess.PIPE, text=True)
         assert process.stdout is not None
         line = process.stdout.readline()

@@ -59,6 +59,7 @@ average seen at its end.
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import heapq
 import json
@@ -461,6 +462,10 @@ def feed_nodes(sim: InProcess, count: int, progress: Progress) -> None:
     progress(f"{count} nodes fed to the cache")
 
 
+def all_bound(sim: InProcess, keys: list[str]) -> bool:
+    return all(key in sim.bound for key in keys)
+
+
 def run_until(
     sim: InProcess,
     timings: Timings,
@@ -628,7 +633,7 @@ def scenario_gang(args: argparse.Namespace, progress: Progress) -> dict[str, Any
             sim.add_pod(pod)
         keys = [f"{NAMESPACE}/{pod['metadata']['name']}" for pod in pods]
         before = len(timings.cycles)
-        run_until(sim, timings, lambda keys=keys: all(key in sim.bound for key in keys), progress, name)
+        run_until(sim, timings, functools.partial(all_bound, sim, keys), progress, name)
         cycles = timings.cycles[before:]
         placed = sum(1 for key in keys if key in sim.bound)
         per_gang.append(
@@ -938,9 +943,10 @@ def scenario_queues(args: argparse.Namespace, progress: Progress) -> dict[str, A
                 heapq.heappush(running, (job.finish, id(job), job))
         evicted_pods += len(cycle.evicted)
         for task in cycle.evicted:
-            job = by_pod.get(task.key)
-            if job is None:
+            owner = by_pod.get(task.key)
+            if owner is None:
                 continue  # its job was restarted for another of its pods already
+            job = owner
             # The controller restarts a gang that lost a pod (Volcano's PodEvicted -> RestartJob).
             restarts += 1
             if job.finish is not None and job.bound == len(job.pod_keys):
@@ -988,7 +994,7 @@ def scenario_queues(args: argparse.Namespace, progress: Progress) -> dict[str, A
     for job in admitted:
         by_class[job.job_class.name].append(job.admitted - job.arrival)  # type: ignore[operator]
     seconds = timings.seconds
-    queue_rows = []
+    queue_rows: list[dict[str, Any]] = []
     for q in queues:
         allocated_share = share_sum[q][0] / max(1, loaded_cycles)
         deserved_share = share_sum[q][1] / max(1, loaded_cycles)
@@ -1171,8 +1177,8 @@ def scenario_http(args: argparse.Namespace, progress: Progress) -> dict[str, Any
 
     from kubernetes import client
 
-    from bench.apiserver import start_server
     from lahar.api import kinds
+    from lahar.bench.apiserver import start_server
     from lahar.client.api import KubeApi
     from lahar.endpoints import free_loopback_port
     from lahar.scheduler.scheduler import Scheduler

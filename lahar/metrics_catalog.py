@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.registry import Collector
@@ -260,7 +260,19 @@ def _sample_qos_pods(node: Any) -> list[Any]:
         pinned = frozenset({7}) if qos is QoSClass.LC else frozenset()
         container = QosContainer(f"c-{uid}", "main", f"{path}/c-{uid}", extra.get("cpu_limit_millicores"), pinned)
         pods.append(
-            QosPod(uid, "default", uid, qos, kube_qos, path, usage, working_set, **extra, containers=(container,))
+            # extra: QosPod's optional figures by keyword (ints here; mypy reads them as the next positional)
+            QosPod(
+                uid,
+                "default",
+                uid,
+                qos,
+                kube_qos,
+                path,
+                usage,
+                working_set,
+                **cast("dict[str, Any]", extra),
+                containers=(container,),
+            )
         )
     return pods
 

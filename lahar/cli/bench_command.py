@@ -1,19 +1,16 @@
-"""`lahar bench NAME`: run one of the benchmarks in the repository's bench/ folder."""
+"""`lahar bench NAME`: run one of the benchmarks (bench/, installed as lahar.bench)."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import sys
-from pathlib import Path
-
-import lahar
-
-BENCH_DIR = Path(lahar.__file__).resolve().parent.parent / "bench"
+import pkgutil
 
 
 def available() -> list[str]:
-    return sorted(p.stem for p in BENCH_DIR.glob("*.py") if not p.stem.startswith("_")) if BENCH_DIR.is_dir() else []
+    import lahar.bench
+
+    return sorted(m.name for m in pkgutil.iter_modules(lahar.bench.__path__) if not m.name.startswith("_"))
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -29,7 +26,6 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def run_bench(args: argparse.Namespace) -> int:
     if args.name not in available():
-        raise ValueError(f'no benchmark "{args.name}" in {BENCH_DIR} (there are: {", ".join(available())})')
-    sys.path.insert(0, str(BENCH_DIR.parent))
-    module = importlib.import_module(f"bench.{args.name}")
+        raise ValueError(f'no benchmark "{args.name}" (there are: {", ".join(available())})')
+    module = importlib.import_module(f"lahar.bench.{args.name}")
     return int(module.main(args.options) or 0)

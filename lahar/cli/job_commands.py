@@ -19,8 +19,9 @@ from lahar.api.job import DEFAULT_SCHEDULER_NAME, POD_COUNTERS
 from lahar.api.kinds import Kind
 from lahar.api.printing import aligned, human_age, text_table
 from lahar.api.queue import DEFAULT_QUEUE
-from lahar.cli.object_commands import CommandError, add_connection_flags, connect, display_name
+from lahar.cli.object_commands import CommandError, add_connection_flags, connect
 from lahar.client.errors import KubeError, NotFound
+from lahar.client.manifests import display_name
 
 if TYPE_CHECKING:
     from lahar.client.api import KubeApi

@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 from typing import BinaryIO
 
-from lahar.cli.server_commands import DEFAULT_DATA_DIR
 from lahar.node import logs
 from lahar.node.logs import PodLogs
+from lahar.up import DEFAULT_DATA_DIR
 
 FOLLOW_POLL_SECONDS = 0.2
 CHUNK = 64 * 1024

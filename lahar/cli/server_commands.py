@@ -12,12 +12,11 @@ import lahar
 from lahar.client.kubeconfig import embedded_kubeconfig
 from lahar.endpoints import EMBEDDED_HOST, EMBEDDED_PORT, EMBEDDED_URL
 from lahar.node.cgroups import DEFAULT_PARENT
-from lahar.up import workloads
+from lahar.up import DEFAULT_DATA_DIR, workloads
 
 if TYPE_CHECKING:  # the server (aiohttp, cryptography) is imported only by the commands that run it
     from lahar.apiserver import server
 
-DEFAULT_DATA_DIR = Path.home() / ".lahar"
 DEMO_SIM_NODES = 4  # what the examples' gang and queues are sized for
 
 

@@ -431,6 +431,7 @@ class Demo:
     def run_generator(self, port: int) -> dict[str, Any]:
         argv = [
             sys.executable,
+            "-P",  # not the working directory first: a lahar/ folder there (a checkout) is not this lahar
             "-m",
             "lahar",
             "workload",
@@ -518,7 +519,7 @@ class Demo:
     # --- the API -----------------------------------------------------------------------------------
 
     def manifests(self, file: str) -> list[tuple[Kind, dict[str, Any]]]:
-        from lahar.cli.object_commands import load_manifests
+        from lahar.client.manifests import load_manifests
 
         return load_manifests([str(EXAMPLES / file)], NAMESPACE)
 
@@ -526,7 +527,7 @@ class Demo:
         self.apply_objects(file, self.manifests(file))
 
     def apply_objects(self, file: str, objects: list[tuple[Kind, dict[str, Any]]]) -> None:
-        from lahar.cli.object_commands import apply_object, display_name
+        from lahar.client.manifests import apply_object, display_name
 
         part = (
             ""

@@ -37,10 +37,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lahar import examples
 from lahar.client.kubeconfig import embedded_kubeconfig
 from lahar.endpoints import free_loopback_port
 from lahar.node.cgroups import DEFAULT_PARENT
 from lahar.node.simulated import SimNodeSize
+from lahar.up import DEFAULT_DATA_DIR
 
 if TYPE_CHECKING:  # the heavy modules load when the system starts, not when the CLI parses flags
     from lahar.apiserver.server import ServerConfig
@@ -51,7 +53,7 @@ if TYPE_CHECKING:  # the heavy modules load when the system starts, not when the
 log = logging.getLogger("lahar.up")
 
 LOOPBACK = "127.0.0.1"
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"  # the demo's scenarios, for `lahar apply -f`
+EXAMPLES = examples.DIRECTORY  # the demo's scenarios, for `lahar apply -f` (in the package: wheels too)
 COMPONENTS_DIR = "components"  # <data-dir>/components/: the programs' logs, tokens, pids
 READY_TIMEOUT_SECONDS = 90.0  # a loaded 2-core machine imports three programs at once
 STOP_TIMEOUT_SECONDS = 10.0  # then SIGKILL
@@ -170,6 +172,7 @@ class Program:
     def argv(self) -> list[str]:
         return [
             sys.executable,
+            "-P",  # not the working directory first: a lahar/ folder there (a checkout) is not this lahar
             "-m",
             "lahar",
             self.name,
@@ -483,7 +486,6 @@ class System:
     # --- what runs where ---------------------------------------------------------------------------
 
     def summary(self) -> str:
-        from lahar.cli.server_commands import DEFAULT_DATA_DIR
 
         rows = [("API server", self.url)]
         for program in self.programs:

@@ -2,7 +2,7 @@
 and the demo's load generator. The code is the co-location benchmark's own (bench/colocation.py):
 the same online request/response server (each request burns ~`--work-ms` of CPU), the same BE busy
 loop, the same open-loop load generator with its p50/p99, so the demo and the benchmark measure
-alike. They come from the repository's bench/ folder, as `lahar bench` does."""
+alike. bench/ installs as lahar.bench, as `lahar bench` finds it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import argparse
 import importlib
 import json
 import math
-import sys
 import time
 from types import ModuleType
 
@@ -18,17 +17,8 @@ LOAD_START_DELAY_SECONDS = 0.3  # the generator's own start-up, before its first
 
 
 def colocation() -> ModuleType:
-    """bench/colocation.py, imported from the repository this lahar runs from."""
-    from lahar.cli.bench_command import BENCH_DIR
-
-    if not (BENCH_DIR / "colocation.py").is_file():
-        raise ValueError(
-            f"no {BENCH_DIR / 'colocation.py'}: the demo's workloads come from the repository's "
-            "bench/ folder (run lahar from a checkout)"
-        )
-    if str(BENCH_DIR.parent) not in sys.path:
-        sys.path.insert(0, str(BENCH_DIR.parent))
-    return importlib.import_module("bench.colocation")
+    """bench/colocation.py (installed as lahar.bench.colocation, so a wheel has it too)."""
+    return importlib.import_module("lahar.bench.colocation")
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.colocation import (
+from lahar.bench.colocation import (
     CGROUP_ROOT,
     CapWatcher,
     Segment,

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from bench.scheduler import SCENARIOS, main
+from lahar.bench.scheduler import SCENARIOS, main
 
 TINY = ["--nodes", "50", "--pods", "200", "--json", "--quiet"]
 COMMON_KEYS = ("scenario", "nodes", "pods", "pods_per_second", "seconds")
