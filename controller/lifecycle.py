@@ -187,10 +187,6 @@ class PodFacts:
             restarts,
         )
 
-    @property
-    def running_or_done(self) -> bool:
-        return self.phase in (POD_RUNNING_PHASE, POD_SUCCEEDED_PHASE, POD_FAILED_PHASE)
-
 
 def _exit_code(status: Mapping[str, Any]) -> int | None:
     """The first non-zero exit code of a terminated container (what exitCode policies match)."""

@@ -387,12 +387,6 @@ class JobInfo:
     def ready_count(self) -> int:
         return self.count(READY)
 
-    def ready_by_task(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for task in self.with_status(*READY):
-            counts[task.task_name] = counts.get(task.task_name, 0) + 1
-        return counts
-
     def set_unschedulable(self, unready: int, why: str) -> None:
         """Volcano's gang condition message: how many more tasks the gang needs, and why."""
         self.unschedulable_message = f"{unready}/{len(self.tasks)} tasks in gang unschedulable: {why}"
@@ -607,11 +601,6 @@ class NodeTable:
     def idle(self) -> np.ndarray:
         """allocatable − everything requested, per node (may be negative when over-committed)."""
         return self.allocatable - self.used - self.be_used
-
-    @property
-    def future_idle(self) -> np.ndarray:
-        """idle once the tasks being evicted are gone (where preemptors are pipelined)."""
-        return self.idle + self.releasing + self.be_releasing
 
     def free(
         self, task: TaskInfo, rows: Rows = slice(None), be_capacity: np.ndarray | None = None, future: bool = False

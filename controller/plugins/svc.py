@@ -33,7 +33,6 @@ from lahar.controller.plugins.base import (
 
 CONFIG_MOUNT_PATH = "/etc/volcano"
 PUBLISH_NOT_READY_FLAG = "publish-not-ready-addresses"
-DISABLE_NETWORK_POLICY_FLAG = "disable-network-policy"
 
 
 def config_map_name(job: str) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-CORE_GROUP = ""
 VOLCANO_BATCH = "batch.volcano.sh"
 VOLCANO_SCHEDULING = "scheduling.volcano.sh"
 

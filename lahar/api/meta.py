@@ -288,10 +288,6 @@ class ObjectMeta:
         return self.raw.get("deletionTimestamp")
 
     @property
-    def finalizers(self) -> tuple[str, ...]:
-        return tuple(self.raw.get("finalizers") or ())
-
-    @property
     def is_deleting(self) -> bool:
         return self.deletion_timestamp is not None
 

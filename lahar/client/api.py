@@ -177,12 +177,6 @@ class KubeApi:
         self.api_client = api_client
         self.timeout = timeout
 
-    @classmethod
-    def from_config(cls, kubeconfig: str | None = None, pool_size: int | None = None) -> KubeApi:
-        from lahar.client.connect import new_api_client
-
-        return cls(new_api_client(kubeconfig, pool_size=pool_size))
-
     @property
     def host(self) -> str:
         return str(self.api_client.configuration.host)
