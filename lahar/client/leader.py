@@ -217,9 +217,12 @@ class LeaderElector:
 
     def run(self) -> None:
         """Campaign, then lead until the Lease is lost or `stop()` is called (blocks)."""
-        if not self._acquire():
-            return
-        self._renew_until_lost()
+        try:
+            if self._acquire():
+                self._renew_until_lost()
+        except Exception:  # a dead elector must not leave a leader acting without a Lease
+            log.exception("leader election failed")
+            self._lose("the elector failed")
 
     # -- internals -----------------------------------------------------------------------------
 

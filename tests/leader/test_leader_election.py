@@ -223,3 +223,17 @@ def test_a_released_lease_has_no_holder_and_is_free():
 def test_timings_that_could_give_two_leaders_are_refused(durations: tuple[float, float, float], problem: str):
     with pytest.raises(ValueError, match=problem):
         ElectionConfig("lahar-scheduler", "lahar-system", "me", *durations)
+
+
+def test_an_elector_that_fails_stops_its_leader(api: KubeApi, lease: str):
+    candidate = Candidate(api, lease, "fragile")
+    candidate.elector.start()
+    wait_for(candidate.elector.is_leader, 5, "leading")
+
+    def broken(*_: object, **__: object) -> dict:
+        raise RuntimeError("a bug in the elector's loop")
+
+    candidate.elector.api.get = broken  # type: ignore[method-assign]
+    wait_for(candidate.stopped.is_set, 5, "on_stopped_leading after the elector failed")
+    assert not candidate.elector.is_leader()
+    candidate.elector.stop(release=False)
