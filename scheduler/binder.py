@@ -33,9 +33,9 @@ from typing import Any, Protocol
 from lahar.api import kinds
 from lahar.client.errors import AlreadyExists, Conflict, KubeError, NotFound
 from lahar.client.events import EventRecorder, ObjectRef
-from lahar.scheduler.framework.session import BindBatch, Eviction
+from lahar.scheduler.framework.session import Eviction
 from lahar.scheduler.metrics import SchedulerMetrics
-from lahar.scheduler.model import TaskInfo
+from lahar.scheduler.model import BindBatch, TaskInfo
 from lahar.scheduler.status import COMPONENT, job_ref
 
 log = logging.getLogger("lahar.scheduler.binder")

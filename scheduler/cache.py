@@ -59,9 +59,9 @@ from lahar.api.podgroup import PodGroup
 from lahar.api.quantity import QuantityError
 from lahar.api.queue import DEFAULT_QUEUE, Queue
 from lahar.client.informer import Informer
-from lahar.scheduler.framework.session import BindBatch
 from lahar.scheduler.model import (
     OCCUPYING,
+    BindBatch,
     JobInfo,
     NodeTable,
     QueueInfo,

@@ -716,6 +716,15 @@ class NodeTable:
                 assumed_free[rows] |= (extra[rows] > 0).any(axis=1)
 
 
+@dataclass
+class BindBatch:
+    """Tasks committed together: a gang's binds succeed or fail as one (the session makes them,
+    the cache assumes them, the binder sends them)."""
+
+    job: JobInfo
+    tasks: list[TaskInfo]
+
+
 @dataclass(slots=True)
 class Snapshot:
     """One consistent view of the cluster for one session."""
@@ -866,6 +875,7 @@ __all__ = [
     "PODS_COLUMN",
     "PREEMPTABLE_KEY",
     "READY",
+    "BindBatch",
     "JobInfo",
     "NodeTable",
     "QueueInfo",

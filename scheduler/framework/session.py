@@ -38,6 +38,7 @@ import numpy as np
 from lahar.scheduler.conf import PluginOption, SchedulerConf
 from lahar.scheduler.framework.plugin import Plugin, action_class, plugin_class
 from lahar.scheduler.model import (
+    BindBatch,
     JobInfo,
     NodeTable,
     QueueInfo,
@@ -82,14 +83,6 @@ class Eviction:
     task: TaskInfo
     reason: str  # "preempt" or "reclaim"
     preemptor: TaskInfo | None = None
-
-
-@dataclass
-class BindBatch:
-    """Tasks committed together: a gang's binds succeed or fail as one."""
-
-    job: JobInfo
-    tasks: list[TaskInfo]
 
 
 @dataclass

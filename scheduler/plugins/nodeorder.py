@@ -20,10 +20,10 @@ from typing import ClassVar
 
 import numpy as np
 
+from lahar.scheduler.framework.node_index import NodeIndex
 from lahar.scheduler.framework.plugin import Arguments, Plugin, number, register_plugin
 from lahar.scheduler.framework.session import Session
 from lahar.scheduler.model import NodeTable, Rows, TaskInfo
-from lahar.scheduler.plugins.predicates import NodeIndex
 
 MAX_SCORE = 100.0
 # kube-scheduler's non-zero defaults for a pod that requests no cpu / memory (for scoring only).

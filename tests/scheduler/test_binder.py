@@ -14,9 +14,9 @@ from lahar.client.api import KubeApi
 from lahar.client.errors import NotFound
 from lahar.scheduler.binder import GPU_INDEX_ANNOTATION, Binder, needs_rollback
 from lahar.scheduler.cache import Cache
-from lahar.scheduler.framework.session import BindBatch, Eviction
+from lahar.scheduler.framework.session import Eviction
 from lahar.scheduler.metrics import SchedulerMetrics
-from lahar.scheduler.model import TaskInfo, TaskStatus
+from lahar.scheduler.model import BindBatch, TaskInfo, TaskStatus
 from lahar.scheduler.scheduler import gpu_annotations
 from tests.scheduler.test_cache import node, pod, podgroup
 

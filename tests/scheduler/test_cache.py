@@ -11,8 +11,7 @@ from typing import Any
 import numpy as np
 
 from lahar.scheduler.cache import Cache
-from lahar.scheduler.framework.session import BindBatch
-from lahar.scheduler.model import CPU, MEMORY, PODS, TaskStatus
+from lahar.scheduler.model import CPU, MEMORY, PODS, BindBatch, TaskStatus
 
 Obj = dict[str, Any]
 GIB = 1 << 30
