@@ -59,13 +59,11 @@ DEFAULT_PERIOD = 1.0
 DEFAULT_DEBOUNCE = 0.02
 DEFAULT_RESYNC_PERIOD = 30.0  # the longest a quiet scheduler goes without a cycle
 DEFAULT_REPORT_STALENESS = REPORT_STALENESS_SECONDS  # the plugins' default `staleness`, for the metrics
-GPU_INDEX_DATA = "gpu-index"
 
 
-def gpu_annotations(data: Mapping[str, Any]) -> dict[str, str]:
-    """The deviceshare plugin's GPU choices (`session.data["gpu-index"]`: task uid -> GPU index or
+def gpu_annotations(chosen: Mapping[str, Any]) -> dict[str, str]:
+    """The deviceshare plugin's GPU choices (`session.device_choices`: task uid -> GPU index or
     indexes) as `lahar.dev/gpu-index` values ("0" or "0,1")."""
-    chosen = data.get(GPU_INDEX_DATA) or {}
     values: dict[str, str] = {}
     for uid, index in chosen.items():
         if isinstance(index, (str, int)):
@@ -240,7 +238,7 @@ class Scheduler:
         for batch in session.binds:
             self.cache.assume(batch)
         self.cache.assume_evicted([eviction.task for eviction in session.evictions])
-        self.binder.submit(session.binds, gpu_annotations(session.data))
+        self.binder.submit(session.binds, gpu_annotations(session.device_choices))
         self.binder.evict(session.evictions)
         figures = summarize(session)
         written = self.status.write(session, figures)

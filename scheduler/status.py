@@ -164,7 +164,7 @@ def summarize(session: Session) -> CycleFigures:
     """Pending pods, unschedulable gangs and each queue's allocated / deserved / share after the
     cycle. Allocated is summed from the tasks themselves, whatever plugins are on (those holding
     resources and not being evicted, as the proportion plugin charges them); deserved and share
-    come from the proportion plugin's `session.data["queues"]` when it ran."""
+    come from the proportion plugin's `session.queue_figures` when it ran."""
     resources = session.resources
     held: dict[str, np.ndarray] = {name: np.zeros(len(resources), dtype=np.int64) for name in session.queues}
     pending = unschedulable = 0
@@ -176,7 +176,7 @@ def summarize(session: Session) -> CycleFigures:
             held[job.queue] += charged
         else:
             held[job.queue] = charged
-    computed: Mapping[str, Any] = session.data.get("queues") or {}
+    computed: Mapping[str, Any] = session.queue_figures
     figures: dict[str, QueueFigures] = {}
     for name, allocated in held.items():
         entry = computed.get(name)

@@ -17,7 +17,6 @@ if TYPE_CHECKING:
     from lahar.scheduler.framework.session import Session
 
 NODE_NAME_FIELD = "metadata.name"  # the one field a node selector term may match
-_INDEX_KEY = "node_index"  # the one session.data entry: the index, built by the first plugin asking
 
 
 def _integer(value: str | None) -> float:
@@ -43,10 +42,7 @@ class NodeIndex:
 
     @classmethod
     def of(cls, session: Session) -> NodeIndex:
-        index = session.data.get(_INDEX_KEY)
-        if index is None:
-            index = session.data[_INDEX_KEY] = cls(session.nodes)
-        return index
+        return session.node_index
 
     # -- labels ------------------------------------------------------------------------------
 

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lahar.scheduler.conf import PluginOption, SchedulerConf
+from lahar.scheduler.framework.node_index import NodeIndex
 from lahar.scheduler.framework.plugin import Plugin, action_class, plugin_class
 from lahar.scheduler.model import (
     BindBatch,
@@ -111,10 +112,14 @@ class Session:
     pipelined: list[TaskInfo] = field(default_factory=list)
     events: list[SessionEvent] = field(default_factory=list)
     action_seconds: dict[str, float] = field(default_factory=dict)
-    # Plugins share derived figures here (e.g. proportion's queue shares) for metrics and status.
-    data: dict[str, Any] = field(default_factory=dict)
+    # What the proportion plugin computed per queue (share, deserved, allocated, ...), for the
+    # metrics and the Queue status; empty without it.
+    queue_figures: dict[str, dict[str, Any]] = field(default_factory=dict)
     # BE capacity per node (N, R) when the oversubscription plugin lends reclaimable capacity.
     be_capacity: np.ndarray | None = None
+    # Devices chosen for placed tasks (deviceshare: task uid -> GPU index), written onto each pod
+    # (`lahar.dev/gpu-index`) before its bind.
+    device_choices: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.resources = self.snapshot.resources
@@ -128,6 +133,7 @@ class Session:
         self._classes: dict[Hashable, _ClassState] = {}
         self._fresh: dict[float, list[NodeReport | None]] = {}
         self._current: PluginOption | None = None
+        self._node_index: NodeIndex | None = None
         self._enforced: set[str] = set()  # hard constraints some configured predicate enforces
         self._scored: set[str] = set()  # preferences some configured node order scores
         self._unsupported: dict[str, tuple[str, ...]] = {}  # per placement class
@@ -136,6 +142,13 @@ class Session:
         # oversubscription plugin is configured (known before any plugin opens, whatever its tier).
         self.lends_to_be = "oversubscription" in self.conf.plugin_names
         self._tier = 0
+
+    @property
+    def node_index(self) -> NodeIndex:
+        """Label and taint indexes over this session's nodes, built on first use."""
+        if self._node_index is None:
+            self._node_index = NodeIndex(self.nodes)
+        return self._node_index
 
     # -- lifecycle ---------------------------------------------------------------------------
 

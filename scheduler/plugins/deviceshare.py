@@ -16,7 +16,7 @@ do not advertise it: the fresh report's GPU count, else allocatable `lahar.dev/g
 report's (NVML's total), else the label, else allocatable `lahar.dev/gpu-memory` ÷ count.
 
 Pods already on the node count on the device their `lahar.dev/gpu-index` annotation names
-(written at bind from `session.data["gpu-index"]`, where this plugin leaves the device chosen
+(written at bind from `session.device_choices`, where this plugin leaves the device chosen
 for each share placed in the session); a share pod without a usable annotation counts on the
 device this plugin would have chosen. Evicted pods (releasing) still hold their device, except
 on a what-if view (preempt, reclaim), which counts them gone; on the rows a view marks
@@ -48,7 +48,6 @@ GPU = "nvidia.com/gpu"
 GPU_MEMORY = "lahar.dev/gpu-memory"
 GPU_INDEX_ANNOTATION = "lahar.dev/gpu-index"
 PER_DEVICE_LABEL = "lahar.dev/gpu-memory-per-device"
-GPU_INDEX_DATA = "gpu-index"  # session.data key: task uid -> device index, for the binder
 BINPACK, SPREAD = "binpack", "spread"
 MAX_SCORE = 100.0
 
@@ -105,7 +104,7 @@ class DeviceShare(Plugin):
             return  # no node has GPUs and no pod asks for one
         self._binpack = self.argument("deviceshare.SchedulePolicy", BINPACK) == BINPACK
         self._weight = float(self.argument("deviceshare.ScheduleWeight", 1.0))
-        self._data: dict[str, int] = session.data.setdefault(GPU_INDEX_DATA, {})
+        self._data = session.device_choices
         self._rows = session.nodes.index
         self._build(session)
         session.add_predicate_fn(self._predicate, self._explain)

@@ -22,7 +22,7 @@ overused (allocated ≥ deserved on every resource), allocatable and preemptive 
 and allocated + request ≤ deserved on the resources the task asks for), job_enqueueable (the
 queue is open and minResources + allocated + inqueue ≤ real capability), reclaimable (victims
 only from queues above their deserved share, never taking a queue below its guarantee).
-Pod slots take no part. The figures go to `session.data["queues"]` for metrics and status.
+Pod slots take no part. The figures go to `session.queue_figures` for metrics and status.
 
 Hierarchy (`spec.parent`): a queue's `capability` bounds its whole subtree. A task is allocatable
 only while every ancestor with a capability stays within it counting everything its subtree
@@ -355,4 +355,4 @@ class ProportionPlugin(Plugin):
                 "inqueue": quota(self._inqueue[queue.name]),
                 "overused": self.overused(queue),
             }
-        session.data["queues"] = figures
+        session.queue_figures = figures

@@ -161,7 +161,7 @@ def test_evictions_use_the_eviction_api_with_events(
 
 
 def test_the_sessions_gpu_choices_become_annotation_values() -> None:
-    assert gpu_annotations({"gpu-index": {"u1": 0, "u2": [0, 1]}, "queues": {}}) == {"u1": "0", "u2": "0,1"}
+    assert gpu_annotations({"u1": 0, "u2": [0, 1]}) == {"u1": "0", "u2": "0,1"}
     assert gpu_annotations({}) == {}
 
 

@@ -1,6 +1,6 @@
 """The deviceshare plugin: a GPU memory share fits on ONE device, devices come from the node's
 allocatable with their memory from the report, a label or an even split; shares and whole GPUs
-do not mix on a device; the chosen device goes to session.data for the binder; binpack/spread."""
+do not mix on a device; the chosen device goes to session.device_choices for the binder; binpack/spread."""
 
 from __future__ import annotations
 
@@ -77,13 +77,13 @@ def test_a_share_must_fit_on_one_device() -> None:
     assert session.predicate(task(session, "small")).tolist() == [True]
     placed = run(cluster(*objects[:-2], share("small", "6Gi")), DEVICESHARE)
     assert [t.name for batch in placed.binds for t in batch.tasks] == ["small"]
-    assert placed.data["gpu-index"] == {"uid-small": 0}
+    assert placed.device_choices == {"uid-small": 0}
 
 
 def test_shares_fill_devices_one_at_a_time() -> None:
     session = run(cluster(gpu_node("g1"), *(share(f"s{i}", "5Gi") for i in range(7))), DEVICESHARE)
     # Three 5Gi shares per 16Gi device: six of seven fit, three on each device.
-    chosen = session.data["gpu-index"]
+    chosen = session.device_choices
     assert len(chosen) == 6 and sorted(chosen.values()) == [0, 0, 0, 1, 1, 1]
 
 
@@ -128,7 +128,7 @@ def test_schedule_policy_picks_the_device(policy: str, device: int) -> None:
         "allocate", ["predicates", {"name": "deviceshare", "arguments": {"deviceshare.SchedulePolicy": policy}}]
     )
     session = run(cluster(gpu_node("g1"), share("on-0", "4Gi", "g1", 0), share("p", "4Gi")), configuration)
-    assert session.data["gpu-index"] == {"uid-p": device}
+    assert session.device_choices == {"uid-p": device}
 
 
 def test_score_binpacks_or_spreads_nodes() -> None:
@@ -150,10 +150,10 @@ def test_undone_placements_give_their_device_back() -> None:
     )
     statement = session.statement()
     statement.allocate(task(session, "a"), 0)
-    assert session.data["gpu-index"] == {"uid-a": 0}
+    assert session.device_choices == {"uid-a": 0}
     assert session.predicate(task(session, "b")).tolist() == [False]
     statement.discard()
-    assert session.data["gpu-index"] == {} and session.predicate(task(session, "b")).tolist() == [True]
+    assert session.device_choices == {} and session.predicate(task(session, "b")).tolist() == [True]
 
 
 def test_bad_arguments_are_refused() -> None:

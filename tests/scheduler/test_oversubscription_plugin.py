@@ -131,6 +131,6 @@ def test_proportion_does_not_charge_borrowed_capacity_to_the_queue() -> None:
     with_proportion = conf("allocate", ["priority", "gang"], ["predicates", "proportion", "oversubscription"])
     session = run(cluster(*requested_full("n1"), *be_pods(6)), with_proportion, reports)
     assert placed_on(session) == {"n1": 4}
-    queue = session.data["queues"]["default"]
+    queue = session.queue_figures["default"]
     # The queue's allocated cpu is the online pods' 4 CPUs only.
     assert queue["allocated"]["cpu"] == 4000

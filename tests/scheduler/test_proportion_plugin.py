@@ -15,7 +15,7 @@ def _pending(queue_name: str, count: int, cpu: str = "1", memory: str | None = "
 
 
 def _deserved(session, name: str) -> dict[str, int]:  # type: ignore[no-untyped-def]
-    return dict(session.data["queues"][name]["deserved"])
+    return dict(session.queue_figures[name]["deserved"])
 
 
 def test_weights_share_what_each_queue_asks_for_and_hand_back_what_it_does_not() -> None:
@@ -53,7 +53,7 @@ def test_capability_caps_and_guarantee_floors_the_deserved_share() -> None:
     for batch in session.binds:
         by_queue[batch.job.queue] = by_queue.get(batch.job.queue, 0) + len(batch.tasks)
     assert by_queue == {"a": 2, "b": 1, "c": 5}
-    figures = session.data["queues"]["a"]
+    figures = session.queue_figures["a"]
     assert figures["share"] == 1.0 and figures["overused"] is False  # 2Gi of its 4Gi
     assert dict(figures["allocated"]) == {"cpu": 2000, "memory": 2 * gib}
 

@@ -141,7 +141,7 @@ def test_summary_counts_pending_unschedulable_and_queue_allocations() -> None:
     cache.add_pod(a_pod("waiting", queue="research"))
     session = Session(cache.snapshot(), NO_ACTIONS)
     session.jobs["default/waiting"].unschedulable_message = "1/1 tasks in gang unschedulable: no"
-    session.data["queues"] = {"research": {"deserved": session.resources.vector({"cpu": 1000})}}
+    session.queue_figures = {"research": {"deserved": session.resources.vector({"cpu": 1000})}}
     figures = summarize(session)
     assert (figures.pending_pods, figures.unschedulable_gangs) == (1, 1)
     research = figures.queues["research"]
