@@ -17,10 +17,11 @@ from typing import Any
 
 from lahar.api import kinds
 from lahar.api.job import Job, JobPhase, TaskSpec, job_phase
+from lahar.api.queue import DEFAULT_QUEUE
 from lahar.client.api import KubeApi
 from lahar.client.errors import AlreadyExists, Conflict, KubeError, NotFound
 from lahar.client.events import EventRecorder, ObjectRef
-from lahar.client.informer import Informer
+from lahar.client.informer import Informer, by_label
 from lahar.controller.desired import desired_podgroup
 from lahar.controller.lifecycle import QUEUE_HOLD_REASONS, Decision, next_state, queue_hold
 from lahar.controller.metrics import JOB_KIND, QUEUE_KIND, ControllerMetrics
@@ -30,8 +31,15 @@ from lahar.controller.queues import QUEUE_COMMAND_ANNOTATION, current_state, que
 
 log = logging.getLogger("lahar.controller")
 
+JOB_INDEX = "job"  # pods by "<namespace>/<job name>" (their job-name label)
+QUEUE_INDEX = "queue"  # Jobs and PodGroups by the queue they name
 COMMAND_ANNOTATION = "lahar.dev/command"  # AbortJob / ResumeJob, written by `lahar job suspend|resume`
 Key = tuple[str, str]  # (namespace, job name); ("", queue name) for a queue, which has no namespace
+
+
+def _queue_of(obj: dict[str, Any]) -> tuple[str, ...]:
+    """The queue a Job or PodGroup is in: the one it names, else `default` (PodGroup.queue's rule)."""
+    return ((obj.get("spec") or {}).get("queue") or DEFAULT_QUEUE,)
 
 
 class WorkQueue:
@@ -141,6 +149,11 @@ class JobController:
         self.queues = Informer(
             kinds.QUEUE, api, on_add=self._queue_changed, on_update=self._queue_changed, on_delete=self._queue_changed
         )
+        # Indexes, so a reconcile reads its job's pods and a queue its jobs and PodGroups without
+        # filtering every cached object.
+        self.pods.add_index(JOB_INDEX, by_label(JOB_NAME_KEY))
+        self.jobs.add_index(QUEUE_INDEX, _queue_of)
+        self.podgroups.add_index(QUEUE_INDEX, _queue_of)
         self._informers = (self.jobs, self.podgroups, self.pods, self.queues)
         self.metrics = ControllerMetrics(self.jobs.list)
         self._stop = threading.Event()
@@ -216,8 +229,8 @@ class JobController:
         self.queue.add(("", name))
         if len(objs) == 2 and current_state(objs[0]) == current_state(new):
             return
-        for job in self.jobs.list():
-            if (job.get("spec") or {}).get("queue") == name and job_phase(job) == JobPhase.PENDING:
+        for job in self.jobs.by_index(QUEUE_INDEX, name):
+            if job_phase(job) == JobPhase.PENDING:
                 self.queue.add(_key(job))
 
     # -- reconcile -------------------------------------------------------------------------------
@@ -238,12 +251,7 @@ class JobController:
         held = job.phase == JobPhase.PENDING and queue_hold(job.queue, queue_state) is not None
         podgroup = self.podgroups.get(job.name, job.namespace) if held else self._ensure_podgroup(job)
         self._ensure_plugin_objects(job_obj, namespace)
-        pods = [
-            p
-            for p in self.pods.list()
-            if p["metadata"].get("namespace") == namespace
-            and (p["metadata"].get("labels") or {}).get(JOB_NAME_KEY) == name
-        ]
+        pods = self.pods.by_index(JOB_INDEX, f"{namespace}/{name}")
         command = (job_obj["metadata"].get("annotations") or {}).get(COMMAND_ANNOTATION)
         decision = next_state(
             job_obj,
@@ -266,7 +274,7 @@ class JobController:
         if queue is None:
             return
         current = queue.get("status") or {}
-        owned = queue_status(queue, self.podgroups.list())
+        owned = queue_status(queue, self.podgroups.by_index(QUEUE_INDEX, name))
         status = {**current, **owned}
         if status != current:
             if status.get("state") != current.get("state"):

@@ -25,8 +25,9 @@ import builtins
 import logging
 import random
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from lahar.api.kinds import Kind
 from lahar.client.api import KubeApi, Obj, WatchStream
@@ -38,6 +39,8 @@ Key = tuple[str, str]  # (namespace, name); namespace is "" for cluster-scoped k
 AddHandler = Callable[[Obj], None]
 UpdateHandler = Callable[[Obj, Obj], None]
 DeleteHandler = Callable[[Obj], None]
+# An index function (client-go's IndexFunc): the values an object is found under.
+Indexer = Callable[[Obj], Iterable[str]]
 
 ADDED, MODIFIED, DELETED, BOOKMARK = "ADDED", "MODIFIED", "DELETED", "BOOKMARK"
 DEFAULT_WATCH_TIMEOUT = 300  # seconds; each watch asks for between this and twice this (spreads reconnects)
@@ -62,6 +65,47 @@ def is_newer(version: str, than: str) -> bool:
         return int(version) > int(than)
     except ValueError:
         return version != than
+
+
+# -- standard indexes (Informer.add_index) --------------------------------------------------------
+
+
+def by_namespace(obj: Obj) -> tuple[str, ...]:
+    return ((obj.get("metadata") or {}).get("namespace") or "",)
+
+
+def by_owner(obj: Obj) -> tuple[str, ...]:
+    """The uids of the object's owners (ownerReferences)."""
+    return tuple(ref["uid"] for ref in (obj.get("metadata") or {}).get("ownerReferences") or () if ref.get("uid"))
+
+
+def by_node(obj: Obj) -> tuple[str, ...]:
+    """A pod's node (spec.nodeName), once bound."""
+    node = (obj.get("spec") or {}).get("nodeName")
+    return (node,) if node else ()
+
+
+def by_label(key: str) -> Indexer:
+    """ "<namespace>/<value of label `key`>", e.g. a Volcano job's pods by their job-name label."""
+
+    def index(obj: Obj) -> tuple[str, ...]:
+        metadata = obj.get("metadata") or {}
+        value = (metadata.get("labels") or {}).get(key)
+        return (f"{metadata.get('namespace') or ''}/{value}",) if value is not None else ()
+
+    return index
+
+
+def by_field(*path: str) -> Indexer:
+    """The string at `path` (e.g. ("spec", "queue")), when there is one."""
+
+    def index(obj: Obj) -> tuple[str, ...]:
+        value: Any = obj
+        for part in path:
+            value = value.get(part) if isinstance(value, dict) else None
+        return (value,) if isinstance(value, str) else ()
+
+    return index
 
 
 @dataclass(frozen=True)
@@ -119,6 +163,8 @@ class Informer:
         if on_add or on_update or on_delete:
             self.add_handler(on_add, on_update, on_delete)
         self._cache: dict[Key, Obj] = {}
+        self._indexers: dict[str, Indexer] = {}
+        self._indexes: dict[str, dict[str, set[Key]]] = {}  # index -> value -> keys, under _lock
         self._resource_version = ""
         self._lock = threading.Lock()  # guards _cache, _resource_version and _watch
         self._synced = threading.Event()
@@ -187,6 +233,42 @@ class Informer:
         with self._lock:
             return list(self._cache.values())
 
+    def add_index(self, name: str, indexer: Indexer) -> None:
+        """Keep the cache findable by `indexer`'s values (by_namespace, by_owner, by_label(...)),
+        so a reader takes its few objects instead of filtering the whole list."""
+        with self._lock:
+            self._indexers[name] = indexer
+            self._indexes[name] = {}
+            for key, obj in self._cache.items():
+                self._index_add(name, key, obj)
+
+    def by_index(self, name: str, value: str) -> builtins.list[Obj]:
+        """The cached objects `name`'s indexer files under `value`, in key order."""
+        with self._lock:
+            return [self._cache[key] for key in sorted(self._indexes[name].get(value, ()))]
+
+    def _index_add(self, name: str, key: Key, obj: Obj) -> None:
+        index = self._indexes[name]
+        for value in self._indexers[name](obj):
+            index.setdefault(value, set()).add(key)
+
+    def _index_remove(self, name: str, key: Key, obj: Obj) -> None:
+        index = self._indexes[name]
+        for value in self._indexers[name](obj):
+            keys = index.get(value)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del index[value]
+
+    def _reindex(self, key: Key, old: Obj | None, new: Obj | None) -> None:
+        """Under _lock: move one object's index entries from `old` to `new` (None: absent)."""
+        for name in self._indexers:
+            if old is not None:
+                self._index_remove(name, key, old)
+            if new is not None:
+                self._index_add(name, key, new)
+
     def keys(self) -> builtins.list[Key]:
         with self._lock:
             return list(self._cache)
@@ -238,6 +320,10 @@ class Informer:
         version = str((listing.get("metadata") or {}).get("resourceVersion") or "")
         with self._lock:
             previous, self._cache, self._resource_version = self._cache, fresh, version
+            for name in self._indexers:
+                self._indexes[name] = {}
+                for key, obj in fresh.items():
+                    self._index_add(name, key, obj)
         self.relists += 1
         if after_outage:
             log.info(
@@ -303,8 +389,10 @@ class Informer:
                 if old is None:
                     return  # never seen: nothing to forget, no handler to tell
                 del self._cache[key]
+                self._reindex(key, old, None)
             else:
                 self._cache[key] = obj
+                self._reindex(key, old, obj)
         self._dispatch(event_type, obj, old)
 
     def _dispatch(self, event_type: str, obj: Obj, old: Obj | None) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from lahar.api.kinds import POD, QUEUE
 from lahar.client.api import KubeApi, Obj
-from lahar.client.informer import Backoff, Informer, is_newer
+from lahar.client.informer import Backoff, Informer, by_label, by_namespace, is_newer
 
 ServerProcess = Any  # tests/conftest.py's class; test modules cannot import it (--import-mode=importlib)
 PodFactory = Callable[..., Obj]
@@ -277,3 +277,28 @@ def test_backoff_grows_to_its_cap_with_jitter() -> None:
         assert ceiling / 2 <= delay <= ceiling
     backoff.reset()
     assert backoff.next_delay() <= 0.2
+
+
+def test_indexes_follow_adds_updates_and_deletes(
+    api: KubeApi, pod: PodFactory, recorder: Recorder, informers: list[Informer]
+) -> None:
+    api.create(POD, pod("a1", {"job": "a"}))
+    api.create(POD, pod("b1", {"job": "b"}))
+    informer = start_informer(informers, api, recorder)
+    informer.add_index("job", by_label("job"))  # after the first list: built from the cache
+    informer.add_index("namespace", by_namespace)
+    assert names_of(informer.by_index("job", "default/a")) == ["a1"]
+    api.create(POD, pod("a2", {"job": "a"}))
+    api.patch(POD, "b1", {"metadata": {"labels": {"job": "a"}}}, "default")  # moves from b to a
+    recorder.wait_for(4)
+    assert names_of(informer.by_index("job", "default/a")) == ["a1", "a2", "b1"]
+    assert informer.by_index("job", "default/b") == []
+    api.delete(POD, "a1", "default", grace_period_seconds=0)
+    recorder.wait_for(5)
+    assert names_of(informer.by_index("job", "default/a")) == ["a2", "b1"]
+    assert names_of(informer.by_index("namespace", "default")) == ["a2", "b1"]
+    assert informer.by_index("job", "default/nothing") == []
+
+
+def names_of(objs: list[Obj]) -> list[str]:
+    return [obj["metadata"]["name"] for obj in objs]
