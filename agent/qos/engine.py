@@ -276,6 +276,7 @@ class QosEngine:
             section.interval_seconds,
             section.window_seconds,
             section.min_online_runnable_seconds,
+            section.fast_window_seconds,
         )
 
     def interference_step(self, signal: cpu_suppress.Signal) -> str:

@@ -1,8 +1,8 @@
 """The interference loop: every `interval_seconds` (50 ms) read online pods' CPU wait and CPU time
-(collectors/cpu_wait.py) and the BE groups' CPU time, turn the last `window_seconds` (200 ms) into
-a Signal (online wait share, BE cores) and hand it to the engine, whose CPU suppress controller
-decides (strategies/cpu_suppress.control). A sample is a few `pread`s per online pod on files kept
-open, so twenty a second cost little."""
+(collectors/cpu_wait.py) and the BE groups' CPU time, turn the last `window_seconds` (1 s) and
+`fast_window_seconds` (200 ms) into a Signal (online wait shares, BE cores) and hand it to the
+engine, whose CPU suppress controller decides (strategies/cpu_suppress.control). A sample is a
+few `pread`s per online pod on files kept open, so twenty a second cost little."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import NamedTuple, Protocol
 
 from lahar.agent.collectors.cpu_wait import CpuWait, CpuWaitReader
@@ -28,6 +29,7 @@ class LoopTargets(NamedTuple):
     interval: float
     window: float
     min_online_runnable_seconds: float
+    fast_window: float = 0.2
 
 
 class Sample(NamedTuple):
@@ -112,8 +114,12 @@ class InterferenceLoop:
         self.samples.append(sample)
         while len(self.samples) > 2 and sample.at - self.samples[1].at >= targets.window:
             self.samples.popleft()
-        if len(self.samples) >= 2 and sample.at - self.samples[0].at >= targets.window * 0.75:
-            self.last_signal = signal_between(self.samples[0], sample, targets.min_online_runnable_seconds)
+        fast_start = next((s for s in reversed(self.samples) if sample.at - s.at >= targets.fast_window * 0.75), None)
+        if fast_start is not None:
+            steady = signal_between(self.samples[0], sample, targets.min_online_runnable_seconds)
+            fast = signal_between(fast_start, sample, targets.min_online_runnable_seconds)
+            # Until the long window has filled, the fast one stands in for it.
+            self.last_signal = replace(steady, fast_wait_share=fast.wait_share)
             self.engine.interference_step(self.last_signal)
         return targets.interval
 

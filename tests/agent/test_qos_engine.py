@@ -331,22 +331,22 @@ def test_the_engine_cuts_be_under_interference_holds_then_grows_and_lifts(node: 
     engine = engine_for(node)
     engine.step(node.report(), node.pods, 1.0)
     assert engine.interference_targets() == LoopTargets(
-        (node.ls,), (node.tree.layout.qos_dir(BEST_EFFORT),), 0.05, 0.2, 0.005
+        (node.ls,), (node.tree.layout.qos_dir(BEST_EFFORT),), 0.05, 1.0, 0.005, 0.2
     )
     assert engine.interference_step(Signal(1.1, 0.05, be_cores=1.5)) == ""  # quiet: no cap, no write
     assert node.quota() == ("max 100000" if node.tree.v2 else "-1") and engine.cap_changes == 0
     assert engine.interference_step(Signal(1.2, 0.6, be_cores=1.5)) == "cut"  # online waits 60%
     assert node.quota().startswith("75000")  # half of what BE used
-    assert engine.interference_step(Signal(1.25, 0.6, be_cores=0.75)) == ""  # the cut's window is not over
-    assert engine.interference_step(Signal(1.45, 0.42, be_cores=0.75)) == "cut"  # the first one helped: again
+    assert engine.interference_step(Signal(1.5, 0.6, be_cores=0.75)) == ""  # the cut's window is not over
+    assert engine.interference_step(Signal(2.25, 0.42, be_cores=0.75)) == "cut"  # the first one helped: again
     assert node.quota().startswith("37500")
-    assert engine.interference_step(Signal(1.5, 0.3, be_cores=0.37)) == ""  # in the band: hold
-    assert engine.interference_step(Signal(2.5, 0.02, be_cores=0.37)) == "grow"  # 0.1 x 4 cores a second
+    assert engine.interference_step(Signal(2.5, 0.2, be_cores=0.37)) == ""  # in the band: hold
+    assert engine.interference_step(Signal(3.5, 0.02, be_cores=0.37)) == "grow"  # 0.1 x 4 cores a second
     assert node.quota().startswith("77500")
     assert engine.snapshot().actions[("cpu_suppress", "cut")] == 2
-    engine.step(node.report(), node.pods, 3.0)  # the tick keeps the loop's cap
+    engine.step(node.report(), node.pods, 4.0)  # the tick keeps the loop's cap
     assert node.quota().startswith("77500")
-    assert engine.interference_step(Signal(12.0, 0.0, be_cores=0.77)) == "lift"
+    assert engine.interference_step(Signal(14.0, 0.0, be_cores=0.77)) == "lift"
     assert node.quota() == ("max 100000" if node.tree.v2 else "-1")
     assert engine.cap_changes == 4
 
@@ -355,7 +355,7 @@ def test_a_cut_that_does_not_help_is_undone_and_the_wait_becomes_the_baseline(no
     engine = engine_for(node)
     engine.step(node.report(), node.pods, 1.0)
     at = 1.0
-    for _ in range(12):  # online waits for reasons of its own: cutting BE does not help
+    for _ in range(24):  # online waits for reasons of its own: cutting BE does not help
         at += 0.1
         engine.interference_step(Signal(at, 0.45, be_cores=1.5))
     state = engine._plans["cpu_suppress"].memo["control"]

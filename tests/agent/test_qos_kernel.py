@@ -472,7 +472,7 @@ def test_online_wait_makes_the_loop_cap_be_within_a_window(pods: KernelPods, sou
         while pods.read("cpu", be_pod, "cpu.cfs_quota_us") == "-1" and time.monotonic() - stepped < 3:
             time.sleep(0.005)
         reaction = time.monotonic() - stepped
-        time.sleep(0.6)  # a few more windows of back-off
+        time.sleep(1.5)  # a 1 s window more of back-off
         be_used, ls_used = usage_over(pods, [be_pod, ls_pod], 1.0)
         assert engine.loop is not None and engine.loop.last_signal is not None
         print(

@@ -12,10 +12,11 @@ spent waiting for a CPU over the last `window_seconds`, from each online pod's o
 (`cpu.pressure` "some") or, without it, its tasks' schedstat run delay. The loop (`control`, run
 by the interference loop every `interval_seconds`):
 
-- **cut** (multiplicative back-off) while the wait share is above the upper limit and BE uses at
-  least `min_be_cores`: the cap becomes `backoff_ratio` × what BE used over the window (or of the
-  cap already in force), never under the floor; at most one cut a window, so the effect of one is
-  seen before the next;
+- **cut** (multiplicative back-off) while the wait share over `window_seconds` (1 s) is above the
+  upper limit, or over `fast_window_seconds` (200 ms) above `fast_wait_threshold` (blatant
+  interference, cut within one short window), and BE uses at least `min_be_cores`: the cap becomes
+  `backoff_ratio` × what BE used (or of the cap already in force), never under the floor; at most
+  one cut a window of the signal that made it, so the effect of one is seen before the next;
 - **grow** (additive) while the share is under the lower limit: `grow_step_ratio` × cores a
   second; a cap that reaches every core is lifted (no quota left);
 - **hold** in between (the hysteresis band: a quiet node sees no writes at all).
@@ -26,13 +27,13 @@ missing its target (slack < 0) makes a cut as a high wait does, and the cap grow
 such pod has at least `slo_grow_slack`. A cut for the target that did not raise the slack a
 window later is not repeated.
 
-A cut is judged a whole window later: one that did not lower the wait under 3/4 of what made it
+A cut is judged a whole window later: one that did not lower the wait under 9/10 of what made it
 is **reverted** at once (the cap goes back to what it was), since a quota costs online latency of
 its own. The limits sit above a **baseline**: the wait online pods show while BE is not running,
-or is held at its floor, or that a cut did not lower, is not BE's doing (their own threads queueing, other tenants, daemons), so it
-becomes the baseline and the controller stops cutting what cannot help. Upper limit =
-max(`wait_threshold`, baseline + `baseline_margin`); lower limit = max(`wait_threshold` ×
-`hysteresis`, baseline + `baseline_margin` × `hysteresis`). The baseline decays (half-life
+or is held at its floor, or that a cut did not lower, is not BE's doing (their own threads
+queueing, other tenants, daemons), so it becomes the baseline and the controller stops cutting
+what cannot help. Upper limit = max(`wait_threshold`, baseline + `baseline_margin`); lower limit
+= max(`wait_threshold` × `hysteresis`, baseline + `baseline_margin` × `hysteresis`). The baseline decays (half-life
 `baseline_half_life_seconds`) so it is learned again.
 
 An SRE may also set a utilisation ceiling (`ceiling_ratio`): BE ≤ cores × ceiling − online −
@@ -60,18 +61,22 @@ DEMAND_HEADROOM_RATIO = 0.25
 DEMAND_HEADROOM_CORES = 0.05
 BASELINE_WEIGHT = 0.5  # each baseline sample moves the baseline half way: a few windows learn it
 # A cut that leaves the wait above this share of what made it did not help: the wait is not BE's.
-INEFFECTIVE_CUT_RATIO = 0.75
+# (Halving BE beside an online loop on one CPU takes its wait from about 0.7 to 0.5: a cut that
+# helps need not help much.)
+INEFFECTIVE_CUT_RATIO = 0.9
 CUT, GROW, LIFT, HOLD, LEARN, REVERT = "cut", "grow", "lift", "", "baseline", "revert"
 
 
 @dataclass(frozen=True)
 class CpuSuppressConfig:
     enabled: bool = True
-    # Online pods' CPU wait as a share of their runnable time over one window. Measured here (2
-    # vCPUs, kernel 6.18), 200 ms windows beside BE held by weights: median 0.06-0.13, p99
-    # 0.15-0.38, max 0.39; beside BE pods with requests at kubelet's weights: median 0.54-0.68.
-    # 0.4 cuts only on strong evidence; the weights do the everyday work.
-    wait_threshold: float = 0.4
+    # Online pods' CPU wait as a share of their runnable time. Measured here (2 vCPUs, kernel
+    # 6.18) beside BE held by weights: over 1 s windows median 0.05-0.06, max 0.11; over 200 ms
+    # windows median 0.06-0.13 but p99 up to 0.38. Beside BE pods with requests at kubelet's
+    # weights: median 0.54-0.68 over either. Two limits, so that noise never cuts and blatant
+    # interference is cut within one short window:
+    wait_threshold: float = 0.3  # over window_seconds
+    fast_wait_threshold: float = 0.6  # over fast_window_seconds
     baseline_margin: float = 0.10  # how far above their own baseline online wait may rise
     hysteresis: float = 0.5  # grow only below this share of the limits
     backoff_ratio: float = 0.5  # each cut keeps this share of what BE used
@@ -84,7 +89,8 @@ class CpuSuppressConfig:
     baseline_half_life_seconds: float = 120.0
     deadband_ratio: float = 0.02  # cap changes smaller than this share of the cores are not written
     interval_seconds: float = 0.05  # the interference loop's sampling period
-    window_seconds: float = 0.2  # the signal is taken over this window; cuts at most once per window
+    window_seconds: float = 1.0  # the steady signal; a cut on it at most once a window
+    fast_window_seconds: float = 0.2  # the fast signal; a cut on it at most once a fast window
     cfs_period_us: int = DEFAULT_CFS_PERIOD_US
     ceiling_ratio: float | None = None  # optional utilisation ceiling for online + BE + the rest
     # Pods that declare a latency target: the cap grows only while their slack is at least this
@@ -93,6 +99,10 @@ class CpuSuppressConfig:
 
     def __post_init__(self) -> None:
         check_ratio("wait_threshold", self.wait_threshold)
+        check_ratio("fast_wait_threshold", self.fast_wait_threshold)
+        if self.fast_wait_threshold < self.wait_threshold:
+            wanted = f"must be >= wait_threshold ({self.wait_threshold})"
+            raise ValueError(f"fast_wait_threshold: {wanted}, got {self.fast_wait_threshold}")
         check_ratio("baseline_margin", self.baseline_margin)
         check_ratio("hysteresis", self.hysteresis)
         check_ratio("backoff_ratio", self.backoff_ratio)
@@ -109,7 +119,10 @@ class CpuSuppressConfig:
             raise ValueError(
                 f"interval_seconds: must be <= 1 (interference must be met fast), got {self.interval_seconds}"
             )
-        check_at_least("window_seconds", self.window_seconds, self.interval_seconds)
+        check_at_least("fast_window_seconds", self.fast_window_seconds, self.interval_seconds)
+        check_at_least("window_seconds", self.window_seconds, self.fast_window_seconds)
+        if self.window_seconds > 10:
+            raise ValueError(f"window_seconds: must be <= 10, got {self.window_seconds}")
         check_at_least("cfs_period_us", self.cfs_period_us, 1000)
         if self.cfs_period_us > 1_000_000:
             raise ValueError(f"cfs_period_us: must be <= 1000000 (the kernel's limit), got {self.cfs_period_us}")
@@ -133,6 +146,7 @@ class Signal:
     wait_share: float | None  # online wait / online runnable time; None: online pods too idle to tell
     be_cores: float  # CPU all BE groups used over the window
     slo_slack: float | None = None  # worst 1 - latency/target of pods that declare one; None: none do
+    fast_wait_share: float | None = None  # the same over the fast window
 
 
 @dataclass(frozen=True)
@@ -144,6 +158,7 @@ class ControlState:
     demand: float | None = None  # what BE used before the first cut: what it asks for while capped
     cut_share: float | None = None  # the wait share that made the last cut, until its effect is judged
     cap_before_cut: float | None = None  # to go back to when the cut did not help
+    cut_fast: bool = False  # the last cut was made on the fast signal: judged on it, a fast window later
     cut_slack: float | None = None  # the latency slack when the last cut was made for it
 
 
@@ -176,11 +191,14 @@ def control(state: ControlState, signal: Signal, config: CpuSuppressConfig, core
         if share < lower:
             return _grow(state, config, cores, elapsed)
         return state, (LEARN if share > upper else HOLD)
-    if state.cut_share is not None and signal.at - state.last_cut >= config.window_seconds:
+    fast = signal.fast_wait_share
+    judged_on = fast if state.cut_fast else share
+    judge_after = config.fast_window_seconds if state.cut_fast else config.window_seconds
+    if state.cut_share is not None and judged_on is not None and signal.at - state.last_cut >= judge_after:
         # A whole window after the last cut: judge it. A cut that did not lower the wait says the
-        # wait is not BE's doing (other tenants, online's own threads): it becomes the baseline.
-        # A useless cut is undone at once: a quota costs online latency of its own.
-        if share > state.cut_share * INEFFECTIVE_CUT_RATIO:
+        # wait is not BE's doing (other tenants, online's own threads): it becomes the baseline,
+        # and the useless cut is undone at once: a quota costs online latency of its own.
+        if judged_on > state.cut_share * INEFFECTIVE_CUT_RATIO:
             undone = state.cap_before_cut
             reverted = replace(
                 state,
@@ -194,8 +212,10 @@ def control(state: ControlState, signal: Signal, config: CpuSuppressConfig, core
     lower, upper = limits(config, baseline)
     slack = signal.slo_slack
     missed = slack is not None and slack < 0
-    if share > upper or missed:
-        if signal.at - state.last_cut < config.window_seconds:
+    strong = fast is not None and fast > max(config.fast_wait_threshold, baseline + config.baseline_margin)
+    if share > upper or strong or missed:
+        since = signal.at - state.last_cut
+        if since < (config.fast_window_seconds if strong else config.window_seconds):
             return state, HOLD  # the last cut's effect is not in this window yet
         if state.cut_slack is not None and slack is not None and slack <= state.cut_slack and share <= upper:
             return replace(state, cut_slack=None), HOLD  # a cut for the target did not help: not BE's
@@ -203,9 +223,11 @@ def control(state: ControlState, signal: Signal, config: CpuSuppressConfig, core
         demand = state.demand if state.demand is not None else signal.be_cores
         cap = max(floor, held * config.backoff_ratio)
         cut = replace(state, cap=cap, last_cut=signal.at, demand=demand, cap_before_cut=state.cap)
+        if strong:
+            return replace(cut, cut_share=fast, cut_fast=True, cut_slack=None), CUT
         if share > upper:
-            return replace(cut, cut_share=share, cut_slack=None), CUT
-        return replace(cut, cut_share=None, cut_slack=signal.slo_slack), CUT
+            return replace(cut, cut_share=share, cut_fast=False, cut_slack=None), CUT
+        return replace(cut, cut_share=None, cut_slack=slack), CUT
     if share < lower and (slack is None or slack >= config.slo_grow_slack):
         return _grow(replace(state, cut_slack=None), config, cores, elapsed)
     return state, HOLD
