@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,7 +22,6 @@ from lahar.apiserver.patch import MalformedPatchError, PatchError, UnsupportedPa
 from lahar.apiserver.store import Entry, Store, resource_key
 
 # Kinds whose server-side strategy keeps the status given at create (as kube-apiserver does for them).
-KEEPS_STATUS_ON_CREATE = {kinds.NODE}
 KINDS_BY_RESOURCE = {resource_key(k): k for k in kinds.ALL_KINDS}
 SYSTEM_PRIORITY_CLASSES = {"system-node-critical": 2_000_001_000, "system-cluster-critical": 2_000_000_000}
 PROTECTED_NAMESPACES = {"default", "kube-system", "kube-public"}
@@ -48,11 +48,46 @@ def _spec_part(obj: dict[str, Any]) -> dict[str, Any]:
     return _without(obj, "metadata", "status", "apiVersion", "kind")
 
 
+@dataclass(frozen=True)
+class KindBehaviour:
+    """What the server does for one kind beyond storing it (the strategy kube-apiserver keeps per
+    resource). A kind without an entry is stored as sent, less its status."""
+
+    keeps_status_on_create: bool = False
+    on_create: Callable[[dict[str, Any]], None] | None = None  # fills server-set fields, may refuse
+    check_update: Callable[[dict[str, Any], dict[str, Any]], None] | None = None  # (old, new); refuses
+    undeletable: Mapping[str, str] = field(default_factory=dict)  # name -> why it may not be deleted
+    grace_seconds: Callable[[dict[str, Any], dict[str, Any]], int] | None = None  # (obj, delete options)
+    after_remove: Callable[[str], None] | None = None  # the removed object's name
+
+
+PLAIN = KindBehaviour()
+
+
+def _namespace_active(namespace: dict[str, Any]) -> None:
+    namespace["status"] = {"phase": "Active"}
+
+
 class Registry:
     def __init__(self, store: Store, call_at: Callable[[float, Callable[[], None]], None] | None = None) -> None:
         self.store = store
         # Runs a function at a wall-clock time: the end of a pod's grace period.
         self.call_at = call_at or (lambda *_: None)
+        self.behaviours: dict[Kind, KindBehaviour] = {
+            kinds.NODE: KindBehaviour(keeps_status_on_create=True),
+            kinds.NAMESPACE: KindBehaviour(
+                on_create=_namespace_active,
+                undeletable=dict.fromkeys(PROTECTED_NAMESPACES, "this namespace may not be deleted"),
+                after_remove=self._empty_namespace,
+            ),
+            kinds.POD: KindBehaviour(
+                on_create=self._resolve_priority, check_update=self._check_pod_update, grace_seconds=self._pod_grace
+            ),
+            kinds.QUEUE: KindBehaviour(undeletable={"default": "the default queue may not be deleted"}),
+        }
+
+    def behaviour(self, kind: Kind) -> KindBehaviour:
+        return self.behaviours.get(kind, PLAIN)
 
     # -- bootstrap -------------------------------------------------------------------------------
 
@@ -160,12 +195,11 @@ class Registry:
             raise errors.already_exists(kind, meta["name"])
         for server_field in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
             meta.pop(server_field, None)
-        if kind.has_status and kind not in KEEPS_STATUS_ON_CREATE:
+        behaviour = self.behaviour(kind)
+        if kind.has_status and not behaviour.keeps_status_on_create:
             obj.pop("status", None)
-        if kind is kinds.NAMESPACE:
-            obj["status"] = {"phase": "Active"}
-        if kind is kinds.POD:
-            self._resolve_priority(obj)
+        if behaviour.on_create is not None:
+            behaviour.on_create(obj)
         obj = self._admit(kind, obj, None)
         meta = obj["metadata"]
         meta["uid"] = str(uuid.uuid4())
@@ -243,8 +277,9 @@ class Registry:
                 new.pop("status", None)
                 if "status" in old:
                     new["status"] = old["status"]
-            if kind is kinds.POD:
-                self._check_pod_update(old, new)
+            check_update = self.behaviour(kind).check_update
+            if check_update is not None:
+                check_update(old, new)
         new_meta = new["metadata"] = dict(new["metadata"])
         for server_field in (
             "uid",
@@ -326,16 +361,14 @@ class Registry:
             raise errors.conflict(
                 kind, name, "Precondition failed: the resourceVersion in the precondition does not match the object"
             )
-        if kind is kinds.NAMESPACE and name in PROTECTED_NAMESPACES:
-            raise errors.forbidden(f'namespaces "{name}" is forbidden: this namespace may not be deleted')
-        if kind is kinds.QUEUE and name == "default":
-            raise errors.forbidden(
-                'queues.scheduling.volcano.sh "default" is forbidden: the default queue may not be deleted'
-            )
+        behaviour = self.behaviour(kind)
+        if name in behaviour.undeletable:
+            resource = f"{kind.plural}.{kind.group}" if kind.group else kind.plural
+            raise errors.forbidden(f'{resource} "{name}" is forbidden: {behaviour.undeletable[name]}')
         if dry_run:
             return current.obj
-        if kind is kinds.POD:
-            grace = self._pod_grace(current.obj, options)
+        if behaviour.grace_seconds is not None:
+            grace = behaviour.grace_seconds(current.obj, options)
             if grace > 0:
                 return self._mark_terminating(current, grace)
         return self._remove(kind, current, options.get("propagationPolicy") != "Orphan")
@@ -379,8 +412,9 @@ class Registry:
     def _remove(self, kind: Kind, current: Entry, cascade: bool) -> dict[str, Any]:
         meta = current.obj["metadata"]
         removed = self.store.remove(kind, meta.get("namespace", ""), meta["name"])
-        if kind is kinds.NAMESPACE:
-            self._empty_namespace(meta["name"])
+        after_remove = self.behaviour(kind).after_remove
+        if after_remove is not None:
+            after_remove(meta["name"])
         if cascade:
             self._collect_dependents(meta["uid"])
         return removed.obj
