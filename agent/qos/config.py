@@ -39,7 +39,7 @@ from lahar.agent.qos.executor import DEFAULT_REASSERT_SECONDS
 from lahar.agent.qos.reclaimable import ReclaimableConfig
 from lahar.agent.qos.strategies import STRATEGIES
 from lahar.api.kinds import NODE
-from lahar.apiserver.selectors import LabelSelector, SelectorError, label_selector_from_dict
+from lahar.api.selectors import LabelSelector, SelectorError, label_selector_from_dict
 
 if TYPE_CHECKING:
     from lahar.client.api import KubeApi
@@ -84,7 +84,7 @@ def parse_section(cls: type, data: Any) -> Any:
             )
         else:
             plain[key] = value
-    parsed = config_from_mapping(cls, plain)
+    parsed: Any = config_from_mapping(cls, plain)
     return replace(parsed, **special) if special else parsed
 
 

@@ -36,8 +36,8 @@ from lahar.agent.qos.model import Desired, NodeState, Plan, QosPod, be_groups
 from lahar.agent.qos.node_state import NodeStateReader
 from lahar.agent.qos.reclaimable import ReclaimableTracker
 from lahar.agent.qos.strategies import STRATEGIES, cpu_suppress, io, lc_cores
-from lahar.agent.report import NodeReport
 from lahar.api.qos import QoSClass
+from lahar.rpc.report import NodeReport
 
 log = logging.getLogger("lahar.agent.qos")
 

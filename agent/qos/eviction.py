@@ -29,12 +29,12 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
-from lahar.agent.report import NodeReport
 from lahar.api import kinds
 from lahar.api.qos import QoSClass, qos_class
 from lahar.api.quantity import QuantityError, parse_quantity
 from lahar.client.errors import ApiUnavailable, Conflict, KubeError, NotFound, TooManyRequests
 from lahar.client.events import EventRecorder, ObjectRef
+from lahar.rpc.report import NodeReport
 
 if typing.TYPE_CHECKING:
     from lahar.client.api import KubeApi

@@ -25,10 +25,10 @@ from lahar.agent.qos.cpu_manager import CpuManagerFile, CpuManagerState
 from lahar.agent.qos.executor import CgroupExecutor
 from lahar.agent.qos.knobs import device_number
 from lahar.agent.qos.model import NodeState, QosContainer, QosPod
-from lahar.agent.report import NodeReport, PodUsage
 from lahar.api.qos import QoSClass
 from lahar.api.quantity import QuantityError
 from lahar.api.resources import ResourceList, pod_limits, pod_requests
+from lahar.rpc.report import NodeReport, PodUsage
 
 log = logging.getLogger("lahar.agent.qos")
 

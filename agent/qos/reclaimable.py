@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lahar.agent.qos.eviction import CPU, MEMORY, QUANTITY_UNIT, check_at_least, check_ratio, config_from_mapping
-from lahar.agent.report import NodeReport
+from lahar.rpc.report import NodeReport
 from lahar.api.qos import QoSClass
 
 
