@@ -815,9 +815,9 @@ class Job:
 
 def queue_shares(session: Any) -> dict[str, tuple[float, float]]:
     """queue -> (allocated cpu, deserved cpu) in millicores, from the proportion plugin's figures
-    (`session.data["queues"]`: resource lists per queue)."""
+    (`session.queue_figures`: resource lists per queue)."""
     shares: dict[str, tuple[float, float]] = {}
-    for name, entry in (session.data.get("queues") or {}).items():
+    for name, entry in session.queue_figures.items():
         shares[name] = (float(entry["allocated"].get("cpu", 0)), float(entry["deserved"].get("cpu", 0)))
     return shares
 
