@@ -29,13 +29,26 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from lahar.scheduler.framework.options import PluginOption, SchedulerConf
 from lahar.scheduler.framework.plugin import ConfError, action_class, plugin_class, split_arguments
+
+# PluginOption and SchedulerConf are re-exported: parse_conf returns them (the framework defines them).
+__all__ = [
+    "DEFAULT_CONF",
+    "SWITCHES",
+    "ConfError",
+    "ConfWatcher",
+    "PluginOption",
+    "SchedulerConf",
+    "default_conf",
+    "load_conf",
+    "parse_conf",
+]
 
 log = logging.getLogger("lahar.scheduler.conf")
 
@@ -107,31 +120,6 @@ tiers:
   - name: numa-aware
   - name: deviceshare
 """
-
-
-@dataclass(frozen=True)
-class PluginOption:
-    name: str
-    arguments: Mapping[str, Any] = field(default_factory=dict)
-    disabled: frozenset[str] = frozenset()  # callback kinds switched off for this plugin
-
-    def enabled(self, kind: str) -> bool:
-        return kind not in self.disabled
-
-
-@dataclass(frozen=True)
-class SchedulerConf:
-    actions: tuple[str, ...]
-    tiers: tuple[tuple[PluginOption, ...], ...]
-    action_arguments: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    source: str = "<default>"
-    # What the file asks for that Lahar does not have (unknown plugins, arguments, keys): left out
-    # of the configuration, logged and counted (lahar_scheduler_conf_warnings), never fatal.
-    warnings: tuple[str, ...] = ()
-
-    @property
-    def plugin_names(self) -> list[str]:
-        return [option.name for tier in self.tiers for option in tier]
 
 
 def _mapping(value: Any, where: str) -> Mapping[str, Any]:

@@ -47,7 +47,8 @@ from lahar.client.events import EventRecorder
 from lahar.client.informer import Backoff
 from lahar.scheduler.binder import Binder
 from lahar.scheduler.cache import DEFAULT_SCHEDULER_NAMES, SchedulerCache
-from lahar.scheduler.conf import ConfWatcher, SchedulerConf
+from lahar.scheduler.conf import ConfWatcher
+from lahar.scheduler.framework.options import SchedulerConf
 from lahar.scheduler.framework.session import REPORT_STALENESS_SECONDS, Session, run_cycle
 from lahar.scheduler.metrics import SchedulerMetrics
 from lahar.scheduler.node_reports import NodeReportStore

@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lahar.scheduler.conf import PluginOption, SchedulerConf
 from lahar.scheduler.framework.node_index import NodeIndex
+from lahar.scheduler.framework.options import PluginOption, SchedulerConf
 from lahar.scheduler.framework.plugin import Plugin, action_class, plugin_class
 from lahar.scheduler.model import (
     BindBatch,
