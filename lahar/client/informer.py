@@ -27,7 +27,6 @@ import random
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from lahar.api.kinds import Kind
 from lahar.client.api import KubeApi, Obj, WatchStream
@@ -92,18 +91,6 @@ def by_label(key: str) -> Indexer:
         metadata = obj.get("metadata") or {}
         value = (metadata.get("labels") or {}).get(key)
         return (f"{metadata.get('namespace') or ''}/{value}",) if value is not None else ()
-
-    return index
-
-
-def by_field(*path: str) -> Indexer:
-    """The string at `path` (e.g. ("spec", "queue")), when there is one."""
-
-    def index(obj: Obj) -> tuple[str, ...]:
-        value: Any = obj
-        for part in path:
-            value = value.get(part) if isinstance(value, dict) else None
-        return (value,) if isinstance(value, str) else ()
 
     return index
 
@@ -234,7 +221,7 @@ class Informer:
             return list(self._cache.values())
 
     def add_index(self, name: str, indexer: Indexer) -> None:
-        """Keep the cache findable by `indexer`'s values (by_namespace, by_owner, by_label(...)),
+        """Keep the cache findable by `indexer`'s values (by_namespace, by_owner, by_node, by_label(...)),
         so a reader takes its few objects instead of filtering the whole list."""
         with self._lock:
             self._indexers[name] = indexer

@@ -13,7 +13,7 @@ import pytest
 
 from lahar.api.kinds import POD, QUEUE
 from lahar.client.api import KubeApi, Obj
-from lahar.client.informer import Backoff, Informer, by_label, by_namespace, is_newer
+from lahar.client.informer import Backoff, Informer, by_label, by_namespace, by_node, by_owner, is_newer
 
 ServerProcess = Any  # tests/conftest.py's class; test modules cannot import it (--import-mode=importlib)
 PodFactory = Callable[..., Obj]
@@ -298,6 +298,24 @@ def test_indexes_follow_adds_updates_and_deletes(
     assert names_of(informer.by_index("job", "default/a")) == ["a2", "b1"]
     assert names_of(informer.by_index("namespace", "default")) == ["a2", "b1"]
     assert informer.by_index("job", "default/nothing") == []
+
+
+def test_standard_indexes_by_owner_and_node(
+    api: KubeApi, pod: PodFactory, recorder: Recorder, informers: list[Informer]
+) -> None:
+    informer = start_informer(informers, api, recorder)
+    informer.add_index("owner", by_owner)
+    informer.add_index("node", by_node)
+    owned = pod("owned")
+    owned["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": "n", "uid": "owner-uid"}]
+    placed = pod("placed")
+    placed["spec"]["nodeName"] = "node-1"
+    api.create(POD, owned)
+    api.create(POD, placed)
+    recorder.wait_for(2)
+    assert names_of(informer.by_index("owner", "owner-uid")) == ["owned"]
+    assert names_of(informer.by_index("node", "node-1")) == ["placed"]
+    assert informer.by_index("node", "") == []  # an unbound pod is under no node
 
 
 def names_of(objs: list[Obj]) -> list[str]:
