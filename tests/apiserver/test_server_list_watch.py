@@ -402,7 +402,7 @@ def test_watch_timeout_closes_stream_cleanly(apiserver: Server, ns: str) -> None
         lines = [line for line in response.iter_lines() if line]
     elapsed = time.monotonic() - began
     assert lines == [], "no events, and no BOOKMARK since allowWatchBookmarks was not asked for"
-    assert 0.8 <= elapsed < 2.0, elapsed
+    assert 0.8 <= elapsed < 4.5, elapsed  # closed by the server at about 1 s, not by the client's 5 s
 
 
 def test_bookmark_at_end_of_watch(core: client.CoreV1Api, ns: str) -> None:

@@ -263,13 +263,14 @@ def test_graceful_delete_of_running_pod(core: client.CoreV1Api, ns: str) -> None
     assert terminating.metadata.deletion_grace_period_seconds == 1
     seen = []
     stream = watch.Watch()
-    for event in stream.stream(core.list_namespaced_pod, ns, resource_version=start, timeout_seconds=3):
+    for event in stream.stream(core.list_namespaced_pod, ns, resource_version=start, timeout_seconds=10):
         seen.append((event["type"], event["object"].metadata.deletion_timestamp is not None))
         if event["type"] == "DELETED":
             stream.stop()
     elapsed = time.monotonic() - began
     assert seen == [("MODIFIED", True), ("DELETED", True)]
-    assert 0.8 <= elapsed < 2.5, f"removed after {elapsed:.2f}s for a 1s grace period"
+    # Not before the grace period; well before the 30 s default (the bound a loaded machine keeps).
+    assert 0.8 <= elapsed < 10, f"removed after {elapsed:.2f}s for a 1s grace period"
     with pytest.raises(ApiException) as caught:
         core.read_namespaced_pod("graceful", ns)
     assert caught.value.status == 404
