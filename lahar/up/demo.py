@@ -17,6 +17,7 @@ deleted first, so the demo can run again on the same data directory."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import subprocess
@@ -404,7 +405,7 @@ class Demo:
         the rest of the machine over the same window."""
         meter = self.cpu_meter(online_pod)
         before = meter.read() if meter is not None else None
-        segment = self.run_generator(port)["segments"][0]
+        segment = self.run_generator(port, self.pod_cgroup(online_pod))["segments"][0]
         load = Load(
             segment.get("p50_ms"), segment.get("p99_ms"), segment.get("requests", 0), segment.get("unanswered", 0)
         )
@@ -428,7 +429,17 @@ class Demo:
             [tree.layout.qos_dir(BEST_EFFORT)],
         )
 
-    def run_generator(self, port: int) -> dict[str, Any]:
+    def pod_cgroup(self, pod: Obj) -> tuple[Any, str] | None:
+        """(the node's cgroup tree, the pod's cgroup), None without cgroups."""
+        tree = self.cgroups()
+        if tree is None:
+            return None
+        kube_qos = (pod.get("status") or {}).get("qosClass") or k8s_qos_class(pod["spec"])
+        return tree, tree.pod_path(pod["metadata"]["uid"], kube_qos)
+
+    def run_generator(self, port: int, cgroup: tuple[Any, str] | None = None) -> dict[str, Any]:
+        """The load generator; with `cgroup`, inside the online pod's cgroup, as a client sidecar of
+        the service would be (outside every pod it would compete with the whole pod tree)."""
         argv = [
             sys.executable,
             "-P",  # not the working directory first: a lahar/ folder there (a checkout) is not this lahar
@@ -454,6 +465,11 @@ class Demo:
             text=True,
             start_new_session=True,
         )
+        if cgroup is not None:
+            tree, path = cgroup
+            for procs in tree.procs_files(path):
+                with contextlib.suppress(OSError):  # the pod's cgroup went away: measure from here
+                    procs.write_text(str(self._generator.pid))
         deadline = time.monotonic() + LOAD_SECONDS + LOAD_WARMUP_SECONDS + 40
         while True:
             try:

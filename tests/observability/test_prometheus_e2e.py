@@ -5,9 +5,9 @@ API server; then Prometheus's HTTP API shows that:
 
 - every target is up, and every `lahar_` series it holds is one the metrics catalogue lists;
 - node CPU usage is there and plausible (0 < usage <= the node's CPUs);
-- the BE CPU cap is there and plausible: between the floor and the threshold share of the cores,
-  and the tick's budget is exactly `cores x threshold - online - system`, floored, for the
-  config given with --qos-config;
+- the BE CPU cap is there and plausible: with no interference measured it is the SRE ceiling
+  given with --qos-config, exactly `cores x ceiling - online - system` of the same tick, floored;
+  the interference signal (online pods' CPU wait share) is exported;
 - the scheduler has run cycles and the controller counts jobs in every phase;
 - every query of the Grafana dashboard evaluates (Grafana's variables filled in), and its key
   panels have data.
@@ -43,12 +43,12 @@ from tests.observability.dashboard_support import all_panels, load_dashboard, qu
 from tests.support import wait_for
 
 NODE = "lahar-e2e"
-THRESHOLD, FLOOR = 0.9, 0.02  # cpu_suppress settings for the agent: high, so the budget is rarely the floor
+CEILING, FLOOR = 0.9, 0.02  # cpu_suppress settings for the agent: high, so the cap is rarely the floor
 JOBS = ("lahar-agent", "lahar-scheduler", "lahar-controller")
 # Panels that must show data after a few scrapes of an idle system (others need GPUs, pods, queues).
 PANELS_WITH_DATA = (
     "Node CPU usage",
-    "BE CPU cap vs online usage",
+    "BE CPU cap vs online wait",
     "Pending work",
     "Jobs by phase",
     "Scheduling cycle latency",
@@ -190,7 +190,7 @@ def test_prometheus_scrapes_the_agent_scheduler_and_controller(tmp_path: Path, a
     ports = {name: free_loopback_port() for name in ("agent", "scheduler", "controller", "prometheus")}
     kubeconfig = str(apiserver.kubeconfig(tmp_path / "kubeconfig"))
     qos_config = tmp_path / "qos.yaml"
-    qos_config.write_text(yaml.safe_dump({"cpu_suppress": {"threshold": THRESHOLD, "floor_ratio": FLOOR}}))
+    qos_config.write_text(yaml.safe_dump({"cpu_suppress": {"ceiling_ratio": CEILING, "floor_ratio": FLOOR}}))
     config = tmp_path / "prometheus.yml"
     config.write_text(yaml.safe_dump(prometheus_config(ports["agent"], ports["scheduler"], ports["controller"])))
     processes = Processes(tmp_path)
@@ -271,22 +271,25 @@ def test_prometheus_scrapes_the_agent_scheduler_and_controller(tmp_path: Path, a
         assert 1 <= cores <= (os.cpu_count() or cores)
         assert 0 < usage <= cores
 
-        # The BE CPU cap: present while QoS runs, within [floor, threshold] x cores, and the budget
-        # of the same tick is the documented formula over the same tick's online and system usage.
+        # The BE CPU cap: present while QoS runs, within [floor, ceiling] x cores; with no
+        # interference it is the ceiling over the same tick's online and system usage.
         quota_query = f'lahar_qos_be_cpu_quota_cores{{node="{NODE}"}}'
         quota = eventually(api, processes, lambda: api.value(quota_query), "the BE CPU cap")
-        assert FLOOR * cores - 1e-9 <= quota <= THRESHOLD * cores + 1e-9
+        assert FLOOR * cores - 1e-9 <= quota <= CEILING * cores + 1e-9
         figures = {
             name: api.value(f'lahar_qos_{name}{{node="{NODE}"}}')
-            for name in ("be_cpu_budget_cores", "online_cpu_usage_cores", "system_cpu_usage_cores")
+            for name in (
+                "be_cpu_quota_cores",
+                "online_cpu_usage_cores",
+                "system_cpu_usage_cores",
+                "online_cpu_wait_ratio",
+            )
         }
-        expected = min(
-            max(
-                cores * THRESHOLD - figures["online_cpu_usage_cores"] - figures["system_cpu_usage_cores"], cores * FLOOR
-            ),
-            cores,
+        expected = max(
+            cores * CEILING - figures["online_cpu_usage_cores"] - figures["system_cpu_usage_cores"], cores * FLOOR
         )
-        assert figures["be_cpu_budget_cores"] == pytest.approx(expected, abs=1e-6), figures
+        assert figures["be_cpu_quota_cores"] == pytest.approx(expected, abs=1e-6), figures
+        assert 0 <= figures["online_cpu_wait_ratio"] <= 1
         assert api.value(f'lahar_qos_strategy_enabled{{node="{NODE}", strategy="cpu_suppress"}}') == 1
         assert api.value(f'lahar_qos_dry_run{{node="{NODE}"}}') == 1
         assert api.value(f'lahar_qos_config_valid{{node="{NODE}"}}') == 1
