@@ -1,34 +1,22 @@
-"""Co-location: does the agent's QoS engine keep an online service's tail latency while
-best-effort (BE) work soaks up the CPU it leaves idle?
+"""Co-location: does the agent's QoS keep online services' tail latency while best-effort (BE)
+work soaks up the CPU they leave idle?
 
-    lahar bench colocation [--seconds N] [--rate RPS] [--step-rate RPS] [--work-ms MS]
-                           [--cpu-threshold RATIO] [--settle S] [--json] [--verbose]
+    lahar bench colocation [--matrix] [--online builtin,redis,memcached] [--loads low,high]
+                           [--be cpu,cpu-requests,stream,cache,pagecache,io] [--runs 3]
+                           [--seconds 4] [--settle 2] [--qos-config FILE] [--out DIR] [--json]
 
-Runs on this machine's real cgroup v1 hierarchy, as root. Under a unique kubelet-like root
-(`kubepods-bench-<pid>-<hex>/burstable/pod<uid>/<container>`, `.../besteffort/pod<uid>/<container>`,
-with kubelet's static cpu.shares) it starts
-- an online latency-sensitive service: a TCP request/response server on 127.0.0.1 where each
-  request burns ~1 ms of CPU, driven at a fixed rate by an open-loop load generator (latency is
-  measured from each request's intended send time, so a stalled server cannot hide its queue:
-  no coordinated omission); both in one LS pod;
-- BE CPU hogs, one busy loop per core, each in its own BE pod.
-Phases, in one run:
-1. online alone;
-2. online + BE, no QoS (kubelet's cgroups only);
-3. online + BE with the agent's QoS engine on, as deployed (the real `Agent` in a thread, fed pod
-   dicts for the pods above; its default QoS config, the CPU suppress threshold aside when
-   --cpu-threshold is given; no API, so evictions are only logged);
-4. load steps: the online rate jumps from --rate to --step-rate; how long until the BE CPU cap
-   (polled every 2 ms from the cgroup files the executor writes) shrinks for good, first with the
-   pressure (PSI) fast path, then with the 1 s tick alone.
-Reported: online p50/p99/p999 per phase, `online_p99_solo`, `online_p99_colocated_noqos`,
-`online_p99_colocated_qos`, their ratios to solo, `be_harvest_ratio` (BE CPU used / CPU the
-online service left idle) and the step reaction times. Targets (DESIGN.md, "Performance"): p99
-with QoS <= 1.15 x solo, harvest >= 0.8, reaction <= 1 s (<= 0.2 s through the pressure path).
+Without --matrix: the built-in online service at its low load beside CPU hogs, as BestEffort pods
+and as Burstable BE pods with CPU requests. --matrix: every online service, load and BE kind
+(colocation_matrix.py says what each is). Each cell is measured in one run, interleaved, `--runs`
+times: online alone, beside BE under kubelet's cgroups only, beside BE under the real agent's QoS;
+the median is reported with the ratios and the issue's verdicts (p99 with Lahar <= 1.05 x
+kubelet's; where kubelet's exceeds 1.10 x solo, Lahar's <= 1.10 x solo; harvest >= 0.9 in CPU
+cells, >= 0.7 elsewhere).
 
-Everything it started is stopped and every cgroup it made removed at the end, on failure and on
-Ctrl-C; its child processes also die with it and stop at a deadline of their own.
-The machine is shared: other processes' CPU use shows up as `other_cpu_cores` in each phase."""
+This file keeps the pieces the matrix, the demo and `lahar workload` share: the built-in server,
+the busy loop, the open-loop load generator and a kubelet-like cgroup v1 tree (pods also mirrored
+into the cgroup2 mount where there is one, so each has its own PSI). Runs as root; every cgroup
+it made is removed and every process it started stopped, on failure and on Ctrl-C too."""
 
 from __future__ import annotations
 
@@ -42,6 +30,7 @@ import os
 import secrets
 import selectors
 import shlex
+import shutil
 import signal
 import socket
 import struct
@@ -50,7 +39,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -211,15 +200,15 @@ def load(port: int, start: float, segments: list[Segment], warmup: float, deadli
     at = start
     for index, segment in enumerate(segments):
         skip = warmup if index == 0 else 0.0
-        window = [lat for t, lat in zip(times, latencies) if at + skip <= t < at + segment.seconds]
-        answered = [lat for lat in window if lat is not None]
+        window = [lat for t, lat in zip(times, latencies, strict=True) if at + skip <= t < at + segment.seconds]
+        replies = [lat for lat in window if lat is not None]
         result["segments"].append(
             {
                 "start": at,
                 "rate": segment.rate,
                 "requests": len(window),
-                "unanswered": len(window) - len(answered),
-                **percentiles(answered),
+                "unanswered": len(window) - len(replies),
+                **percentiles(replies),
             }
         )
         at += segment.seconds
@@ -480,9 +469,9 @@ class CpuMeter:
     @staticmethod
     def usage(
         before: tuple[float, float, float, float], after: tuple[float, float, float, float], cores: int
-    ) -> dict[str, float]:
+    ) -> dict[str, float | None]:
         elapsed = after[0] - before[0]
-        online, best_effort, node = ((a - b) / elapsed for a, b in zip(after[1:], before[1:]))
+        online, best_effort, node = ((a - b) / elapsed for a, b in zip(after[1:], before[1:], strict=True))
         other = max(0.0, node - online - best_effort)  # other tenants of this shared machine, this bench
         return {
             "online_cpu_cores": round(online, 3),
@@ -600,236 +589,64 @@ def be_cap_cores(tree: BenchTree, be_dirs: list[str]) -> float:
     return min(cpu_cap_cores(tree, tree.layout.qos_dir(BEST_EFFORT)), pods)
 
 
-class CapWatcher:
-    """Polls the BE cap every few milliseconds; keeps (time, cap) at each change."""
-
-    def __init__(self, read: Callable[[], float], period: float = 0.002) -> None:
-        self.read = read
-        self.period = period
-        self.changes: list[tuple[float, float]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="cap-watcher", daemon=True)
-
-    def __enter__(self) -> CapWatcher:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        last = None
-        while not self._stop.is_set():
-            with contextlib.suppress(OSError, ValueError):
-                cap = self.read()
-                if cap != last:
-                    self.changes.append((time.monotonic(), cap))
-                    last = cap
-            time.sleep(self.period)
-
-    def cap_at(self, at: float) -> float | None:
-        found = None
-        for when, cap in self.changes:
-            if when > at:
-                break
-            found = cap
-        return found
-
-    def settled_below(self, limit: float, after: float) -> float | None:
-        """When the cap went to `limit` or under and stayed there (a dip the next tick undoes,
-        e.g. a pressure cut that was due anyway, does not count); None if it did not."""
-        since = None
-        for when, cap in self.changes:
-            if when < after:
-                continue
-            if cap <= limit:
-                since = when if since is None else since
-            else:
-                since = None
-        return since
-
-
-def reaction(watcher: CapWatcher, step_at: float, expected_drop: float) -> dict[str, Any]:
-    """How long after the step the cap fell, for good, by half the online usage the step added."""
-    before = watcher.cap_at(step_at)
-    result: dict[str, Any] = {"cap_before_cores": before, "expected_drop_cores": round(expected_drop, 3)}
-    if before is None or before == float("inf"):
-        return {**result, "reaction_seconds": None, "why": "no BE cap in force before the step"}
-    limit = before - expected_drop / 2
-    shrunk = watcher.settled_below(limit, step_at)
-    result["cap_after_cores"] = watcher.changes[-1][1] if watcher.changes else None
-    if shrunk is None:
-        lowest = min((cap for when, cap in watcher.changes if when >= step_at), default=before)
-        return {
-            **result,
-            "reaction_seconds": None,
-            "why": f"the cap did not settle at or under {limit:.2f} cores after the step (before: "
-            f"{before:.2f}, lowest after: {lowest:.2f}; it may have been as tight as the new load "
-            "calls for already, e.g. at the engine's floor)",
-        }
-    return {**result, "reaction_seconds": round(shrunk - step_at, 3)}
-
-
-# --- the agent with its QoS engine -------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def qos_agent(bench: Bench, fast_path: bool, cpu_threshold: float | None) -> Iterator[Any]:
-    """The real Agent with its QoS engine on, in a thread of this process, fed the bench's pods
-    (no API: evictions are only logged). `fast_path`: the pressure fast path between ticks.
-    Closing it relaxes every BE limit it set."""
-    from lahar.agent.agent import Agent, AgentSettings
-    from lahar.agent.qos.config import QosConfig
-
-    suppress: dict[str, Any] = {"fast_path": fast_path}
-    if cpu_threshold is not None:
-        suppress["threshold"] = cpu_threshold
-    settings = AgentSettings(
-        node="bench",
-        cgroup_root=bench.tree.root,
-        kubepods=bench.tree.kubepods,
-        qos=QosConfig.from_mapping({"cpu_suppress": suppress}),
-    )
-    agent = Agent(settings, pods=bench.api_pods)
-    thread = threading.Thread(target=agent.run, name="agent", daemon=True)
-    thread.start()
-    try:
-        yield agent
-    finally:
-        agent.stop()
-        thread.join(10)
-        agent.close()
-
-
-def health_errors(agent: Any) -> dict[str, str]:
-    """What the agent's last report says went wrong (QoS unavailable, a collector failing)."""
-    return dict(agent.latest.health.errors) if agent.latest is not None else {"agent": "no report collected"}
-
-
 # --- main --------------------------------------------------------------------------------------
 
 
-def phase_summary(phase: dict[str, Any]) -> dict[str, Any]:
-    segment = phase["segments"][0]
-    return {key: segment[key] for key in ("p50_ms", "p99_ms", "p999_ms", "requests", "unanswered")} | {
-        key: phase[key]
-        for key in (
-            "online_cpu_cores",
-            "be_cpu_cores",
-            "other_cpu_cores",
-            "be_harvest_ratio",
-            "be_harvest_ratio_net_of_other",
-        )
-    }
-
-
-def ratio(value: float | None, base: float | None) -> float | None:
-    return round(value / base, 3) if value is not None and base else None
-
-
-def run(
-    seconds: float, rate: float, step_rate: float, work_ms: float, cpu_threshold: float | None, settle: float
-) -> dict[str, Any]:
-    cores = os.cpu_count() or 1
-    step_seconds = max(2.0, seconds / 2)
-    budget = 4 * seconds + 4 * step_seconds + 2 * settle + 60  # every phase, start-up and slack
-    sweep_stale()
-    tree, processes = BenchTree(), Processes()
-    bench = Bench(tree, processes, cores, seconds, work_ms, time.monotonic() + budget)
-    result: dict[str, Any] = {
-        "benchmark": "colocation",
-        "cores": cores,
-        "seconds": seconds,
-        "rate": rate,
-        "step_rate": step_rate,
-        "work_ms": work_ms,
-        "kubepods": tree.kubepods,
-    }
-    phases: dict[str, Any] = {}
-    try:
-        bench.start_online()
-        phases["solo"] = bench.drive([Segment(seconds + WARMUP_SECONDS, rate)])
-        bench.start_best_effort()
-        phases["colocated_noqos"] = bench.drive([Segment(seconds + WARMUP_SECONDS, rate)])
-        with qos_agent(bench, fast_path=True, cpu_threshold=cpu_threshold) as agent:  # as deployed
-            time.sleep(settle)
-            phases["colocated_qos"] = bench.drive([Segment(seconds + WARMUP_SECONDS, rate)])
-            phases["step_psi"] = step_phase(bench, rate, step_rate, step_seconds, phases["colocated_qos"])
-            agent_errors = health_errors(agent)
-        with qos_agent(bench, fast_path=False, cpu_threshold=cpu_threshold) as agent:  # the tick alone
-            time.sleep(settle)
-            phases["step"] = step_phase(bench, rate, step_rate, step_seconds, phases["colocated_qos"])
-            agent_errors |= health_errors(agent)
-        if agent_errors:
-            result["agent_errors"] = agent_errors
-    finally:
-        processes.stop()
-        left = tree.remove()
-        if left:
-            result["cgroups_left"] = left
-    steady = {name: phase_summary(phases[name]) for name in ("solo", "colocated_noqos", "colocated_qos")}
-    result["phases"] = {**steady, "step_psi": phases["step_psi"], "step": phases["step"]}
-    solo, noqos, qos = (steady[name]["p99_ms"] for name in ("solo", "colocated_noqos", "colocated_qos"))
-    result.update(
-        {
-            "online_p99_solo": solo,
-            "online_p99_colocated_noqos": noqos,
-            "online_p99_colocated_qos": qos,
-            "p99_ratio_noqos": ratio(noqos, solo),
-            "p99_ratio_qos": ratio(qos, solo),
-            "be_harvest_ratio": steady["colocated_qos"]["be_harvest_ratio"],
-            "be_harvest_ratio_noqos": steady["colocated_noqos"]["be_harvest_ratio"],
-            "step_reaction_seconds": phases["step"]["reaction_seconds"],
-            "step_reaction_seconds_psi": phases["step_psi"]["reaction_seconds"],
-        }
-    )
-    return result
-
-
-def step_phase(bench: Bench, rate: float, step_rate: float, seconds: float, steady: dict[str, Any]) -> dict[str, Any]:
-    """Online load jumps from `rate` to `step_rate`; when does the BE cap shrink?"""
-    per_request = steady["online_cpu_cores"] / rate  # CPU seconds the online pod spends per request
-    starts: list[float] = []
-    with CapWatcher(lambda: be_cap_cores(bench.tree, bench.be_dirs)) as watcher:
-        figures = bench.drive([Segment(seconds, rate), Segment(seconds, step_rate)], on_start=starts.append)
-    step_at = starts[0] + seconds
-    return {
-        **reaction(watcher, step_at, (step_rate - rate) * per_request),
-        "p99_ms_before": figures["segments"][0]["p99_ms"],
-        "p99_ms_after": figures["segments"][1]["p99_ms"],
-    }
-
-
 def main(argv: list[str] | None = None) -> int:
+    from lahar.bench import colocation_matrix as matrix
+
     parser = argparse.ArgumentParser(
         prog="lahar bench colocation", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--seconds", type=float, default=10.0, help="measured seconds per phase (default 10)")
-    parser.add_argument("--rate", type=float, default=200.0, help="online requests per second (default 200)")
-    parser.add_argument("--step-rate", type=float, help="online rate after the load step (default 2 x --rate)")
-    parser.add_argument("--work-ms", type=float, default=1.0, help="CPU work per online request (default 1 ms)")
-    parser.add_argument(
-        "--cpu-threshold", type=float, help="the QoS engine's CPU suppress threshold (default: the engine's own)"
-    )
-    parser.add_argument("--settle", type=float, default=3.0, help="seconds the QoS engine gets before measuring")
+    parser.add_argument("--matrix", action="store_true", help="every online service, load and BE kind")
+    parser.add_argument("--online", help=f"online services, comma-separated (of {', '.join(matrix.ONLINE_KINDS)})")
+    parser.add_argument("--loads", help="loads, comma-separated (low, high)")
+    parser.add_argument("--be", help=f"BE kinds, comma-separated (of {', '.join(matrix.BE_KINDS)})")
+    parser.add_argument("--runs", type=int, default=3, help="rounds of solo/kubelet/lahar per cell (default 3)")
+    parser.add_argument("--seconds", type=float, default=4.0, help="measured seconds per phase (default 4)")
+    parser.add_argument("--settle", type=float, default=2.0, help="seconds the agent gets before measuring")
+    parser.add_argument("--qos-config", type=Path, help="a YAML QoS config for the agent (default: its defaults)")
+    parser.add_argument("--out", type=Path, help="write matrix.json, matrix.md and a plot per cell here")
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--verbose", action="store_true", help="show the agent's cgroup writes as it makes them")
     args = parser.parse_args(argv)
-    if args.seconds <= 0 or args.rate <= 0 or args.work_ms <= 0 or args.settle < 0:
-        parser.error("--seconds, --rate and --work-ms must be > 0, --settle >= 0")
+    if args.seconds <= 0 or args.runs < 1 or args.settle < 0:
+        parser.error("--seconds must be > 0, --runs >= 1, --settle >= 0")
+    online = _choice(parser, "--online", args.online, matrix.ONLINE_KINDS, "builtin" if not args.matrix else None)
+    loads = _choice(parser, "--loads", args.loads, ("low", "high"), "low" if not args.matrix else None)
+    be = _choice(parser, "--be", args.be, matrix.BE_KINDS, "cpu,cpu-requests" if not args.matrix else None)
+    config = None
+    if args.qos_config is not None:
+        import yaml
+
+        from lahar.agent.qos.config import QosConfig
+
+        try:
+            config = yaml.safe_load(args.qos_config.read_text()) or {}
+            QosConfig.from_mapping(config)
+        except (OSError, ValueError, yaml.YAMLError) as exc:
+            parser.error(f"--qos-config {args.qos_config}: {exc}")
     problem = cgroup_problem()
     if problem is not None:
         print(f"lahar bench colocation cannot run here: {problem}", file=sys.stderr)
         return 2
+    missing = [tool for kind, tool in (("redis", "redis-server"), ("memcached", "memcached")) if kind in online]
+    missing += ["stress-ng"] if {"stream", "cache", "pagecache"} & set(be) else []
+    missing += ["fio"] if "io" in be else []
+    missing = [tool for tool in missing if shutil.which(tool) is None]
+    if missing:
+        print(
+            f"lahar bench colocation: install {', '.join(missing)} first (scripts/setup.sh does as root)",
+            file=sys.stderr,
+        )
+        return 2
     previous = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM cleans up like Ctrl-C
     agent_log = logging.getLogger("lahar.agent")
     level = agent_log.level
-    if not args.verbose:  # each cap change is an INFO line: a few hundred per run
-        agent_log.setLevel(logging.WARNING)
+    agent_log.setLevel(logging.WARNING)  # each cap change is an INFO line
+    progress = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json else print
     try:
-        result = run(
-            args.seconds, args.rate, args.step_rate or 2 * args.rate, args.work_ms, args.cpu_threshold, args.settle
+        summary = matrix.run_matrix(
+            matrix.cells(online, loads, be), args.runs, args.seconds, args.settle, config, args.out, progress
         )
     except KeyboardInterrupt:
         print("lahar bench colocation: interrupted; its processes and cgroups are removed", file=sys.stderr)
@@ -837,39 +654,28 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous)
         agent_log.setLevel(level)
-    print(json.dumps(result) if args.json else render(result))
-    return 0 if "cgroups_left" not in result else 1
+    print(json.dumps(summary) if args.json else matrix.table(summary["cells"]))
+    if not args.json and summary["missed"]:
+        print("missed: " + "; ".join(summary["missed"]))
+    return 1 if any("cgroups_left" in cell for cell in summary["cells"]) else 0
+
+
+def _choice(
+    parser: argparse.ArgumentParser, flag: str, given: str | None, known: tuple[str, ...], default: str | None
+) -> list[str]:
+    """The comma-separated choices of a flag (all of them when neither given nor defaulted)."""
+    text = given if given is not None else default
+    if text is None:
+        return list(known)
+    chosen = [item.strip() for item in text.split(",") if item.strip()]
+    unknown = [item for item in chosen if item not in known]
+    if unknown or not chosen:
+        parser.error(f"{flag}: unknown {', '.join(unknown) or 'empty choice'} (known: {', '.join(known)})")
+    return chosen
 
 
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
-
-
-def render(result: dict[str, Any]) -> str:
-    lines = [
-        f"co-location on {result['cores']} cores, online {result['rate']:g} req/s x {result['work_ms']:g} ms "
-        f"of CPU, {result['seconds']:g} s per phase"
-    ]
-    for name, phase in result["phases"].items():
-        if "p99_ms" in phase:
-            lines.append(
-                f"  {name:16} p50 {phase['p50_ms']} ms  p99 {phase['p99_ms']} ms  p999 {phase['p999_ms']} ms"
-                f"  online {phase['online_cpu_cores']} / BE {phase['be_cpu_cores']} / other "
-                f"{phase['other_cpu_cores']} cores  harvest {phase['be_harvest_ratio']}"
-            )
-    lines.append(
-        f"  p99 ratio to solo: no QoS {result['p99_ratio_noqos']}, QoS {result['p99_ratio_qos']} (target <= 1.15)"
-    )
-    lines.append(f"  BE harvest with QoS: {result['be_harvest_ratio']} (target >= 0.8)")
-    lines.append(
-        f"  load step: BE cap shrank after {result['step_reaction_seconds']} s (target <= 1), "
-        f"{result['step_reaction_seconds_psi']} s with PSI (target <= 0.2)"
-    )
-    if "agent_errors" in result:
-        lines.append(f"  agent errors: {result['agent_errors']}")
-    if "cgroups_left" in result:
-        lines.append(f"  cgroups not removed: {', '.join(result['cgroups_left'])}")
-    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,11 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     command -v kubectl >/dev/null || missing+=(kubernetes-client)
     command -v gcc >/dev/null || missing+=(gcc)
     command -v prometheus >/dev/null || missing+=(prometheus)  # tests/observability: a real scrape
+    # The co-location benchmark's third-party online services and BE kinds (lahar bench colocation)
+    command -v redis-server >/dev/null || missing+=(redis-server)
+    command -v memcached >/dev/null || missing+=(memcached)
+    command -v stress-ng >/dev/null || missing+=(stress-ng)
+    command -v fio >/dev/null || missing+=(fio)
     if [ ${#missing[@]} -gt 0 ]; then
         echo "installing Debian packages: ${missing[*]}"
         apt-get update -q >/dev/null

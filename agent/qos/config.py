@@ -6,7 +6,7 @@ per-node-selector overrides for every threshold and strategy switch (DESIGN.md, 
     memory: {threshold: 0.8}
     io: {devices: [{device: vda, write_bps: 50Mi}]}
     eviction: {memory_threshold: 0.9}      # parsed by EvictionConfig.from_mapping
-    reclaimable: {cpu_threshold: 0.6}      # parsed by ReclaimableConfig.from_mapping
+    reclaimable: {cpu_margin_ratio: 0.1}   # parsed by ReclaimableConfig.from_mapping
     node_configs:
       - name: big-nodes
         node_selector: {matchLabels: {node.kubernetes.io/instance-type: m5.8xlarge}}

@@ -182,12 +182,24 @@ class QosEngine:
             if self.prober is not None:
                 self.prober.set_probes({p.uid: p.latency_probe for p in qos_pods if p.online and p.latency_probe})
         self.last_evictions = self.eviction.step(report, pods, now, self._starvation())
-        report.reclaimable = self.reclaimable.update(report, pods, now)
+        report.reclaimable = self.reclaimable.update(report, pods, now, self._interference())
         if self.patch_allocatable is not None and config.reclaimable.patch_node_allocatable:
             self._publish(report.reclaimable, now)
         if self.loop is not None:
             self.loop.start()
         return self.last_evictions
+
+    def _interference(self) -> float:
+        """How hard the CPU interference controller holds BE back, 0..1: what BE may borrow shrinks
+        with it (reclaimable.py), so the scheduler stops placing BE where online pods suffer."""
+        with self._lock:
+            plan, tick = self._plans.get(cpu_suppress.NAME), self._tick
+            if plan is None or tick is None:
+                return 0.0
+            state: cpu_suppress.ControlState = plan.memo["control"]
+            if state.cap is None or tick.node.cores <= 0:
+                return 0.0
+            return max(0.0, 1.0 - state.cap / tick.node.cores)
 
     def _starvation(self) -> CpuStarvation | None:
         """BE's CPU against what it asks for, while the interference controller caps it."""

@@ -1,19 +1,23 @@
 """oversubscription: BE pods placed against the capacity the agents report as reclaimable.
 
-Each node's agent reports what best-effort pods may borrow there (`NodeReport.reclaimable`:
-capacity × threshold − peak online usage − reserve, cpu in millicores, memory in bytes): the
-whole BE budget of the node, not what is left of it. This plugin lends that budget to the
-session as `session.be_capacity` (nodes × cpu, memory); the one fit rule (`NodeTable.fits`,
+Each node's agent reports what best-effort pods may borrow there (`NodeReport.reclaimable`,
+agent/qos/reclaimable.py: the CPU online pods leave idle less a margin, memory conservatively;
+cpu in millicores, memory in bytes): the whole BE budget of the node, not what is left of it.
+This plugin lends that budget to the session as `session.be_capacity` (nodes × cpu, memory); the
+one fit rule (`NodeTable.fits`,
 which the predicates plugin applies with `session.be_capacity`) then places BE tasks against
 `be_capacity − be_used` and online tasks against allocatable minus their own requests. A node
 whose latest report is older than `staleness` seconds, or that never reported, lends nothing:
-BE tasks that request cpu or memory are not placed there.
+BE tasks that request cpu or memory are not placed there, and the unschedulable reason says so
+(`STALE_REASON`), not merely "Insufficient cpu".
 
 The score prefers, for BE tasks, nodes with more of their budget left after the task (the mean
 over cpu and memory of the share left); online tasks get no opinion.
 """
 
 from __future__ import annotations
+
+from collections import Counter
 
 import numpy as np
 
@@ -22,6 +26,7 @@ from lahar.scheduler.framework.session import REPORT_STALENESS_SECONDS, Session
 from lahar.scheduler.model import LENT_COLUMNS, NodeTable, Rows, TaskInfo
 
 MAX_SCORE = 100.0
+STALE_REASON = "node(s) had no fresh agent report: nothing lent to best-effort pods"
 
 
 @register_plugin
@@ -37,9 +42,25 @@ class Oversubscription(Plugin):
                 capacity[row] = [max(0, int(report.reclaimable.get(name, 0))) for name in LENT_COLUMNS]
         session.be_capacity = capacity
         self._capacity = capacity
+        self._reported = np.array([report is not None for report in reports], dtype=bool)
+        if not self._reported.all():
+            session.add_predicate_fn(self._predicate, self._explain)
         self._weight = float(self.argument("weight", 1.0))
         if self._weight and capacity.any():
             session.add_node_order_fn(self._score)
+
+    def _predicate(self, task: TaskInfo, nodes: NodeTable, rows: Rows) -> np.ndarray:
+        """BE tasks that borrow cpu or memory only where the agent reported recently."""
+        reported = self._reported[rows]
+        if not task.best_effort or not task.request[: len(LENT_COLUMNS)].any():
+            return np.ones(len(reported), dtype=bool)
+        return reported
+
+    def _explain(self, task: TaskInfo, nodes: NodeTable) -> Counter[str]:
+        if not task.best_effort or not task.request[: len(LENT_COLUMNS)].any():
+            return Counter()
+        stale = int((~self._reported).sum())
+        return Counter({STALE_REASON: stale}) if stale else Counter()
 
     def _score(self, task: TaskInfo, nodes: NodeTable, rows: Rows) -> np.ndarray:
         capacity = self._capacity[rows]

@@ -23,7 +23,7 @@ memory: {headroom_bytes: 64Mi}
 io:
   devices: [{device: vda, write_bps: 20Mi}]
 eviction: {memory_threshold: 0.9}
-reclaimable: {cpu_threshold: 0.5}
+reclaimable: {cpu_margin_ratio: 0.1}
 node_configs:
   - name: big
     node_selector: {matchLabels: {size: big}}
@@ -51,7 +51,7 @@ def test_overrides_apply_by_node_labels_in_order(tmp_path: Path) -> None:
     assert (plain.section("cpu_suppress").wait_threshold, plain.section("cpu_suppress").floor_ratio) == (0.6, 0.1)
     assert plain.section("memory").headroom_bytes == 64 << 20 and plain.reassert_seconds == 5
     assert plain.section("io").devices[0].write_bps == 20 << 20
-    assert (plain.eviction.memory_threshold, plain.reclaimable.cpu_threshold) == (0.9, 0.5)
+    assert (plain.eviction.memory_threshold, plain.reclaimable.cpu_margin_ratio) == (0.9, 0.1)
     big = config.for_node({"size": "big"})
     assert big.section("cpu_suppress").wait_threshold == 0.5 and big.section("cpu_suppress").floor_ratio == 0.1
     assert big.eviction.memory_threshold == 0.9 and not big.eviction.cpu_eviction  # merged per key

@@ -61,7 +61,12 @@ def usage(uid: str, cpu: float, memory: float, qos: str = "BE") -> PodUsage:
 
 def test_config_defaults_and_quantities() -> None:
     assert ReclaimableConfig.from_mapping({}) == ReclaimableConfig()
-    assert ReclaimableConfig().cpu_threshold == ReclaimableConfig().memory_threshold == 0.65
+    defaults = ReclaimableConfig()
+    assert (defaults.cpu_margin_ratio, defaults.cpu_peak_half_life_seconds, defaults.memory_threshold) == (
+        0.05,
+        10.0,
+        0.65,
+    )
     config = ReclaimableConfig.from_mapping(
         {
             "cpu_reserve_millicores": "1.5",
@@ -77,11 +82,16 @@ def test_config_defaults_and_quantities() -> None:
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        ({"cpu_treshold": 0.5}, "unknown key"),
+        ({"cpu_threshold": 0.5}, "unknown key"),  # CPU follows what online leaves idle: no ceiling ratio
         ({"memory_threshold": 1.5}, "memory_threshold: must be in"),
+        ({"cpu_margin_ratio": -0.1}, "cpu_margin_ratio: must be in"),
+        ({"cpu_margin_ratio": 0.9}, "cpu_margin_ratio: must be <= 0.5"),
+        ({"cpu_peak_half_life_seconds": 0}, "cpu_peak_half_life_seconds: must be >= 0.1"),
+        ({"cpu_peak_half_life_seconds": 1e9}, "cpu_peak_half_life_seconds: must be <= 3600"),
         ({"window_seconds": -1}, "window_seconds: must be >= 0"),
         ({"memory_reserve_bytes": "lots"}, "memory_reserve_bytes:"),
         ({"cpu_reserve_millicores": 0.5}, "cpu_reserve_millicores: expected int"),
+        ({"cpu_reserve_millicores": -5}, "cpu_reserve_millicores: must be >= 0"),
         ({"patch_node_allocatable": "true"}, "patch_node_allocatable: expected bool"),
     ],
 )
@@ -94,26 +104,34 @@ def test_config_refuses_bad_values(data: dict[str, Any], message: str) -> None:
 
 
 def test_online_usage_is_node_usage_less_be_pods() -> None:
-    pods = [pod("be", "BE"), pod("ls", "LS"), pod("sys", "SYSTEM")]
     usages = [
         usage("be", 1.5, 4.0),
         usage("ls", 0.5, 2.0, "LS"),
         usage("sys", 0.1, 0.5, "SYSTEM"),
-        usage("unknown", 0.7, 1.0),
-    ]  # in the report (besteffort cgroup) but not in the API: online
-    assert online_usage(report(3.0, 10.0, usages), pods) == {"cpu": 1500, "memory": 6 * GiB}
-    assert online_usage(report(1.0, 3.0, usages), pods) == {"cpu": 0, "memory": 0}  # skewed samples: floor 0
+        usage("leaving", 0.7, 1.0),  # a BE pod the API already forgot (its grace period): still BE
+    ]
+    assert online_usage(report(3.0, 10.0, usages)) == {"cpu": 800, "memory": 5 * GiB}
+    assert online_usage(report(1.0, 3.0, usages)) == {"cpu": 0, "memory": 0}  # skewed samples: floor 0
 
 
-def test_thresholds_and_reserves() -> None:
+def test_idle_cpu_is_lent_less_margin_reserve_and_interference() -> None:
     capacity = {"cpu": 4000, "memory": 16 * GiB}
     peak = {"cpu": 1000, "memory": 4 * GiB}
-    assert reclaimable(capacity, peak, ReclaimableConfig()) == {"cpu": 1600, "memory": int(16 * GiB * 0.65) - 4 * GiB}
+    # 4000 − 1000 online − 200 margin (5%)
+    assert reclaimable(capacity, peak, ReclaimableConfig()) == {"cpu": 2800, "memory": int(16 * GiB * 0.65) - 4 * GiB}
     config = ReclaimableConfig(
-        cpu_threshold=0.9, memory_threshold=0.5, cpu_reserve_millicores=500, memory_reserve_bytes=GiB
+        cpu_margin_ratio=0.1, memory_threshold=0.5, cpu_reserve_millicores=500, memory_reserve_bytes=GiB
     )
     assert reclaimable(capacity, peak, config) == {"cpu": 2100, "memory": 3 * GiB}
+    assert reclaimable(capacity, peak, config, interference=0.5)["cpu"] == 1050  # held back by half
     assert reclaimable(capacity, {"cpu": 3900, "memory": 15 * GiB}, config) == {"cpu": 0, "memory": 0}
+
+
+def test_an_idle_node_lends_at_least_ninety_percent_of_its_idle_cpu() -> None:
+    tracker = ReclaimableTracker(ReclaimableConfig())
+    idle = report(0.02, 2.0, [usage("ls", 0.0, 0.5, "LS")])  # an idle LS pod, 0.02 cores of node use
+    lent = tracker.update(idle, [], 0.0)["cpu"]
+    assert lent >= 0.9 * (4000 - 20)
 
 
 def test_window_max() -> None:
@@ -126,19 +144,28 @@ def test_window_max() -> None:
     assert window.peak(4) is None
 
 
-def test_tracker_takes_the_peak_online_usage_of_the_window() -> None:
+def test_a_burst_lowers_cpu_only_for_the_burst_plus_a_few_half_lives() -> None:
+    tracker = ReclaimableTracker(ReclaimableConfig())
+    burst = report(3.0, 2.0)  # the node's start-up burst: 3 cores outside any pod
+    quiet = report(0.05, 2.0)
+    lent = [tracker.update(burst, [], float(t))["cpu"] for t in range(5)]
+    assert lent[-1] <= 4000 - 3000
+    after = {t: tracker.update(quiet, [], float(t))["cpu"] for t in range(5, 65)}
+    assert after[15] > 4000 - 3000  # fading: half the burst 10 s on
+    assert after[50] >= 0.9 * (4000 - 50)  # a few half-lives later it is forgotten
+    assert after[64] == after[63] or after[64] > after[63]
+
+
+def test_memory_takes_the_peak_of_its_window() -> None:
     tracker = ReclaimableTracker(ReclaimableConfig(window_seconds=10))
-    pods = [pod("be", "BE")]
-    busy = report(3.0, 8.0, [usage("be", 1.0, 2.0)])  # online 2 cores, 6 GiB
-    quiet = report(1.5, 5.0, [usage("be", 1.0, 2.0)])  # online 0.5 cores, 3 GiB
-    first = tracker.update(busy, pods, 0.0)
-    assert first == {"cpu": 2600 - 2000, "memory": int(16 * GiB * 0.65) - 6 * GiB}
-    assert tracker.update(quiet, pods, 5.0) == first  # the busy second is still in the window
-    assert tracker.update(quiet, pods, 10.0) == first
-    assert tracker.update(quiet, pods, 10.5) == {"cpu": 2600 - 500, "memory": int(16 * GiB * 0.65) - 3 * GiB}
-    tracker.update(busy, pods, 11.0)
+    busy = report(3.0, 8.0, [usage("be", 1.0, 2.0)])  # online 6 GiB
+    quiet = report(1.5, 5.0, [usage("be", 1.0, 2.0)])  # online 3 GiB
+    assert tracker.update(busy, [], 0.0)["memory"] == int(16 * GiB * 0.65) - 6 * GiB
+    assert tracker.update(quiet, [], 5.0)["memory"] == int(16 * GiB * 0.65) - 6 * GiB  # still in the window
+    assert tracker.update(quiet, [], 10.5)["memory"] == int(16 * GiB * 0.65) - 3 * GiB
+    tracker.update(busy, [], 11.0)
     tracker.reconfigure(ReclaimableConfig(window_seconds=0))  # a shorter window applies at once
-    assert tracker.update(quiet, pods, 12.0)["cpu"] == 2600 - 500
+    assert tracker.update(quiet, [], 12.0)["memory"] == int(16 * GiB * 0.65) - 3 * GiB
 
 
 def test_a_failed_cpu_collector_reclaims_nothing() -> None:

@@ -134,3 +134,16 @@ def test_proportion_does_not_charge_borrowed_capacity_to_the_queue() -> None:
     queue = session.queue_figures["default"]
     # The queue's allocated cpu is the online pods' 4 CPUs only.
     assert queue["allocated"]["cpu"] == 4000
+
+
+def test_a_node_without_a_fresh_report_says_why_it_lends_nothing() -> None:
+    clock = Clock()
+    reports = store(clock)
+    reports.submit(report("n1", reclaimable=lent(4000)), received_at=clock.now - 11)  # older than 10 s
+    session = run(cluster(*requested_full("n1"), *be_pods(1)), ALLOCATE, reports)
+    assert placed_on(session) == {}
+    messages = [job.unschedulable_message or "" for job in session.jobs.values()]
+    assert any("1 node(s) had no fresh agent report: nothing lent to best-effort pods" in m for m in messages), messages
+    # Online pods are not held by it.
+    online = a_pod("ls", cpu="500m", memory="1Gi")
+    assert placed_on(run(cluster(node("n1", cpu="4", memory="32Gi"), online), ALLOCATE, reports)) == {"n1": 1}

@@ -1,0 +1,619 @@
+"""The interference matrix: online services x loads x best-effort (BE) kinds, each cell measured in
+one run, interleaved, as online alone, beside BE under kubelet's cgroups only, and beside BE under
+the agent's QoS (`lahar bench colocation --matrix`; docs/qos.md has the figures).
+
+- Online services, in a Burstable LS pod (500m requested, kubelet-like shares) with a client
+  container beside the server: the built-in request/response server (~1 ms of CPU a request),
+  redis-server (RESP GET of a 1 KiB value) and memcached (get of a 1 KiB value). Each is driven
+  open-loop at a low and a high rate by our own pipelined client, latency from each request's
+  intended send time (no coordinated omission).
+- BE kinds, one pod per core: `cpu` (busy loops, BestEffort pods), `cpu-requests` (the same in
+  Burstable pods labelled BE that request 1 CPU each: kubelet gives them 4x the online pod's
+  weight), `stream` (stress-ng --stream: memory bandwidth), `cache` (stress-ng --cache),
+  `pagecache` (stress-ng --hdd: buffered writes through the page cache), `io` (fio, direct writes).
+- Modes, interleaved each round: `solo` (BE stopped), `kubelet` (BE running, no agent), `lahar`
+  (the real Agent with its default QoS config, its threads in a cgroup of their own like the
+  DaemonSet pod it is, 51 shares for 50m). Every cell runs `runs` rounds; the median is reported.
+- Figures per cell: p50/p99/p999 per mode, ratios, harvest (BE CPU used / CPU the online pod and
+  other tenants left idle) for kubelet and lahar, the agent's BE cap changes, and the verdicts of
+  the issue's targets. In the lahar phase a time series (every 50 ms: online wait share from the
+  online pod's own PSI, BE cap, BE usage) is kept and drawn as an SVG per cell.
+
+Cells this machine cannot isolate are said so: memory bandwidth and cache have no kernel knob
+here (no resctrl, no perf counters), so the agent's lever there is CPU time only."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import select
+import shlex
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lahar.bench import colocation as co
+from lahar.bench.svg import line_chart
+from lahar.endpoints import free_loopback_port
+
+UNIFIED = Path("/sys/fs/cgroup/unified")  # the cgroup2 mount of a v1 host: per-pod PSI
+ONLINE_KINDS = ("builtin", "redis", "memcached")
+BE_KINDS = ("cpu", "cpu-requests", "stream", "cache", "pagecache", "io")
+LOADS = {"builtin": {"low": 200.0, "high": 400.0}, "redis": {"low": 500.0, "high": 4000.0}}
+LOADS["memcached"] = LOADS["redis"]
+MODES = ("solo", "kubelet", "lahar")
+VALUE_BYTES = 1024
+AGENT_SHARES = 51  # kubelet's shares for the agent DaemonSet's 50m request
+SAMPLE_SECONDS = 0.05
+NOT_ISOLATED = {
+    "stream": "memory bandwidth: no resctrl/MBA on this machine; the agent can act on BE CPU time only",
+    "cache": "last-level cache: no resctrl/CAT on this machine; the agent can act on BE CPU time only",
+}
+
+
+# --- the online services' protocols ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """A fixed request and the fixed size of its answer: answers come back in order."""
+
+    request: bytes
+    answer_bytes: int
+    prime: bytes = b""  # sent once before the run (e.g. the value to GET)
+    prime_answer_bytes: int = 0
+
+
+def protocol(kind: str) -> Protocol:
+    value = b"x" * VALUE_BYTES
+    if kind == "redis":
+        key = b"lahar-bench"
+        set_ = b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(key), key, len(value), value)
+        get = b"*2\r\n$3\r\nGET\r\n$%d\r\n%s\r\n" % (len(key), key)
+        return Protocol(get, len(b"$%d\r\n" % len(value)) + len(value) + 2, set_, len(b"+OK\r\n"))
+    if kind == "memcached":
+        set_ = b"set lahar-bench 0 0 %d\r\n%s\r\n" % (len(value), value)
+        answer = b"VALUE lahar-bench 0 %d\r\n%s\r\nEND\r\n" % (len(value), value)
+        return Protocol(b"get lahar-bench\r\n", len(answer), set_, len(b"STORED\r\n"))
+    raise ValueError(f"no fixed protocol for {kind!r}")
+
+
+def load_fixed(
+    port: int, proto: Protocol, start: float, rate: float, seconds: float, warmup: float, deadline: float
+) -> dict[str, Any]:
+    """Open-loop GETs over one pipelined connection; latency = answer time - intended send time."""
+    stop = co._die_with_parent(deadline)
+    connection = socket.create_connection(("127.0.0.1", port))
+    connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if proto.prime:
+        connection.sendall(proto.prime)
+        _recv_exactly(connection, proto.prime_answer_bytes)
+    connection.setblocking(False)
+    times = co.intended_times(start, [co.Segment(seconds, rate)])
+    latencies: list[float | None] = [None] * len(times)
+    outgoing, pending = bytearray(), 0
+    sent = received = 0
+    drain_until = (times[-1] if times else start) + 2.0
+    while received < len(times) and time.monotonic() < drain_until and not stop():
+        now = time.monotonic()
+        while sent < len(times) and times[sent] <= now:
+            outgoing += proto.request
+            sent += 1
+        if outgoing:
+            with contextlib.suppress(BlockingIOError):
+                del outgoing[: connection.send(outgoing)]
+        try:
+            data = connection.recv(1 << 20)
+        except BlockingIOError:
+            data = None
+        if data == b"":
+            raise ConnectionError("the online server closed the connection")
+        if data:
+            answered = time.monotonic()
+            pending += len(data)
+            while pending >= proto.answer_bytes and received < sent:
+                latencies[received] = answered - times[received]
+                received += 1
+                pending -= proto.answer_bytes
+            continue
+        wait = max(0.0, times[sent] - time.monotonic()) if sent < len(times) else 0.002
+        select.select([connection], [], [], min(wait, 0.002))
+    connection.close()
+    window = [lat for t, lat in zip(times, latencies, strict=True) if t >= start + warmup]
+    replies = [lat for lat in window if lat is not None]
+    return {"requests": len(window), "unanswered": len(window) - len(replies), **co.percentiles(replies)}
+
+
+def _recv_exactly(connection: socket.socket, count: int) -> bytes:
+    data = b""
+    while len(data) < count:
+        chunk = connection.recv(count - len(data))
+        if not chunk:
+            raise ConnectionError("the online server closed the connection")
+        data += chunk
+    return data
+
+
+def role_main(argv: list[str]) -> int:
+    """Entry point of the client child (`colocation_matrix.py load KIND OPTIONS`)."""
+    _, kind, raw = argv
+    options = json.loads(raw)
+    figures = load_fixed(
+        options["port"],
+        protocol(kind),
+        options["start"],
+        options["rate"],
+        options["seconds"],
+        options["warmup"],
+        options["deadline"],
+    )
+    print(json.dumps(figures), flush=True)
+    return 0
+
+
+# --- processes in the pod tree ----------------------------------------------------------------
+
+
+@dataclass
+class Group:
+    """A child started in its own session, so that stopping it reaches every process it forked."""
+
+    process: subprocess.Popen[str]
+
+    def signal(self, number: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, number)
+
+
+@dataclass
+class Tree:
+    """The bench's kubelet-like tree (colocation.BenchTree), mirrored into the cgroup2 mount so
+    that every pod has its own PSI, as on a v2 node."""
+
+    tree: co.BenchTree = field(default_factory=co.BenchTree)
+    groups: list[Group] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if (UNIFIED / "cgroup.procs").exists():
+            self.tree.mounts["unified"] = UNIFIED
+
+    def spawn(self, cgroup: str, argv: Sequence[str], *, stdout: Any = subprocess.DEVNULL) -> Group:
+        joins = " && ".join(f"echo $$ > {shlex.quote(str(f))}" for f in self.tree.procs_files(cgroup))
+        process = subprocess.Popen(
+            ["sh", "-c", f'{joins} && exec "$@"', "sh", *argv],
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
+        )
+        group = Group(process)
+        self.groups.append(group)
+        return group
+
+    def stop(self) -> None:
+        for group in self.groups:
+            group.signal(signal.SIGCONT)
+            group.signal(signal.SIGKILL)
+        for group in self.groups:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                group.process.wait(5)
+            if group.process.stdout is not None:
+                group.process.stdout.close()
+
+
+# --- one cell ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Cell:
+    online: str
+    load: str
+    be: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.online}-{self.load}-{self.be}"
+
+    @property
+    def cpu(self) -> bool:
+        return self.be in ("cpu", "cpu-requests")
+
+
+def be_command(kind: str, deadline: float, scratch: Path) -> list[str]:
+    seconds = str(max(1, int(deadline - time.monotonic())))
+    if kind in ("cpu", "cpu-requests"):
+        return [sys.executable, co.__file__, "hog", json.dumps({"deadline": deadline})]
+    if kind == "stream":
+        return ["stress-ng", "--stream", "1", "--timeout", seconds, "--quiet"]
+    if kind == "cache":
+        return ["stress-ng", "--cache", "1", "--timeout", seconds, "--quiet"]
+    if kind == "pagecache":
+        return ["stress-ng", "--hdd", "1", "--hdd-bytes", "256M", "--temp-path", str(scratch), "--timeout", seconds]
+    if kind == "io":
+        target = scratch / f"fio-{secrets.token_hex(4)}"
+        return [
+            "fio",
+            "--name=be",
+            f"--filename={target}",
+            "--rw=write",
+            "--bs=64k",
+            "--size=256M",
+            "--direct=1",
+            "--time_based",
+            f"--runtime={seconds}",
+            "--output=/dev/null",
+        ]
+    raise ValueError(f"unknown BE kind {kind!r}")
+
+
+def online_command(kind: str, port: int, deadline: float) -> list[str]:
+    if kind == "redis":
+        return ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    if kind == "memcached":
+        return ["memcached", "-p", str(port), "-l", "127.0.0.1", "-U", "0", "-t", "1", "-u", "root"]
+    raise ValueError(kind)
+
+
+class CellRun:
+    """One cell's pods, processes and measurements."""
+
+    def __init__(self, cell: Cell, seconds: float, scratch: Path, deadline: float) -> None:
+        self.cell, self.seconds, self.scratch, self.deadline = cell, seconds, scratch, deadline
+        self.tree = Tree()
+        self.bench = co.Bench(self.tree.tree, co.Processes(), os.cpu_count() or 1, seconds, 1.0, deadline)
+        self.be_groups: list[Group] = []
+        self.port = 0
+
+    def start(self) -> None:
+        tree = self.tree.tree
+        tree.make(tree.kubepods)
+        tree.write("cpu", tree.kubepods, "cpu.shares", 1024 * self.bench.cores)  # kubelet: allocatable
+        if self.cell.online == "builtin":
+            self.bench.start_online()  # server in the online pod (the bench's own processes)
+            self.port = self.bench.server_port
+        else:
+            self._start_third_party()
+        for index in range(1 if self.cell.be == "io" else self.bench.cores):
+            self._start_be(index)
+
+    def _start_third_party(self) -> None:
+        from lahar.api.qos import BURSTABLE
+
+        pod = co.BenchPod(
+            "online",
+            str(uuid.uuid4()),
+            BURSTABLE,
+            "LS",
+            1000,
+            {"server": secrets.token_hex(32), "client": secrets.token_hex(32)},
+            cpu_request_millicores=co.ONLINE_REQUEST_MILLICORES,
+        )
+        self.bench.online_dir = self.tree.tree.add_pod(pod)
+        self.bench.pods.append(pod)
+        self.port = free_loopback_port()
+        self.tree.spawn(
+            f"{self.bench.online_dir}/{pod.containers['server']}",
+            online_command(self.cell.online, self.port, self.deadline),
+        )
+        until = time.monotonic() + 10
+        while time.monotonic() < until:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"{self.cell.online} did not listen on 127.0.0.1:{self.port}")
+
+    def _start_be(self, index: int) -> None:
+        from lahar.api.qos import BEST_EFFORT, BURSTABLE
+
+        requests = self.cell.be == "cpu-requests"
+        pod = co.BenchPod(
+            f"batch-{index}",
+            str(uuid.uuid4()),
+            BURSTABLE if requests else BEST_EFFORT,
+            "BE",
+            0,
+            {"work": secrets.token_hex(32)},
+            cpu_request_millicores=1000 if requests else 0,
+        )
+        pod_dir = self.tree.tree.add_pod(pod)
+        self.bench.pods.append(pod)
+        self.bench.be_dirs.append(pod_dir)
+        command = be_command(self.cell.be, self.deadline, self.scratch)
+        self.be_groups.append(self.tree.spawn(f"{pod_dir}/{pod.containers['work']}", command))
+
+    def be_running(self, running: bool) -> None:
+        for group in self.be_groups:
+            group.signal(signal.SIGCONT if running else signal.SIGSTOP)
+
+    def drive(self, rate: float) -> dict[str, Any]:
+        """One measured phase: the client in the online pod's client container, CPU over the same window."""
+        if self.cell.online == "builtin":
+            figures = self.bench.drive([co.Segment(self.seconds + co.WARMUP_SECONDS, rate)])
+            usage = {k: v for k, v in figures.items() if k.endswith("cores") or k.startswith("be_harvest")}
+            return {**figures["segments"][0], **usage}
+        client = f"{self.bench.online_dir}/{self.bench.pods[0].containers['client']}"
+        start = time.monotonic() + 0.5
+        options = {
+            "port": self.port,
+            "start": start,
+            "rate": rate,
+            "seconds": self.seconds + co.WARMUP_SECONDS,
+            "warmup": co.WARMUP_SECONDS,
+            "deadline": self.deadline,
+        }
+        group = self.tree.spawn(
+            client, [sys.executable, __file__, "load", self.cell.online, json.dumps(options)], stdout=subprocess.PIPE
+        )
+        meter = co.CpuMeter(self.tree.tree, self.bench.online_dir, self.bench.be_dirs)
+        co._sleep_until(start + co.WARMUP_SECONDS)
+        before = meter.read()
+        co._sleep_until(start + self.seconds + co.WARMUP_SECONDS)
+        after = meter.read()
+        line = co._read_line(group.process.stdout, 15, "the client's figures")
+        return {**json.loads(line), **co.CpuMeter.usage(before, after, self.bench.cores)}
+
+    def stop(self) -> list[str]:
+        self.tree.stop()
+        self.bench.processes.stop()
+        return self.tree.tree.remove()
+
+
+@contextlib.contextmanager
+def lahar_agent(run: CellRun, config: dict[str, Any] | None) -> Iterator[Any]:
+    """The real Agent, its threads moved into a cgroup of their own (its DaemonSet pod)."""
+    from lahar.agent.agent import Agent, AgentSettings
+    from lahar.agent.qos.config import QosConfig
+
+    tree = run.tree.tree
+    settings = AgentSettings(
+        node="bench", cgroup_root=tree.root, kubepods=tree.kubepods, qos=QosConfig.from_mapping(config or {})
+    )
+    agent = Agent(settings, pods=run.bench.api_pods)
+    thread = threading.Thread(target=agent.run, name="agent", daemon=True)
+    thread.start()
+    try:
+        time.sleep(0.5)  # its first tick starts the interference loop
+        agent_dir = f"{tree.kubepods}/agent"
+        tree.make(agent_dir)
+        tree.write("cpu", agent_dir, "cpu.shares", AGENT_SHARES)
+        main = threading.main_thread().native_id
+        for tid in os.listdir("/proc/self/task"):
+            if int(tid) != main:
+                for controller in ("cpu", "cpuacct"):
+                    with contextlib.suppress(OSError):
+                        (tree.mounts[controller] / agent_dir / "tasks").write_text(tid)
+        yield agent
+    finally:
+        agent.stop()
+        thread.join(10)
+        agent.close()
+
+
+class Series:
+    """Online wait share (the online pod's PSI), BE cap and BE usage every 50 ms while it runs."""
+
+    def __init__(self, run: CellRun) -> None:
+        from lahar.agent.collectors.cpu_wait import CpuWaitReader
+        from lahar.agent.collectors.host import Host
+
+        self.run = run
+        self.reader = CpuWaitReader(Host(cgroup_root=run.tree.tree.root))
+        self.points: list[tuple[float, float, float, float]] = []  # (t, wait share, cap cores, BE cores)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="series", daemon=True)
+
+    def __enter__(self) -> Series:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.reader.close()
+
+    def _loop(self) -> None:
+        tree, bench = self.run.tree.tree, self.run.bench
+        last = None
+        started = time.monotonic()
+        while not self._stop.wait(SAMPLE_SECONDS):
+            with contextlib.suppress(OSError, ValueError):
+                wait = self.reader.read(bench.online_dir)
+                be = sum(tree.cpu_seconds(d) for d in bench.be_dirs)
+                now = time.monotonic()
+                if wait is not None and last is not None:
+                    waited = wait.wait_seconds - last[1].wait_seconds
+                    ran = wait.cpu_seconds - last[1].cpu_seconds
+                    share = waited / (waited + ran) if waited + ran > 1e-4 else 0.0
+                    cap = be_cap(tree, bench.be_dirs, bench.cores)
+                    self.points.append((now - started, share, cap, (be - last[2]) / (now - last[0])))
+                last = (now, wait, be) if wait is not None else None
+
+
+def be_cap(tree: co.BenchTree, be_dirs: list[str], cores: int) -> float:
+    """What all BE pods may use: the BestEffort directory's CFS cap (when it exists) or the sum of
+    the pods' caps, whichever is tighter, at most the node's cores."""
+    from lahar.api.qos import BEST_EFFORT
+
+    caps = [sum(co.cpu_cap_cores(tree, d) for d in be_dirs)]
+    with contextlib.suppress(OSError):
+        caps.append(co.cpu_cap_cores(tree, tree.layout.qos_dir(BEST_EFFORT)))
+    return min(*caps, float(cores))
+
+
+def run_cell(
+    cell: Cell, runs: int, seconds: float, settle: float, config: dict[str, Any] | None, out: Path | None
+) -> dict[str, Any]:
+    deadline = time.monotonic() + runs * len(MODES) * (seconds + settle + 8) + 60
+    scratch = Path(tempfile.mkdtemp(prefix="lahar-bench-"))
+    run = CellRun(cell, seconds, scratch, deadline)
+    rate = LOADS[cell.online][cell.load]
+    rounds: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
+    series: Series | None = None
+    cap_changes: list[int] = []
+    result: dict[str, Any] = {"cell": cell.name, "online": cell.online, "load": cell.load, "rate": rate, "be": cell.be}
+    try:
+        run.start()
+        for _ in range(runs):
+            for mode in MODES:
+                run.be_running(mode != "solo")
+                if mode != "lahar":
+                    time.sleep(0.5)
+                    rounds[mode].append(run.drive(rate))
+                    continue
+                with lahar_agent(run, config) as agent:
+                    time.sleep(max(settle - 0.5, 0.0))
+                    before = agent.qos.cap_changes
+                    with Series(run) as series:
+                        rounds[mode].append(run.drive(rate))
+                    cap_changes.append(agent.qos.cap_changes - before)
+    finally:
+        run.be_running(True)
+        left = run.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
+    if left:
+        result["cgroups_left"] = left
+    result.update(summarise(rounds, cell, cap_changes))
+    if out is not None and series is not None:
+        (out / f"{cell.name}.svg").write_text(plot(cell, series.points))
+        result["plot"] = f"{cell.name}.svg"
+    return result
+
+
+def median(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return round(statistics.median(present), 3) if present else None
+
+
+def summarise(rounds: dict[str, list[dict[str, Any]]], cell: Cell, cap_changes: list[int]) -> dict[str, Any]:
+    figures: dict[str, Any] = {}
+    for mode, phases in rounds.items():
+        figures[mode] = {
+            key: median([p.get(key) for p in phases])
+            for key in ("p50_ms", "p99_ms", "p999_ms", "online_cpu_cores", "be_cpu_cores", "other_cpu_cores")
+        }
+        figures[mode]["harvest"] = median([p.get("be_harvest_ratio_net_of_other") for p in phases])
+    # In CPU cells harvest is BE CPU over the CPU online and other tenants left idle; where BE is
+    # bound by memory or disks its CPU says little, so there it is the BE work kept, Lahar's over
+    # kubelet's.
+    if not cell.cpu:
+        kubelet_be, lahar_be = figures["kubelet"]["be_cpu_cores"], figures["lahar"]["be_cpu_cores"]
+        figures["lahar"]["harvest"] = _ratio(lahar_be, kubelet_be)
+        figures["kubelet"]["harvest"] = 1.0 if kubelet_be else None  # the reference
+        figures[mode]["p99_runs_ms"] = [p.get("p99_ms") for p in phases]
+    solo, kubelet, lahar = (figures[m]["p99_ms"] for m in MODES)
+    ratios = {
+        "kubelet_vs_solo": _ratio(kubelet, solo),
+        "lahar_vs_solo": _ratio(lahar, solo),
+        "lahar_vs_kubelet": _ratio(lahar, kubelet),
+    }
+    harvest_bar = 0.9 if cell.cpu else 0.7
+    verdicts = {
+        "never_worse_than_kubelet": ratios["lahar_vs_kubelet"] is not None and ratios["lahar_vs_kubelet"] <= 1.05,
+        "holds_solo_where_kubelet_does_not": (
+            None
+            if ratios["kubelet_vs_solo"] is None or ratios["kubelet_vs_solo"] <= 1.10
+            else ratios["lahar_vs_solo"] is not None and ratios["lahar_vs_solo"] <= 1.10
+        ),
+        "harvest": figures["lahar"]["harvest"] is not None and figures["lahar"]["harvest"] >= harvest_bar,
+    }
+    result = {"modes": figures, "ratios": ratios, "verdicts": verdicts, "harvest_bar": harvest_bar}
+    result["cap_changes"] = sum(cap_changes)
+    if cell.be in NOT_ISOLATED:
+        result["not_isolated"] = NOT_ISOLATED[cell.be]
+    return result
+
+
+def _ratio(value: float | None, base: float | None) -> float | None:
+    return round(value / base, 3) if value is not None and base else None
+
+
+def plot(cell: Cell, points: list[tuple[float, float, float, float]]) -> str:
+    times = [p[0] for p in points]
+    return line_chart(
+        f"{cell.name}: online wait share, BE cap and BE usage under Lahar",
+        times,
+        {
+            "online wait share": [p[1] for p in points],
+            "BE cap (cores)": [p[2] for p in points],
+            "BE usage (cores)": [p[3] for p in points],
+        },
+        x_label="seconds",
+    )
+
+
+def cells(online: Sequence[str], loads: Sequence[str], be: Sequence[str]) -> list[Cell]:
+    return [Cell(o, load, b) for o in online for load in loads for b in be]
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    """A markdown table of the matrix."""
+    lines = [
+        "| cell | p99 solo | p99 kubelet | p99 Lahar | Lahar/kubelet | Lahar/solo | kubelet/solo "
+        "| harvest kubelet | harvest Lahar | cap changes | verdicts |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        m, q, v = r["modes"], r["ratios"], r["verdicts"]
+        marks = ", ".join(f"{k}: {'ok' if ok else 'MISSED'}" for k, ok in v.items() if ok is not None)
+        note = f" ({r['not_isolated']})" if "not_isolated" in r else ""
+        lines.append(
+            f"| {r['cell']} | {m['solo']['p99_ms']} | {m['kubelet']['p99_ms']} | {m['lahar']['p99_ms']} | "
+            f"{q['lahar_vs_kubelet']} | {q['lahar_vs_solo']} | {q['kubelet_vs_solo']} | {m['kubelet']['harvest']} | "
+            f"{m['lahar']['harvest']} | {r['cap_changes']} | {marks}{note} |"
+        )
+    return "\n".join(lines)
+
+
+def run_matrix(
+    selected: list[Cell],
+    runs: int,
+    seconds: float,
+    settle: float,
+    config: dict[str, Any] | None,
+    out: Path | None,
+    progress: Callable[[str], None],
+) -> dict[str, Any]:
+    co.sweep_stale()
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    results = []
+    for index, cell in enumerate(selected, 1):
+        progress(f"[{index}/{len(selected)}] {cell.name} ({runs} rounds of solo, kubelet, lahar)…")
+        result = run_cell(cell, runs, seconds, settle, config, out)
+        results.append(result)
+        r = result["ratios"]
+        progress(
+            f"    p99 Lahar/kubelet {r['lahar_vs_kubelet']}, Lahar/solo {r['lahar_vs_solo']}, "
+            f"kubelet/solo {r['kubelet_vs_solo']}, harvest {result['modes']['lahar']['harvest']}"
+        )
+    summary = {
+        "benchmark": "colocation-matrix",
+        "cores": os.cpu_count(),
+        "kernel": os.uname().release,
+        "runs": runs,
+        "seconds": seconds,
+        "cells": results,
+        "missed": [f"{r['cell']}: {name}" for r in results for name, ok in r["verdicts"].items() if ok is False],
+    }
+    if out is not None:
+        (out / "matrix.json").write_text(json.dumps(summary, indent=1))
+        (out / "matrix.md").write_text(table(results) + "\n")
+    return summary
+
+
+if __name__ == "__main__":
+    raise SystemExit(role_main(sys.argv[1:]))
