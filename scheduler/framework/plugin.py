@@ -124,6 +124,9 @@ class Plugin:
     name: ClassVar[str] = ""
     ARGUMENTS: ClassVar[Arguments] = {}
     ARGUMENT_PREFIXES: ClassVar[Mapping[str, ArgumentParser]] = {}
+    # Whether BE tasks borrow the agents' reclaimable cpu/memory instead of queue quota while this
+    # plugin is configured (the session must know before any plugin opens, whatever its tier).
+    LENDS_TO_BE: ClassVar[bool] = False
 
     def __init__(self, arguments: Mapping[str, Any] | None = None) -> None:
         self.arguments = parse_arguments(f"plugin {self.name}", self.ARGUMENTS, arguments or {}, self.ARGUMENT_PREFIXES)

@@ -138,9 +138,9 @@ class Session:
         self._scored: set[str] = set()  # preferences some configured node order scores
         self._unsupported: dict[str, tuple[str, ...]] = {}  # per placement class
         self._unscored: dict[str, tuple[str, ...]] = {}  # per placement class
-        # BE tasks borrow the agents' reclaimable cpu/memory instead of queue quota when the
-        # oversubscription plugin is configured (known before any plugin opens, whatever its tier).
-        self.lends_to_be = "oversubscription" in self.conf.plugin_names
+        # BE tasks borrow the agents' reclaimable cpu/memory instead of queue quota when
+        # a plugin that lends is configured (Plugin.LENDS_TO_BE: known before any plugin opens).
+        self.lends_to_be = any(plugin_class(name).LENDS_TO_BE for name in self.conf.plugin_names)
         self._tier = 0
 
     @property

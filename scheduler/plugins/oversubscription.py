@@ -18,10 +18,11 @@ over cpu and memory of the share left); online tasks get no opinion.
 from __future__ import annotations
 
 from collections import Counter
+from typing import ClassVar
 
 import numpy as np
 
-from lahar.scheduler.framework.plugin import Plugin, number, register_plugin
+from lahar.scheduler.framework.plugin import Arguments, Plugin, number, register_plugin
 from lahar.scheduler.framework.session import REPORT_STALENESS_SECONDS, Session
 from lahar.scheduler.model import LENT_COLUMNS, NodeTable, Rows, TaskInfo
 
@@ -32,7 +33,8 @@ STALE_REASON = "node(s) had no fresh agent report: nothing lent to best-effort p
 @register_plugin
 class Oversubscription(Plugin):
     name = "oversubscription"
-    ARGUMENTS = {"staleness": number(minimum=0), "weight": number(minimum=0)}
+    ARGUMENTS: ClassVar[Arguments] = {"staleness": number(minimum=0), "weight": number(minimum=0)}
+    LENDS_TO_BE = True
 
     def on_session_open(self, session: Session) -> None:
         reports = session.fresh_reports(float(self.argument("staleness", REPORT_STALENESS_SECONDS)))
