@@ -487,6 +487,13 @@ def run_cell(
     if left:
         result["cgroups_left"] = left
     result.update(summarise(rounds, cell, cap_changes))
+    if series is not None and series.points:
+        shares = sorted(point[1] for point in series.points)
+        result["online_wait_share_50ms"] = {  # the last lahar phase, 50 ms samples
+            "p50": round(shares[len(shares) // 2], 3),
+            "p90": round(shares[int(len(shares) * 0.9)], 3),
+            "max": round(shares[-1], 3),
+        }
     if out is not None and series is not None:
         (out / f"{cell.name}.svg").write_text(plot(cell, series.points))
         result["plot"] = f"{cell.name}.svg"
@@ -593,8 +600,12 @@ def run_matrix(
     results = []
     for index, cell in enumerate(selected, 1):
         progress(f"[{index}/{len(selected)}] {cell.name} ({runs} rounds of solo, kubelet, lahar)…")
+        started = time.monotonic()
         result = run_cell(cell, runs, seconds, settle, config, out)
+        result["wall_seconds"] = round(time.monotonic() - started, 1)
         results.append(result)
+        if out is not None:  # as it goes: a long matrix stopped half way keeps what it measured
+            (out / "matrix.partial.json").write_text(json.dumps(results, indent=1))
         r = result["ratios"]
         progress(
             f"    p99 Lahar/kubelet {r['lahar_vs_kubelet']}, Lahar/solo {r['lahar_vs_solo']}, "

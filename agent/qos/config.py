@@ -2,7 +2,7 @@
 per-node-selector overrides for every threshold and strategy switch (DESIGN.md, "Config").
 
     reassert_seconds: 10
-    cpu_suppress: {wait_threshold: 0.3, floor_ratio: 0.05}
+    cpu_suppress: {wait_threshold: 0.5, floor_ratio: 0.05}
     memory: {threshold: 0.8}
     io: {devices: [{device: vda, write_bps: 50Mi}]}
     eviction: {memory_threshold: 0.9}      # parsed by EvictionConfig.from_mapping

@@ -38,7 +38,7 @@ node_configs:
 
 def test_defaults() -> None:
     config = QosConfig()
-    assert config.section("cpu_suppress").wait_threshold == 0.3 and config.section("cpu_suppress").enabled
+    assert config.section("cpu_suppress").wait_threshold == 0.5 and config.section("cpu_suppress").enabled
     assert config.reassert_seconds == 10 and config.eviction.memory_threshold == 0.85
     assert QosConfig.from_mapping(None) == QosConfig.from_mapping({}) == QosConfig()
 

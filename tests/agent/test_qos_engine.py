@@ -327,8 +327,11 @@ def test_the_loop_reads_online_pressure_and_be_usage(node: Node, tmp_path: Path)
     assert fake.signals[0].be_cores == pytest.approx(1.5)
 
 
+LAW = {"cpu_suppress": {"wait_threshold": 0.3, "fast_wait_threshold": 0.6}}  # the limits these tests pin
+
+
 def test_the_engine_cuts_be_under_interference_holds_then_grows_and_lifts(node: Node) -> None:
-    engine = engine_for(node)
+    engine = engine_for(node, config(**LAW))
     engine.step(node.report(), node.pods, 1.0)
     assert engine.interference_targets() == LoopTargets(
         (node.ls,), (node.tree.layout.qos_dir(BEST_EFFORT),), 0.05, 1.0, 0.005, 0.2
@@ -352,7 +355,7 @@ def test_the_engine_cuts_be_under_interference_holds_then_grows_and_lifts(node: 
 
 
 def test_a_cut_that_does_not_help_is_undone_and_the_wait_becomes_the_baseline(node: Node) -> None:
-    engine = engine_for(node)
+    engine = engine_for(node, config(**LAW))
     engine.step(node.report(), node.pods, 1.0)
     at = 1.0
     for _ in range(24):  # online waits for reasons of its own: cutting BE does not help

@@ -427,9 +427,9 @@ def test_be_cpusets_move_around_pinned_lc_cores(pods: KernelPods, agent_for: Any
 
 @pytest.mark.parametrize("source", ["psi", "schedstat"])
 def test_online_wait_makes_the_loop_cap_be_within_a_window(pods: KernelPods, source: str) -> None:
-    """The interference loop on real cgroups: a BE pod with CPU requests keeps kubelet's weight
-    (cpu_priority off, to make interference on purpose) and shares one CPU with an online loop,
-    which waits about half its runnable time. Without any tick after the first, the loop reads
+    """The interference loop on real cgroups: a BE pod requesting 4 CPUs keeps kubelet's weight
+    for them (cpu_priority off, to make interference on purpose) and shares one CPU with an online
+    loop requesting 1, which then waits about 80% of its runnable time. Without any tick after the first, the loop reads
     that wait (the pod's own PSI through its mirror in the unified hierarchy, or its tasks'
     schedstat) and caps BE within a few windows; the online loop then gets most of the CPU."""
     unified = CGROUP_ROOT / "unified"
@@ -437,10 +437,12 @@ def test_online_wait_makes_the_loop_cap_be_within_a_window(pods: KernelPods, sou
         pytest.skip("no cgroup2 hierarchy mounted at /sys/fs/cgroup/unified")
     labels = {"metadata": {"labels": {"lahar.dev/qos-class": "BE"}}}
     requests = {"container": {"resources": {"requests": {"cpu": "1"}}}}
-    be_uid, be_pod, be_container = pods.pod("batch", BURSTABLE, **labels, **requests)
+    be_uid, be_pod, be_container = pods.pod(
+        "batch", BURSTABLE, **labels, container={"resources": {"requests": {"cpu": "4"}}}
+    )
     ls_uid, ls_pod, ls_container = pods.pod("web", BURSTABLE, **requests)
-    for cgroup in (be_pod, ls_pod):
-        pods.write("cpu", cgroup, "cpu.shares", "1024")
+    pods.write("cpu", be_pod, "cpu.shares", "4096")  # kubelet's shares for 4 CPUs
+    pods.write("cpu", ls_pod, "cpu.shares", "1024")
     one_cpu(pods, (be_container, be_pod), (ls_container, ls_pod, f"{pods.kubepods}/burstable"))
     mirror = unified / ls_container
     made: list[Path] = []
@@ -481,7 +483,7 @@ def test_online_wait_makes_the_loop_cap_be_within_a_window(pods: KernelPods, sou
         )
         assert reaction < 0.6  # target 0.2 s (one window); this shared machine gets some slack
         assert engine.snapshot().actions[("cpu_suppress", "cut")] >= 1
-        assert ls_used / (be_used + ls_used) >= 0.7
+        assert ls_used / (be_used + ls_used) >= 0.5  # cut until online waits under the 0.5 limit
     finally:
         engine.close()
         for path in reversed(made):
