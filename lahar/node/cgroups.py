@@ -7,7 +7,10 @@ engine finds and tunes the pods `lahar up` runs exactly as on a kubelet node (`l
     <hierarchy>/lahar-kubepods/besteffort/pod<uid>/<container-id>
 
 where <hierarchy> is each v1 controller mount (cpu, cpuacct, cpuset, memory, blkio) or the v2
-root. The names come from the agent's KubeLayout, so the two cannot drift apart. Requests and
+root. On a v1 host with the cgroup2 hierarchy mounted at <root>/unified (systemd's hybrid mode) the
+tree is mirrored there too and every container joins its mirror: no controller is enabled there,
+but each pod gets its own cpu.pressure, the CPU wait the agent's interference controller reads
+(agent/collectors/cpu_wait.py). The names come from the agent's KubeLayout, so the two cannot drift apart. Requests and
 limits are applied as kubelet does: cpu shares from the CPU request (2 for none), a CFS quota from
 the CPU limit, a memory limit from the memory limit; the pod cgroup gets the pod's totals, the
 besteffort level 2 shares and the burstable level the sum of its pods' requests. On v2 the same
@@ -44,6 +47,7 @@ DEFAULT_PARENT = "lahar-kubepods"
 V1_CONTROLLERS = ("cpu", "cpuacct", "memory", "cpuset", "blkio")
 V1_REQUIRED = 3
 V2_CONTROLLERS = ("cpu", "cpuset", "memory", "io", "pids")
+UNIFIED = "unified"  # where a v1 host mounts cgroup2 beside its controllers (the agent reads PSI there)
 RMDIR_TIMEOUT_SECONDS = 5.0  # the kernel reports a cgroup busy for a moment after its last task exits
 
 
@@ -130,6 +134,9 @@ class CgroupTree:
         for controller in V1_CONTROLLERS:
             if controller in self._mounts:
                 unique.setdefault(self._mounts[controller].resolve(), self._mounts[controller])
+        unified = self._mounts.get(UNIFIED)
+        if unified is not None and (unified / "cgroup.procs").exists():  # a cgroup2 mount, not a stray directory
+            unique.setdefault(unified.resolve(), unified)
         return list(unique.values())
 
     def file(self, path: str, filename: str) -> Path:
@@ -154,6 +161,7 @@ class CgroupTree:
                 )
         elif not (self.root / "cgroup.controllers").is_file():
             raise CgroupsUnavailable(f"{self.root} is not a cgroup2 mount")
+        self._drop_unwritable_mirror()
         try:
             self.create(self.top, CgroupLimits(milli_to_shares(node_cpu_millis)))
             self.create(self.layout.qos_dir(BURSTABLE), CgroupLimits())
@@ -164,6 +172,18 @@ class CgroupTree:
                 f"cannot create cgroups under {self.root} ({exc.strerror or exc}); "
                 "run lahar up as root with cgroups mounted writable"
             ) from exc
+
+    def _drop_unwritable_mirror(self) -> None:
+        """The cgroup2 mirror only adds a signal: a host where it cannot be written runs without it
+        (the agent falls back to schedstat run delay)."""
+        unified = self._mounts.get(UNIFIED)
+        if unified is None or unified not in self.hierarchies:
+            return
+        try:
+            self._make(unified, self.layout.qos_dir(BEST_EFFORT))
+        except OSError as exc:
+            log.warning("no per-pod PSI: cannot create cgroups under %s (%s)", unified, exc.strerror or exc)
+            self.hierarchies.remove(unified)
 
     def teardown(self) -> None:
         """Remove the whole tree, killing whatever still runs in it."""

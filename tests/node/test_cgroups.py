@@ -134,3 +134,78 @@ def test_setup_says_why_cgroups_cannot_be_used(tmp_path: Path) -> None:
     with pytest.raises(CgroupsUnavailable, match="cannot create cgroups"):
         CgroupTree(root, PARENT).setup(1000)
     assert not (root / "cpu" / PARENT).exists()  # what it had made is gone again
+
+
+def test_v1_tree_is_mirrored_into_the_unified_mount_for_per_pod_psi(tmp_path: Path) -> None:
+    root = v1_root(tmp_path)
+    (root / "unified").mkdir()
+    (root / "unified" / "cgroup.procs").write_text("")  # a cgroup2 mount, as the kernel shows it
+    tree = CgroupTree(root, PARENT)
+    tree.setup(node_cpu_millis=2000)
+    pod_path = tree.pod_path(UID, "Burstable")
+    tree.create(f"{pod_path}/abc123", CgroupLimits(cpu_shares=512))
+
+    assert (root / "unified" / pod_path / "abc123").is_dir()  # the agent's PSI path for the pod
+    assert root / "unified" / pod_path / "abc123" / "cgroup.procs" in tree.procs_files(f"{pod_path}/abc123")
+    assert not (root / "unified" / pod_path / "cpu.shares").exists()  # no controller there: nothing written
+    tree.teardown()
+    assert not (root / "unified" / PARENT).exists()
+
+
+def test_a_directory_named_unified_that_is_no_cgroup2_mount_is_left_alone(tmp_path: Path) -> None:
+    root = v1_root(tmp_path)
+    (root / "unified").mkdir()
+    tree = CgroupTree(root, PARENT)
+    tree.setup(node_cpu_millis=1000)
+    assert not (root / "unified" / PARENT).exists()
+    tree.teardown()
+
+
+def test_an_unwritable_unified_mount_costs_the_signal_not_the_runtime(tmp_path: Path) -> None:
+    root = v1_root(tmp_path)
+    (root / "unified").mkdir()
+    (root / "unified" / "cgroup.procs").write_text("")
+    (root / "unified" / PARENT).write_text("")  # in the way: the mirror cannot be made
+    tree = CgroupTree(root, PARENT)
+    tree.setup(node_cpu_millis=1000)
+    assert (root / "cpu" / PARENT).is_dir()
+    assert all(h.name != "unified" for h in tree.hierarchies)
+    tree.teardown()
+
+
+@pytest.mark.skipif(
+    not (Path("/sys/fs/cgroup/unified/cgroup.procs").exists()), reason="no cgroup2 mount at /sys/fs/cgroup/unified"
+)
+def test_a_real_pod_has_its_own_cpu_pressure_in_the_unified_mount() -> None:
+    import os
+    import secrets
+    import subprocess
+    import time
+
+    from lahar.agent.cgroups.layout import v1_write_problem
+    from lahar.node.cgroups import CGROUP_ROOT
+
+    problem = v1_write_problem(CGROUP_ROOT, ("cpu", "cpuacct", "memory"))
+    if problem is not None:
+        pytest.skip(problem)
+    parent = f"lahar-test-unified-{os.getpid()}-{secrets.token_hex(3)}"
+    tree = CgroupTree(CGROUP_ROOT, parent)
+    process = None
+    try:
+        tree.setup(node_cpu_millis=1000)
+        path = f"{tree.pod_path(UID, 'Burstable')}/abc123"
+        tree.create(path, CgroupLimits(cpu_shares=512))
+        joins = " && ".join(f"echo $$ > {f}" for f in tree.procs_files(path))
+        process = subprocess.Popen(["sh", "-c", f"{joins} && exec sleep 30"])
+        unified = CGROUP_ROOT / "unified" / path
+        deadline = time.monotonic() + 5
+        while str(process.pid) not in (unified / "cgroup.procs").read_text().split():
+            assert time.monotonic() < deadline, "the container never joined its unified mirror"
+        assert (unified / "cpu.pressure").read_text().startswith("some ")
+    finally:
+        if process is not None:
+            process.kill()
+            process.wait()
+        tree.teardown()
+    assert not any((h / parent).exists() for h in tree.hierarchies)
+    assert not (CGROUP_ROOT / "unified" / parent).exists()
