@@ -1,9 +1,10 @@
 """Co-location: does the agent's QoS keep online services' tail latency while best-effort (BE)
 work soaks up the CPU they leave idle?
 
-    lahar bench colocation [--matrix] [--online builtin,redis,memcached] [--loads low,high]
-                           [--be cpu,cpu-requests,stream,cache,pagecache,io] [--runs 3]
-                           [--seconds 4] [--settle 2] [--qos-config FILE] [--out DIR] [--json]
+    lahar bench colocation [--matrix] [--online builtin,redis,memcached,nginx] [--loads low,high]
+                           [--be cpu,cpu-requests,stream,cache,pagecache,io] [--cells GLOB,...]
+                           [--runs 3] [--seconds 4] [--settle 2] [--qos-config FILE]
+                           [--reaction [--step-seconds 5] [--quiet-seconds 60]] [--out DIR] [--json]
 
 Without --matrix: the built-in online service at its low load beside CPU hogs, as BestEffort pods
 and as Burstable BE pods with CPU requests. --matrix: every online service, load and BE kind
@@ -11,7 +12,14 @@ and as Burstable BE pods with CPU requests. --matrix: every online service, load
 times: online alone, beside BE under kubelet's cgroups only, beside BE under the real agent's QoS;
 the median is reported with the ratios and the issue's verdicts (p99 with Lahar <= 1.05 x
 kubelet's; where kubelet's exceeds 1.10 x solo, Lahar's <= 1.10 x solo; harvest >= 0.9 in CPU
-cells, >= 0.7 elsewhere).
+cells, >= 0.7 elsewhere). --cells keeps the cells whose name (ONLINE-LOAD-BE, e.g.
+redis-high-cpu-requests) matches one of its shell patterns.
+
+--reaction: instead of the cells, for each selected online service and BE kind beside running BE,
+the online load steps from low to high under kubelet's cgroups only and under Lahar (how long
+until the online pod's CPU wait is back at its pre-step level: the target is 200 ms), then the
+online service runs at its low load under Lahar for --quiet-seconds, counting the BE cap changes
+(the target, where kubelet's weights already protect it: none).
 
 This file keeps the pieces the matrix, the demo and `lahar workload` share: the built-in server,
 the busy loop, the open-loop load generator and a kubelet-like cgroup v1 tree (pods also mirrored
@@ -23,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import fnmatch
 import json
 import logging
 import math
@@ -357,7 +366,7 @@ def sweep_stale(root: Path = CGROUP_ROOT) -> list[str]:
 
     removed = []
     for controller, mount in v1_controller_dirs(root).items():
-        if controller not in CONTROLLERS:
+        if controller not in (*CONTROLLERS, "unified"):  # the cgroup2 mirror too
             continue
         for top in mount.glob(f"{BENCH_PREFIX}*-*"):
             pid = top.name[len(BENCH_PREFIX) :].partition("-")[0]
@@ -606,14 +615,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=4.0, help="measured seconds per phase (default 4)")
     parser.add_argument("--settle", type=float, default=2.0, help="seconds the agent gets before measuring")
     parser.add_argument("--qos-config", type=Path, help="a YAML QoS config for the agent (default: its defaults)")
-    parser.add_argument("--out", type=Path, help="write matrix.json, matrix.md and a plot per cell here")
+    parser.add_argument(
+        "--cells", help="keep the cells whose name matches one of these shell patterns (comma-separated)"
+    )
+    parser.add_argument("--reaction", action="store_true", help="the load step and quiet period instead of the cells")
+    parser.add_argument("--step-seconds", type=float, default=5.0, help="seconds before and after the step (default 5)")
+    parser.add_argument("--quiet-seconds", type=float, default=60.0, help="the quiet period (default 60; 0: none)")
+    parser.add_argument("--out", type=Path, help="write the figures (json, a markdown table) and a plot per cell here")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    if args.seconds <= 0 or args.runs < 1 or args.settle < 0:
-        parser.error("--seconds must be > 0, --runs >= 1, --settle >= 0")
+    if args.seconds <= 0 or args.runs < 1 or args.settle < 0 or args.step_seconds < 2 or args.quiet_seconds < 0:
+        parser.error("--seconds must be > 0, --runs >= 1, --settle >= 0, --step-seconds >= 2, --quiet-seconds >= 0")
     online = _choice(parser, "--online", args.online, matrix.ONLINE_KINDS, "builtin" if not args.matrix else None)
     loads = _choice(parser, "--loads", args.loads, ("low", "high"), "low" if not args.matrix else None)
     be = _choice(parser, "--be", args.be, matrix.BE_KINDS, "cpu,cpu-requests" if not args.matrix else None)
+    selected = matrix.cells(online, loads, be)
+    if args.cells is not None:
+        patterns = [pattern.strip() for pattern in args.cells.split(",") if pattern.strip()]
+        selected = [cell for cell in selected if any(fnmatch.fnmatchcase(cell.name, pat) for pat in patterns)]
+        if not selected:
+            parser.error(f"--cells {args.cells}: no cell of the selection matches")
     config = None
     if args.qos_config is not None:
         import yaml
@@ -629,9 +650,10 @@ def main(argv: list[str] | None = None) -> int:
     if problem is not None:
         print(f"lahar bench colocation cannot run here: {problem}", file=sys.stderr)
         return 2
-    missing = [tool for kind, tool in (("redis", "redis-server"), ("memcached", "memcached")) if kind in online]
-    missing += ["stress-ng"] if {"stream", "cache", "pagecache"} & set(be) else []
-    missing += ["fio"] if "io" in be else []
+    missing = [matrix.SERVERS[cell.online] for cell in selected if cell.online in matrix.SERVERS]
+    missing += ["stress-ng" for cell in selected if cell.be in ("stream", "cache", "pagecache")]
+    missing += ["fio" for cell in selected if cell.be == "io"]
+    missing = sorted(set(missing))
     missing = [tool for tool in missing if shutil.which(tool) is None]
     if missing:
         print(
@@ -645,16 +667,21 @@ def main(argv: list[str] | None = None) -> int:
     agent_log.setLevel(logging.WARNING)  # each cap change is an INFO line
     progress = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json else print
     try:
-        summary = matrix.run_matrix(
-            matrix.cells(online, loads, be), args.runs, args.seconds, args.settle, config, args.out, progress
-        )
+        if args.reaction:
+            pairs = list(dict.fromkeys((cell.online, cell.be) for cell in selected))
+            summary = matrix.run_reactions(
+                pairs, args.step_seconds, args.quiet_seconds, args.settle, config, args.out, progress
+            )
+        else:
+            summary = matrix.run_matrix(selected, args.runs, args.seconds, args.settle, config, args.out, progress)
     except KeyboardInterrupt:
         print("lahar bench colocation: interrupted; its processes and cgroups are removed", file=sys.stderr)
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
         agent_log.setLevel(level)
-    print(json.dumps(summary) if args.json else matrix.table(summary["cells"]))
+    text_table = matrix.reaction_table if args.reaction else matrix.table
+    print(json.dumps(summary) if args.json else text_table(summary["cells"]))
     if not args.json and summary["missed"]:
         print("missed: " + "; ".join(summary["missed"]))
     return 1 if any("cgroups_left" in cell for cell in summary["cells"]) else 0

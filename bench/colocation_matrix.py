@@ -50,12 +50,15 @@ from lahar.bench.svg import line_chart
 from lahar.endpoints import free_loopback_port
 
 UNIFIED = Path("/sys/fs/cgroup/unified")  # the cgroup2 mount of a v1 host: per-pod PSI
-ONLINE_KINDS = ("builtin", "redis", "memcached")
+ONLINE_KINDS = ("builtin", "redis", "memcached", "nginx")
 BE_KINDS = ("cpu", "cpu-requests", "stream", "cache", "pagecache", "io")
 LOADS = {"builtin": {"low": 200.0, "high": 400.0}, "redis": {"low": 500.0, "high": 4000.0}}
-LOADS["memcached"] = LOADS["redis"]
+LOADS["memcached"] = LOADS["nginx"] = LOADS["redis"]
+SERVERS = {"redis": "redis-server", "memcached": "memcached", "nginx": "nginx"}  # the Debian programs
 MODES = ("solo", "kubelet", "lahar")
 VALUE_BYTES = 1024
+GETS_PER_SET = 9  # the caches' request mix: 9 reads, then a write of the same key
+STATIC_FILE = "lahar-bench.html"  # nginx's 1 KiB static file
 AGENT_SHARES = 51  # kubelet's shares for the agent DaemonSet's 50m request
 SAMPLE_SECONDS = 0.05
 NOT_ISOLATED = {
@@ -69,32 +72,65 @@ NOT_ISOLATED = {
 
 @dataclass(frozen=True)
 class Protocol:
-    """A fixed request and the fixed size of its answer: answers come back in order."""
+    """Requests sent in turn (cycled) and the fixed size of each one's answer: answers come back
+    in order on one connection, so counting bytes frames them without parsing."""
 
-    request: bytes
-    answer_bytes: int
+    requests: tuple[tuple[bytes, int], ...]  # (request, its answer's size in bytes)
     prime: bytes = b""  # sent once before the run (e.g. the value to GET)
     prime_answer_bytes: int = 0
 
 
-def protocol(kind: str) -> Protocol:
+def protocol(kind: str, port: int = 0) -> Protocol:
+    """The request mix of an online kind: 9 GETs of a 1 KiB value then a SET of it (a cache's
+    read-mostly traffic), or an HTTP GET of a 1 KiB static file (its answer's size asked first)."""
     value = b"x" * VALUE_BYTES
     if kind == "redis":
         key = b"lahar-bench"
         set_ = b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(key), key, len(value), value)
         get = b"*2\r\n$3\r\nGET\r\n$%d\r\n%s\r\n" % (len(key), key)
-        return Protocol(get, len(b"$%d\r\n" % len(value)) + len(value) + 2, set_, len(b"+OK\r\n"))
+        got = len(b"$%d\r\n" % len(value)) + len(value) + 2
+        return Protocol(((get, got),) * GETS_PER_SET + ((set_, len(b"+OK\r\n")),), set_, len(b"+OK\r\n"))
     if kind == "memcached":
         set_ = b"set lahar-bench 0 0 %d\r\n%s\r\n" % (len(value), value)
-        answer = b"VALUE lahar-bench 0 %d\r\n%s\r\nEND\r\n" % (len(value), value)
-        return Protocol(b"get lahar-bench\r\n", len(answer), set_, len(b"STORED\r\n"))
+        got = len(b"VALUE lahar-bench 0 %d\r\n%s\r\nEND\r\n" % (len(value), value))
+        stored = len(b"STORED\r\n")
+        return Protocol(((b"get lahar-bench\r\n", got),) * GETS_PER_SET + ((set_, stored),), set_, stored)
+    if kind == "nginx":
+        request = b"GET /%s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" % STATIC_FILE.encode()
+        return Protocol(((request, http_answer_bytes(port, request)),))
     raise ValueError(f"no fixed protocol for {kind!r}")
 
 
+def http_answer_bytes(port: int, request: bytes) -> int:
+    """The size of the server's whole answer to `request` (headers and body): nginx's headers are
+    of fixed width (its Date is too), so every later answer has the same size."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as connection:
+        connection.sendall(request)
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += _recv_some(connection)
+        head, _, body = data.partition(b"\r\n\r\n")
+        if not head.startswith(b"HTTP/1.1 200"):
+            raise ConnectionError(f"the HTTP server answered {head.splitlines()[0]!r}")
+        length = http_content_length(head)
+        while len(body) < length:
+            body += _recv_some(connection)
+        return len(head) + 4 + length
+
+
+def http_content_length(head: bytes) -> int:
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            return int(value)
+    raise ValueError("an HTTP answer without Content-Length")
+
+
 def load_fixed(
-    port: int, proto: Protocol, start: float, rate: float, seconds: float, warmup: float, deadline: float
+    port: int, proto: Protocol, start: float, segments: Sequence[co.Segment], warmup: float, deadline: float
 ) -> dict[str, Any]:
-    """Open-loop GETs over one pipelined connection; latency = answer time - intended send time."""
+    """Open-loop requests over one pipelined connection; latency = answer time - intended send
+    time (no coordinated omission). Figures per segment, the first `warmup` seconds left out."""
     stop = co._die_with_parent(deadline)
     connection = socket.create_connection(("127.0.0.1", port))
     connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -102,15 +138,18 @@ def load_fixed(
         connection.sendall(proto.prime)
         _recv_exactly(connection, proto.prime_answer_bytes)
     connection.setblocking(False)
-    times = co.intended_times(start, [co.Segment(seconds, rate)])
+    times = co.intended_times(start, list(segments))
     latencies: list[float | None] = [None] * len(times)
+    requests = [request for request, _ in proto.requests]
+    sizes = [size for _, size in proto.requests]
+    cycle = len(requests)
     outgoing, pending = bytearray(), 0
     sent = received = 0
     drain_until = (times[-1] if times else start) + 2.0
     while received < len(times) and time.monotonic() < drain_until and not stop():
         now = time.monotonic()
         while sent < len(times) and times[sent] <= now:
-            outgoing += proto.request
+            outgoing += requests[sent % cycle]
             sent += 1
         if outgoing:
             with contextlib.suppress(BlockingIOError):
@@ -124,17 +163,33 @@ def load_fixed(
         if data:
             answered = time.monotonic()
             pending += len(data)
-            while pending >= proto.answer_bytes and received < sent:
+            while received < sent and pending >= sizes[received % cycle]:
                 latencies[received] = answered - times[received]
+                pending -= sizes[received % cycle]
                 received += 1
-                pending -= proto.answer_bytes
             continue
         wait = max(0.0, times[sent] - time.monotonic()) if sent < len(times) else 0.002
         select.select([connection], [], [], min(wait, 0.002))
     connection.close()
-    window = [lat for t, lat in zip(times, latencies, strict=True) if t >= start + warmup]
-    replies = [lat for lat in window if lat is not None]
-    return {"requests": len(window), "unanswered": len(window) - len(replies), **co.percentiles(replies)}
+    result: dict[str, Any] = {"start": start, "sent": sent, "answered": received, "segments": []}
+    at = start
+    for index, segment in enumerate(segments):
+        skip = warmup if index == 0 else 0.0
+        window = [lat for t, lat in zip(times, latencies, strict=True) if at + skip <= t < at + segment.seconds]
+        replies = [lat for lat in window if lat is not None]
+        result["segments"].append(
+            {"start": at, "rate": segment.rate, "requests": len(window), "unanswered": len(window) - len(replies)}
+            | co.percentiles(replies)
+        )
+        at += segment.seconds
+    return result
+
+
+def _recv_some(connection: socket.socket) -> bytes:
+    chunk = connection.recv(65536)
+    if not chunk:
+        raise ConnectionError("the online server closed the connection")
+    return chunk
 
 
 def _recv_exactly(connection: socket.socket, count: int) -> bytes:
@@ -153,10 +208,9 @@ def role_main(argv: list[str]) -> int:
     options = json.loads(raw)
     figures = load_fixed(
         options["port"],
-        protocol(kind),
+        protocol(kind, options["port"]),
         options["start"],
-        options["rate"],
-        options["seconds"],
+        [co.Segment(seconds, rate) for seconds, rate in options["segments"]],
         options["warmup"],
         options["deadline"],
     )
@@ -260,12 +314,49 @@ def be_command(kind: str, deadline: float, scratch: Path) -> list[str]:
     raise ValueError(f"unknown BE kind {kind!r}")
 
 
-def online_command(kind: str, port: int, deadline: float) -> list[str]:
+def online_command(kind: str, port: int, scratch: Path) -> list[str]:
+    """The third-party server, in the foreground on 127.0.0.1:port, one worker thread or process
+    (the online pod requests half a core), nothing written outside `scratch`."""
     if kind == "redis":
-        return ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        return [
+            "redis-server",
+            *("--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(scratch)),
+        ]
     if kind == "memcached":
         return ["memcached", "-p", str(port), "-l", "127.0.0.1", "-U", "0", "-t", "1", "-u", "root"]
-    raise ValueError(kind)
+    if kind == "nginx":
+        return ["nginx", "-p", str(scratch), "-c", str(nginx_config(port, scratch)), "-e", str(scratch / "nginx.err")]
+    raise ValueError(f"unknown online kind {kind!r}")
+
+
+def nginx_config(port: int, scratch: Path) -> Path:
+    """One process (no master, no daemon: it stays the process the bench started, in the online
+    pod), keep-alive without a request limit (one pipelined connection carries the whole run)."""
+    www = scratch / "www"
+    www.mkdir(exist_ok=True)
+    (www / STATIC_FILE).write_bytes(b"x" * VALUE_BYTES)
+    config = scratch / f"nginx-{port}.conf"
+    config.write_text(
+        f"""daemon off;
+master_process off;
+worker_processes 1;
+pid {scratch}/nginx-{port}.pid;
+error_log {scratch}/nginx.err;
+events {{ worker_connections 64; }}
+http {{
+    access_log off;
+    client_body_temp_path {scratch}/nginx-body;
+    keepalive_requests 100000000;
+    keepalive_timeout 60s;
+    server {{
+        listen 127.0.0.1:{port};
+        root {www};
+        location / {{ }}
+    }}
+}}
+"""
+    )
+    return config
 
 
 class CellRun:
@@ -307,7 +398,7 @@ class CellRun:
         self.port = free_loopback_port()
         self.tree.spawn(
             f"{self.bench.online_dir}/{pod.containers['server']}",
-            online_command(self.cell.online, self.port, self.deadline),
+            online_command(self.cell.online, self.port, self.scratch),
         )
         until = time.monotonic() + 10
         while time.monotonic() < until:
@@ -339,19 +430,19 @@ class CellRun:
         for group in self.be_groups:
             group.signal(signal.SIGCONT if running else signal.SIGSTOP)
 
-    def drive(self, rate: float) -> dict[str, Any]:
-        """One measured phase: the client in the online pod's client container, CPU over the same window."""
+    def drive(self, segments: Sequence[co.Segment]) -> dict[str, Any]:
+        """One measured phase: the client in the online pod's client container, CPU over the same
+        window (after the warm-up). Figures per segment under "segments"."""
         if self.cell.online == "builtin":
-            figures = self.bench.drive([co.Segment(self.seconds + co.WARMUP_SECONDS, rate)])
-            usage = {k: v for k, v in figures.items() if k.endswith("cores") or k.startswith("be_harvest")}
-            return {**figures["segments"][0], **usage}
+            figures = self.bench.drive(list(segments))
+            return {k: v for k, v in figures.items() if k == "segments" or k.endswith("cores") or "harvest" in k}
         client = f"{self.bench.online_dir}/{self.bench.pods[0].containers['client']}"
         start = time.monotonic() + 0.5
+        total = sum(segment.seconds for segment in segments)
         options = {
             "port": self.port,
             "start": start,
-            "rate": rate,
-            "seconds": self.seconds + co.WARMUP_SECONDS,
+            "segments": [(segment.seconds, segment.rate) for segment in segments],
             "warmup": co.WARMUP_SECONDS,
             "deadline": self.deadline,
         }
@@ -361,10 +452,16 @@ class CellRun:
         meter = co.CpuMeter(self.tree.tree, self.bench.online_dir, self.bench.be_dirs)
         co._sleep_until(start + co.WARMUP_SECONDS)
         before = meter.read()
-        co._sleep_until(start + self.seconds + co.WARMUP_SECONDS)
+        co._sleep_until(start + total)
         after = meter.read()
         line = co._read_line(group.process.stdout, 15, "the client's figures")
-        return {**json.loads(line), **co.CpuMeter.usage(before, after, self.bench.cores)}
+        figures = json.loads(line)
+        return {"segments": figures["segments"], **co.CpuMeter.usage(before, after, self.bench.cores)}
+
+    def measure(self, rate: float) -> dict[str, Any]:
+        """One phase at a steady rate: its figures flat."""
+        figures = self.drive([co.Segment(self.seconds + co.WARMUP_SECONDS, rate)])
+        return {**figures.pop("segments")[0], **figures}
 
     def stop(self) -> list[str]:
         self.tree.stop()
@@ -403,8 +500,19 @@ def lahar_agent(run: CellRun, config: dict[str, Any] | None) -> Iterator[Any]:
         agent.close()
 
 
+@dataclass(frozen=True)
+class Point:
+    at: float  # monotonic seconds
+    wait_share: float  # of the online pod's runnable time, spent waiting for a CPU (PSI "some")
+    wait_rate: float  # seconds waited per second (PSI "some" total's rate)
+    be_cap: float  # cores all BE pods may use, as the cgroup files say
+    be_usage: float  # cores BE pods used
+    be_weight: float  # the BE pods' CPU weight in cores' worth of shares (1024 a core), as the files say
+
+
 class Series:
-    """Online wait share (the online pod's PSI), BE cap and BE usage every 50 ms while it runs."""
+    """The online pod's CPU wait (its own cpu.pressure in the unified mirror), the BE cap and the
+    BE usage every 50 ms while it runs."""
 
     def __init__(self, run: CellRun) -> None:
         from lahar.agent.collectors.cpu_wait import CpuWaitReader
@@ -412,7 +520,7 @@ class Series:
 
         self.run = run
         self.reader = CpuWaitReader(Host(cgroup_root=run.tree.tree.root))
-        self.points: list[tuple[float, float, float, float]] = []  # (t, wait share, cap cores, BE cores)
+        self.points: list[Point] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="series", daemon=True)
 
@@ -428,19 +536,45 @@ class Series:
     def _loop(self) -> None:
         tree, bench = self.run.tree.tree, self.run.bench
         last = None
-        started = time.monotonic()
         while not self._stop.wait(SAMPLE_SECONDS):
             with contextlib.suppress(OSError, ValueError):
                 wait = self.reader.read(bench.online_dir)
                 be = sum(tree.cpu_seconds(d) for d in bench.be_dirs)
                 now = time.monotonic()
                 if wait is not None and last is not None:
-                    waited = wait.wait_seconds - last[1].wait_seconds
+                    elapsed = now - last[0]
+                    waited = max(0.0, wait.wait_seconds - last[1].wait_seconds)
                     ran = wait.cpu_seconds - last[1].cpu_seconds
                     share = waited / (waited + ran) if waited + ran > 1e-4 else 0.0
                     cap = be_cap(tree, bench.be_dirs, bench.cores)
-                    self.points.append((now - started, share, cap, (be - last[2]) / (now - last[0])))
+                    weight = be_weight(tree, bench.be_dirs)
+                    self.points.append(Point(now, share, waited / elapsed, cap, (be - last[2]) / elapsed, weight))
                 last = (now, wait, be) if wait is not None else None
+
+
+def be_weight(tree: co.BenchTree, be_dirs: list[str]) -> float:
+    """The BE pods' CPU weight against the online pod's, in cores' worth of shares: a pod under
+    the BestEffort directory weighs what that directory does (2 shares for all of them, kubelet's),
+    a Burstable BE pod its own shares (1024 a requested core). The agent's everyday lever."""
+    from lahar.api.qos import BEST_EFFORT
+
+    best_effort = tree.layout.qos_dir(BEST_EFFORT)
+    shares = 0
+    if any(d.startswith(best_effort + "/") for d in be_dirs):
+        shares += int(tree.read("cpu", best_effort, "cpu.shares"))
+    shares += sum(int(tree.read("cpu", d, "cpu.shares")) for d in be_dirs if not d.startswith(best_effort + "/"))
+    return shares / 1024
+
+
+def series_csv(points: Sequence[Point]) -> str:
+    """The samples as CSV, seconds from the first."""
+    origin = points[0].at if points else 0.0
+    rows = ["seconds,online_wait_share,online_wait_rate,be_cap_cores,be_usage_cores,be_weight_cores"]
+    rows += [
+        f"{p.at - origin:.3f},{p.wait_share:.4f},{p.wait_rate:.4f},{p.be_cap:.3f},{p.be_usage:.3f},{p.be_weight:.4f}"
+        for p in points
+    ]
+    return "\n".join(rows) + "\n"
 
 
 def be_cap(tree: co.BenchTree, be_dirs: list[str], cores: int) -> float:
@@ -472,13 +606,13 @@ def run_cell(
                 run.be_running(mode != "solo")
                 if mode != "lahar":
                     time.sleep(0.5)
-                    rounds[mode].append(run.drive(rate))
+                    rounds[mode].append(run.measure(rate))
                     continue
                 with lahar_agent(run, config) as agent:
                     time.sleep(max(settle - 0.5, 0.0))
                     before = agent.qos.cap_changes
                     with Series(run) as series:
-                        rounds[mode].append(run.drive(rate))
+                        rounds[mode].append(run.measure(rate))
                     cap_changes.append(agent.qos.cap_changes - before)
     finally:
         run.be_running(True)
@@ -488,16 +622,24 @@ def run_cell(
         result["cgroups_left"] = left
     result.update(summarise(rounds, cell, cap_changes))
     if series is not None and series.points:
-        shares = sorted(point[1] for point in series.points)
-        result["online_wait_share_50ms"] = {  # the last lahar phase, 50 ms samples
-            "p50": round(shares[len(shares) // 2], 3),
-            "p90": round(shares[int(len(shares) * 0.9)], 3),
-            "max": round(shares[-1], 3),
-        }
+        result["online_wait_share_50ms"] = spread([point.wait_share for point in series.points])  # last lahar phase
     if out is not None and series is not None:
-        (out / f"{cell.name}.svg").write_text(plot(cell, series.points))
+        (out / f"{cell.name}.svg").write_text(plot(f"{cell.name}: under Lahar", series.points))
+        (out / f"{cell.name}.csv").write_text(series_csv(series.points))
         result["plot"] = f"{cell.name}.svg"
     return result
+
+
+def spread(values: Sequence[float]) -> dict[str, float | None]:
+    """p50, p90 and the largest of samples (nearest rank)."""
+    if not values:
+        return {"p50": None, "p90": None, "max": None}
+    ordered = sorted(values)
+    return {
+        "p50": round(ordered[(len(ordered) - 1) // 2], 3),
+        "p90": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.9))], 3),
+        "max": round(ordered[-1], 3),
+    }
 
 
 def median(values: Sequence[float | None]) -> float | None:
@@ -513,6 +655,7 @@ def summarise(rounds: dict[str, list[dict[str, Any]]], cell: Cell, cap_changes: 
             for key in ("p50_ms", "p99_ms", "p999_ms", "online_cpu_cores", "be_cpu_cores", "other_cpu_cores")
         }
         figures[mode]["harvest"] = median([p.get("be_harvest_ratio_net_of_other") for p in phases])
+        figures[mode]["p99_runs_ms"] = [p.get("p99_ms") for p in phases]  # the spread behind the median
     # In CPU cells harvest is BE CPU over the CPU online and other tenants left idle; where BE is
     # bound by memory or disks its CPU says little, so there it is the BE work kept, Lahar's over
     # kubelet's.
@@ -520,7 +663,6 @@ def summarise(rounds: dict[str, list[dict[str, Any]]], cell: Cell, cap_changes: 
         kubelet_be, lahar_be = figures["kubelet"]["be_cpu_cores"], figures["lahar"]["be_cpu_cores"]
         figures["lahar"]["harvest"] = _ratio(lahar_be, kubelet_be)
         figures["kubelet"]["harvest"] = 1.0 if kubelet_be else None  # the reference
-        figures[mode]["p99_runs_ms"] = [p.get("p99_ms") for p in phases]
     solo, kubelet, lahar = (figures[m]["p99_ms"] for m in MODES)
     ratios = {
         "kubelet_vs_solo": _ratio(kubelet, solo),
@@ -548,17 +690,21 @@ def _ratio(value: float | None, base: float | None) -> float | None:
     return round(value / base, 3) if value is not None and base else None
 
 
-def plot(cell: Cell, points: list[tuple[float, float, float, float]]) -> str:
-    times = [p[0] for p in points]
+def plot(title: str, points: Sequence[Point], markers: Sequence[tuple[float, str]] = ()) -> str:
+    """The time series as an SVG line chart, seconds from its first sample; `markers` are
+    (monotonic time, label) drawn as vertical lines (the load step)."""
+    origin = points[0].at if points else 0.0
     return line_chart(
-        f"{cell.name}: online wait share, BE cap and BE usage under Lahar",
-        times,
+        f"{title}: online CPU wait, BE cap and BE usage",
+        [p.at - origin for p in points],
         {
-            "online wait share": [p[1] for p in points],
-            "BE cap (cores)": [p[2] for p in points],
-            "BE usage (cores)": [p[3] for p in points],
+            "online wait share": [p.wait_share for p in points],
+            "BE cap (cores)": [p.be_cap for p in points],
+            "BE usage (cores)": [p.be_usage for p in points],
+            "BE weight (cores of shares)": [p.be_weight for p in points],
         },
         x_label="seconds",
+        markers=[(at - origin, label) for at, label in markers],
     )
 
 
@@ -623,6 +769,190 @@ def run_matrix(
     if out is not None:
         (out / "matrix.json").write_text(json.dumps(summary, indent=1))
         (out / "matrix.md").write_text(table(results) + "\n")
+    return summary
+
+
+# --- reaction to a load step, and the quiet period --------------------------------------------
+
+REACTION_WINDOW_SECONDS = 0.2  # the issue's bar: excess online wait gone within 200 ms of a step
+BASELINE_SECONDS = 2.0  # of wait before the step, its "pre-step level"
+REACTION_BAR_MS = 200.0
+
+
+def reaction(points: Sequence[Point], step_at: float) -> dict[str, Any]:
+    """How the online pod's wait answered a load step at `step_at`. Its pre-step level is the p90
+    of the 50 ms wait shares over the 2 s before; after the step each sample is judged by the mean
+    of the 200 ms starting at it (one noisy sample is not a rise). `rose`: some such mean exceeded
+    the level; `reaction_ms`: from the step to the first sample, after the first rise, from which
+    200 ms sit at or below the level again (None: not within the phase; 0: it never rose);
+    `excess_ms`: how long in all the wait sat above the level."""
+    before = [p.wait_share for p in points if step_at - BASELINE_SECONDS <= p.at < step_at]
+    after = [p for p in points if p.at >= step_at]
+    window = REACTION_WINDOW_SECONDS - SAMPLE_SECONDS / 2  # samples at t .. t + 150 ms: 4 of them
+    judged = [(index, point) for index, point in enumerate(after) if point.at + window <= after[-1].at + 1e-9]
+    if not before or not judged:
+        return {"baseline": None, "rose": None, "reaction_ms": None, "excess_ms": None, "peak": None}
+    level = spread(before)["p90"] or 0.0
+    means = []
+    for index, point in judged:
+        inside = [q.wait_share for q in after[index:] if q.at <= point.at + window + 1e-9]
+        means.append(sum(inside) / len(inside))
+    above = [mean > level + 1e-9 for mean in means]
+    durations = [(after[i + 1].at if i + 1 < len(after) else p.at + SAMPLE_SECONDS) - p.at for i, p in judged]
+    result: dict[str, Any] = {
+        "baseline": round(level, 3),
+        "peak": round(max(p.wait_share for p in after), 3),  # the largest 50 ms sample
+        "after_p50": spread([p.wait_share for p in after])["p50"],
+        "rose": any(above),
+        "excess_ms": round(sum(d for d, high in zip(durations, above, strict=True) if high) * 1000),
+    }
+    if not any(above):
+        result["reaction_ms"] = 0.0
+        return result
+    first = above.index(True)
+    back = next((judged[i][1].at for i in range(first, len(judged)) if not above[i]), None)
+    result["reaction_ms"] = None if back is None else round((back - step_at) * 1000, 1)
+    return result
+
+
+def run_reaction(
+    online: str,
+    be: str,
+    step_seconds: float,
+    quiet_seconds: float,
+    settle: float,
+    config: dict[str, Any] | None,
+    out: Path | None,
+) -> dict[str, Any]:
+    """Beside running BE: the online load steps from low to high, once under kubelet's cgroups
+    only (the reference: how the wait answers a step with nobody acting) and once under Lahar;
+    then, under a fresh agent, the online service at its low load for `quiet_seconds`, counting
+    the BE cap changes (where kubelet's weights already protect it, the target is none)."""
+    from contextlib import nullcontext
+
+    cell = Cell(online, "step", be)
+    low, high = LOADS[online]["low"], LOADS[online]["high"]
+    segments = [co.Segment(step_seconds + co.WARMUP_SECONDS, low), co.Segment(step_seconds, high)]
+    deadline = time.monotonic() + 3 * (2 * step_seconds + settle + 10) + quiet_seconds + 60
+    scratch = Path(tempfile.mkdtemp(prefix="lahar-bench-"))
+    run = CellRun(cell, step_seconds, scratch, deadline)
+    result: dict[str, Any] = {"cell": cell.name, "online": online, "be": be, "low": low, "high": high}
+    try:
+        run.start()
+        for mode in ("kubelet", "lahar"):
+            agent_context = lahar_agent(run, config) if mode == "lahar" else nullcontext(None)
+            with agent_context as agent:
+                time.sleep(max(settle - 0.5, 0.0) if agent is not None else 0.5)
+                changes = agent.qos.cap_changes if agent is not None else 0
+                with Series(run) as series:
+                    figures = run.drive(segments)
+                step_at = figures["segments"][1]["start"]
+                result[mode] = {
+                    "p99_before_ms": figures["segments"][0]["p99_ms"],
+                    "p99_after_ms": figures["segments"][1]["p99_ms"],
+                    "cap_changes": agent.qos.cap_changes - changes if agent is not None else 0,
+                    **reaction(series.points, step_at),
+                }
+                if out is not None:
+                    name = f"{cell.name}-{mode}.svg"
+                    title = f"{cell.name} ({low:g} -> {high:g} req/s) under {mode}"
+                    (out / name).write_text(plot(title, series.points, [(step_at, "load step")]))
+                    (out / name.replace(".svg", ".csv")).write_text(series_csv(series.points))
+                    result[mode]["plot"] = name
+        if quiet_seconds > 0:
+            with lahar_agent(run, config) as agent:
+                time.sleep(max(settle - 0.5, 0.0))
+                changes = agent.qos.cap_changes
+                with Series(run) as series:
+                    figures = run.drive([co.Segment(quiet_seconds + co.WARMUP_SECONDS, low)])
+                result["quiet"] = {
+                    "seconds": quiet_seconds,
+                    "rate": low,
+                    "cap_changes": agent.qos.cap_changes - changes,
+                    "be_cap_min": min((p.be_cap for p in series.points), default=None),
+                    "p99_ms": figures["segments"][0]["p99_ms"],
+                    "wait_share_50ms": spread([p.wait_share for p in series.points]),
+                }
+                if out is not None:
+                    name = f"{online}-quiet-{be}.svg"
+                    (out / name).write_text(plot(f"{online}-quiet-{be} under Lahar", series.points))
+                    (out / name.replace(".svg", ".csv")).write_text(series_csv(series.points))
+                    result["quiet"]["plot"] = name
+    finally:
+        run.be_running(True)
+        left = run.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
+    if left:
+        result["cgroups_left"] = left
+    lahar = result["lahar"]
+    result["verdicts"] = {
+        "reacts_within_200ms": None
+        if not lahar["rose"]
+        else lahar["reaction_ms"] is not None and lahar["reaction_ms"] <= REACTION_BAR_MS,
+        "quiet_no_cap_changes": None if "quiet" not in result else result["quiet"]["cap_changes"] == 0,
+    }
+    return result
+
+
+def reaction_table(results: list[dict[str, Any]]) -> str:
+    """A markdown table of the load steps and quiet periods."""
+    lines = [
+        "| cell | wait level before | kubelet: peak, reaction ms, excess ms | Lahar: peak, reaction ms, excess ms "
+        "| p99 after step kubelet / Lahar | cap changes (step) | quiet: s, cap changes, min BE cap | verdicts |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        k, lh, quiet = r["kubelet"], r["lahar"], r.get("quiet")
+        marks = ", ".join(f"{n}: {'ok' if ok else 'MISSED'}" for n, ok in r["verdicts"].items() if ok is not None)
+        quiet_text = f"{quiet['seconds']:g}, {quiet['cap_changes']}, {quiet['be_cap_min']}" if quiet else "-"
+        lines.append(
+            f"| {r['cell']} | {lh['baseline']} | {k['peak']}, {k['reaction_ms']}, {k['excess_ms']} "
+            f"| {lh['peak']}, {lh['reaction_ms']}, {lh['excess_ms']} | {k['p99_after_ms']} / {lh['p99_after_ms']} "
+            f"| {lh['cap_changes']} | {quiet_text} | {marks or '-'} |"
+        )
+    return "\n".join(lines)
+
+
+def run_reactions(
+    pairs: list[tuple[str, str]],
+    step_seconds: float,
+    quiet_seconds: float,
+    settle: float,
+    config: dict[str, Any] | None,
+    out: Path | None,
+    progress: Callable[[str], None],
+) -> dict[str, Any]:
+    co.sweep_stale()
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    results = []
+    for index, (online, be) in enumerate(pairs, 1):
+        progress(
+            f"[{index}/{len(pairs)}] {online}-step-{be} (load step under kubelet and Lahar, {quiet_seconds:g} s quiet)"
+        )
+        started = time.monotonic()
+        result = run_reaction(online, be, step_seconds, quiet_seconds, settle, config, out)
+        result["wall_seconds"] = round(time.monotonic() - started, 1)
+        results.append(result)
+        if out is not None:
+            (out / "reaction.partial.json").write_text(json.dumps(results, indent=1))
+        quiet = result.get("quiet")
+        progress(
+            f"    Lahar reaction {result['lahar']['reaction_ms']} ms (rose: {result['lahar']['rose']}), "
+            f"quiet cap changes {quiet['cap_changes'] if quiet else '-'}"
+        )
+    summary = {
+        "benchmark": "colocation-reaction",
+        "cores": os.cpu_count(),
+        "kernel": os.uname().release,
+        "step_seconds": step_seconds,
+        "quiet_seconds": quiet_seconds,
+        "cells": results,
+        "missed": [f"{r['cell']}: {name}" for r in results for name, ok in r["verdicts"].items() if ok is False],
+    }
+    if out is not None:
+        (out / "reaction.json").write_text(json.dumps(summary, indent=1))
+        (out / "reaction.md").write_text(reaction_table(results) + "\n")
     return summary
 
 

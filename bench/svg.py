@@ -9,8 +9,15 @@ COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd")
 WIDTH, HEIGHT, MARGIN = 800, 300, 50
 
 
-def line_chart(title: str, xs: Sequence[float], series: Mapping[str, Sequence[float]], x_label: str = "") -> str:
-    """One chart, every series on the same y axis from 0 to the largest value."""
+def line_chart(
+    title: str,
+    xs: Sequence[float],
+    series: Mapping[str, Sequence[float]],
+    x_label: str = "",
+    markers: Sequence[tuple[float, str]] = (),
+) -> str:
+    """One chart, every series on the same y axis from 0 to the largest value; `markers` are
+    labelled vertical lines at x positions (an event such as a load step)."""
     top = max((v for values in series.values() for v in values), default=1.0) or 1.0
     right = max(xs, default=1.0) or 1.0
     plot_w, plot_h = WIDTH - 2 * MARGIN, HEIGHT - 2 * MARGIN
@@ -29,11 +36,17 @@ def line_chart(title: str, xs: Sequence[float], series: Mapping[str, Sequence[fl
         f'<text x="{MARGIN - 5}" y="{HEIGHT - MARGIN}" text-anchor="end">0</text>',
         f'<text x="{WIDTH - MARGIN}" y="{HEIGHT - MARGIN + 15}" text-anchor="end">{right:.1f} {escape(x_label)}</text>',
     ]
+    for x, label in markers:
+        at = point(x, 0).split(",")[0]
+        parts.append(
+            f'<line x1="{at}" y1="{MARGIN}" x2="{at}" y2="{HEIGHT - MARGIN}" stroke="grey" stroke-dasharray="4 3"/>'
+        )
+        parts.append(f'<text x="{at}" y="{MARGIN - 4}" text-anchor="middle" fill="grey">{escape(label)}</text>')
     for index, (name, values) in enumerate(series.items()):
         colour = COLOURS[index % len(COLOURS)]
         if values:
             path = " ".join(point(x, y) for x, y in zip(xs, values, strict=True))
             parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{path}"/>')
-        parts.append(f'<text x="{MARGIN + 10 + index * 180}" y="{HEIGHT - 12}" fill="{colour}">{escape(name)}</text>')
+        parts.append(f'<text x="{MARGIN + 10 + index * 175}" y="{HEIGHT - 12}" fill="{colour}">{escape(name)}</text>')
     parts.append("</svg>")
     return "\n".join(parts) + "\n"

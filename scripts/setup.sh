@@ -22,6 +22,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     command -v memcached >/dev/null || missing+=(memcached)
     command -v stress-ng >/dev/null || missing+=(stress-ng)
     command -v fio >/dev/null || missing+=(fio)
+    command -v nginx >/dev/null || missing+=(nginx-light)
     if [ ${#missing[@]} -gt 0 ]; then
         echo "installing Debian packages: ${missing[*]}"
         apt-get update -q >/dev/null

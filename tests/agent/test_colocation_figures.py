@@ -1,0 +1,149 @@
+"""`lahar bench colocation`'s pure pieces: the open-loop schedule, percentiles, the protocols'
+answer sizes, the verdicts of the issue's targets, the reaction to a load step, the tables and
+the plot, and the refusal of bad arguments. The real runs are in test_colocation_bench.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lahar.bench.colocation import Segment, intended_times, main, percentiles
+from lahar.bench.colocation_matrix import (
+    Cell,
+    Point,
+    http_content_length,
+    nginx_config,
+    protocol,
+    reaction,
+    reaction_table,
+    series_csv,
+    summarise,
+    table,
+)
+from lahar.bench.svg import line_chart
+
+
+def test_open_loop_schedule() -> None:
+    times = intended_times(10.0, [Segment(1.0, 4), Segment(0.5, 10)])
+    assert times[:4] == [10.0, 10.25, 10.5, 10.75]
+    assert times[4:] == pytest.approx([11.0 + i / 10 for i in range(5)])
+
+
+def test_percentiles_nearest_rank() -> None:
+    latencies = [i / 1000 for i in range(1, 1001)]  # 1..1000 ms
+    assert percentiles(latencies) == {"p50_ms": 500.0, "p99_ms": 990.0, "p999_ms": 999.0}
+    assert percentiles([]) == {"p50_ms": None, "p99_ms": None, "p999_ms": None}
+
+
+def phase(p99: float, be: float = 1.0, harvest: float = 0.95) -> dict[str, float]:
+    return {
+        "p50_ms": p99 / 2,
+        "p99_ms": p99,
+        "p999_ms": p99 * 2,
+        "online_cpu_cores": 0.2,
+        "be_cpu_cores": be,
+        "other_cpu_cores": 0.0,
+        "be_harvest_ratio_net_of_other": harvest,
+    }
+
+
+def test_verdicts_follow_the_issues_targets() -> None:
+    cpu = Cell("builtin", "low", "cpu-requests")
+    # kubelet lets p99 reach 9x solo; Lahar holds 1.05x solo and harvests 0.95
+    result = summarise({"solo": [phase(3.0)], "kubelet": [phase(27.0)], "lahar": [phase(3.15)]}, cpu, [0])
+    assert result["ratios"] == {"kubelet_vs_solo": 9.0, "lahar_vs_solo": 1.05, "lahar_vs_kubelet": 0.117}
+    assert result["verdicts"] == {
+        "never_worse_than_kubelet": True,
+        "holds_solo_where_kubelet_does_not": True,
+        "harvest": True,
+    }
+    # kubelet below 1.10x solo: only "never worse" applies; 1.06x kubelet misses it
+    result = summarise({"solo": [phase(3.0)], "kubelet": [phase(3.0)], "lahar": [phase(3.18, harvest=0.8)]}, cpu, [2])
+    assert result["verdicts"] == {
+        "never_worse_than_kubelet": False,
+        "holds_solo_where_kubelet_does_not": None,
+        "harvest": False,
+    }
+    assert result["cap_changes"] == 2
+    # the median of the rounds
+    rounds = {mode: [phase(3.0), phase(4.0), phase(30.0)] for mode in ("solo", "kubelet", "lahar")}
+    assert summarise(rounds, cpu, [])["modes"]["lahar"]["p99_ms"] == 4.0
+
+
+def test_memory_cells_count_the_be_work_kept_and_say_what_cannot_be_isolated() -> None:
+    stream = Cell("redis", "high", "stream")
+    result = summarise(
+        {"solo": [phase(0.2)], "kubelet": [phase(2.0, be=1.6)], "lahar": [phase(1.5, be=1.2)]}, stream, []
+    )
+    assert result["modes"]["lahar"]["harvest"] == 0.75 and result["harvest_bar"] == 0.7
+    assert "resctrl" in result["not_isolated"]
+    assert "MISSED" in table([{**result, "cell": stream.name}])  # held 7.5x solo: said, not hidden
+
+
+def test_the_plot_is_an_svg_with_every_series() -> None:
+    svg = line_chart(
+        "t",
+        [0.0, 0.05, 0.1],
+        {"online wait share": [0.1, 0.2, 0.1], "BE cap (cores)": [2, 1, 2]},
+        markers=[(0.05, "step")],
+    )
+    assert svg.startswith("<svg") and svg.count("<polyline") == 2 and "online wait share" in svg
+    assert "stroke-dasharray" in svg and ">step<" in svg
+
+
+def test_the_caches_mix_reads_and_writes_with_known_answer_sizes() -> None:
+    for kind in ("redis", "memcached"):
+        proto = protocol(kind)
+        assert len(proto.requests) == 10 and proto.prime == proto.requests[-1][0]  # 9 GETs, then the SET
+        assert proto.requests[0][1] > 1024 and proto.requests[-1][1] < 16
+    assert http_content_length(b"HTTP/1.1 200 OK\r\nServer: x\r\nContent-Length: 1024") == 1024
+    with pytest.raises(ValueError):
+        http_content_length(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked")
+
+
+def test_nginx_config_keeps_to_its_scratch_directory(tmp_path: Path) -> None:
+    config = nginx_config(8080, tmp_path).read_text()
+    assert "listen 127.0.0.1:8080;" in config and "master_process off;" in config and "daemon off;" in config
+    assert (tmp_path / "www" / "lahar-bench.html").stat().st_size == 1024
+    assert all(str(tmp_path) in line for line in config.splitlines() if line.strip().startswith(("pid", "error_log")))
+
+
+def points(shares: list[float], start: float = 100.0) -> list[Point]:
+    return [Point(start + i * 0.05, share, share, 2.0, 1.0, 2.0) for i, share in enumerate(shares)]
+
+
+def test_reaction_to_a_load_step() -> None:
+    before = [0.1] * 40  # 2 s at the pre-step level
+    # the wait jumps at the step and is back 100 ms later
+    result = reaction(points([*before, 0.8, 0.8, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1]), step_at=102.0)
+    assert result["baseline"] == 0.1 and result["rose"] and result["peak"] == 0.8
+    assert result["reaction_ms"] == pytest.approx(100.0) and result["excess_ms"] == 100
+    # it never comes back within the phase
+    result = reaction(points(before + [0.8] * 20), step_at=102.0)
+    assert result["reaction_ms"] is None and result["excess_ms"] == 800  # the last samples cannot be judged
+    # it never rose: nothing to react to
+    result = reaction(points(before + [0.05] * 20), step_at=102.0)
+    assert result["rose"] is False and result["reaction_ms"] == 0.0 and result["excess_ms"] == 0
+    assert reaction(points([0.5] * 10), step_at=200.0)["baseline"] is None  # no sample after the step
+
+
+def test_reaction_table_and_series_csv() -> None:
+    side = {"baseline": 0.1, "peak": 0.3, "reaction_ms": 150.0, "excess_ms": 100, "p99_after_ms": 3.0, "cap_changes": 1}
+    quiet = {"seconds": 60, "cap_changes": 0, "be_cap_min": 2.0}
+    row = {"cell": "builtin-step-cpu", "kubelet": side, "lahar": side, "quiet": quiet}
+    text = reaction_table([{**row, "verdicts": {"reacts_within_200ms": True, "quiet_no_cap_changes": False}}])
+    assert "| builtin-step-cpu | 0.1 |" in text and "quiet_no_cap_changes: MISSED" in text
+    csv = series_csv(points([0.1, 0.2]))
+    assert csv.splitlines()[0].startswith("seconds,online_wait_share") and csv.splitlines()[2].startswith("0.050,")
+
+
+def test_bad_arguments_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv, message in (
+        (["--be", "gpu"], "--be: unknown gpu"),
+        (["--online", ""], "--online: unknown empty choice"),
+        (["--runs", "0"], "--runs >= 1"),
+    ):
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv)
+        assert exit_info.value.code == 2 and message in capsys.readouterr().err
