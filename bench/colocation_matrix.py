@@ -4,9 +4,10 @@ the agent's QoS (`lahar bench colocation --matrix`; docs/qos.md has the figures)
 
 - Online services, in a Burstable LS pod (500m requested, kubelet-like shares) with a client
   container beside the server: the built-in request/response server (~1 ms of CPU a request),
-  redis-server (RESP GET of a 1 KiB value) and memcached (get of a 1 KiB value). Each is driven
-  open-loop at a low and a high rate by our own pipelined client, latency from each request's
-  intended send time (no coordinated omission).
+  redis-server (RESP: 9 GETs of a 1 KiB value, then a SET of it), memcached (the same mix in its
+  text protocol) and nginx (HTTP/1.1 GET of a 1 KiB static file). Each is started on a free
+  127.0.0.1 port and driven open-loop at a low and a high rate by our own pipelined client,
+  latency from each request's intended send time (no coordinated omission).
 - BE kinds, one pod per core: `cpu` (busy loops, BestEffort pods), `cpu-requests` (the same in
   Burstable pods labelled BE that request 1 CPU each: kubelet gives them 4x the online pod's
   weight), `stream` (stress-ng --stream: memory bandwidth), `cache` (stress-ng --cache),
@@ -15,12 +16,16 @@ the agent's QoS (`lahar bench colocation --matrix`; docs/qos.md has the figures)
   (the real Agent with its default QoS config, its threads in a cgroup of their own like the
   DaemonSet pod it is, 51 shares for 50m). Every cell runs `runs` rounds; the median is reported.
 - Figures per cell: p50/p99/p999 per mode, ratios, harvest (BE CPU used / CPU the online pod and
-  other tenants left idle) for kubelet and lahar, the agent's BE cap changes, and the verdicts of
-  the issue's targets. In the lahar phase a time series (every 50 ms: online wait share from the
-  online pod's own PSI, BE cap, BE usage) is kept and drawn as an SVG per cell.
+  other tenants left idle) for kubelet and lahar, the agent's BE cap changes and its own CPU, and
+  the verdicts of the issue's targets. In the lahar phase a time series (every 50 ms: the online
+  pod's CPU wait from its own cpu.pressure in the cgroup2 mirror, BE cap, BE usage, BE weight) is
+  kept, drawn as an SVG and written as CSV per cell.
+- `--reaction`: a low -> high load step beside BE under kubelet and under Lahar (how long until
+  the online wait is back at its pre-step level) and a quiet period at the low load under Lahar
+  (BE cap changes: none is the target where nothing interferes).
 
-Cells this machine cannot isolate are said so: memory bandwidth and cache have no kernel knob
-here (no resctrl, no perf counters), so the agent's lever there is CPU time only."""
+What this machine cannot isolate is probed and said beside the cell (isolation_notes): memory
+bandwidth and cache need resctrl, their signal perf counters; IO weights need BFQ."""
 
 from __future__ import annotations
 
@@ -61,10 +66,40 @@ GETS_PER_SET = 9  # the caches' request mix: 9 reads, then a write of the same k
 STATIC_FILE = "lahar-bench.html"  # nginx's 1 KiB static file
 AGENT_SHARES = 51  # kubelet's shares for the agent DaemonSet's 50m request
 SAMPLE_SECONDS = 0.05
-NOT_ISOLATED = {
-    "stream": "memory bandwidth: no resctrl/MBA on this machine; the agent can act on BE CPU time only",
-    "cache": "last-level cache: no resctrl/CAT on this machine; the agent can act on BE CPU time only",
-}
+AGENT_DIR = "agent"  # under the bench's kubepods: the agent's own pod cgroup
+AGENT_COST_BAR_CORES = 0.01
+
+
+def isolation_notes(be: str, scratch: Path, root: Path = Path("/")) -> str | None:
+    """What this machine's kernel cannot isolate for a BE kind, probed, or None: the agent's lever
+    there is CPU time (and IO throttling) only, so the cell is reported with this note."""
+    notes = []
+    if be in ("stream", "cache"):
+        try:
+            resctrl = "resctrl" in (root / "proc/filesystems").read_text()
+        except OSError:
+            resctrl = False
+        if not resctrl:
+            what = "memory bandwidth (MBA)" if be == "stream" else "last-level cache (CAT)"
+            notes.append(f"no resctrl in this kernel: {what} cannot be partitioned")
+        if not (root / "sys/bus/event_source/devices/cpu").exists():
+            notes.append("no hardware perf counters (no CPU PMU): no cache-miss or bandwidth signal")
+    if be in ("io", "pagecache"):
+        scheduler = block_scheduler(scratch, root)
+        if scheduler is not None and scheduler != "bfq":
+            notes.append(f"the disk's IO scheduler is {scheduler}, not bfq: BE IO can be throttled, not weighed")
+    return "; ".join(notes) or None
+
+
+def block_scheduler(path: Path, root: Path = Path("/")) -> str | None:
+    """The active IO scheduler of the disk holding `path` (a partition's: its disk's), or None."""
+    device = os.stat(path).st_dev
+    block = root / f"sys/dev/block/{os.major(device)}:{os.minor(device)}"
+    for candidate in (block, block / ".."):
+        with contextlib.suppress(OSError):
+            text = (candidate / "queue/scheduler").read_text()
+            return next((word[1:-1] for word in text.split() if word.startswith("[")), None)
+    return None
 
 
 # --- the online services' protocols ----------------------------------------------------------
@@ -484,7 +519,7 @@ def lahar_agent(run: CellRun, config: dict[str, Any] | None) -> Iterator[Any]:
     thread.start()
     try:
         time.sleep(0.5)  # its first tick starts the interference loop
-        agent_dir = f"{tree.kubepods}/agent"
+        agent_dir = f"{tree.kubepods}/{AGENT_DIR}"
         tree.make(agent_dir)
         tree.write("cpu", agent_dir, "cpu.shares", AGENT_SHARES)
         main = threading.main_thread().native_id
@@ -599,6 +634,8 @@ def run_cell(
     series: Series | None = None
     cap_changes: list[int] = []
     result: dict[str, Any] = {"cell": cell.name, "online": cell.online, "load": cell.load, "rate": rate, "be": cell.be}
+    agent_cores: list[float] = []
+    note = isolation_notes(cell.be, scratch)
     try:
         run.start()
         for _ in range(runs):
@@ -611,16 +648,22 @@ def run_cell(
                 with lahar_agent(run, config) as agent:
                     time.sleep(max(settle - 0.5, 0.0))
                     before = agent.qos.cap_changes
+                    agent_dir = f"{run.tree.tree.kubepods}/{AGENT_DIR}"
+                    used, began = run.tree.tree.cpu_seconds(agent_dir), time.monotonic()
                     with Series(run) as series:
                         rounds[mode].append(run.measure(rate))
                     cap_changes.append(agent.qos.cap_changes - before)
+                    agent_cores.append((run.tree.tree.cpu_seconds(agent_dir) - used) / (time.monotonic() - began))
     finally:
         run.be_running(True)
         left = run.stop()
         shutil.rmtree(scratch, ignore_errors=True)
     if left:
         result["cgroups_left"] = left
-    result.update(summarise(rounds, cell, cap_changes))
+    result.update(summarise(rounds, cell, cap_changes, note))
+    # The agent's own cost, its threads' cgroup over the measured Lahar phases (the issue: <= 1% of a core)
+    result["agent_cpu_cores"] = agent = median(agent_cores, 4)
+    result["verdicts"]["agent_cost"] = None if agent is None else agent <= AGENT_COST_BAR_CORES
     if series is not None and series.points:
         result["online_wait_share_50ms"] = spread([point.wait_share for point in series.points])  # last lahar phase
     if out is not None and series is not None:
@@ -642,12 +685,14 @@ def spread(values: Sequence[float]) -> dict[str, float | None]:
     }
 
 
-def median(values: Sequence[float | None]) -> float | None:
+def median(values: Sequence[float | None], digits: int = 3) -> float | None:
     present = [v for v in values if v is not None]
-    return round(statistics.median(present), 3) if present else None
+    return round(statistics.median(present), digits) if present else None
 
 
-def summarise(rounds: dict[str, list[dict[str, Any]]], cell: Cell, cap_changes: list[int]) -> dict[str, Any]:
+def summarise(
+    rounds: dict[str, list[dict[str, Any]]], cell: Cell, cap_changes: list[int], not_isolated: str | None = None
+) -> dict[str, Any]:
     figures: dict[str, Any] = {}
     for mode, phases in rounds.items():
         figures[mode] = {
@@ -681,8 +726,8 @@ def summarise(rounds: dict[str, list[dict[str, Any]]], cell: Cell, cap_changes: 
     }
     result = {"modes": figures, "ratios": ratios, "verdicts": verdicts, "harvest_bar": harvest_bar}
     result["cap_changes"] = sum(cap_changes)
-    if cell.be in NOT_ISOLATED:
-        result["not_isolated"] = NOT_ISOLATED[cell.be]
+    if not_isolated is not None:
+        result["not_isolated"] = not_isolated
     return result
 
 
@@ -716,8 +761,8 @@ def table(results: list[dict[str, Any]]) -> str:
     """A markdown table of the matrix."""
     lines = [
         "| cell | p99 solo | p99 kubelet | p99 Lahar | Lahar/kubelet | Lahar/solo | kubelet/solo "
-        "| harvest kubelet | harvest Lahar | cap changes | verdicts |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| harvest kubelet | harvest Lahar | cap changes | agent CPU | verdicts |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         m, q, v = r["modes"], r["ratios"], r["verdicts"]
@@ -726,8 +771,22 @@ def table(results: list[dict[str, Any]]) -> str:
         lines.append(
             f"| {r['cell']} | {m['solo']['p99_ms']} | {m['kubelet']['p99_ms']} | {m['lahar']['p99_ms']} | "
             f"{q['lahar_vs_kubelet']} | {q['lahar_vs_solo']} | {q['kubelet_vs_solo']} | {m['kubelet']['harvest']} | "
-            f"{m['lahar']['harvest']} | {r['cap_changes']} | {marks}{note} |"
+            f"{m['lahar']['harvest']} | {r['cap_changes']} | {r.get('agent_cpu_cores')} | {marks}{note} |"
         )
+    return "\n".join(lines)
+
+
+def tails_table(results: list[dict[str, Any]]) -> str:
+    """p50 / p99 / p999 per mode, with the p99 of every round behind the median."""
+    lines = [
+        "| cell | solo p50 / p99 / p999 | kubelet p50 / p99 / p999 | Lahar p50 / p99 / p999 | p99 rounds (s, k, L) |"
+    ]
+    lines.append("|---|---|---|---|---|")
+    for r in results:
+        m = r["modes"]
+        tails = [" / ".join(str(m[mode][f"{q}_ms"]) for q in ("p50", "p99", "p999")) for mode in MODES]
+        rounds = "; ".join(",".join(str(v) for v in m[mode].get("p99_runs_ms", [])) for mode in MODES)
+        lines.append(f"| {r['cell']} | {' | '.join(tails)} | {rounds} |")
     return "\n".join(lines)
 
 
@@ -768,7 +827,7 @@ def run_matrix(
     }
     if out is not None:
         (out / "matrix.json").write_text(json.dumps(summary, indent=1))
-        (out / "matrix.md").write_text(table(results) + "\n")
+        (out / "matrix.md").write_text(table(results) + "\n\n" + tails_table(results) + "\n")
     return summary
 
 

@@ -88,7 +88,13 @@ def test_a_short_real_cell_reports_every_figure_and_leaves_nothing(
         assert 0 < figures["p50_ms"] <= figures["p99_ms"] <= figures["p999_ms"], (mode, figures)
     assert cell["modes"]["solo"]["be_cpu_cores"] < 0.05  # BE stopped
     assert cell["modes"]["kubelet"]["be_cpu_cores"] > 0.1
-    assert set(cell["verdicts"]) == {"never_worse_than_kubelet", "holds_solo_where_kubelet_does_not", "harvest"}
+    assert set(cell["verdicts"]) == {
+        "never_worse_than_kubelet",
+        "holds_solo_where_kubelet_does_not",
+        "harvest",
+        "agent_cost",
+    }
+    assert 0 < cell["agent_cpu_cores"] < 1
     assert (tmp_path / "matrix.md").exists() and (tmp_path / f"{cell['cell']}.svg").read_text().startswith("<svg")
     assert (tmp_path / f"{cell['cell']}.csv").read_text().startswith("seconds,online_wait_share")
     assert nothing_left()

@@ -4,6 +4,7 @@ the plot, and the refusal of bad arguments. The real runs are in test_colocation
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from lahar.bench.colocation_matrix import (
     Cell,
     Point,
     http_content_length,
+    isolation_notes,
     nginx_config,
     protocol,
     reaction,
@@ -20,6 +22,7 @@ from lahar.bench.colocation_matrix import (
     series_csv,
     summarise,
     table,
+    tails_table,
 )
 from lahar.bench.svg import line_chart
 
@@ -73,12 +76,13 @@ def test_verdicts_follow_the_issues_targets() -> None:
 
 def test_memory_cells_count_the_be_work_kept_and_say_what_cannot_be_isolated() -> None:
     stream = Cell("redis", "high", "stream")
-    result = summarise(
-        {"solo": [phase(0.2)], "kubelet": [phase(2.0, be=1.6)], "lahar": [phase(1.5, be=1.2)]}, stream, []
-    )
+    phases = {"solo": [phase(0.2)], "kubelet": [phase(2.0, be=1.6)], "lahar": [phase(1.5, be=1.2)]}
+    result = summarise(phases, stream, [], "no resctrl in this kernel")
     assert result["modes"]["lahar"]["harvest"] == 0.75 and result["harvest_bar"] == 0.7
     assert "resctrl" in result["not_isolated"]
     assert "MISSED" in table([{**result, "cell": stream.name}])  # held 7.5x solo: said, not hidden
+    tails = tails_table([{**result, "cell": stream.name}])
+    assert "| redis-high-stream | 0.1 / 0.2 / 0.4 |" in tails and "0.2; 2.0; 1.5" in tails
 
 
 def test_the_plot_is_an_svg_with_every_series() -> None:
@@ -147,3 +151,22 @@ def test_bad_arguments_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
         with pytest.raises(SystemExit) as exit_info:
             main(argv)
         assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_what_the_kernel_cannot_isolate_is_probed(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "proc").mkdir(parents=True)
+    (root / "proc" / "filesystems").write_text("nodev\tcgroup2\n")
+    notes = isolation_notes("stream", tmp_path, root)
+    assert notes is not None and "resctrl" in notes and "memory bandwidth" in notes and "perf counters" in notes
+    (root / "proc" / "filesystems").write_text("nodev\tresctrl\n")
+    (root / "sys/bus/event_source/devices/cpu").mkdir(parents=True)
+    assert isolation_notes("cache", tmp_path, root) is None  # both there: nothing to say
+    device = os.stat(tmp_path).st_dev
+    queue = root / f"sys/dev/block/{os.major(device)}:{os.minor(device)}/queue"
+    queue.mkdir(parents=True)
+    (queue / "scheduler").write_text("none [mq-deadline] kyber bfq\n")
+    assert "mq-deadline, not bfq" in (isolation_notes("io", tmp_path, root) or "")
+    (queue / "scheduler").write_text("none mq-deadline kyber [bfq]\n")
+    assert isolation_notes("pagecache", tmp_path, root) is None
+    assert isolation_notes("cpu", tmp_path, root) is None
