@@ -36,6 +36,10 @@ def line_chart(
         f'<text x="{MARGIN - 5}" y="{HEIGHT - MARGIN}" text-anchor="end">0</text>',
         f'<text x="{WIDTH - MARGIN}" y="{HEIGHT - MARGIN + 15}" text-anchor="end">{right:.1f} {escape(x_label)}</text>',
     ]
+    for fraction in (0.25, 0.5, 0.75):  # light gridlines, so values can be read off
+        y = HEIGHT - MARGIN - fraction * plot_h
+        parts.append(f'<line x1="{MARGIN}" y1="{y:.1f}" x2="{WIDTH - MARGIN}" y2="{y:.1f}" stroke="#e0e0e0"/>')
+        parts.append(f'<text x="{MARGIN - 5}" y="{y + 4:.1f}" text-anchor="end">{fraction * top:.2f}</text>')
     for x, label in markers:
         at = point(x, 0).split(",")[0]
         parts.append(
