@@ -71,7 +71,7 @@ def test_overrides_apply_by_node_labels_in_order(tmp_path: Path) -> None:
         ({"ls_burst": {"enabled": "yes"}}, "ls_burst.enabled: expected bool"),
         ({"lc_cores": {"cpu_manager_state_file": 7}}, "lc_cores.cpu_manager_state_file: expected a string"),
         ({"eviction": {"memory_threshold": 2}}, "eviction.memory_threshold: must be in (0, 1]"),
-        ({"reclaimable": {"window_seconds": -1}}, "reclaimable.window_seconds: must be >= 0"),
+        ({"reclaimable": {"window_seconds": -1}}, "reclaimable.window_seconds: must be in [0, 86400]"),
         ({"memory": 3}, "memory: expected a mapping"),
         ({"cpu_supress": {}}, "unknown key(s) cpu_supress"),
         ({"reassert_seconds": 0}, "reassert_seconds: expected a positive number"),
