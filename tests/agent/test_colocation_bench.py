@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from lahar.bench.colocation import BENCH_PREFIX, CGROUP_ROOT, Segment, cgroup_problem, main
-from lahar.bench.colocation_matrix import load_fixed, online_command, protocol
+from lahar.bench.colocation.matrix import load_fixed, online_command, protocol
 from lahar.endpoints import free_loopback_port
 
 SKIP_REASON = cgroup_problem()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lahar.bench.colocation import Segment, intended_times, main, percentiles
-from lahar.bench.colocation_matrix import (
+from lahar.bench.colocation.matrix import (
     Cell,
     Point,
     http_content_length,
@@ -24,7 +24,7 @@ from lahar.bench.colocation_matrix import (
     table,
     tails_table,
 )
-from lahar.bench.svg import line_chart
+from lahar.bench.colocation.svg import line_chart
 
 
 def test_open_loop_schedule() -> None:

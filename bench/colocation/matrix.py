@@ -50,8 +50,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lahar.bench import colocation as co
-from lahar.bench.svg import line_chart
+from lahar.bench.colocation import kit as co
+from lahar.bench.colocation.svg import line_chart
 from lahar.endpoints import free_loopback_port
 
 UNIFIED = Path("/sys/fs/cgroup/unified")  # the cgroup2 mount of a v1 host: per-pod PSI
@@ -238,7 +238,7 @@ def _recv_exactly(connection: socket.socket, count: int) -> bytes:
 
 
 def role_main(argv: list[str]) -> int:
-    """Entry point of the client child (`colocation_matrix.py load KIND OPTIONS`)."""
+    """Entry point of the client child (`matrix.py load KIND OPTIONS`)."""
     _, kind, raw = argv
     options = json.loads(raw)
     figures = load_fixed(
