@@ -30,6 +30,7 @@ bandwidth and cache need resctrl, their signal perf counters; IO weights need BF
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import secrets
@@ -910,6 +911,7 @@ def run_reaction(
                     "p99_before_ms": figures["segments"][0]["p99_ms"],
                     "p99_after_ms": figures["segments"][1]["p99_ms"],
                     "cap_changes": agent.qos.cap_changes - changes if agent is not None else 0,
+                    "weight_changes": changes_seen([p.be_weight for p in series.points]),
                     **reaction(series.points, step_at),
                 }
                 if out is not None:
@@ -928,6 +930,7 @@ def run_reaction(
                     "seconds": quiet_seconds,
                     "rate": low,
                     "cap_changes": agent.qos.cap_changes - changes,
+                    "weight_changes": changes_seen([p.be_weight for p in series.points]),
                     "be_cap_min": min((p.be_cap for p in series.points), default=None),
                     "p99_ms": figures["segments"][0]["p99_ms"],
                     "wait_share_50ms": spread([p.wait_share for p in series.points]),
@@ -953,17 +956,28 @@ def run_reaction(
     return result
 
 
+def changes_seen(values: Sequence[float]) -> int:
+    """How often a sampled setting changed (the BE weight: the agent's everyday lever, which
+    should be written once and then left alone)."""
+    return sum(1 for before, after in itertools.pairwise(values) if after != before)
+
+
 def reaction_table(results: list[dict[str, Any]]) -> str:
     """A markdown table of the load steps and quiet periods."""
     lines = [
         "| cell | wait level before | kubelet: peak, reaction ms, excess ms | Lahar: peak, reaction ms, excess ms "
-        "| p99 after step kubelet / Lahar | cap changes (step) | quiet: s, cap changes, min BE cap | verdicts |",
+        "| p99 after step kubelet / Lahar | cap changes (step) | quiet: s, cap changes, weight changes, min BE cap "
+        "| verdicts |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         k, lh, quiet = r["kubelet"], r["lahar"], r.get("quiet")
         marks = ", ".join(f"{n}: {'ok' if ok else 'MISSED'}" for n, ok in r["verdicts"].items() if ok is not None)
-        quiet_text = f"{quiet['seconds']:g}, {quiet['cap_changes']}, {quiet['be_cap_min']}" if quiet else "-"
+        quiet_text = (
+            f"{quiet['seconds']:g}, {quiet['cap_changes']}, {quiet['weight_changes']}, {quiet['be_cap_min']}"
+            if quiet
+            else "-"
+        )
         lines.append(
             f"| {r['cell']} | {lh['baseline']} | {k['peak']}, {k['reaction_ms']}, {k['excess_ms']} "
             f"| {lh['peak']}, {lh['reaction_ms']}, {lh['excess_ms']} | {k['p99_after_ms']} / {lh['p99_after_ms']} "

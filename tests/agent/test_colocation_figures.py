@@ -13,6 +13,7 @@ from lahar.bench.colocation import Segment, intended_times, main, percentiles
 from lahar.bench.colocation.matrix import (
     Cell,
     Point,
+    changes_seen,
     http_content_length,
     isolation_notes,
     nginx_config,
@@ -134,10 +135,13 @@ def test_reaction_to_a_load_step() -> None:
 
 def test_reaction_table_and_series_csv() -> None:
     side = {"baseline": 0.1, "peak": 0.3, "reaction_ms": 150.0, "excess_ms": 100, "p99_after_ms": 3.0, "cap_changes": 1}
-    quiet = {"seconds": 60, "cap_changes": 0, "be_cap_min": 2.0}
+    quiet = {"seconds": 60, "cap_changes": 0, "weight_changes": 1, "be_cap_min": 2.0}
     row = {"cell": "builtin-step-cpu", "kubelet": side, "lahar": side, "quiet": quiet}
     text = reaction_table([{**row, "verdicts": {"reacts_within_200ms": True, "quiet_no_cap_changes": False}}])
-    assert "| builtin-step-cpu | 0.1 |" in text and "quiet_no_cap_changes: MISSED" in text
+    assert (
+        "| builtin-step-cpu | 0.1 |" in text and "quiet_no_cap_changes: MISSED" in text and "| 60, 0, 1, 2.0 |" in text
+    )
+    assert changes_seen([2.0, 2.0, 0.002, 0.002, 2.0]) == 2 and changes_seen([]) == 0
     csv = series_csv(points([0.1, 0.2]))
     assert csv.splitlines()[0].startswith("seconds,online_wait_share") and csv.splitlines()[2].startswith("0.050,")
 
