@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from lahar.api.job import STATUS_VERSION, Job, TaskSpec
+from lahar.api.qos import QoSClass, qos_class
 from lahar.api.resources import ResourceList, pod_requests
 from lahar.controller.naming import (
     job_owner_reference,
@@ -54,9 +55,26 @@ def _minimum_pod_tasks(job: Job) -> Iterator[TaskSpec]:
             yield task
 
 
+# What a BE pod borrows from the nodes' reclaimable capacity (docs/oversubscription.md).
+BORROWED = ("cpu", "memory")
+
+
+def admission_requests(task: TaskSpec) -> ResourceList:
+    """What one pod of the task asks of admission (the PodGroup's minResources): its requests,
+    less the cpu and memory of a BE pod. Those are borrowed from what online pods leave idle,
+    neither queue quota nor room the cluster holds back, so a BE job is not refused admission for
+    capacity online pods requested; its pods then wait for reclaimable capacity to place."""
+    requests = pod_requests(_template_pod(task))
+    template = {"metadata": task.template.get("metadata") or {}, "spec": task.template.get("spec") or {}}
+    if qos_class(template) is not QoSClass.BE:
+        return requests
+    return ResourceList({name: amount for name, amount in requests.items() if name not in BORROWED})
+
+
 def min_resources(job: Job) -> ResourceList:
-    """The requests of the smallest set of pods that lets the gang run (see _minimum_pod_tasks)."""
-    per_task = {task.name: pod_requests(_template_pod(task)) for task in job.tasks}
+    """The admission requests of the smallest set of pods that lets the gang run (see
+    _minimum_pod_tasks and admission_requests)."""
+    per_task = {task.name: admission_requests(task) for task in job.tasks}
     return sum((per_task[task.name] for task in _minimum_pod_tasks(job)), ResourceList())
 
 

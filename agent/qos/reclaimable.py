@@ -2,7 +2,7 @@
 
 CPU follows what online pods actually leave idle:
 
-    cpu = (cores − online pods' recent peak − transient usage − margin − reserve) × (1 − held interference)
+    cpu = (cores − online pods' recent peak − transient mean − margin − reserve) × (1 − held interference)
 
 Each report's CPU is split by what it is:
 - *BE*: pods whose report class is BE, also while terminating (a BE pod in its grace period is
@@ -13,10 +13,11 @@ Each report's CPU is split by what it is:
   `cpu_peak_half_life_seconds`: an online burst predicts the next one for a while, not for five
   minutes.
 - *Transient*: everything outside pods (the kernel, kubelet, the runtime; under `lahar up` the
-  control plane's own start-up) and online pods being deleted. Counted at its largest over the
-  short window only, then forgotten: these processes outweigh BE pods (the smallest CPU weight),
-  so lending into their burst costs them nothing, and a start-up burst or a leaving pod says
-  nothing about what online pods will want next.
+  control plane itself and its start-up) and online pods being deleted. Counted at its mean over
+  the short window only, then forgotten: these processes outweigh BE pods (the smallest CPU
+  weight) and take their CPU back the moment they want it, so what BE can count on is what they
+  leave on average; a start-up burst or a leaving pod says nothing about what online pods will
+  want next.
 
 *Interference* (0..1 from the CPU interference controller: how much online pods' CPU wait
 exceeds its baseline) shrinks what is lent at once and is *held*, growing back linearly over
@@ -61,7 +62,7 @@ class ReclaimableConfig:
     # hears of it. Small, since BE runs at the smallest CPU weight and gives way at once.
     cpu_margin_ratio: float = 0.05
     # Online pods' usage is held at its largest over this window: a few reports, so one quiet
-    # sample between busy ones does not invite BE; also how long transient usage counts.
+    # sample between busy ones does not invite BE; transient usage counts by its mean over it.
     cpu_window_seconds: float = 5.0
     # Past the window an online pods' peak fades by half this often: bursts recur for a while.
     cpu_peak_half_life_seconds: float = 10.0
@@ -172,6 +173,25 @@ class WindowMax:
         return self._candidates[0][1] if self._candidates else None
 
 
+class WindowMean:
+    """The mean of the values added in a sliding time window (each sample weighs alike: reports
+    come at a steady interval)."""
+
+    def __init__(self) -> None:
+        self._samples: deque[tuple[float, int]] = deque()
+        self._sum = 0
+
+    def add(self, at: float, value: int) -> None:
+        self._samples.append((at, value))
+        self._sum += value
+
+    def mean(self, since: float) -> int | None:
+        """The mean of the values added at or after `since`; None when there is none."""
+        while self._samples and self._samples[0][0] < since:
+            self._sum -= self._samples.popleft()[1]
+        return round(self._sum / len(self._samples)) if self._samples else None
+
+
 class RecentPeak:
     """Every sample held in full for `window` seconds, then halved every `half_life`: the peak
     at t is the largest u(s) × 0.5^(max(0, t − s − window) / half_life). Exact and O(1)
@@ -217,7 +237,7 @@ class Breakdown:
     """What the last update saw, for metrics and debugging (millicores)."""
 
     online_peak: int
-    transient_peak: int
+    transient_mean: int
     best_effort: int
     interference_held: float
 
@@ -238,7 +258,7 @@ class ReclaimableTracker:
     def __init__(self, config: ReclaimableConfig) -> None:
         self.config = config
         self._online = RecentPeak()
-        self._transient = WindowMax()
+        self._transient = WindowMean()
         self._memory = WindowMax()
         self._interference = HeldInterference()
         self._be_last: dict[str, float] = {}  # BE pods of the previous report: uid -> cores
@@ -271,9 +291,9 @@ class ReclaimableTracker:
         window = config.cpu_window_seconds
         online_peak = self._online.add(now, split.online, window, config.cpu_peak_half_life_seconds)
         self._transient.add(now, split.transient)
-        transient_peak = self._transient.peak(now - window) or 0
+        transient = self._transient.mean(now - window) or 0
         self._memory.add(now, online_usage(report)[MEMORY])
         memory_peak = self._memory.peak(now - config.window_seconds) or 0
         held = self._interference.update(now, interference, config.interference_recovery_seconds)
-        self.last = Breakdown(online_peak, transient_peak, split.best_effort, held)
-        return reclaimable(capacity(report), {CPU: online_peak + transient_peak, MEMORY: memory_peak}, config, held)
+        self.last = Breakdown(online_peak, transient, split.best_effort, held)
+        return reclaimable(capacity(report), {CPU: online_peak + transient, MEMORY: memory_peak}, config, held)

@@ -58,6 +58,21 @@ def test_min_resources_of_default_min_available_is_all_replicas() -> None:
     assert desired_podgroup(job)["spec"]["minResources"] == {"cpu": "1250m", "memory": "2560Mi"}
 
 
+def test_a_be_tasks_cpu_and_memory_are_borrowed_not_asked_of_admission() -> None:
+    """BE pods place on the nodes' reclaimable capacity (docs/oversubscription.md): their cpu and
+    memory are not queue quota, so the PodGroup's minResources leaves them out; other resources
+    (GPUs) and online tasks' requests stay."""
+    be = _task("be", 2, "900m", "1Gi")
+    be["template"]["metadata"]["annotations"] = {"lahar.dev/qos-class": "BE"}
+    be["template"]["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "1"
+    volcano_be = _task("vbe", 1, "1", "1Gi")
+    volcano_be["template"]["metadata"]["annotations"] = {"volcano.sh/qos-level": "BE"}
+    job = _job(tasks=[be, volcano_be, _task("ls", 1, "250m", "512Mi")])
+    assert desired_podgroup(job)["spec"]["minResources"] == {"cpu": "250m", "memory": "512Mi", "nvidia.com/gpu": "2"}
+    only_be = _job(tasks=[_task("x", 2, "1", "1Gi") | {"template": be["template"]}])
+    assert "cpu" not in desired_podgroup(only_be)["spec"]["minResources"]
+
+
 def test_desired_pods_are_named_labelled_and_annotated_like_volcano() -> None:
     job = _job(
         schedulerName="lahar",
