@@ -455,7 +455,7 @@ class CpuMeter:
     def usage(
         before: tuple[float, float, float, float], after: tuple[float, float, float, float], cores: int
     ) -> dict[str, float | None]:
-        elapsed = after[0] - before[0]
+        elapsed = max(after[0] - before[0], 1e-6)
         online, best_effort, node = ((a - b) / elapsed for a, b in zip(after[1:], before[1:], strict=True))
         other = max(0.0, node - online - best_effort)  # other tenants of this shared machine, this bench
         return {
@@ -464,6 +464,7 @@ class CpuMeter:
             "other_cpu_cores": round(other, 3),
             "be_harvest_ratio": _share(best_effort, cores - online),
             "be_harvest_ratio_net_of_other": _share(best_effort, cores - online - other),
+            "window_seconds": round(elapsed, 3),  # what the figures cover: a stalled bench shows here
         }
 
 

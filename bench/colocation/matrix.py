@@ -63,6 +63,7 @@ LOADS["memcached"] = LOADS["nginx"] = LOADS["redis"]
 SERVERS = {"redis": "redis-server", "memcached": "memcached", "nginx": "nginx"}  # the Debian programs
 MODES = ("solo", "kubelet", "lahar")
 VALUE_BYTES = 1024
+PHASE_RETRIES = 2  # a phase stalled by the machine is measured again, at most this often
 GETS_PER_SET = 9  # the caches' request mix: 9 reads, then a write of the same key
 STATIC_FILE = "lahar-bench.html"  # nginx's 1 KiB static file
 AGENT_SHARES = 51  # kubelet's shares for the agent DaemonSet's 50m request
@@ -495,9 +496,16 @@ class CellRun:
         return {"segments": figures["segments"], **co.CpuMeter.usage(before, after, self.bench.cores)}
 
     def measure(self, rate: float) -> dict[str, Any]:
-        """One phase at a steady rate: its figures flat."""
-        figures = self.drive([co.Segment(self.seconds + co.WARMUP_SECONDS, rate)])
-        return {**figures.pop("segments")[0], **figures}
+        """One phase at a steady rate: its figures flat. A phase the bench itself did not see
+        through as planned (this machine stalled it: its CPU window is off, or requests are
+        missing) is measured again, up to twice; how many were is kept."""
+        for attempt in range(1 + PHASE_RETRIES):
+            figures = self.drive([co.Segment(self.seconds + co.WARMUP_SECONDS, rate)])
+            flat = {**figures.pop("segments")[0], **figures}
+            problem = disturbed(flat, self.seconds, rate)
+            if problem is None or attempt == PHASE_RETRIES:
+                return flat | ({"disturbed": problem} if problem else {}) | {"retried": attempt}
+        raise AssertionError("unreachable")
 
     def stop(self) -> list[str]:
         self.tree.stop()
@@ -586,6 +594,19 @@ class Series:
                     weight = be_weight(tree, bench.be_dirs)
                     self.points.append(Point(now, share, waited / elapsed, cap, (be - last[2]) / elapsed, weight))
                 last = (now, wait, be) if wait is not None else None
+
+
+def disturbed(phase: dict[str, Any], seconds: float, rate: float) -> str | None:
+    """Why a measured phase cannot be trusted, or None: its CPU window is not the one planned (the
+    bench was stalled) or far fewer requests fell in it than the schedule sends."""
+    window = phase.get("window_seconds")
+    if window is not None and abs(window - seconds) > max(0.25 * seconds, 0.2):
+        return f"CPU measured over {window} s instead of {seconds:g} s"
+    if phase.get("requests", 0) < 0.9 * int(seconds * rate):
+        return f"{phase.get('requests', 0)} requests of the {int(seconds * rate)} scheduled"
+    if phase.get("online_cpu_cores", 1.0) < 0.005:  # hundreds of requests a second cost more than that
+        return "the online pod's CPU time did not move"
+    return None
 
 
 def be_weight(tree: co.BenchTree, be_dirs: list[str]) -> float:
@@ -702,6 +723,9 @@ def summarise(
         }
         figures[mode]["harvest"] = median([p.get("be_harvest_ratio_net_of_other") for p in phases])
         figures[mode]["p99_runs_ms"] = [p.get("p99_ms") for p in phases]  # the spread behind the median
+        figures[mode]["retried"] = sum(p.get("retried", 0) for p in phases)
+        if any(p.get("disturbed") for p in phases):
+            figures[mode]["disturbed"] = [p["disturbed"] for p in phases if p.get("disturbed")]
     # In CPU cells harvest is BE CPU over the CPU online and other tenants left idle; where BE is
     # bound by memory or disks its CPU says little, so there it is the BE work kept, Lahar's over
     # kubelet's.
@@ -769,6 +793,8 @@ def table(results: list[dict[str, Any]]) -> str:
         m, q, v = r["modes"], r["ratios"], r["verdicts"]
         marks = ", ".join(f"{k}: {'ok' if ok else 'MISSED'}" for k, ok in v.items() if ok is not None)
         note = f" ({r['not_isolated']})" if "not_isolated" in r else ""
+        stalled = [f"{mode}: {'; '.join(m[mode]['disturbed'])}" for mode in MODES if m[mode].get("disturbed")]
+        note += f" (disturbed after retries, {', '.join(stalled)})" if stalled else ""
         lines.append(
             f"| {r['cell']} | {m['solo']['p99_ms']} | {m['kubelet']['p99_ms']} | {m['lahar']['p99_ms']} | "
             f"{q['lahar_vs_kubelet']} | {q['lahar_vs_solo']} | {q['kubelet_vs_solo']} | {m['kubelet']['harvest']} | "
@@ -923,14 +949,18 @@ def run_reaction(
         if quiet_seconds > 0:
             with lahar_agent(run, config) as agent:
                 time.sleep(max(settle - 0.5, 0.0))
-                changes = agent.qos.cap_changes
+                changes, writes = agent.qos.cap_changes, agent.qos.snapshot().writes
                 with Series(run) as series:
                     figures = run.drive([co.Segment(quiet_seconds + co.WARMUP_SECONDS, low)])
+                written = {
+                    k: n - writes.get(k, 0) for k, n in agent.qos.snapshot().writes.items() if n != writes.get(k, 0)
+                }
                 result["quiet"] = {
                     "seconds": quiet_seconds,
                     "rate": low,
                     "cap_changes": agent.qos.cap_changes - changes,
                     "weight_changes": changes_seen([p.be_weight for p in series.points]),
+                    "writes": written,  # every cgroup write of the agent's QoS engine, by knob
                     "be_cap_min": min((p.be_cap for p in series.points), default=None),
                     "p99_ms": figures["segments"][0]["p99_ms"],
                     "wait_share_50ms": spread([p.wait_share for p in series.points]),
@@ -952,6 +982,7 @@ def run_reaction(
         if not lahar["rose"]
         else lahar["reaction_ms"] is not None and lahar["reaction_ms"] <= REACTION_BAR_MS,
         "quiet_no_cap_changes": None if "quiet" not in result else result["quiet"]["cap_changes"] == 0,
+        "quiet_no_writes": None if "quiet" not in result else not result["quiet"]["writes"],
     }
     return result
 
@@ -966,7 +997,8 @@ def reaction_table(results: list[dict[str, Any]]) -> str:
     """A markdown table of the load steps and quiet periods."""
     lines = [
         "| cell | wait level before | kubelet: peak, reaction ms, excess ms | Lahar: peak, reaction ms, excess ms "
-        "| p99 after step kubelet / Lahar | cap changes (step) | quiet: s, cap changes, weight changes, min BE cap "
+        "| p99 after step kubelet / Lahar | cap changes (step) "
+        "| quiet: s, cap changes, weight changes, writes, min BE cap "
         "| verdicts |",
         "|---|---|---|---|---|---|---|---|",
     ]
@@ -974,7 +1006,8 @@ def reaction_table(results: list[dict[str, Any]]) -> str:
         k, lh, quiet = r["kubelet"], r["lahar"], r.get("quiet")
         marks = ", ".join(f"{n}: {'ok' if ok else 'MISSED'}" for n, ok in r["verdicts"].items() if ok is not None)
         quiet_text = (
-            f"{quiet['seconds']:g}, {quiet['cap_changes']}, {quiet['weight_changes']}, {quiet['be_cap_min']}"
+            f"{quiet['seconds']:g}, {quiet['cap_changes']}, {quiet['weight_changes']}, "
+            f"{sum(quiet.get('writes', {}).values())}, {quiet['be_cap_min']}"
             if quiet
             else "-"
         )

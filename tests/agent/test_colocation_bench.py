@@ -128,6 +128,7 @@ def test_a_short_load_step_and_quiet_period(tmp_path: Path, capsys: pytest.Captu
         assert figures["p99_before_ms"] and figures["p99_after_ms"] and figures["baseline"] is not None, figures
         assert (tmp_path / figures["plot"]).read_text().count("load step") == 1
     assert cell["quiet"]["cap_changes"] >= 0 and cell["quiet"]["seconds"] == 1
-    assert set(cell["verdicts"]) == {"reacts_within_200ms", "quiet_no_cap_changes"}
+    assert set(cell["verdicts"]) == {"reacts_within_200ms", "quiet_no_cap_changes", "quiet_no_writes"}
+    assert isinstance(cell["quiet"]["writes"], dict)
     assert (tmp_path / "reaction.md").read_text().startswith("| cell |")
     assert nothing_left()

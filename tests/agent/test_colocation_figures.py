@@ -14,6 +14,7 @@ from lahar.bench.colocation.matrix import (
     Cell,
     Point,
     changes_seen,
+    disturbed,
     http_content_length,
     isolation_notes,
     nginx_config,
@@ -135,11 +136,13 @@ def test_reaction_to_a_load_step() -> None:
 
 def test_reaction_table_and_series_csv() -> None:
     side = {"baseline": 0.1, "peak": 0.3, "reaction_ms": 150.0, "excess_ms": 100, "p99_after_ms": 3.0, "cap_changes": 1}
-    quiet = {"seconds": 60, "cap_changes": 0, "weight_changes": 1, "be_cap_min": 2.0}
+    quiet = {"seconds": 60, "cap_changes": 0, "weight_changes": 1, "writes": {"cpu.shares": 2}, "be_cap_min": 2.0}
     row = {"cell": "builtin-step-cpu", "kubelet": side, "lahar": side, "quiet": quiet}
     text = reaction_table([{**row, "verdicts": {"reacts_within_200ms": True, "quiet_no_cap_changes": False}}])
     assert (
-        "| builtin-step-cpu | 0.1 |" in text and "quiet_no_cap_changes: MISSED" in text and "| 60, 0, 1, 2.0 |" in text
+        "| builtin-step-cpu | 0.1 |" in text
+        and "quiet_no_cap_changes: MISSED" in text
+        and "| 60, 0, 1, 2, 2.0 |" in text
     )
     assert changes_seen([2.0, 2.0, 0.002, 0.002, 2.0]) == 2 and changes_seen([]) == 0
     csv = series_csv(points([0.1, 0.2]))
@@ -174,3 +177,17 @@ def test_what_the_kernel_cannot_isolate_is_probed(tmp_path: Path) -> None:
     (queue / "scheduler").write_text("none mq-deadline kyber [bfq]\n")
     assert isolation_notes("pagecache", tmp_path, root) is None
     assert isolation_notes("cpu", tmp_path, root) is None
+
+
+def test_a_phase_the_machine_stalled_is_told_apart() -> None:
+    good = {"window_seconds": 2.01, "requests": 400, "online_cpu_cores": 0.3}
+    assert disturbed(good, 2.0, 200) is None
+    assert "instead of 2 s" in (disturbed({**good, "window_seconds": 9.5}, 2.0, 200) or "")
+    assert "300 requests" in (disturbed({**good, "requests": 300}, 2.0, 200) or "")
+    assert "did not move" in (disturbed({**good, "online_cpu_cores": 0.001}, 2.0, 200) or "")
+    rounds = {mode: [phase(3.0)] for mode in ("solo", "kubelet", "lahar")}
+    rounds["lahar"] = [{**phase(3.0), "retried": 2, "disturbed": "the online pod's CPU time did not move"}]
+    result = summarise(rounds, Cell("redis", "high", "cpu"), [])
+    assert result["modes"]["lahar"]["retried"] == 2 and "disturbed after retries, lahar" in table(
+        [{**result, "cell": "redis-high-cpu"}]
+    )
