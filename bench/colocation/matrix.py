@@ -865,20 +865,21 @@ BASELINE_SECONDS = 2.0  # of wait before the step, its "pre-step level"
 REACTION_BAR_MS = 200.0
 
 
-def reaction(points: Sequence[Point], step_at: float) -> dict[str, Any]:
-    """How the online pod's wait answered a load step at `step_at`. Its pre-step level is the p90
-    of the 50 ms wait shares over the 2 s before; after the step each sample is judged by the mean
-    of the 200 ms starting at it (one noisy sample is not a rise). `rose`: some such mean exceeded
-    the level; `reaction_ms`: from the step to the first sample, after the first rise, from which
-    200 ms sit at or below the level again (None: not within the phase; 0: it never rose);
-    `excess_ms`: how long in all the wait sat above the level."""
+def reaction(points: Sequence[Point], step_at: float, floor: float = 0.0) -> dict[str, Any]:
+    """How the online pod's wait answered a load step at `step_at`. Its level is the p90 of the
+    50 ms wait shares over the 2 s before the step, or `floor` if higher (the p90 the online pod
+    has alone at the higher load: the wait a load brings by itself is no interference). After the
+    step each sample is judged by the mean of the 200 ms starting at it (one noisy sample is not a
+    rise). `rose`: some such mean exceeded the level; `reaction_ms`: from the step to the first
+    sample, after the first rise, from which 200 ms sit at or below the level again (None: not
+    within the phase; 0: it never rose); `excess_ms`: how long in all the wait sat above it."""
     before = [p.wait_share for p in points if step_at - BASELINE_SECONDS <= p.at < step_at]
     after = [p for p in points if p.at >= step_at]
     window = REACTION_WINDOW_SECONDS - SAMPLE_SECONDS / 2  # samples at t .. t + 150 ms: 4 of them
     judged = [(index, point) for index, point in enumerate(after) if point.at + window <= after[-1].at + 1e-9]
     if not before or not judged:
         return {"baseline": None, "rose": None, "reaction_ms": None, "excess_ms": None, "peak": None}
-    level = spread(before)["p90"] or 0.0
+    level = max(spread(before)["p90"] or 0.0, floor)
     means = []
     for index, point in judged:
         inside = [q.wait_share for q in after[index:] if q.at <= point.at + window + 1e-9]
@@ -910,8 +911,9 @@ def run_reaction(
     config: dict[str, Any] | None,
     out: Path | None,
 ) -> dict[str, Any]:
-    """Beside running BE: the online load steps from low to high, once under kubelet's cgroups
-    only (the reference: how the wait answers a step with nobody acting) and once under Lahar;
+    """The online load steps from low to high: alone (BE stopped: the wait the higher load brings
+    by itself, which is no interference), then beside running BE under kubelet's cgroups only
+    (how the wait answers a step with nobody acting) and under Lahar;
     then, under a fresh agent, the online service at its low load for `quiet_seconds`, counting
     the BE cap changes (where kubelet's weights already protect it, the target is none)."""
     from contextlib import nullcontext
@@ -925,7 +927,9 @@ def run_reaction(
     result: dict[str, Any] = {"cell": cell.name, "online": online, "be": be, "low": low, "high": high}
     try:
         run.start()
-        for mode in ("kubelet", "lahar"):
+        floor = 0.0
+        for mode in MODES:
+            run.be_running(mode != "solo")
             agent_context = lahar_agent(run, config) if mode == "lahar" else nullcontext(None)
             with agent_context as agent:
                 time.sleep(max(settle - 0.5, 0.0) if agent is not None else 0.5)
@@ -938,8 +942,11 @@ def run_reaction(
                     "p99_after_ms": figures["segments"][1]["p99_ms"],
                     "cap_changes": agent.qos.cap_changes - changes if agent is not None else 0,
                     "weight_changes": changes_seen([p.be_weight for p in series.points]),
-                    **reaction(series.points, step_at),
+                    **reaction(series.points, step_at, floor),
                 }
+                if mode == "solo":  # the p90 wait alone at the higher load: the floor of the others' level
+                    floor = spread([p.wait_share for p in series.points if p.at >= step_at])["p90"] or 0.0
+                    result[mode]["wait_after_p90"] = floor
                 if out is not None:
                     name = f"{cell.name}-{mode}.svg"
                     title = f"{cell.name} ({low:g} -> {high:g} req/s) under {mode}"
@@ -996,14 +1003,18 @@ def changes_seen(values: Sequence[float]) -> int:
 def reaction_table(results: list[dict[str, Any]]) -> str:
     """A markdown table of the load steps and quiet periods."""
     lines = [
-        "| cell | wait level before | kubelet: peak, reaction ms, excess ms | Lahar: peak, reaction ms, excess ms "
-        "| p99 after step kubelet / Lahar | cap changes (step) "
-        "| quiet: s, cap changes, weight changes, writes, min BE cap "
-        "| verdicts |",
-        "|---|---|---|---|---|---|---|---|",
+        "| cell | alone: wait p90 after, p99 after | kubelet: level, peak, reaction ms, excess ms, p99 after "
+        "| Lahar: level, peak, reaction ms, excess ms, p99 after | cap changes (step) "
+        "| quiet: s, cap changes, weight changes, writes, min BE cap | verdicts |",
+        "|---|---|---|---|---|---|---|",
     ]
+
+    def side(figures: dict[str, Any]) -> str:
+        keys = ("baseline", "peak", "reaction_ms", "excess_ms", "p99_after_ms")
+        return ", ".join(str(figures.get(key)) for key in keys)
+
     for r in results:
-        k, lh, quiet = r["kubelet"], r["lahar"], r.get("quiet")
+        solo, quiet = r.get("solo", {}), r.get("quiet")
         marks = ", ".join(f"{n}: {'ok' if ok else 'MISSED'}" for n, ok in r["verdicts"].items() if ok is not None)
         quiet_text = (
             f"{quiet['seconds']:g}, {quiet['cap_changes']}, {quiet['weight_changes']}, "
@@ -1012,9 +1023,8 @@ def reaction_table(results: list[dict[str, Any]]) -> str:
             else "-"
         )
         lines.append(
-            f"| {r['cell']} | {lh['baseline']} | {k['peak']}, {k['reaction_ms']}, {k['excess_ms']} "
-            f"| {lh['peak']}, {lh['reaction_ms']}, {lh['excess_ms']} | {k['p99_after_ms']} / {lh['p99_after_ms']} "
-            f"| {lh['cap_changes']} | {quiet_text} | {marks or '-'} |"
+            f"| {r['cell']} | {solo.get('wait_after_p90')}, {solo.get('p99_after_ms')} | {side(r['kubelet'])} "
+            f"| {side(r['lahar'])} | {r['lahar']['cap_changes']} | {quiet_text} | {marks or '-'} |"
         )
     return "\n".join(lines)
 

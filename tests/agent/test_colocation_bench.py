@@ -127,6 +127,7 @@ def test_a_short_load_step_and_quiet_period(tmp_path: Path, capsys: pytest.Captu
         figures = cell[mode]
         assert figures["p99_before_ms"] and figures["p99_after_ms"] and figures["baseline"] is not None, figures
         assert (tmp_path / figures["plot"]).read_text().count("load step") == 1
+    assert cell["solo"]["wait_after_p90"] is not None  # the wait the higher load brings by itself
     assert cell["quiet"]["cap_changes"] >= 0 and cell["quiet"]["seconds"] == 1
     assert set(cell["verdicts"]) == {"reacts_within_200ms", "quiet_no_cap_changes", "quiet_no_writes"}
     assert isinstance(cell["quiet"]["writes"], dict)

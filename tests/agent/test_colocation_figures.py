@@ -132,18 +132,19 @@ def test_reaction_to_a_load_step() -> None:
     result = reaction(points(before + [0.05] * 20), step_at=102.0)
     assert result["rose"] is False and result["reaction_ms"] == 0.0 and result["excess_ms"] == 0
     assert reaction(points([0.5] * 10), step_at=200.0)["baseline"] is None  # no sample after the step
+    # the higher load brings wait by itself (alone it waits 0.3 at p90): only what exceeds that counts
+    result = reaction(points([*before, 0.8, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3]), step_at=102.0, floor=0.3)
+    assert result["baseline"] == 0.3 and result["reaction_ms"] == pytest.approx(50.0)
 
 
 def test_reaction_table_and_series_csv() -> None:
     side = {"baseline": 0.1, "peak": 0.3, "reaction_ms": 150.0, "excess_ms": 100, "p99_after_ms": 3.0, "cap_changes": 1}
     quiet = {"seconds": 60, "cap_changes": 0, "weight_changes": 1, "writes": {"cpu.shares": 2}, "be_cap_min": 2.0}
-    row = {"cell": "builtin-step-cpu", "kubelet": side, "lahar": side, "quiet": quiet}
+    solo = {"wait_after_p90": 0.05, "p99_after_ms": 2.0}
+    row = {"cell": "builtin-step-cpu", "solo": solo, "kubelet": side, "lahar": side, "quiet": quiet}
     text = reaction_table([{**row, "verdicts": {"reacts_within_200ms": True, "quiet_no_cap_changes": False}}])
-    assert (
-        "| builtin-step-cpu | 0.1 |" in text
-        and "quiet_no_cap_changes: MISSED" in text
-        and "| 60, 0, 1, 2, 2.0 |" in text
-    )
+    assert "| builtin-step-cpu | 0.05, 2.0 | 0.1, 0.3, 150.0, 100, 3.0 |" in text
+    assert "quiet_no_cap_changes: MISSED" in text and "| 60, 0, 1, 2, 2.0 |" in text
     assert changes_seen([2.0, 2.0, 0.002, 0.002, 2.0]) == 2 and changes_seen([]) == 0
     csv = series_csv(points([0.1, 0.2]))
     assert csv.splitlines()[0].startswith("seconds,online_wait_share") and csv.splitlines()[2].startswith("0.050,")
