@@ -297,9 +297,7 @@ def test_no_interference_means_no_cap_and_no_action() -> None:
         assert state.cap is None and set(actions) == {""}
     # 200 ms windows beside weights reach 0.38: under the fast limit, and the 1 s window stays low.
     control, signal = cpu_suppress.control, cpu_suppress.Signal
-    state, action = control(
-        cpu_suppress.ControlState(), signal(1.0, 0.08, 1.7, fast_wait_share=0.38), LAW, 2
-    )
+    state, action = control(cpu_suppress.ControlState(), signal(1.0, 0.08, 1.7, fast_wait_share=0.38), LAW, 2)
     assert action == "" and state.cap is None
 
 
