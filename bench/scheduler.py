@@ -41,9 +41,15 @@ Scenarios:
              proportion plugin's figures, averaged over the cycles up to the last arrival), and
              the mean virtual time from arrival to all pods bound per size.
   oversub    5000 nodes fully requested by LS pods (4 x 1 CPU / 8Gi) at 30-50 % real usage; agent
-             reports lend capacity x 0.65 - usage; BE pods (500m / 2Gi) are placed on it. Extra
-             utilization (BE requested / allocatable), nodes placed beyond their reclaimable
-             capacity (must be 0), BE pods on nodes with stale or no reports (must be 0).
+             reports lend what agent/qos/reclaimable.py lends; BE pods (500m / 2Gi) are placed on
+             it. Extra utilization (BE requested / allocatable), nodes placed beyond their
+             reclaimable capacity (must be 0), BE pods on nodes with stale or no reports (must
+             be 0). Then a simulated fleet (500 nodes): online load over time (base, waves,
+             bursts), each node's reclaimable from 300 s of its own reports, BE workers (500m /
+             1Gi, 1 core at most) placed by the scheduler, then 300 s measured: harvested CPU
+             (BE usage / CPU online left idle, target >= 0.9) and online SLO violations (online
+             CPU unmet under the agent's weights, or memory past 95%: target 0), for the agent's
+             rule and the old capacity x 0.65 - 300 s peak.
   http       basic through the embedded API server over HTTP: objects created first (not
              counted), then the real scheduler loop (scheduler.Scheduler: informers, cycles, the
              binder's concurrent pods/binding calls, status writes) runs in this process from
@@ -1045,7 +1051,7 @@ def scenario_queues(args: argparse.Namespace, progress: Progress) -> dict[str, A
 
 # --- oversub ------------------------------------------------------------------------------------
 
-RECLAIM_THRESHOLD = 0.65  # of capacity, per resource (Koordinator's / DESIGN.md's BE budget)
+RECLAIM_THRESHOLD = 0.65  # the old rule, per resource: capacity x 0.65 - online peak (the fleet's comparison)
 
 
 def synthetic_report(node: str, usage_cores: float, memory_used: int, reclaimable: dict[str, int]) -> Any:
@@ -1063,8 +1069,11 @@ def synthetic_report(node: str, usage_cores: float, memory_used: int, reclaimabl
 
 
 def scenario_oversub(args: argparse.Namespace, progress: Progress) -> dict[str, Any]:
+    from lahar.agent.qos.reclaimable import ReclaimableConfig
+    from lahar.agent.qos.reclaimable import reclaimable as agent_rule
     from lahar.scheduler.node_reports import NodeReportStore
 
+    config = ReclaimableConfig()
     nodes = args.nodes or 5000
     be_pods = args.pods or 10_000
     rng = random.Random(args.seed)
@@ -1087,10 +1096,10 @@ def scenario_oversub(args: argparse.Namespace, progress: Progress) -> dict[str, 
             continue
         usage_cores = 4 * rng.uniform(0.30, 0.50)
         memory_used = int(32 * GIB * rng.uniform(0.30, 0.50))
-        lent = {
-            "cpu": max(0, int(4000 * RECLAIM_THRESHOLD - usage_cores * 1000)),
-            "memory": max(0, int(32 * GIB * RECLAIM_THRESHOLD) - memory_used),
-        }
+        # what the agent lends with that online usage as its recent peak (agent/qos/reclaimable.py)
+        lent = agent_rule(
+            {"cpu": 4000, "memory": 32 * GIB}, {"cpu": int(usage_cores * 1000), "memory": memory_used}, config
+        )
         reclaimable[name] = lent
         received = -stale_age if name in stale else 0.0
         store.submit(synthetic_report(name, usage_cores, memory_used, lent), received_at=received)
@@ -1142,10 +1151,167 @@ def scenario_oversub(args: argparse.Namespace, progress: Progress) -> dict[str, 
         "unreported_nodes": len(unreported),
         **timings.figures(),
     }
+    fleet_nodes = min(nodes, FLEET_NODES)
+    result["fleet"] = {rule: oversub_fleet(fleet_nodes, args.seed, rule, progress) for rule in ("agent", "old")}
+    fleet = result["fleet"]["agent"]
+    result["harvested_cpu"] = fleet["harvested_cpu"]
+    result["online_slo_violations"] = fleet["online_slo_violations"]
     result["ok"] = (
-        placed > 0 and violations == 0 and result["be_on_stale_nodes"] == 0 and result["be_on_unreported_nodes"] == 0
+        placed > 0
+        and violations == 0
+        and result["be_on_stale_nodes"] == 0
+        and result["be_on_unreported_nodes"] == 0
+        and fleet["harvested_cpu"] >= 0.9
+        and fleet["online_slo_violations"] == 0
     )
     return result
+
+
+# The simulated fleet: online load over time, each node's agent computing reclaimable from its own
+# reports, the scheduler placing long-running BE workers on it once, then harvest and online SLO
+# measured second by second.
+FLEET_NODES = 500
+FLEET_WARMUP_SECONDS = 300  # the memory window fills before BE is placed
+FLEET_SECONDS = 300  # measured after the first placement
+FLEET_PLACE_EVERY = 10  # seconds between scheduling cycles (reports reach the scheduler then)
+FLEET_BE_SECONDS = 120  # how long each BE worker runs
+FLEET_BE_CPU, FLEET_BE_MEMORY = 500, GIB  # each BE pod: a single-threaded worker, 1 core at most
+FLEET_SYSTEM_CORES = 0.1  # kubelet, runtime, kernel: outside pods
+FLEET_MEMORY_LIMIT = 0.95  # online + BE memory above this share of the node: reclaim / OOM risk
+
+
+def fleet_traces(nodes: int, seconds: int, seed: int) -> tuple[Any, Any]:
+    """Online CPU (cores) and memory (bytes) per node and second, shape (nodes, seconds): a base
+    of 30-50% of the node, a slow wave (+-10%, 2-5 min), bursts (+0.5-1.5 cores for 2-10 s, about
+    one a minute) and noise; memory 30-50% drifting slowly."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    t = np.arange(seconds)
+    base = rng.uniform(0.30, 0.50, (nodes, 1)) * 4
+    wave = 0.4 * np.sin(2 * np.pi * t / rng.uniform(120, 300, (nodes, 1)) + rng.uniform(0, 6.3, (nodes, 1)))
+    bursts = np.zeros((nodes, seconds))
+    for node, start in zip(*np.nonzero(rng.random((nodes, seconds)) < 1 / 60), strict=True):
+        bursts[node, start : start + rng.integers(2, 11)] += rng.uniform(0.5, 1.5)
+    cpu = np.clip(base + wave + bursts + rng.normal(0, 0.05, (nodes, seconds)), 0.05, 3.8)
+    memory_share = rng.uniform(0.30, 0.50, (nodes, 1)) + 0.03 * np.sin(2 * np.pi * t / 600)
+    return cpu, (memory_share * 32 * GIB).astype(np.int64)
+
+
+def fleet_report(node: str, at: float, online: float, memory: int, be_pods: int, be_cores: float) -> Any:
+    from lahar.rpc.report import AgentHealth, CpuUsage, MemoryUsage, NodeReport, PodUsage
+
+    pods = [PodUsage(NAMESPACE, f"{node}-ls", f"{node}-ls", "LS", "Burstable", "ls", online, memory)]
+    pods += [
+        PodUsage(NAMESPACE, f"{node}-be{i}", f"{node}-be{i}", "BE", "Burstable", "be", be_cores / be_pods, GIB)
+        for i in range(be_pods)
+    ]
+    used = online + FLEET_SYSTEM_CORES + be_cores
+    memory_used = memory + be_pods * GIB
+    return NodeReport(
+        node=node,
+        sequence=int(at) + 1,
+        timestamp=at,
+        cpu=CpuUsage(4, used, used / 4, []),
+        memory=MemoryUsage(32 * GIB, memory_used, 32 * GIB - memory_used, 0),
+        pods=pods,
+        health=AgentHealth("bench", 0.0),
+    )
+
+
+def old_rule_reclaimable(cpu: Any, memory: Any, node: int, at: int) -> dict[str, int]:
+    """The rule before issue 23: capacity x 0.65 - online peak over 300 s, CPU and memory alike."""
+    window = slice(max(0, at - 299), at + 1)
+    online_peak = float(cpu[node, window].max()) + FLEET_SYSTEM_CORES
+    return {
+        "cpu": max(0, int(4000 * RECLAIM_THRESHOLD) - int(online_peak * 1000)),
+        "memory": max(0, int(32 * GIB * RECLAIM_THRESHOLD) - int(memory[node, window].max())),
+    }
+
+
+def oversub_fleet(nodes: int, seed: int, rule: str, progress: Progress) -> dict[str, Any]:
+    """Harvest and online SLO of one reclaimable rule over the simulated fleet. `rule`: "agent"
+    (agent/qos/reclaimable.py's tracker fed each node's reports, as the agents run it) or "old"
+    (capacity x 0.65 - online peak over 300 s). Every node reports each second; every
+    FLEET_PLACE_EVERY seconds the latest reports reach the scheduler and a cycle places BE
+    workers, each running FLEET_BE_SECONDS. CPU under the kernel's weights (BE at the smallest
+    weight, as the agent sets it): online pods take what they demand first and BE gets the rest,
+    each worker at most one core. Online SLO violation: a node-second where online demand plus the
+    BE workers' weight share passes the node's cores (online would be short), or online plus BE
+    memory passes FLEET_MEMORY_LIMIT of the node (reclaim or OOM would hit online pods)."""
+    import numpy as np
+
+    from lahar.agent.qos.reclaimable import ReclaimableConfig, ReclaimableTracker
+    from lahar.scheduler.node_reports import NodeReportStore
+
+    total = FLEET_WARMUP_SECONDS + FLEET_SECONDS
+    cpu, memory = fleet_traces(nodes, total, seed)
+    names = [node_name(i) for i in range(nodes)]
+    row_of_node = {name: i for i, name in enumerate(names)}
+    trackers = [ReclaimableTracker(ReclaimableConfig()) for _ in range(nodes)]
+    store = NodeReportStore(clock=lambda: 0.0)
+    sim = InProcess(reports=store)
+    for i, name in enumerate(names):
+        sim.add_node(node_dict(name))
+        for j in range(4):
+            sim.add_pod(pod_dict(f"ls-{i:05d}-{j}", "1", "8Gi", node=name, qos="LS", scheduler="default-scheduler"))
+    count = np.zeros(nodes, dtype=np.int64)  # BE workers running per node
+    ends: list[tuple[int, str]] = []  # (second it ends, pod key), a heap
+    created = placed = 0
+    shape = (nodes, FLEET_SECONDS)
+    idle, be_usage, be_count = np.zeros(shape), np.zeros(shape), np.zeros(shape, dtype=np.int64)
+    lent_cpu: list[int] = []
+    quiet = Progress(quiet=True)
+    for at in range(total):
+        while ends and ends[0][0] <= at:  # workers that finished
+            _, key = heapq.heappop(ends)
+            count[row_of_node[sim.bound[key]]] -= 1
+            sim.delete_pod(key)
+        free = np.maximum(4 - FLEET_SYSTEM_CORES - cpu[:, at], 0.0)
+        usage = np.minimum(count * 1.0, free)  # weights: online first, BE the rest
+        reports = []
+        for i, name in enumerate(names):
+            report = fleet_report(
+                name, float(at), float(cpu[i, at]), int(memory[i, at]), int(count[i]), float(usage[i])
+            )
+            report.reclaimable = trackers[i].update(report, [], float(at))
+            if rule == "old":
+                report.reclaimable = old_rule_reclaimable(cpu, memory, i, at)
+            reports.append(report)
+        if at >= FLEET_WARMUP_SECONDS:
+            k = at - FLEET_WARMUP_SECONDS
+            idle[:, k], be_usage[:, k], be_count[:, k] = free, usage, count
+        if at >= FLEET_WARMUP_SECONDS - FLEET_PLACE_EVERY and at % FLEET_PLACE_EVERY == 0:
+            for report in reports:
+                store.submit(report, received_at=0.0)
+            lent_cpu += [report.reclaimable["cpu"] for report in reports]
+            while created - placed < nodes * 8:  # more than the fleet takes: the queue never runs dry
+                sim.add_pod(pod_dict(f"fleet-be-{created:07d}", f"{FLEET_BE_CPU}m", "1Gi", qos="BE", created=EPOCH + 1))
+                created += 1
+            before = set(sim.bound)
+            run_until(sim, Timings(), lambda: False, quiet, f"fleet-{rule}", stall_limit=1)
+            for key in set(sim.bound) - before:
+                count[row_of_node[sim.bound[key]]] += 1
+                placed += 1
+                heapq.heappush(ends, (at + FLEET_BE_SECONDS, key))
+    progress(f"fleet ({rule}): {nodes} nodes, {total} s, {placed} BE workers placed")
+    online = cpu[:, FLEET_WARMUP_SECONDS:]
+    # Shares: each online pod 1024 x 1 CPU requested, each BE worker 2 (the agent's BE weight).
+    online_weight = 4 * 1024
+    online_guaranteed = (4 - FLEET_SYSTEM_CORES) * online_weight / (online_weight + 2 * be_count)
+    cpu_short = (online > online_guaranteed) & (be_count > 0)
+    memory_over = memory[:, FLEET_WARMUP_SECONDS:] + be_count * GIB > FLEET_MEMORY_LIMIT * 32 * GIB
+    return {
+        "rule": rule,
+        "nodes": nodes,
+        "be_workers_placed": placed,
+        "cpu_lent_cores_mean": round(float(np.mean(lent_cpu)) / 1000, 3),
+        "cpu_idle_cores_mean": round(float(idle.mean()), 3),
+        "be_cpu_cores_mean": round(float(be_usage.mean()), 3),
+        "be_workers_per_node_mean": round(float(be_count.mean()), 2),
+        "harvested_cpu": round(float(be_usage.sum() / max(idle.sum(), 1e-9)), 4),
+        "online_slo_violations": int((cpu_short | memory_over).sum()),
+    }
 
 
 # --- http ---------------------------------------------------------------------------------------
