@@ -2,8 +2,10 @@
 instead of Prometheus).
 
 At session open, each node's latest report no older than `staleness` seconds gives its live CPU
-usage (share of its cores busy) and memory usage (used / total); the arrays stay fixed for the
-session. The predicate refuses nodes whose CPU or memory usage is over `thresholds.cpu` /
+usage (share of its cores busy, less what best-effort pods use: they run at the smallest CPU
+weight and give way to any other pod at once, so a node busy with harvested CPU is not busy to the
+next pod) and memory usage (used / total, BE included: memory is not given back at once); the
+arrays stay fixed for the session. The predicate refuses nodes whose CPU or memory usage is over `thresholds.cpu` /
 `thresholds.mem` percent (default 80/80); a node without a fresh report passes, as in Volcano.
 The score prefers less loaded nodes: `((1 − U_cpu)·cpu.weight + (1 − U_mem)·memory.weight) /
 (cpu.weight + memory.weight) × 100 × usage.weight` (defaults 1, 1, 5), where U adds to the
@@ -23,6 +25,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from lahar.api.qos import QoSClass
+from lahar.rpc.report import NodeReport
 from lahar.scheduler.framework.plugin import Arguments, Plugin, number, register_plugin
 from lahar.scheduler.framework.session import REPORT_STALENESS_SECONDS, Session
 from lahar.scheduler.model import CPU, MEMORY, NodeTable, Rows, TaskInfo, TaskStatus
@@ -41,6 +45,12 @@ def thresholds(value: Any) -> dict[str, float]:
     if unknown:
         raise ValueError(f"has unknown keys {sorted(unknown)} (accepted: cpu, mem)")
     return {key: percent(amount) for key, amount in value.items()}
+
+
+def cpu_usage_ratio_without_be(report: NodeReport) -> float:
+    """The share of the node's cores busy with anything but best-effort pods."""
+    be_cores = sum(pod.cpu_usage_cores for pod in report.pods if pod.qos_class == QoSClass.BE)
+    return max(0.0, report.cpu.usage_cores - be_cores) / report.cpu.cores
 
 
 @register_plugin
@@ -70,7 +80,10 @@ class Usage(Plugin):
             if report is None or report.cpu.cores <= 0 or report.memory.total_bytes <= 0:
                 continue
             self._known[row] = True
-            self._usage[row] = (report.cpu.usage_ratio, report.memory.used_bytes / report.memory.total_bytes)
+            self._usage[row] = (
+                cpu_usage_ratio_without_be(report),
+                report.memory.used_bytes / report.memory.total_bytes,
+            )
             self._capacity[row] = (report.cpu.cores * 1000, report.memory.total_bytes)
         self._hot = self._known & (
             (self._usage[:, 0] * 100 > self._cpu_threshold) | (self._usage[:, 1] * 100 > self._mem_threshold)

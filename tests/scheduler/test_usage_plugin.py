@@ -90,3 +90,22 @@ def test_bad_arguments_are_refused() -> None:
     ):
         with pytest.raises(ConfError, match="plugin usage"):
             parse_conf(f'actions: "allocate"\ntiers:\n- plugins:\n  - name: usage\n    arguments: {arguments}\n')
+
+
+def test_cpu_harvested_by_be_pods_does_not_make_a_node_busy() -> None:
+    # 3.8 of 4 cores busy, 3.4 of them BE pods at the smallest weight: they give way to the next
+    # pod at once, so the node is 10% busy to it; memory counts whole (BE pages are not given back).
+    from lahar.rpc.report import PodUsage
+
+    harvested = report("harvested", cpu_ratio=0.95, memory_used=4 * GIB)
+    harvested.pods = [
+        PodUsage("default", "be-a", "be-a", "BE", "BestEffort", "job", 1.7, GIB),
+        PodUsage("default", "be-b", "be-b", "BE", "Burstable", "job", 1.7, GIB),
+        PodUsage("default", "web", "web", "LS", "Burstable", "web", 0.2, GIB),
+    ]
+    clock = Clock()
+    objects = [node("harvested", cpu="4", memory="32Gi"), a_pod("p", cpu="1", memory="1Gi")]
+    session = opened(cluster(*objects), conf("allocate", [{"name": "usage"}]), store(clock, harvested))
+    pod = task(session, "p")
+    assert session.predicate(pod).tolist() == [True]
+    assert session.score(pod)[0] == pytest.approx(((1 - 0.1) + (1 - 4 / 32)) / 2 * 500)
