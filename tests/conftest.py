@@ -15,6 +15,9 @@ import pytest
 
 from lahar.endpoints import free_loopback_port
 
+# The real control plane's session fixture (`real_cluster`), for every test directory.
+pytest_plugins = ["tests.kube.plugin"]
+
 
 class ServerProcess:
     """`lahar apiserver` as a child process; restartable on the same data directory."""
@@ -142,7 +145,7 @@ def server_process() -> type[ServerProcess]:
 # unless it is marked itself, so files added later land in a lane without edits here.
 LANES = ("unit", "integration", "e2e")
 # Fixtures that start real processes (the embedded API server and what builds on it).
-PROCESS_FIXTURES = {"apiserver", "module_apiserver", "server_process", "k8s", "module_k8s"}
+PROCESS_FIXTURES = {"apiserver", "module_apiserver", "server_process", "k8s", "module_k8s", "api_backend"}
 # Whole-system folders and files: lahar up, a real control plane (kube-apiserver + etcd), clusters.
 E2E_DIRS = {"up", "e2e", "kube", "kubectl_battery"}
 # Real processes, sockets, cgroups or kernel interfaces on this machine.
