@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -125,3 +126,56 @@ def lahar_installed_cluster(lahar_admin_kubeconfig: Path) -> Iterator[KubeApi]:
         yield KubeApi(api_client)
     finally:
         api_client.close()
+
+
+# --- the e2e scenarios' two backends --------------------------------------------------------------
+
+SERVICE_ACCOUNTS = {"scheduler": "lahar-scheduler", "controller": "lahar-controller", "agent": "lahar-agent"}
+# The embedded variant gets its lane from tests/conftest.py's rules (api_backend counts as a process
+# fixture); the real one is always e2e.
+BACKENDS = ["embedded", pytest.param("real", marks=pytest.mark.e2e)]
+
+
+@dataclass
+class ApiBackend:
+    """One of the two API servers an e2e scenario runs on. `admin` sets up what a cluster's
+    users and nodes would; each Lahar component gets its own kubeconfig: on the real control
+    plane the token of its own ServiceAccount, so a rule missing from deploy/'s RBAC fails the
+    scenario. On the embedded server every kubeconfig is the same (it has no authorization)."""
+
+    name: str
+    admin: KubeApi
+    kubeconfigs: dict[str, Path]
+    _clients: list[Any] = field(default_factory=list)
+
+    def api_for(self, component: str) -> KubeApi:
+        api_client = new_api_client(str(self.kubeconfigs[component]))
+        self._clients.append(api_client)
+        return KubeApi(api_client)
+
+    def close(self) -> None:
+        for api_client in self._clients:
+            api_client.close()
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def api_backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiBackend]:
+    """The module's scenarios on the embedded server, then on the real control plane."""
+    folder = tmp_path_factory.mktemp(f"backend-{request.param}")
+    if request.param == "embedded":
+        kubeconfig = request.getfixturevalue("module_apiserver").kubeconfig(folder / "kubeconfig")
+        kubeconfigs = dict.fromkeys(SERVICE_ACCOUNTS, kubeconfig)
+    else:
+        kubeconfig = request.getfixturevalue("lahar_admin_kubeconfig")
+        admin = KubeApi(new_api_client(str(kubeconfig)))
+        kubeconfigs = {
+            component: service_account_kubeconfig(admin, kubeconfig, account, folder / f"{component}.kubeconfig")
+            for component, account in SERVICE_ACCOUNTS.items()
+        }
+        admin.api_client.close()
+    backend = ApiBackend(request.param, KubeApi(new_api_client(str(kubeconfig))), kubeconfigs)
+    backend._clients.append(backend.admin.api_client)
+    try:
+        yield backend
+    finally:
+        backend.close()

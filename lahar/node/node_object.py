@@ -3,6 +3,7 @@ this machine's own facts for the local node. Shared by the local runtime and the
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import socket
@@ -12,7 +13,8 @@ from typing import Any
 import lahar
 from lahar.api import kinds
 from lahar.client.api import KubeApi, Obj
-from lahar.client.errors import AlreadyExists
+from lahar.client.errors import AlreadyExists, NotFound
+from lahar.client.leader import micro_time
 from lahar.node.lifecycle import rfc3339
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
@@ -20,6 +22,13 @@ OS_LABEL = "kubernetes.io/os"
 ARCH_LABEL = "kubernetes.io/arch"
 LOCAL_LABEL = "lahar.dev/local"
 MAX_PODS = 110  # kubelet's default
+NODE_LEASE_NAMESPACE = "kube-node-lease"
+NODE_LEASE_SECONDS = 40  # kubelet's nodeLeaseDurationSeconds
+NODE_LEASE_RENEW_SECONDS = 10.0  # kubelet renews at a quarter of the duration
+# kube-apiserver's TaintNodesByCondition admission puts this on every new Node; the node lifecycle
+# controller lifts it once the node says Ready. A Node registered Ready here lifts it itself, so it
+# takes pods at once on any API server (and on one without that controller).
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 # Go's GOARCH names, which node labels and image platforms use.
 GO_ARCH = {
     "x86_64": "amd64",
@@ -111,7 +120,7 @@ def register(api: KubeApi, node: Obj) -> Obj:
     """Create the Node, or take over an existing one of the name: our labels and annotations are
     merged into its own (a user's stay), the status is ours."""
     try:
-        return api.create(kinds.NODE, node)
+        return lift_not_ready_taint(api, api.create(kinds.NODE, node))
     except AlreadyExists:
         pass
     name = node["metadata"]["name"]
@@ -125,7 +134,47 @@ def register(api: KubeApi, node: Obj) -> Obj:
         name,
         {"metadata": {"labels": node["metadata"]["labels"], "annotations": node["metadata"]["annotations"]}},
     )
-    return api.patch(kinds.NODE, name, {"status": status}, subresource="status")
+    return lift_not_ready_taint(api, api.patch(kinds.NODE, name, {"status": status}, subresource="status"))
+
+
+def lift_not_ready_taint(api: KubeApi, node: Obj) -> Obj:
+    """Remove the not-ready taint from a Node whose Ready condition is True (see NOT_READY_TAINT)."""
+    taints = (node.get("spec") or {}).get("taints") or []
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in (node.get("status") or {}).get("conditions", [])
+    )
+    kept = [t for t in taints if t.get("key") != NOT_READY_TAINT]
+    if not ready or len(kept) == len(taints):
+        return node
+    # A strategic or merge patch of a list replaces it whole; the resourceVersion guards a
+    # concurrent writer's taint from being dropped.
+    metadata = {"resourceVersion": node["metadata"]["resourceVersion"]}
+    return api.patch(kinds.NODE, node["metadata"]["name"], {"metadata": metadata, "spec": {"taints": kept or None}})
+
+
+def renew_node_lease(api: KubeApi, node_name: str, at: float, node_uid: str | None = None) -> None:
+    """kubelet's heartbeat: the node's Lease in kube-node-lease, renewed (made the first time,
+    owned by the Node so that deleting the Node removes it)."""
+    spec = {"holderIdentity": node_name, "leaseDurationSeconds": NODE_LEASE_SECONDS, "renewTime": micro_time(at)}
+    try:
+        api.patch(kinds.LEASE, node_name, {"spec": spec}, NODE_LEASE_NAMESPACE)
+        return
+    except NotFound:
+        pass
+    metadata: Obj = {"name": node_name, "namespace": NODE_LEASE_NAMESPACE}
+    if node_uid:
+        metadata["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": node_name, "uid": node_uid}]
+    lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata, "spec": spec}
+    try:
+        api.create(kinds.LEASE, lease, NODE_LEASE_NAMESPACE)
+    except AlreadyExists:
+        pass  # a concurrent heartbeat made it: the next one renews it
+    except NotFound:  # no kube-node-lease namespace (kube-apiserver makes one; the embedded server not)
+        with contextlib.suppress(AlreadyExists):
+            api.create(
+                kinds.NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NODE_LEASE_NAMESPACE}}
+            )
+        api.create(kinds.LEASE, lease, NODE_LEASE_NAMESPACE)
 
 
 # --- this machine ---------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ nodes fit on two cores."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 import random
@@ -302,6 +303,8 @@ class SimulatedNodes:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._reporting: asyncio.Task[None] | None = None
+        self._heartbeats: asyncio.Task[None] | None = None
+        self._node_uids: dict[str, str] = {}  # for the owner reference of each node's Lease
         self._log_filter = _FromSimulation()
 
     @property
@@ -318,6 +321,7 @@ class SimulatedNodes:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name=THREAD_NAME, daemon=True)
         self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._start_heartbeats(), self._loop).result()
         if self.report_address:
             logging.getLogger(STREAM_LOGGER).addFilter(self._log_filter)
             asyncio.run_coroutine_threadsafe(self._start_reports(), self._loop).result()
@@ -364,7 +368,7 @@ class SimulatedNodes:
                 node.address,
                 runtime="lahar-sim",
             )
-            node_object.register(self.api, obj)
+            self._node_uids[node.name] = node_object.register(self.api, obj)["metadata"]["uid"]
 
         with ThreadPoolExecutor(REGISTER_WORKERS, thread_name_prefix="sim-register") as pool:
             list(pool.map(register, self.nodes.values()))
@@ -442,6 +446,22 @@ class SimulatedNodes:
             lambda: self.api.patch(kinds.POD, meta["name"], patch, meta.get("namespace"), subresource="status"),
         )
 
+    # --- heartbeats (on the loop) ----------------------------------------------------------------
+
+    async def _start_heartbeats(self) -> None:
+        assert self._loop is not None
+        self._heartbeats = self._loop.create_task(self._renew_leases_every_interval())
+
+    async def _renew_leases_every_interval(self) -> None:
+        """Each node's Lease in kube-node-lease, renewed as kubelet does: a node lifecycle
+        controller (on a real cluster) then keeps the nodes Ready."""
+        while True:
+            now = time.time()
+            for name in self.nodes:
+                renew = functools.partial(node_object.renew_node_lease, self.api, name, now, self._node_uids.get(name))
+                self.writer.submit(("lease", name), renew)
+            await asyncio.sleep(node_object.NODE_LEASE_RENEW_SECONDS)
+
     # --- reports (on the loop) -------------------------------------------------------------------
 
     async def _start_reports(self) -> None:
@@ -478,6 +498,10 @@ class SimulatedNodes:
             )
 
     async def _shutdown(self) -> None:
+        if self._heartbeats is not None:
+            self._heartbeats.cancel()
+            await asyncio.gather(self._heartbeats, return_exceptions=True)
+            self._heartbeats = None
         if self._reporting is not None:
             self._reporting.cancel()
             await asyncio.gather(self._reporting, return_exceptions=True)

@@ -1,9 +1,11 @@
-"""The scheduler end to end against the embedded API server, with the default configuration: a gang
-that fits is bound whole and its PodGroup runs; one that does not fit binds nothing and says why;
-a bad configuration file keeps the last good one; a restarted scheduler binds nothing twice.
+"""The scheduler end to end, with the default configuration, on both backends (the embedded API
+server and the real control plane, where the scheduler runs with its own ServiceAccount's token):
+a gang that fits is bound whole and its PodGroup runs; one that does not fit binds nothing and
+says why; a bad configuration file keeps the last good one; a restarted scheduler binds nothing
+twice. An API outage is ridden out (the embedded server, which the test stops and starts).
 
 Each test keeps to its own nodes (a `pool` label its pods select) so the tests of the module can
-share one server."""
+share one server; the setup (nodes, pods, PodGroups) is the admin's, as users and nodes make them."""
 
 from __future__ import annotations
 
@@ -16,8 +18,10 @@ import pytest
 
 from lahar.api import kinds
 from lahar.client.api import KubeApi
+from lahar.node.node_object import lift_not_ready_taint
 from lahar.scheduler.conf import DEFAULT_CONF
 from lahar.scheduler.scheduler import Scheduler
+from tests.real_backend import ApiBackend
 from tests.scheduler.test_cache import node, pod, podgroup
 from tests.support import wait_for
 
@@ -26,8 +30,15 @@ PERIOD = 0.2
 
 
 @pytest.fixture(scope="module")
-def api(module_k8s: Any) -> KubeApi:
-    return KubeApi(module_k8s, timeout=10)
+def api(api_backend: ApiBackend) -> KubeApi:
+    """The admin's API: what the tests set up and look at."""
+    return api_backend.admin
+
+
+@pytest.fixture(scope="module")
+def scheduler_api(api_backend: ApiBackend) -> KubeApi:
+    """The scheduler's own API (on the real control plane, its ServiceAccount's rights only)."""
+    return api_backend.api_for("scheduler")
 
 
 @contextmanager
@@ -45,7 +56,7 @@ def pool(api: KubeApi, name: str, count: int, cpu: str) -> dict[str, str]:
     """`count` nodes labelled pool=<name>; the selector for pods meant to land there."""
     selector = {"pool": name}
     for i in range(count):
-        api.create(kinds.NODE, node(f"{name}-{i}", cpu=cpu, labels=selector))
+        lift_not_ready_taint(api, api.create(kinds.NODE, node(f"{name}-{i}", cpu=cpu, labels=selector)))
     return selector
 
 
@@ -57,11 +68,11 @@ def podgroup_status(api: KubeApi, name: str) -> Obj:
     return api.get(kinds.PODGROUP, name, "default").get("status") or {}
 
 
-def test_a_gang_that_fits_is_bound_whole_and_runs(api: KubeApi) -> None:
+def test_a_gang_that_fits_is_bound_whole_and_runs(api: KubeApi, scheduler_api: KubeApi) -> None:
     selector = pool(api, "fits", 2, "4")
     api.create(kinds.PODGROUP, podgroup("trio", 3), "default")
     names = [f"trio-{i}" for i in range(3)]
-    with running(api) as scheduler:
+    with running(scheduler_api) as scheduler:
         for name in names:
             api.create(kinds.POD, pod(name, "1", "1Gi", group="trio", selector=selector), "default")
         wait_for(lambda: all(nodes_of(api, names).values()), 10, "the gang to be bound")
@@ -74,13 +85,13 @@ def test_a_gang_that_fits_is_bound_whole_and_runs(api: KubeApi) -> None:
     assert scheduler.metrics.pods_scheduled._value.get() == 3 and scheduler.metrics.bind_errors._value.get() == 0
 
 
-def test_a_gang_that_does_not_fit_binds_nothing_and_says_why(api: KubeApi) -> None:
+def test_a_gang_that_does_not_fit_binds_nothing_and_says_why(api: KubeApi, scheduler_api: KubeApi) -> None:
     selector = pool(api, "tight", 2, "2")  # room for two of the three 2-CPU pods
     api.create(kinds.PODGROUP, podgroup("toobig", 3), "default")
     names = [f"toobig-{i}" for i in range(3)]
     for name in names:
         api.create(kinds.POD, pod(name, "2", "1Gi", group="toobig", selector=selector), "default")
-    with running(api) as scheduler:
+    with running(scheduler_api) as scheduler:
         condition = wait_for(
             lambda: next(
                 (c for c in podgroup_status(api, "toobig").get("conditions") or () if c["type"] == "Unschedulable"),
@@ -98,11 +109,11 @@ def test_a_gang_that_does_not_fit_binds_nothing_and_says_why(api: KubeApi) -> No
     assert scheduler.metrics.pods_scheduled._value.get() == 0
 
 
-def test_a_bad_configuration_file_keeps_the_last_good_one(api: KubeApi, tmp_path: Path) -> None:
+def test_a_bad_configuration_file_keeps_the_last_good_one(api: KubeApi, scheduler_api: KubeApi, tmp_path: Path) -> None:
     selector = pool(api, "reload", 1, "4")
     conf = tmp_path / "scheduler.conf"
     conf.write_text(DEFAULT_CONF)
-    with running(api, conf) as scheduler:
+    with running(scheduler_api, conf) as scheduler:
         wait_for(lambda: scheduler.cycles >= 1, 10, "a first cycle")
         conf.write_text(DEFAULT_CONF.replace('actions: "', 'actions: "no-such-action, '))
         wait_for(lambda: scheduler.conf.failures == 1, 10, "the refused reload")
@@ -113,11 +124,11 @@ def test_a_bad_configuration_file_keeps_the_last_good_one(api: KubeApi, tmp_path
     assert scheduler.metrics.conf_reload_failures._value.get() == 1
 
 
-def test_a_restarted_scheduler_binds_nothing_twice(api: KubeApi) -> None:
+def test_a_restarted_scheduler_binds_nothing_twice(api: KubeApi, scheduler_api: KubeApi) -> None:
     selector = pool(api, "restart", 2, "8")
     api.create(kinds.PODGROUP, podgroup("pair", 2), "default")
     first_names = ["pair-0", "pair-1"]
-    with running(api):
+    with running(scheduler_api):
         for name in first_names:
             api.create(kinds.POD, pod(name, "500m", "256Mi", group="pair", selector=selector), "default")
         wait_for(lambda: all(nodes_of(api, first_names).values()), 10, "the first gang to be bound")
@@ -125,7 +136,7 @@ def test_a_restarted_scheduler_binds_nothing_twice(api: KubeApi) -> None:
     later_names = [f"later-{i}" for i in range(4)]
     for name in later_names:  # arriving while no scheduler runs
         api.create(kinds.POD, pod(name, "500m", "256Mi", selector=selector), "default")
-    with running(api) as again:
+    with running(scheduler_api) as again:
         wait_for(lambda: all(nodes_of(api, later_names).values()), 10, "the later pods to be bound")
         wait_for(lambda: again.binder.busy() == 0, 5, "the binder to be idle")
     assert nodes_of(api, first_names) == first
@@ -134,7 +145,8 @@ def test_a_restarted_scheduler_binds_nothing_twice(api: KubeApi) -> None:
     assert podgroup_status(api, "pair")["phase"] == "Running"
 
 
-def test_an_api_outage_is_ridden_out(api: KubeApi, module_apiserver: Any) -> None:
+def test_an_api_outage_is_ridden_out(module_k8s: Any, module_apiserver: Any) -> None:
+    api = KubeApi(module_k8s, timeout=10)
     selector = pool(api, "outage", 1, "4")
     with running(api) as scheduler:
         wait_for(lambda: scheduler.cycles >= 1, 10, "a first cycle")

@@ -1,0 +1,230 @@
+"""Lahar's batch scenarios end to end on both backends (the embedded API server, and the real
+control plane with deploy/ installed, where the controller and the scheduler each run with their
+own ServiceAccount's token): the controller and the scheduler in this process, pods run by
+simulated nodes (kwok-style: Node status, Lease heartbeats, phases from binding to completion).
+
+- a Volcano Job runs to Completed; a failing one is restarted by its policy up to maxRetry, then Failed;
+- a gang that cannot fit binds nothing (no partial bind) and runs whole once room is made;
+- a queue starved by another's running work reclaims its share (evicting through the API).
+
+Each test has its own simulated nodes (a pool label its pods select) and namespace, and removes
+them when done."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from lahar.api import kinds
+from lahar.client.api import KubeApi
+from lahar.client.errors import KubeError
+from lahar.controller.controller import JobController
+from lahar.node.simulated import SIM_DURATION_ANNOTATION, SIM_EXIT_CODE_ANNOTATION, SimNodeSize, SimulatedNodes
+from lahar.scheduler.scheduler import Scheduler
+from tests.real_backend import ApiBackend
+from tests.support import wait_for
+
+Obj = dict[str, Any]
+JOB_NAME_LABEL = "volcano.sh/job-name"
+NODE_CPU = 4
+BIG_NODE_CPU = 10_000
+TIMEOUT = 60.0
+
+
+@dataclass
+class Lahar:
+    """The controller and the scheduler on one backend; what each test needs around them."""
+
+    backend: ApiBackend
+    admin: KubeApi
+
+
+@pytest.fixture(scope="module")
+def lahar(api_backend: ApiBackend) -> Iterator[Lahar]:
+    controller = JobController(api_backend.api_for("controller"), resync_seconds=5)
+    scheduler = Scheduler(api_backend.api_for("scheduler"), period=0.2, bind_workers=4)
+    controller.start()
+    scheduler.start()
+    try:
+        yield Lahar(api_backend, api_backend.admin)
+    finally:
+        scheduler.stop()
+        controller.stop()
+
+
+@dataclass
+class Place:
+    """A test's namespace and two simulated nodes (its pods select them by the `pool` label)."""
+
+    suffix: str
+    namespace: str
+    selector: dict[str, str]
+    nodes: SimulatedNodes
+
+
+def make_place(api: KubeApi, cpu: str = str(NODE_CPU)) -> Place:
+    suffix = uuid.uuid4().hex[:6]
+    namespace = f"e2e-{suffix}"
+    api.create(kinds.NAMESPACE, {"metadata": {"name": namespace}})
+    selector = {"pool": namespace}
+    nodes = SimulatedNodes(api, 2, SimNodeSize(cpu=cpu, memory="64Gi", labels=selector), name_prefix=f"{namespace}-")
+    nodes.start()
+    return Place(suffix, namespace, selector, nodes)
+
+
+def tidy_up(api: KubeApi, place: Place) -> None:
+    """Leave the next tests a tidy cluster: the namespace and the nodes go (not what is tested)."""
+    place.nodes.stop()
+    for kind, name, namespace in [
+        (kinds.NAMESPACE, place.namespace, None),
+        *((kinds.NODE, node, None) for node in place.nodes.node_names),
+    ]:
+        with contextlib.suppress(KubeError):
+            api.delete(kind, name, namespace)
+
+
+@pytest.fixture
+def place(lahar: Lahar) -> Iterator[Place]:
+    made = make_place(lahar.admin)
+    try:
+        yield made
+    finally:
+        tidy_up(lahar.admin, made)
+
+
+def volcano_job(
+    name: str,
+    place: Place,
+    replicas: int,
+    cpu: str,
+    *,
+    min_available: int | None = None,
+    seconds: float | None = None,
+    exit_code: int = 0,
+    queue: str = "default",
+    **spec: Any,
+) -> Obj:
+    annotations = {}
+    if seconds is not None:
+        annotations[SIM_DURATION_ANNOTATION] = f"{seconds:g}"
+    if exit_code:
+        annotations[SIM_EXIT_CODE_ANNOTATION] = str(exit_code)
+    container = {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}
+    template = {
+        "metadata": {"annotations": annotations},
+        "spec": {"restartPolicy": "Never", "nodeSelector": place.selector, "containers": [container]},
+    }
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": place.namespace},
+        "spec": {
+            "schedulerName": "lahar",
+            "queue": queue,
+            "minAvailable": replicas if min_available is None else min_available,
+            "tasks": [{"name": "work", "replicas": replicas, "template": template}],
+            **spec,
+        },
+    }
+
+
+def job_phase(api: KubeApi, place: Place, name: str) -> str:
+    return str(((api.get(kinds.JOB, name, place.namespace).get("status") or {}).get("state") or {}).get("phase", ""))
+
+
+def job_pods(api: KubeApi, place: Place, name: str) -> list[Obj]:
+    return list(api.list(kinds.POD, place.namespace, label_selector=f"{JOB_NAME_LABEL}={name}")["items"])
+
+
+def bound(pods: list[Obj]) -> list[Obj]:
+    return [p for p in pods if (p.get("spec") or {}).get("nodeName") and not p["metadata"].get("deletionTimestamp")]
+
+
+def test_a_volcano_job_runs_to_completed(lahar: Lahar, place: Place) -> None:
+    api = lahar.admin
+    api.create(kinds.JOB, volcano_job("done", place, 3, "1", seconds=1), place.namespace)
+    wait_for(lambda: job_phase(api, place, "done") == "Completed", TIMEOUT, "the job to be Completed", interval=0.3)
+    pods = job_pods(api, place, "done")
+    assert sorted(p["status"]["phase"] for p in pods) == ["Succeeded"] * 3
+    assert {p["spec"]["nodeName"] for p in pods} <= set(place.nodes.node_names)
+    [group] = api.list(kinds.PODGROUP, place.namespace)["items"]
+    assert group["spec"]["minMember"] == 3
+    status = api.get(kinds.JOB, "done", place.namespace)["status"]
+    assert status.get("succeeded") == 3 and not status.get("failed")
+
+
+def test_a_failing_job_is_restarted_by_its_policy_then_fails(lahar: Lahar, place: Place) -> None:
+    api = lahar.admin
+    job = volcano_job(
+        "flaky",
+        place,
+        2,
+        "1",
+        seconds=0.5,
+        exit_code=3,
+        maxRetry=2,
+        policies=[{"event": "PodFailed", "action": "RestartJob"}],
+    )
+    api.create(kinds.JOB, job, place.namespace)
+    wait_for(lambda: job_phase(api, place, "flaky") == "Failed", TIMEOUT, "the job to be Failed", interval=0.3)
+    status = api.get(kinds.JOB, "flaky", place.namespace)["status"]
+    assert status.get("retryCount") == 2, status
+
+
+def test_a_gang_that_cannot_fit_binds_nothing_until_it_fits(lahar: Lahar, place: Place) -> None:
+    api = lahar.admin
+    # Two nodes of 4 CPUs. The filler's 3 CPUs leave one node for a gang of two 3-CPU pods: it waits.
+    api.create(kinds.JOB, volcano_job("filler", place, 1, "3", seconds=6), place.namespace)
+    wait_for(lambda: len(bound(job_pods(api, place, "filler"))) == 1, TIMEOUT, "the filler to be bound")
+    api.create(kinds.JOB, volcano_job("gang", place, 2, "3"), place.namespace)
+
+    def unschedulable() -> bool:
+        groups = [g for g in api.list(kinds.PODGROUP, place.namespace)["items"] if "gang" in g["metadata"]["name"]]
+        conditions = [c for g in groups for c in (g.get("status") or {}).get("conditions") or []]
+        return any(c["type"] == "Unschedulable" and c["status"] == "True" for c in conditions)
+
+    wait_for(unschedulable, TIMEOUT, "the gang's PodGroup to say it cannot be placed", interval=0.3)
+    assert bound(job_pods(api, place, "gang")) == [], "a partial gang was bound"
+    wait_for(
+        lambda: len(bound(job_pods(api, place, "gang"))) == 2, TIMEOUT, "the gang bound whole once the filler ended"
+    )
+    assert len({p["spec"]["nodeName"] for p in job_pods(api, place, "gang")}) == 2
+    assert job_phase(api, place, "filler") == "Completed"
+
+
+def test_a_starved_queue_reclaims_its_share(lahar: Lahar) -> None:
+    """Queues share by weight over the whole cluster's capacity, so the pool here is far bigger
+    than the nodes other tests may have left on the session's cluster: two nodes of 10,000 CPUs.
+    Alone, the greedy queue fills them (8 pods of 2500); the starved queue (same weight, asking for
+    less) deserves what it asks and takes it back by reclaim: evictions through the API."""
+    api = lahar.admin
+    place = make_place(api, cpu=str(BIG_NODE_CPU))
+    queues = [f"greedy-{place.suffix}", f"starved-{place.suffix}"]
+    try:
+        for name in queues:
+            queue = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": name}}
+            api.create(kinds.QUEUE, {**queue, "spec": {"weight": 1, "reclaimable": True}})
+        greedy, starved = queues
+        slot = str(BIG_NODE_CPU // 4)
+        api.create(kinds.JOB, volcano_job("greedy", place, 8, slot, min_available=1, queue=greedy), place.namespace)
+        wait_for(lambda: len(bound(job_pods(api, place, "greedy"))) == 8, TIMEOUT, "the greedy job to fill the pool")
+        # Within what the enqueue action lets in beside a full cluster (overcommit 1.2: 20% of it).
+        small = str(BIG_NODE_CPU // 8)
+        api.create(kinds.JOB, volcano_job("starved", place, 2, small, min_available=1, queue=starved), place.namespace)
+        wait_for(
+            lambda: bound(job_pods(api, place, "starved")),
+            TIMEOUT,
+            "the starved queue's job to reclaim room and be bound",
+            interval=0.3,
+        )
+        assert len(bound(job_pods(api, place, "greedy"))) < 8
+    finally:
+        tidy_up(api, place)
+        for name in queues:
+            with contextlib.suppress(KubeError):
+                api.delete(kinds.QUEUE, name)
