@@ -82,24 +82,34 @@ def _wait_healthy(url: str, server: subprocess.Popen[bytes], timeout: float = 30
 @contextlib.contextmanager
 def real_server(workdir: Path) -> Iterator[Path]:
     """The real control plane of tests/kube (etcd, kube-apiserver, kube-controller-manager from
-    the build cache), with deploy/'s CRDs and admission policies applied; its admin kubeconfig."""
+    the build cache), with deploy/'s CRDs, admission policies and the scheduler's RBAC applied;
+    its admin kubeconfig."""
     try:
-        from tests.kube.control_plane import ControlPlane  # the control plane fixture's class
+        from tests.kube.control_plane import ControlPlane, ControlPlaneError  # the control plane fixture's
     except ImportError as exc:
         raise BatteryBroken(f"no real control plane here (tests/kube/control_plane.py): {exc}") from exc
-    with ControlPlane(workdir / "real") as plane:
+    with contextlib.ExitStack() as stack:
+        try:
+            plane = stack.enter_context(ControlPlane(workdir / "real"))
+        except ControlPlaneError as exc:  # a failed build or start, named
+            raise BatteryBroken(str(exc)) from exc
         kubeconfig = Path(plane.admin_kubeconfig)
         install_lahar_api(kubeconfig)
         yield kubeconfig
 
 
 def install_lahar_api(kubeconfig: Path) -> None:
-    """deploy/'s CRDs, then its admission policies, as a user installs them."""
+    """deploy/'s CRDs, then its admission policies, as a user installs them; the scheduler's
+    ServiceAccount and RBAC, which the session's `auth can-i ... --as` the scheduler asks about."""
     kubectl = [shutil.which("kubectl") or "kubectl", f"--kubeconfig={kubeconfig}"]
+    scheduler = REPO / "deploy" / "scheduler"
     for step in (
         [*kubectl, "apply", "--server-side", "-k", str(REPO / "deploy" / "crds")],
         [*kubectl, "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all"],
         [*kubectl, "apply", "--server-side", "-k", str(REPO / "deploy" / "admission")],
+        [*kubectl, "apply", "--server-side", "-f", str(REPO / "deploy" / "namespace.yaml")],
+        [*kubectl, "apply", "--server-side", "-f", str(scheduler / "serviceaccount.yaml")],
+        [*kubectl, "apply", "--server-side", "-f", str(scheduler / "rbac.yaml")],
     ):
         done = subprocess.run(step, capture_output=True, text=True, timeout=120)
         if done.returncode != 0:

@@ -209,7 +209,16 @@ def steps(session: Session) -> list[Step]:
         Step("auth can-i create pods", ("auth", "can-i", "create", "pods", *n)),
         Step(
             "auth can-i bind as scheduler",
-            ("auth", "can-i", "create", "pods/binding", "--as=system:serviceaccount:lahar-system:lahar-scheduler", *n),
+            # `pods/binding` would ask about a pod named "binding": a subresource is a flag.
+            (
+                "auth",
+                "can-i",
+                "create",
+                "pods",
+                "--subresource=binding",
+                "--as=system:serviceaccount:lahar-system:lahar-scheduler",
+                *n,
+            ),
         ),
         Step("delete pod", ("delete", "pod", "p1", "--grace-period=0", "--force", *n)),
         Step("delete vcjob", ("delete", "vcjob", "train", *n)),
