@@ -17,7 +17,7 @@ import yaml
 
 from lahar.client.api import KubeApi
 from lahar.client.connect import new_api_client
-from lahar.client.errors import Invalid
+from lahar.client.errors import Invalid, KubeError
 
 REPO = Path(__file__).resolve().parent.parent
 DEPLOY = REPO / "deploy"
@@ -87,21 +87,28 @@ def install_lahar(kubeconfig: Path) -> None:
 
 
 def wait_for_policies(api: KubeApi) -> None:
-    """Admission policies act a moment after they are created (kube-apiserver's informers)."""
-    bad = {
-        "apiVersion": "scheduling.volcano.sh/v1beta1",
-        "kind": "Queue",
-        "metadata": {"name": "policy-probe"},
-        "spec": {"parent": "policy-probe"},
-    }
+    """Admission policies act a moment after they are created (kube-apiserver's informers), and a
+    new custom kind is served to admission a moment after its CRD is Established (until then a
+    create answers 503). Wait until a bad object of each kind is refused by its policy."""
+    from tests.admission.cases import CASES
+
+    probes = {case.resource: case for case in reversed(CASES) if case.enforced_by == "policy" and case.before is None}
     deadline = time.monotonic() + POLICIES_ACTIVE_TIMEOUT
-    while time.monotonic() < deadline:
-        try:
-            api.request("POST", "/apis/scheduling.volcano.sh/v1beta1/queues", query=[("dryRun", "All")], body=bad)
-        except Invalid:
-            return
-        time.sleep(0.5)
-    pytest.fail(f"the admission policies did not act within {POLICIES_ACTIVE_TIMEOUT}s")
+    for (group, version, plural), case in probes.items():
+        namespace = "namespaces/default/" if case.namespaced else ""
+        body = {**case.obj, "metadata": {**case.obj["metadata"], "name": "policy-probe"}}
+        while True:
+            try:
+                api.request(
+                    "POST", f"/apis/{group}/{version}/{namespace}{plural}", query=[("dryRun", "All")], body=body
+                )
+            except Invalid:
+                break
+            except KubeError:  # 503 while the kind is not served yet
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"the admission policies for {plural} did not act within {POLICIES_ACTIVE_TIMEOUT}s")
+            time.sleep(0.5)
 
 
 @pytest.fixture(scope="session")

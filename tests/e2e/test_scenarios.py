@@ -5,7 +5,8 @@ simulated nodes (kwok-style: Node status, Lease heartbeats, phases from binding 
 
 - a Volcano Job runs to Completed; a failing one is restarted by its policy up to maxRetry, then Failed;
 - a gang that cannot fit binds nothing (no partial bind) and runs whole once room is made;
-- a queue starved by another's running work reclaims its share (evicting through the API).
+- a queue starved by another's running work reclaims its share (evicting through the API);
+- best-effort pods are placed on the CPU the simulated agents report idle (oversubscription).
 
 Each test has its own simulated nodes (a pool label its pods select) and namespace, and removes
 them when done."""
@@ -24,7 +25,15 @@ from lahar.api import kinds
 from lahar.client.api import KubeApi
 from lahar.client.errors import KubeError
 from lahar.controller.controller import JobController
-from lahar.node.simulated import SIM_DURATION_ANNOTATION, SIM_EXIT_CODE_ANNOTATION, SimNodeSize, SimulatedNodes
+from lahar.node.simulated import (
+    SIM_DURATION_ANNOTATION,
+    SIM_EXIT_CODE_ANNOTATION,
+    SimNodeSize,
+    SimulatedNodes,
+    SyntheticUsage,
+)
+from lahar.scheduler.node_reports import NodeReportStore
+from lahar.scheduler.report_server import ReportServer
 from lahar.scheduler.scheduler import Scheduler
 from tests.real_backend import ApiBackend
 from tests.support import wait_for
@@ -33,28 +42,34 @@ Obj = dict[str, Any]
 JOB_NAME_LABEL = "volcano.sh/job-name"
 NODE_CPU = 4
 BIG_NODE_CPU = 10_000
+REPORT_TOKEN = "e2e-simulated-agents"  # the report server takes it for any node ("*")
 TIMEOUT = 60.0
 
 
 @dataclass
 class Lahar:
-    """The controller and the scheduler on one backend; what each test needs around them."""
+    """The controller and the scheduler on one backend, and the scheduler's node report endpoint."""
 
     backend: ApiBackend
     admin: KubeApi
+    report_address: str
 
 
 @pytest.fixture(scope="module")
 def lahar(api_backend: ApiBackend) -> Iterator[Lahar]:
+    reports = NodeReportStore()
+    report_server = ReportServer(reports, {REPORT_TOKEN: "*"})
+    port = report_server.start("127.0.0.1:0")
     controller = JobController(api_backend.api_for("controller"), resync_seconds=5)
-    scheduler = Scheduler(api_backend.api_for("scheduler"), period=0.2, bind_workers=4)
+    scheduler = Scheduler(api_backend.api_for("scheduler"), period=0.2, bind_workers=4, reports=reports)
     controller.start()
     scheduler.start()
     try:
-        yield Lahar(api_backend, api_backend.admin)
+        yield Lahar(api_backend, api_backend.admin, f"127.0.0.1:{port}")
     finally:
         scheduler.stop()
         controller.stop()
+        report_server.stop()
 
 
 @dataclass
@@ -67,12 +82,14 @@ class Place:
     nodes: SimulatedNodes
 
 
-def make_place(api: KubeApi, cpu: str = str(NODE_CPU)) -> Place:
+def make_place(api: KubeApi, cpu: str = str(NODE_CPU), **simulation: Any) -> Place:
+    """`simulation`: SimulatedNodes' report options (address, token, interval, usage)."""
     suffix = uuid.uuid4().hex[:6]
     namespace = f"e2e-{suffix}"
     api.create(kinds.NAMESPACE, {"metadata": {"name": namespace}})
     selector = {"pool": namespace}
-    nodes = SimulatedNodes(api, 2, SimNodeSize(cpu=cpu, memory="64Gi", labels=selector), name_prefix=f"{namespace}-")
+    size = SimNodeSize(cpu=cpu, memory="64Gi", labels=selector)
+    nodes = SimulatedNodes(api, 2, size, name_prefix=f"{namespace}-", **simulation)
     nodes.start()
     return Place(suffix, namespace, selector, nodes)
 
@@ -107,6 +124,7 @@ def volcano_job(
     seconds: float | None = None,
     exit_code: int = 0,
     queue: str = "default",
+    labels: dict[str, str] | None = None,
     **spec: Any,
 ) -> Obj:
     annotations = {}
@@ -116,7 +134,7 @@ def volcano_job(
         annotations[SIM_EXIT_CODE_ANNOTATION] = str(exit_code)
     container = {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}
     template = {
-        "metadata": {"annotations": annotations},
+        "metadata": {"annotations": annotations, "labels": labels or {}},
         "spec": {"restartPolicy": "Never", "nodeSelector": place.selector, "containers": [container]},
     }
     return {
@@ -228,3 +246,31 @@ def test_a_starved_queue_reclaims_its_share(lahar: Lahar) -> None:
         for name in queues:
             with contextlib.suppress(KubeError):
                 api.delete(kinds.QUEUE, name)
+
+
+def test_best_effort_pods_are_placed_on_what_the_agents_report_idle(lahar: Lahar) -> None:
+    """Oversubscription from live agent reports: online pods reserve 3.5 of each node's 4 CPUs and
+    use a fifth of it; the simulated agents stream that to the scheduler, and BE pods asking for
+    a CPU each (which the requests alone leave no room for) are placed on the reclaimable rest."""
+    api = lahar.admin
+    place = make_place(
+        api,
+        report_address=lahar.report_address,
+        token=REPORT_TOKEN,
+        report_interval=0.5,
+        usage=SyntheticUsage(factor=0.2, noise=0.0),
+    )
+    try:
+        api.create(kinds.JOB, volcano_job("online", place, 2, "3500m"), place.namespace)
+        wait_for(lambda: len(bound(job_pods(api, place, "online"))) == 2, TIMEOUT, "the online pods to be bound")
+        best_effort = volcano_job("harvest", place, 2, "1", labels={"lahar.dev/qos-class": "BE"})
+        api.create(kinds.JOB, best_effort, place.namespace)
+        wait_for(
+            lambda: len(bound(job_pods(api, place, "harvest"))) == 2,
+            TIMEOUT,
+            "the BE pods to be placed on reclaimable CPU",
+            interval=0.3,
+        )
+        assert {p["spec"]["nodeName"] for p in job_pods(api, place, "harvest")} <= set(place.nodes.node_names)
+    finally:
+        tidy_up(api, place)

@@ -13,6 +13,7 @@ import pytest
 from lahar.api import kinds
 from lahar.client.api import KubeApi
 from lahar.client.errors import NotFound
+from lahar.node import node_object
 from lahar.node.simulated import (
     SIM_DURATION_ANNOTATION,
     SIM_EXIT_CODE_ANNOTATION,
@@ -245,3 +246,36 @@ def test_synthetic_usage_follows_requests_and_leaves_reclaimable_to_be() -> None
     assert first.cpu.usage_cores == pytest.approx(3.0) and first.memory.used_bytes == 6 << 30
     # Only the online pod counts against what BE may borrow: 8000 × 0.65 − 2000.
     assert first.reclaimable == {"cpu": 3200, "memory": int((32 << 30) * 0.65) - (4 << 30)}
+
+
+def test_each_node_holds_a_lease_in_kube_node_lease_and_takes_pods_without_the_not_ready_taint(
+    api: KubeApi, simulated: SimFactory
+) -> None:
+    """What kubelet does on any API server: a Lease per node (a real cluster's node lifecycle
+    controller reads it), owned by the Node; and no not-ready taint on a Node registered Ready
+    (kube-apiserver's TaintNodesByCondition adds it to every new Node; the embedded one does not)."""
+    nodes = simulated(2)
+    for name in nodes.node_names:
+        lease = wait_for(lambda n=name: leases_of(api).get(n), 10, f"{name}'s Lease")
+        assert lease["spec"]["holderIdentity"] == name and lease["spec"]["leaseDurationSeconds"] == 40
+        node = api.get(kinds.NODE, name)
+        assert lease["metadata"]["ownerReferences"][0]["uid"] == node["metadata"]["uid"]
+        assert not (node.get("spec") or {}).get("taints")
+
+
+def test_registering_a_ready_node_lifts_the_not_ready_taint(api: KubeApi) -> None:
+    name = f"tainted-{secrets.token_hex(3)}"
+    taint = {"key": node_object.NOT_READY_TAINT, "effect": "NoSchedule"}
+    other = {"key": "example.com/keep", "effect": "NoSchedule"}
+    api.create(kinds.NODE, {"metadata": {"name": name}, "spec": {"taints": [taint, other]}})
+    ready = node_object.node_object(name, {}, {"cpu": "1"}, [node_object.ready_condition(True, 0.0)], "10.0.0.1")
+    registered = node_object.register(api, ready)
+    assert registered["spec"]["taints"] == [other]
+
+
+def leases_of(api: KubeApi) -> dict[str, Any]:
+    try:
+        items = api.list(kinds.LEASE, node_object.NODE_LEASE_NAMESPACE)["items"]
+    except NotFound:
+        return {}
+    return {lease["metadata"]["name"]: lease for lease in items}
