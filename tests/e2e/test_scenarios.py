@@ -6,7 +6,8 @@ simulated nodes (kwok-style: Node status, Lease heartbeats, phases from binding 
 - a Volcano Job runs to Completed; a failing one is restarted by its policy up to maxRetry, then Failed;
 - a gang that cannot fit binds nothing (no partial bind) and runs whole once room is made;
 - a queue starved by another's running work reclaims its share (evicting through the API);
-- best-effort pods are placed on the CPU the simulated agents report idle (oversubscription).
+- best-effort pods are placed on the CPU the simulated agents report idle (oversubscription);
+- a real agent, with its own account, streams reports.
 
 Each test has its own simulated nodes (a pool label its pods select) and namespace, and removes
 them when done."""
@@ -14,9 +15,14 @@ them when done."""
 from __future__ import annotations
 
 import contextlib
+import os
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +31,7 @@ from lahar.api import kinds
 from lahar.client.api import KubeApi
 from lahar.client.errors import KubeError
 from lahar.controller.controller import JobController
+from lahar.node import node_object
 from lahar.node.simulated import (
     SIM_DURATION_ANNOTATION,
     SIM_EXIT_CODE_ANNOTATION,
@@ -53,6 +60,7 @@ class Lahar:
     backend: ApiBackend
     admin: KubeApi
     report_address: str
+    reports: NodeReportStore
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +73,7 @@ def lahar(api_backend: ApiBackend) -> Iterator[Lahar]:
     controller.start()
     scheduler.start()
     try:
-        yield Lahar(api_backend, api_backend.admin, f"127.0.0.1:{port}")
+        yield Lahar(api_backend, api_backend.admin, f"127.0.0.1:{port}", reports)
     finally:
         scheduler.stop()
         controller.stop()
@@ -274,3 +282,38 @@ def test_best_effort_pods_are_placed_on_what_the_agents_report_idle(lahar: Lahar
         assert {p["spec"]["nodeName"] for p in job_pods(api, place, "harvest")} <= set(place.nodes.node_names)
     finally:
         tidy_up(api, place)
+
+
+def test_an_agent_with_its_own_account_streams_reports(lahar: Lahar, tmp_path: Path) -> None:
+    """A real `lahar agent` process for a Node of the test's own, with the agent's kubeconfig (on
+    the real control plane, the lahar-agent ServiceAccount's token): it reads its Node and watches
+    its pods, its reports reach the scheduler's endpoint, and the API refuses it nothing. QoS runs
+    in dry-run (no cgroup writes on a shared machine), which also leaves the Node's batch
+    resources unwritten: that write is not covered here."""
+    api = lahar.admin
+    name = f"agent-{uuid.uuid4().hex[:6]}"
+    ready = node_object.node_object(
+        name, {}, node_object.local_capacity(), [node_object.ready_condition(True, time.time())], "127.0.0.1"
+    )
+    node_object.register(api, ready)
+    token = tmp_path / "token"
+    token.write_text(REPORT_TOKEN + "\n")
+    log = tmp_path / "agent.log"
+    command = [sys.executable, "-m", "lahar", "agent", f"--node={name}", "--interval=0.5", "--dry-run"]
+    command += [f"--kubeconfig={lahar.backend.kubeconfigs['agent']}", f"--scheduler-address={lahar.report_address}"]
+    command += [f"--token-file={token}", "--metrics-address=127.0.0.1", "--metrics-port=0"]
+    with open(log, "wb") as out:
+        agent = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+        )
+    try:
+        wait_for(lambda: lahar.reports.latest(name), TIMEOUT, "the agent's first report")
+        time.sleep(2)  # a few more turns of its loop, with the API
+        assert agent.poll() is None, log.read_text()
+    finally:
+        agent.terminate()
+        agent.wait(20)
+        with contextlib.suppress(KubeError):
+            api.delete(kinds.NODE, name)
+    refused = [line for line in log.read_text().splitlines() if "403" in line or "Forbidden" in line]
+    assert refused == [], "\n".join(refused)
