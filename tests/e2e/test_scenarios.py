@@ -103,14 +103,17 @@ def make_place(api: KubeApi, cpu: str = str(NODE_CPU), **simulation: Any) -> Pla
 
 
 def tidy_up(api: KubeApi, place: Place) -> None:
-    """Leave the next tests a tidy cluster: the namespace and the nodes go (not what is tested)."""
+    """Leave the next tests a tidy cluster (not what is tested): the namespace goes, and its pods
+    with it while the simulated nodes still run to finalize them (on kube-apiserver a bound pod
+    stays Terminating until its node says it stopped), then the nodes."""
+    with contextlib.suppress(KubeError):
+        api.delete(kinds.NAMESPACE, place.namespace)
+    with contextlib.suppress(AssertionError):
+        wait_for(lambda: not api.list(kinds.POD, place.namespace)["items"], 30, "the pods to go", interval=0.3)
     place.nodes.stop()
-    for kind, name, namespace in [
-        (kinds.NAMESPACE, place.namespace, None),
-        *((kinds.NODE, node, None) for node in place.nodes.node_names),
-    ]:
+    for node in place.nodes.node_names:
         with contextlib.suppress(KubeError):
-            api.delete(kind, name, namespace)
+            api.delete(kinds.NODE, node)
 
 
 @pytest.fixture

@@ -40,9 +40,10 @@ STOP_GRACE = 10.0
 SERVICE_CIDR = "10.96.0.0/16"
 SERVICE_IP = "10.96.0.1"  # the first address of the range: the kubernetes Service
 ISSUER = "https://kubernetes.default.svc.cluster.local"
-# What Lahar and the tests lean on (issue 14); the node lifecycle controller is left out: simulated
-# nodes keep their own Ready condition and Lease, and nothing here runs a kubelet.
-CONTROLLERS = "namespace,garbagecollector,serviceaccount-token,serviceaccount,deployment,replicaset,job"
+# What Lahar and the tests lean on (issue 14), and the pod garbage collector, which deletes the pods
+# of Nodes that are gone (as on any cluster). The node lifecycle controller is left out: simulated
+# nodes keep their own Ready condition and Lease, and nodes tests make by hand have neither.
+CONTROLLERS = "namespace,garbagecollector,serviceaccount-token,serviceaccount,deployment,replicaset,job,podgc"
 KEY_SIZE = 2048
 
 
