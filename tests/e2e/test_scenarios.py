@@ -6,6 +6,7 @@ simulated nodes (kwok-style: Node status, Lease heartbeats, phases from binding 
 - a Volcano Job runs to Completed; a failing one is restarted by its policy up to maxRetry, then Failed;
 - a gang that cannot fit binds nothing (no partial bind) and runs whole once room is made;
 - a queue starved by another's running work reclaims its share (evicting through the API);
+- two queues share the nodes by weight;
 - best-effort pods are placed on the CPU the simulated agents report idle (oversubscription);
 - a real agent, with its own account, streams reports.
 
@@ -255,6 +256,40 @@ def test_a_starved_queue_reclaims_its_share(lahar: Lahar) -> None:
     finally:
         tidy_up(api, place)
         for name in queues:
+            with contextlib.suppress(KubeError):
+                api.delete(kinds.QUEUE, name)
+
+
+def test_two_queues_share_the_pool_by_weight(lahar: Lahar) -> None:
+    """Queues of weight 1 and 3, each with far more work than the pool holds (64 pods of 1250 CPUs,
+    3 s each; the pool holds 16: two nodes of 10,000 CPUs, far more than any other test leaves on
+    the session's cluster, since shares are of the whole cluster). The first placements go to
+    whichever queue's pods came first (a running job that is not starving is not reclaimed from,
+    as in Volcano); as pods end, the freed slots go to the queue furthest below its share, and the
+    pool settles at 1:3: 4 and 12 slots (one slot of slack for a pod ending between two looks)."""
+    api = lahar.admin
+    place = make_place(api, cpu=str(BIG_NODE_CPU))
+    weights = {f"light-{place.suffix}": 1, f"heavy-{place.suffix}": 3}
+    try:
+        for name, weight in weights.items():
+            queue = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": name}}
+            api.create(kinds.QUEUE, {**queue, "spec": {"weight": weight, "reclaimable": True}})
+        slot = str(BIG_NODE_CPU // 8)
+        for name in weights:
+            job = volcano_job(name.split("-")[0], place, 64, slot, min_available=1, seconds=3, queue=name)
+            api.create(kinds.JOB, job, place.namespace)
+
+        def running(job: str) -> int:
+            return sum(1 for p in bound(job_pods(api, place, job)) if p["status"].get("phase") == "Running")
+
+        def settled() -> bool:
+            light, heavy = running("light"), running("heavy")
+            return 3 <= light <= 5 and heavy >= 11 and light + heavy <= 16
+
+        wait_for(settled, TIMEOUT, "the pool to settle at 1:3 (light 4, heavy 12 slots)", interval=0.2)
+    finally:
+        tidy_up(api, place)
+        for name in weights:
             with contextlib.suppress(KubeError):
                 api.delete(kinds.QUEUE, name)
 
