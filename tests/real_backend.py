@@ -151,9 +151,11 @@ class ApiBackend:
     scenario. On the embedded server every kubeconfig is the same (it has no authorization)."""
 
     name: str
-    admin: KubeApi
-    kubeconfigs: dict[str, Path]
+    kubeconfigs: dict[str, Path]  # "admin" and each of SERVICE_ACCOUNTS' components
     _clients: list[Any] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.admin = self.api_for("admin")
 
     def api_for(self, component: str) -> KubeApi:
         api_client = new_api_client(str(self.kubeconfigs[component]))
@@ -171,17 +173,13 @@ def api_backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
     folder = tmp_path_factory.mktemp(f"backend-{request.param}")
     if request.param == "embedded":
         kubeconfig = request.getfixturevalue("module_apiserver").kubeconfig(folder / "kubeconfig")
-        kubeconfigs = dict.fromkeys(SERVICE_ACCOUNTS, kubeconfig)
+        backend = ApiBackend(request.param, dict.fromkeys(["admin", *SERVICE_ACCOUNTS], kubeconfig))
     else:
         kubeconfig = request.getfixturevalue("lahar_admin_kubeconfig")
-        admin = KubeApi(new_api_client(str(kubeconfig)))
-        kubeconfigs = {
-            component: service_account_kubeconfig(admin, kubeconfig, account, folder / f"{component}.kubeconfig")
-            for component, account in SERVICE_ACCOUNTS.items()
-        }
-        admin.api_client.close()
-    backend = ApiBackend(request.param, KubeApi(new_api_client(str(kubeconfig))), kubeconfigs)
-    backend._clients.append(backend.admin.api_client)
+        backend = ApiBackend(request.param, {"admin": kubeconfig})
+        for component, account in SERVICE_ACCOUNTS.items():
+            path = folder / f"{component}.kubeconfig"
+            backend.kubeconfigs[component] = service_account_kubeconfig(backend.admin, kubeconfig, account, path)
     try:
         yield backend
     finally:
