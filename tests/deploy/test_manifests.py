@@ -445,7 +445,6 @@ def test_rbac_is_least_privilege() -> None:
         for group, resource, verb in rules_of(role["metadata"]["name"]):
             assert "*" not in (group, resource, verb), f"{role['metadata']['name']}: no wildcards"
     assert rules_of("lahar-agent") == {
-        ("", "pods", "get"),
         ("", "pods", "list"),
         ("", "pods", "watch"),
         ("", "pods/eviction", "create"),
@@ -457,12 +456,11 @@ def test_rbac_is_least_privilege() -> None:
     assert {
         ("", "pods/binding", "create"),
         ("", "pods/eviction", "create"),
-        ("scheduling.volcano.sh", "podgroups/status", "update"),
-        ("scheduling.volcano.sh", "queues/status", "update"),
+        ("scheduling.volcano.sh", "podgroups/status", "patch"),
+        ("scheduling.volcano.sh", "queues/status", "patch"),
         ("scheduling.k8s.io", "priorityclasses", "watch"),
     } <= scheduler
     assert {verb for _, resource, verb in scheduler if resource in ("podgroups", "queues", "nodes")} == {
-        "get",
         "list",
         "watch",
     }, "the scheduler writes only the status of PodGroups and Queues"

@@ -45,6 +45,19 @@ ISSUER = "https://kubernetes.default.svc.cluster.local"
 # nodes keep their own Ready condition and Lease, and nodes tests make by hand have neither.
 CONTROLLERS = "namespace,garbagecollector,serviceaccount-token,serviceaccount,deployment,replicaset,job,podgc"
 KEY_SIZE = 2048
+# Metadata-level audit of every request by a ServiceAccount of lahar-system (Lahar's components):
+# the record of which (group, resource, verb) each uses and whether RBAC refused it
+# (tests/kube/test_rbac_audit.py). Nothing else is logged: the log stays small.
+LAHAR_SERVICE_ACCOUNTS_GROUP = "system:serviceaccounts:lahar-system"
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        {"level": "Metadata", "userGroups": [LAHAR_SERVICE_ACCOUNTS_GROUP]},
+        {"level": "None"},
+    ],
+}
 
 
 class ControlPlaneError(RuntimeError):
@@ -215,7 +228,8 @@ def log_tail(log: Path, lines: int = 40) -> str:
 class ControlPlane:
     """etcd + kube-apiserver + kube-controller-manager on 127.0.0.1 with free ports, state in
     `workdir` (created if missing). Use as a context manager; `admin_kubeconfig` is the path of a
-    system:masters client-certificate kubeconfig."""
+    system:masters client-certificate kubeconfig; `audit_log` the JSON-lines audit log of the
+    requests made by lahar-system's ServiceAccounts (kept after exit, like the logs)."""
 
     def __init__(self, workdir: Path, bin_dir: Path | None = None) -> None:
         self.workdir = Path(workdir)
@@ -223,6 +237,7 @@ class ControlPlane:
         self.logs = self.workdir / "logs"
         self.state = self.workdir / "state"  # removed on exit
         self.admin_kubeconfig = self.state / "admin.kubeconfig"
+        self.audit_log = self.logs / "audit.log"
         self.components: list[Component] = []
         self.server = ""
 
@@ -248,6 +263,8 @@ class ControlPlane:
         port = free_loopback_port()
         self.server = f"https://127.0.0.1:{port}"
         self.admin_kubeconfig.write_text(admin_kubeconfig(self.server, pki))
+        audit_policy = self.state / "audit-policy.yaml"
+        audit_policy.write_text(yaml.safe_dump(AUDIT_POLICY))
         self._start(
             "kube-apiserver",
             bin_dir,
@@ -269,6 +286,12 @@ class ControlPlane:
             # nothing in the tests reaches the API through that Service.
             "--endpoint-reconciler-type=none",
             "--profiling=false",
+            f"--audit-policy-file={audit_policy}",
+            f"--audit-log-path={self.audit_log}",
+            "--audit-log-format=json",
+            "--audit-log-mode=blocking",  # each event is written before the answer: nothing lags behind
+            "--audit-log-maxbackup=0",
+            "--audit-log-maxsize=0",  # one file, never rotated: the test reads all of it
         )
         self._wait_ready("kube-apiserver", f"{self.server}/readyz", pki)
         self._start(
