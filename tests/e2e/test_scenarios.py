@@ -4,6 +4,7 @@ own ServiceAccount's token): the controller and the scheduler in this process, p
 simulated nodes (kwok-style: Node status, Lease heartbeats, phases from binding to completion).
 
 - a Volcano Job runs to Completed; a failing one is restarted by its policy up to maxRetry, then Failed;
+- examples/gang-job.yaml, as shipped, completes (the gang waits for the filler, then runs whole);
 - a gang that cannot fit binds nothing (no partial bind) and runs whole once room is made;
 - a queue starved by another's running work reclaims its share (evicting through the API);
 - two queues share the nodes by weight;
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from lahar.api import kinds
 from lahar.client.api import KubeApi
@@ -52,6 +54,7 @@ NODE_CPU = 4
 BIG_NODE_CPU = 10_000
 REPORT_TOKEN = "e2e-simulated-agents"  # the report server takes it for any node ("*")
 TIMEOUT = 60.0
+REPO = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -186,6 +189,30 @@ def test_a_volcano_job_runs_to_completed(lahar: Lahar, place: Place) -> None:
     assert group["spec"]["minMember"] == 3
     status = api.get(kinds.JOB, "done", place.namespace)["status"]
     assert status.get("succeeded") == 3 and not status.get("failed")
+
+
+def test_the_gang_example_completes_as_shipped(lahar: Lahar) -> None:
+    """examples/gang-job.yaml as a user applies it (only its nodes and durations fitted to the
+    test: this test's pool instead of every simulated node, 3 s and 1 s instead of 15 s and 5 s):
+    the filler holds the nodes, the gang of 4 binds nothing meanwhile, then both complete."""
+    api = lahar.admin
+    place = make_place(api, cpu="8")
+    try:
+        jobs = list(yaml.safe_load_all((REPO / "examples" / "gang-job.yaml").read_text()))
+        assert [job["metadata"]["name"] for job in jobs] == ["gang-filler", "gang-of-4"]
+        for job, seconds in zip(jobs, ("3", "1"), strict=True):
+            template = job["spec"]["tasks"][0]["template"]
+            template["spec"]["nodeSelector"] = place.selector
+            template["metadata"]["annotations"][SIM_DURATION_ANNOTATION] = seconds
+            job["metadata"]["namespace"] = place.namespace
+            api.create(kinds.JOB, job, place.namespace)
+        wait_for(lambda: bound(job_pods(api, place, "gang-filler")), TIMEOUT, "the filler to bind", interval=0.2)
+        assert not bound(job_pods(api, place, "gang-of-4")), "the gang bound beside the filler"
+        for name in ("gang-filler", "gang-of-4"):
+            wait_for(lambda n=name: job_phase(api, place, n) == "Completed", TIMEOUT, f"{name} Completed", interval=0.3)
+        assert sorted(p["status"]["phase"] for p in job_pods(api, place, "gang-of-4")) == ["Succeeded"] * 4
+    finally:
+        tidy_up(api, place)
 
 
 def test_a_failing_job_is_restarted_by_its_policy_then_fails(lahar: Lahar, place: Place) -> None:
