@@ -5,6 +5,7 @@ starts is stopped by its fixture, whatever the test's outcome."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 import socket
@@ -108,6 +109,9 @@ def streamers() -> Iterator[Callable[..., ReportStreamer]]:
         streamer.stop()
 
 
+SEQUENCES = itertools.count(1)  # shared by every offer_until: sequences only rise
+
+
 def offer_until(
     streamer: ReportStreamer,
     condition: Callable[[], Any],
@@ -115,9 +119,10 @@ def offer_until(
     timeout: float = 10.0,
     what: str = "the report to arrive",
 ) -> Any:
-    """Offer a fresh report every 50 ms, like an agent's loop, until `condition` holds."""
-    sequence = iter(range(1, 1_000_000))
-    return wait_for(lambda: streamer.offer(report(node, next(sequence))) or condition(), timeout, what)
+    """Offer a fresh report every 50 ms, like an agent's loop, until `condition` holds. Sequence
+    numbers keep rising across calls, as an agent's do: a report offered after a reconnection is
+    newer than every report before it."""
+    return wait_for(lambda: streamer.offer(report(node, next(SEQUENCES))) or condition(), timeout, what)
 
 
 # --- agent streamer -> server -> store ---
