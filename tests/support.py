@@ -4,6 +4,8 @@ on the path, see pyproject.toml)."""
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -43,3 +45,14 @@ def agrees_within(
         if reference > 0 and abs(measured - reference) <= rel * reference:
             return measured, reference
     raise AssertionError(f"measured {measured:.3f} vs reference {reference:.3f}: off by more than {rel:.0%}")
+
+
+def stop_process(proc: subprocess.Popen[Any], grace: float = 20.0) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within `grace` seconds; always reaped."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 import urllib.request
@@ -20,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from lahar.scheduler.node_reports import NodeReportStore
 from lahar.scheduler.report_server import ReportServer
-from tests.support import wait_for
+from tests.support import stop_process, wait_for
 
 TOKENS = {"token-of-n1": "n1"}
 
@@ -71,13 +70,7 @@ class AgentProcess:
         return {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, 10)
 
 
 @pytest.fixture

@@ -254,6 +254,20 @@ def test_a_gang_that_cannot_fit_binds_nothing_until_it_fits(lahar: Lahar, place:
     assert job_phase(api, place, "filler") == "Completed"
 
 
+@contextlib.contextmanager
+def reclaimable_queues(api: KubeApi, weights: dict[str, int]) -> Iterator[None]:
+    """Queues of these weights for one test, deleted after it."""
+    try:
+        for name, weight in weights.items():
+            queue = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": name}}
+            api.create(kinds.QUEUE, {**queue, "spec": {"weight": weight, "reclaimable": True}})
+        yield
+    finally:
+        for name in weights:
+            with contextlib.suppress(KubeError):
+                api.delete(kinds.QUEUE, name)
+
+
 def test_a_starved_queue_reclaims_its_share(lahar: Lahar) -> None:
     """Queues share by weight over the whole cluster's capacity, so the pool here is far bigger
     than the nodes other tests may have left on the session's cluster: two nodes of 10,000 CPUs.
@@ -261,30 +275,28 @@ def test_a_starved_queue_reclaims_its_share(lahar: Lahar) -> None:
     less) deserves what it asks and takes it back by reclaim: evictions through the API."""
     api = lahar.admin
     place = make_place(api, cpu=str(BIG_NODE_CPU))
-    queues = [f"greedy-{place.suffix}", f"starved-{place.suffix}"]
-    try:
-        for name in queues:
-            queue = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": name}}
-            api.create(kinds.QUEUE, {**queue, "spec": {"weight": 1, "reclaimable": True}})
-        greedy, starved = queues
-        slot = str(BIG_NODE_CPU // 4)
-        api.create(kinds.JOB, volcano_job("greedy", place, 8, slot, min_available=1, queue=greedy), place.namespace)
-        wait_for(lambda: len(bound(job_pods(api, place, "greedy"))) == 8, TIMEOUT, "the greedy job to fill the pool")
-        # Within what the enqueue action lets in beside a full cluster (overcommit 1.2: 20% of it).
-        small = str(BIG_NODE_CPU // 8)
-        api.create(kinds.JOB, volcano_job("starved", place, 2, small, min_available=1, queue=starved), place.namespace)
-        wait_for(
-            lambda: bound(job_pods(api, place, "starved")),
-            TIMEOUT,
-            "the starved queue's job to reclaim room and be bound",
-            interval=0.3,
-        )
-        assert len(bound(job_pods(api, place, "greedy"))) < 8
-    finally:
-        tidy_up(api, place)
-        for name in queues:
-            with contextlib.suppress(KubeError):
-                api.delete(kinds.QUEUE, name)
+    greedy, starved = f"greedy-{place.suffix}", f"starved-{place.suffix}"
+    with reclaimable_queues(api, {greedy: 1, starved: 1}):
+        try:
+            slot = str(BIG_NODE_CPU // 4)
+            api.create(kinds.JOB, volcano_job("greedy", place, 8, slot, min_available=1, queue=greedy), place.namespace)
+            wait_for(
+                lambda: len(bound(job_pods(api, place, "greedy"))) == 8, TIMEOUT, "the greedy job to fill the pool"
+            )
+            # Within what the enqueue action lets in beside a full cluster (overcommit 1.2: 20% of it).
+            small = str(BIG_NODE_CPU // 8)
+            api.create(
+                kinds.JOB, volcano_job("starved", place, 2, small, min_available=1, queue=starved), place.namespace
+            )
+            wait_for(
+                lambda: bound(job_pods(api, place, "starved")),
+                TIMEOUT,
+                "the starved queue's job to reclaim room and be bound",
+                interval=0.3,
+            )
+            assert len(bound(job_pods(api, place, "greedy"))) < 8
+        finally:
+            tidy_up(api, place)
 
 
 def test_two_queues_share_the_pool_by_weight(lahar: Lahar) -> None:
@@ -297,28 +309,23 @@ def test_two_queues_share_the_pool_by_weight(lahar: Lahar) -> None:
     api = lahar.admin
     place = make_place(api, cpu=str(BIG_NODE_CPU))
     weights = {f"light-{place.suffix}": 1, f"heavy-{place.suffix}": 3}
-    try:
-        for name, weight in weights.items():
-            queue = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": name}}
-            api.create(kinds.QUEUE, {**queue, "spec": {"weight": weight, "reclaimable": True}})
-        slot = str(BIG_NODE_CPU // 8)
-        for name in weights:
-            job = volcano_job(name.split("-")[0], place, 64, slot, min_available=1, seconds=3, queue=name)
-            api.create(kinds.JOB, job, place.namespace)
+    with reclaimable_queues(api, weights):
+        try:
+            slot = str(BIG_NODE_CPU // 8)
+            for name in weights:
+                job = volcano_job(name.split("-")[0], place, 64, slot, min_available=1, seconds=3, queue=name)
+                api.create(kinds.JOB, job, place.namespace)
 
-        def running(job: str) -> int:
-            return sum(1 for p in bound(job_pods(api, place, job)) if p["status"].get("phase") == "Running")
+            def running(job: str) -> int:
+                return sum(1 for p in bound(job_pods(api, place, job)) if p["status"].get("phase") == "Running")
 
-        def settled() -> bool:
-            light, heavy = running("light"), running("heavy")
-            return 3 <= light <= 5 and heavy >= 11 and light + heavy <= 16
+            def settled() -> bool:
+                light, heavy = running("light"), running("heavy")
+                return 3 <= light <= 5 and heavy >= 11 and light + heavy <= 16
 
-        wait_for(settled, TIMEOUT, "the pool to settle at 1:3 (light 4, heavy 12 slots)", interval=0.2)
-    finally:
-        tidy_up(api, place)
-        for name in weights:
-            with contextlib.suppress(KubeError):
-                api.delete(kinds.QUEUE, name)
+            wait_for(settled, TIMEOUT, "the pool to settle at 1:3 (light 4, heavy 12 slots)", interval=0.2)
+        finally:
+            tidy_up(api, place)
 
 
 def test_best_effort_pods_are_placed_on_what_the_agents_report_idle(lahar: Lahar) -> None:

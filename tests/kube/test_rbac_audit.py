@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -33,7 +32,7 @@ from lahar.node import node_object
 from lahar.node.simulated import SIM_DURATION_ANNOTATION, SIM_EXIT_CODE_ANNOTATION, SimNodeSize, SimulatedNodes
 from tests.kube.control_plane import ControlPlane
 from tests.real_backend import DEPLOY, service_account_kubeconfig
-from tests.support import wait_for
+from tests.support import stop_process, wait_for
 
 Triple = tuple[str, str, str]  # (apiGroup, resource[/subresource], verb); "" is the core group
 NAMESPACE = "lahar-system"
@@ -174,13 +173,7 @@ class Process:
             )
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, 20)
 
 
 def job(name: str, namespace: str, selector: dict[str, str], **spec: Any) -> dict[str, Any]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import signal
 import subprocess
 import sys
 import threading
@@ -25,7 +24,7 @@ from lahar.api.kinds import JOB, LEASE, NAMESPACE, NODE, POD, PODGROUP
 from lahar.client.api import KubeApi
 from lahar.client.connect import new_api_client
 from lahar.client.errors import AlreadyExists, NotFound
-from tests.support import wait_for
+from tests.support import stop_process, wait_for
 
 # Shorter than kube's 15/10/2 so a killed leader is replaced well within the 15 s asked for; the
 # ratios keep kube's guarantees (the leader gives up before a standby may take over).
@@ -53,13 +52,7 @@ class Component:
         return found.group(1) if found else None
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, 20)
 
 
 class PodRecorder:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -22,7 +21,7 @@ from lahar.cli.main import build_parser
 from lahar.client.api import KubeApi
 from lahar.client.errors import NotFound
 from lahar.client.leader import micro_time
-from tests.support import wait_for
+from tests.support import stop_process, wait_for
 
 TIMINGS = [
     "--leader-elect-lease-duration=3s",
@@ -54,13 +53,7 @@ class Replica:
         return "became the leader" in self.output()
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, 15)
 
 
 @pytest.fixture
