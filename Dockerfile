@@ -13,13 +13,16 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
 WORKDIR /src
-# What `pip install .` reads: the packaging files and the four package folders (setup.py maps
-# agent/, scheduler/ and controller/ to lahar.agent, lahar.scheduler and lahar.controller).
+# What `pip install .` reads: the packaging files and the program folders (setup.py maps
+# agent/, scheduler/, controller/, apiserver/, node/ and up/ under lahar.*).
 COPY pyproject.toml setup.py README.md ./
 COPY lahar/ lahar/
 COPY agent/ agent/
 COPY scheduler/ scheduler/
 COPY controller/ controller/
+COPY apiserver/ apiserver/
+COPY node/ node/
+COPY up/ up/
 RUN pip install . && rm -rf /src
 
 WORKDIR /

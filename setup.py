@@ -1,11 +1,11 @@
-"""Package discovery: the top-level agent/, scheduler/ and controller/ folders install as lahar.agent,
-lahar.scheduler and lahar.controller, so the repository layout shows the architecture; bench/ (the
+"""Package discovery: the top-level program folders (agent/, scheduler/, controller/, apiserver/, node/,
+up/) install as lahar.agent, lahar.scheduler and so on, so the repository layout shows the architecture; bench/ (the
 benchmarks of `lahar bench`, and the demo's workloads) and examples/ (the manifests `lahar up --demo`
 applies) install as lahar.bench and lahar.examples, so a wheel carries everything the demo needs."""
 
 from setuptools import find_packages, setup
 
-MAPPED = ("agent", "scheduler", "controller", "bench", "examples")
+MAPPED = ("agent", "scheduler", "controller", "apiserver", "node", "up", "bench", "examples")
 
 
 def packages() -> list[str]:

@@ -1,5 +1,5 @@
 """`lahar logs POD`: a container's output, as `lahar up`'s local runtime kept it on this machine
-(`<data-dir>/logs/<namespace>_<pod>_<uid>/<container>.log`, see lahar/node/logs.py). Pods on
+(`<data-dir>/logs/<namespace>_<pod>_<uid>/<container>.log`, see node/logs.py). Pods on
 simulated nodes run nothing and have no logs; pods of a real cluster are `kubectl logs`' business."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Long-running programs and their connection helpers: apiserver, up (lahar/up/), kubeconfig, version,
+"""Long-running programs and their connection helpers: apiserver, up (up/), kubeconfig, version,
 and the demo's workloads (lahar workload)."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """`lahar up`: the whole system on one machine, in one command (DESIGN.md, "Embedded mode").
 
 One process supervises everything:
-- the embedded API server (lahar/apiserver), on an asyncio loop in a thread of this process;
+- the embedded API server (apiserver), on an asyncio loop in a thread of this process;
 - the scheduler, the controller and this machine's agent as child processes running their own
   `lahar scheduler|controller|agent` commands against a kubeconfig written to the data directory:
   the code paths of a cluster, a core each where there is one, each with /metrics and /healthz on
@@ -586,7 +586,7 @@ def _shortest(path: Path) -> str:
 
 
 def _put_lahar_on_path() -> None:
-    """Pods see this process's PATH (lahar/node/process.py): put the directory of this Python, which
+    """Pods see this process's PATH (node/process.py): put the directory of this Python, which
     holds the `lahar` command in a virtual environment, first, so the examples' `lahar workload`
     and `python3` are this installation's even when it is not on the user's PATH."""
     directory = str(Path(sys.executable).parent)
