@@ -18,5 +18,5 @@ def packages() -> list[str]:
 setup(
     packages=packages(),
     package_dir={"lahar": "lahar", **{f"lahar.{top}": top for top in MAPPED}},
-    package_data={"lahar.examples": ["*.yaml"]},
+    package_data={"lahar.examples": ["*.yaml"], "lahar.apiserver": ["kube_types.json"]},
 )

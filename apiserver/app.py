@@ -28,7 +28,7 @@ from lahar.api.selectors import (
     parse_field_selector,
     parse_label_selector,
 )
-from lahar.apiserver import discovery, errors
+from lahar.apiserver import discovery, errors, protobuf
 from lahar.apiserver.errors import ApiError
 from lahar.apiserver.registry import Registry
 from lahar.apiserver.store import ADDED, DELETED, MODIFIED, Change, Entry, Store, TooOldError, encode
@@ -236,12 +236,19 @@ class ApiServer:
 
     @staticmethod
     async def _json_body(request: web.Request) -> Any:
+        if request.can_read_body and request.content_type == protobuf.PROTOBUF:
+            try:
+                return protobuf.decode_body(await request.read())
+            except protobuf.NoProtobufFormError as exc:
+                raise ApiError(415, "UnsupportedMediaType", str(exc)) from exc
+            except protobuf.ProtobufError as exc:
+                raise errors.bad_request(f"the request body is not valid protobuf: {exc}") from exc
         if request.can_read_body and request.content_type not in JSON_BODY_TYPES:
             raise ApiError(
                 415,
                 "UnsupportedMediaType",
                 f'the body of the request was in an unknown format ("{request.content_type}"); '
-                f"accepted media types include: {', '.join(sorted(JSON_BODY_TYPES - {''}))}",
+                f"accepted media types include: {', '.join(sorted(JSON_BODY_TYPES - {''} | {protobuf.PROTOBUF}))}",
             )
         raw = await request.read()
         try:

@@ -9,9 +9,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lahar.api import job, lease, node, pod, podgroup, queue
+from lahar.api import job, lease, node, pod, podgroup, queue, secret
 from lahar.api.errors import Field, FieldError, ValidationError
-from lahar.api.kinds import EVENT, JOB, LEASE, NAMESPACE, NODE, POD, PODGROUP, QUEUE, SERVICE, Kind
+from lahar.api.kinds import EVENT, JOB, LEASE, NAMESPACE, NODE, POD, PODGROUP, QUEUE, SECRET, SERVICE, Kind
 from lahar.api.meta import (
     NameCheck,
     dns1035_label_problems,
@@ -41,6 +41,7 @@ _RULES: dict[Kind, KindRules] = {
     POD: KindRules(pod.defaults, pod.validate),
     NODE: KindRules(node.defaults, node.validate),
     LEASE: KindRules(validate=lease.validate),
+    SECRET: KindRules(secret.defaults, secret.validate),
     NAMESPACE: KindRules(name_check=dns1123_label_problems),
     SERVICE: KindRules(name_check=dns1035_label_problems),
     EVENT: KindRules(name_check=path_segment_problems),

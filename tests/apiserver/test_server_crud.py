@@ -544,17 +544,32 @@ def test_malformed_body_is_400(apiserver: Server, ns: str, method: str, body: by
     assert [i["metadata"]["name"] for i in listed] == (["target"] if method == "PUT" else [])
 
 
-@pytest.mark.parametrize("content_type", ["application/vnd.kubernetes.protobuf", "application/cbor", "text/plain"])
-def test_body_in_unsupported_media_type_is_415(apiserver: Server, ns: str, content_type: str) -> None:
-    """`kubectl create namespace` and friends send protobuf; a server that reads JSON only must say
-    415 UnsupportedMediaType (as kube-apiserver does for custom resources), not 400 "not JSON"."""
+@pytest.mark.parametrize(
+    ("content_type", "body"),
+    [
+        # A custom resource has no protobuf form, on kube-apiserver either.
+        ("application/vnd.kubernetes.protobuf", b"k8s\x00\n&\n\x1dscheduling.volcano.sh/v1beta1\x12\x05Queue"),
+        ("application/cbor", b"\xa0"),
+        ("text/plain", b"hello"),
+    ],
+)
+def test_body_in_unsupported_media_type_is_415(apiserver: Server, ns: str, content_type: str, body: bytes) -> None:
+    """A body in a format the server cannot read for the kind is 415 UnsupportedMediaType (as
+    kube-apiserver answers), not 400 "not JSON", and nothing is created."""
     url = f"{apiserver.url}/api/v1/namespaces/{ns}/configmaps"
-    response = requests.post(
-        url, data=b"k8s\x00\n\x0f\n\x02v1\x12\tConfigMap", headers={"Content-Type": content_type}, timeout=5
-    )
+    response = requests.post(url, data=body, headers={"Content-Type": content_type}, timeout=5)
     assert response.status_code == 415, response.text
     status = response.json()
     assert status["kind"] == "Status" and status["reason"] == "UnsupportedMediaType"
+    assert requests.get(url, timeout=5).json()["items"] == []
+
+
+def test_malformed_protobuf_is_400(apiserver: Server, ns: str) -> None:
+    url = f"{apiserver.url}/api/v1/namespaces/{ns}/configmaps"
+    response = requests.post(
+        url, data=b"k8s\x00\x12\xff", headers={"Content-Type": "application/vnd.kubernetes.protobuf"}, timeout=5
+    )
+    assert response.status_code == 400, response.text
     assert requests.get(url, timeout=5).json()["items"] == []
 
 

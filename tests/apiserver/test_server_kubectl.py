@@ -43,15 +43,19 @@ def kubectl(kubeconfig: Path) -> Any:
 @pytest.fixture
 def ns(kubectl: Any) -> str:
     name = f"t-{uuid.uuid4().hex[:8]}"
-    # `kubectl apply`, not `kubectl create namespace`: create sends protobuf, which this server does not read.
-    kubectl(
-        "apply",
-        "--validate=false",
-        "-f",
-        "-",
-        stdin=yaml.safe_dump({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
-    )
+    kubectl("create", "namespace", name)  # a protobuf body, as kubectl sends built-in kinds
     return name
+
+
+def test_kubectl_create_sends_protobuf_the_server_reads(kubectl: Any, ns: str):
+    kubectl("create", "configmap", "settings", "--from-literal=mode=fast", "-n", ns)
+    kubectl("create", "secret", "generic", "token", "--from-literal=key=value", "-n", ns)
+    configmap = json.loads(kubectl("get", "configmap", "settings", "-n", ns, "-o", "json").stdout)
+    assert configmap["data"] == {"mode": "fast"}
+    secret = json.loads(kubectl("get", "secret", "token", "-n", ns, "-o", "json").stdout)
+    assert secret["data"] == {"key": "dmFsdWU="} and secret["type"] == "Opaque"
+    again = kubectl("create", "configmap", "settings", "--from-literal=mode=slow", "-n", ns, ok=False)
+    assert again.returncode == 1 and 'configmaps "settings" already exists' in again.stderr
 
 
 def table(output: str) -> list[dict[str, str]]:
