@@ -163,6 +163,8 @@ def status_of(pod: Pod) -> TaskStatus:
 NODE_SELECTOR, NODE_AFFINITY = "nodeSelector", "nodeAffinity"
 POD_AFFINITY, POD_ANTI_AFFINITY = "podAffinity", "podAntiAffinity"
 TOPOLOGY_SPREAD, HOST_PORTS, RESOURCE_CLAIMS = "topologySpreadConstraints", "hostPorts", "resourceClaims"
+# Selecting namespaces by label needs the Namespace objects, which the scheduler does not watch.
+NAMESPACE_SELECTOR = "namespaceSelector in pod (anti-)affinity"
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 
@@ -186,7 +188,45 @@ def hard_constraints(pod: Pod) -> tuple[str, ...]:
         carried.append(HOST_PORTS)
     if spec.get(RESOURCE_CLAIMS):
         carried.append(RESOURCE_CLAIMS)
+    if any(
+        term.get("namespaceSelector") not in (None, {})
+        for kind in ("podAffinity", "podAntiAffinity")
+        for term in _pod_affinity_terms(affinity.get(kind))
+    ):
+        carried.append(NAMESPACE_SELECTOR)
     return tuple(carried)
+
+
+def _pod_affinity_terms(section: Mapping[str, object] | None) -> Iterator[Mapping[str, object]]:
+    """The terms of a pod (anti-)affinity section, required and preferred alike."""
+    if not isinstance(section, Mapping):
+        return
+    for term in cast("list[object]", section.get(REQUIRED) or []):
+        if isinstance(term, Mapping):
+            yield term
+    for weighted in cast("list[object]", section.get(PREFERRED) or []):
+        if isinstance(weighted, Mapping) and isinstance(weighted.get("podAffinityTerm"), Mapping):
+            yield weighted["podAffinityTerm"]
+
+
+def has_pod_terms(pod: Pod) -> bool:
+    """Whether the pod asks anything of the pods around it: pod (anti-)affinity, topology spread
+    or host ports (`framework.pod_topology` reads them; a cheap flag for every task)."""
+    spec = pod.spec
+    affinity = spec.get("affinity") or {}
+    if isinstance(affinity, Mapping) and (affinity.get("podAffinity") or affinity.get("podAntiAffinity")):
+        return True
+    return bool(spec.get(TOPOLOGY_SPREAD)) or bool(host_ports(pod))
+
+
+def host_ports(pod: Pod) -> list[object]:
+    """The container ports that ask for a port on the node."""
+    return [
+        port
+        for container in [*(pod.spec.get("containers") or ()), *(pod.spec.get("initContainers") or ())]
+        for port in container.get("ports") or ()
+        if port.get("hostPort")
+    ]
 
 
 def soft_constraints(pod: Pod) -> tuple[str, ...]:
@@ -217,6 +257,7 @@ def placement_class(pod: Pod) -> str:
         pod.meta.annotations.get("lahar.dev/numa-policy", ""),
         hard_constraints(pod),  # what the pod asks that the configuration may not enforce
         spec.get(TOPOLOGY_SPREAD) or [],
+        host_ports(pod),  # in the containers: the rest of them does not matter here
     )
     return hashlib.blake2b(json.dumps(relevant, sort_keys=True, default=str).encode(), digest_size=12).hexdigest()
 
@@ -239,6 +280,7 @@ class TaskInfo:
     placement: str  # placement_class(pod)
     creation: str = ""  # RFC 3339, for FIFO order
     index: int = 0  # the pod's index within its task, from the pod name's suffix when it has one
+    pod_terms: bool = False  # has_pod_terms(pod): pod (anti-)affinity, topology spread or host ports
 
     @property
     def key(self) -> str:
@@ -288,6 +330,7 @@ class TaskInfo:
             self.placement,
             self.creation,
             self.index,
+            self.pod_terms,
         )
 
     def __repr__(self) -> str:
@@ -823,6 +866,7 @@ def task_info(pod: Pod, job_key: str, resources: Resources) -> TaskInfo:
         placement_class(pod),
         pod.meta.creation_timestamp or "",
         int(suffix) if suffix.isdigit() else 0,
+        has_pod_terms(pod),
     )
 
 
@@ -887,6 +931,8 @@ __all__ = [
     "Toleration",
     "default_queue_info",
     "hard_constraints",
+    "has_pod_terms",
+    "host_ports",
     "is_critical",
     "job_info",
     "placement_class",

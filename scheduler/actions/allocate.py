@@ -21,6 +21,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import Counter
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,7 +48,7 @@ class _Failures:
 
     nodes: Counter[str] | None = None  # the first class that found no node: reason -> nodes
     queue: int = 0  # tasks the queue would not allocate
-    dead: set[str] = field(default_factory=set)  # placement classes refused by the nodes or the queue
+    dead: set[Hashable] = field(default_factory=set)  # classes (Session.class_key) refused by the nodes or the queue
 
 
 def nodes_message(reasons: Counter[str], node_count: int) -> str:
@@ -71,7 +72,7 @@ class _Allocation:
         self.session = session
         self.tie = itertools.count()  # heap entries never compare the objects themselves
         self.pending: dict[str, _Pending] = {}
-        self.explained: dict[str, Counter[str]] = {}  # per placement class, when nothing was staged
+        self.explained: dict[Hashable, Counter[str]] = {}  # per class, when nothing was staged
 
     def _entry(self, key: tuple[Any, ...], item: object) -> tuple[Any, ...]:
         return key, next(self.tie), item
@@ -145,7 +146,8 @@ class _Allocation:
         dead_left = 0  # tasks still in `tasks` whose class found no node
         while tasks:
             task = tasks.pop()
-            if task.placement in failures.dead:
+            key = session.class_key(task)
+            if key in failures.dead:
                 dead_left -= 1
                 continue
             allowed = session.allocatable(queue, task)
@@ -156,8 +158,8 @@ class _Allocation:
                     break  # ready: let other jobs have a turn before placing more
                 continue
             # Its class will not fit later either: staging only fills nodes and the queue.
-            failures.dead.add(task.placement)
-            alike = sum(1 for other in tasks if other.placement == task.placement)
+            failures.dead.add(key)
+            alike = sum(1 for other in tasks if session.class_key(other) == key)
             dead_left += alike
             if row != NO_NODE:
                 failures.queue += 1 + alike
@@ -187,10 +189,11 @@ class _Allocation:
         need = job.min_member - job.ready_count - pending.asks_nothing
         if need <= 1:
             return False
-        classes: dict[str, tuple[TaskInfo, int]] = {}
+        classes: dict[Hashable, tuple[TaskInfo, int]] = {}
         for task in pending.tasks:
-            first, count = classes.get(task.placement, (task, 0))
-            classes[task.placement] = (first, count + 1)
+            key = session.class_key(task)
+            first, count = classes.get(key, (task, 0))
+            classes[key] = (first, count + 1)
         possible = 0
         short: tuple[TaskInfo, np.ndarray, np.ndarray] | None = None
         for task, count in classes.values():
@@ -221,9 +224,10 @@ class _Allocation:
         nodes may fill meanwhile; the message names the reasons, not a ledger)."""
         if not cacheable:
             return self.session.explain(task)
-        reasons = self.explained.get(task.placement)
+        key = self.session.class_key(task)
+        reasons = self.explained.get(key)
         if reasons is None:
-            reasons = self.explained[task.placement] = self.session.explain(task)
+            reasons = self.explained[key] = self.session.explain(task)
         return reasons
 
     def _why(self, queue: QueueInfo, failures: _Failures) -> str:

@@ -9,6 +9,8 @@ otherwise it keeps nothing. A task that fits nowhere gets a FailedScheduling eve
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 from lahar.api.podgroup import PodGroupPhase
 from lahar.scheduler.actions.allocate import nodes_message
 from lahar.scheduler.framework.plugin import Action, register_action
@@ -21,7 +23,7 @@ class BackfillAction(Action):
     name = "backfill"
 
     def execute(self, session: Session) -> None:
-        reasons: dict[str, str] = {}  # per placement class
+        reasons: dict[Hashable, str] = {}  # per class (Session.class_key)
         for job, tasks in self._candidates(session):
             statement = session.statement()
             for task in tasks:
@@ -29,9 +31,10 @@ class BackfillAction(Action):
                 if row != NO_NODE:
                     statement.allocate(task, row)
                     continue
-                why = reasons.get(task.placement)
+                key = session.class_key(task)
+                why = reasons.get(key)
                 if why is None:
-                    why = reasons[task.placement] = nodes_message(session.explain(task), len(session.nodes))
+                    why = reasons[key] = nodes_message(session.explain(task), len(session.nodes))
                 # A gang counts these tasks as ready while pending, so only the pod can say it.
                 session.record_event("Pod", task.namespace, task.name, "Warning", "FailedScheduling", why)
                 if job.podgroup is None:

@@ -250,7 +250,7 @@ class VictimSearch:
         # (victim selection, placement class).
         self._mark = 0
         self._last_change = np.zeros(len(session.nodes), dtype=np.int64)
-        self._failures: dict[tuple[Hashable, str], _Failures] = {}
+        self._failures: dict[tuple[Hashable, Hashable], _Failures] = {}
 
     def _bound(self, key: Hashable, selection: Callable[[], np.ndarray]) -> _Bound:
         """The nodes with every victim of the selection gone, brought up to date (`_sync` must
@@ -294,16 +294,15 @@ class VictimSearch:
         if need <= 1:
             return True  # one task: the node search answers as fast
         self._sync()
-        classes: dict[str, tuple[TaskInfo, int]] = {}
+        classes: dict[Hashable, tuple[TaskInfo, int]] = {}
         for task in tasks:
-            first, count = classes.get(task.placement, (task, 0))
-            classes[task.placement] = (first, count + 1)
+            key = self.session.class_key(task)
+            first, count = classes.get(key, (task, 0))
+            classes[key] = (first, count + 1)
         held = 0
-        for task, count in classes.values():
+        for key, (task, count) in classes.items():
             view = self._bound(*selection_of(task)).view
-            feasible = np.flatnonzero(
-                self.session.candidate_scores(task, self._empty, ("victims", task.placement)) > -np.inf
-            )
+            feasible = np.flatnonzero(self.session.candidate_scores(task, self._empty, ("victims", key)) > -np.inf)
             held += min(count, int(view.copies(task, feasible, self.session.be_capacity).sum()))
             if held >= need:
                 return True
@@ -324,13 +323,14 @@ class VictimSearch:
         pipelined (the queue's say)."""
         session, nodes = self.session, self.session.nodes
         self._sync()
-        failures = self._failures.get((selection_key, task.placement))
+        key = session.class_key(task)
+        failures = self._failures.get((selection_key, key))
         if failures is None:
-            failures = self._failures[(selection_key, task.placement)] = _Failures(len(nodes))
+            failures = self._failures[(selection_key, key)] = _Failures(len(nodes))
         elif failures.nothing_at == self._mark:
             return None  # the same kind of task found nothing, and no node has changed since
         bound = self._fits_without_victims(task, selection_key, selection)
-        scores = np.where(bound, session.candidate_scores(task, self._empty, ("victims", task.placement)), -np.inf)
+        scores = np.where(bound, session.candidate_scores(task, self._empty, ("victims", key)), -np.inf)
         if failures.some:  # nodes that failed this kind of task and have not changed since
             scores[failures.at >= self._last_change] = -np.inf
         # Nodes where the task fits once what is already being evicted is gone come first: no

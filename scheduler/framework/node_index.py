@@ -62,6 +62,11 @@ class NodeIndex:
             column = self._codes[key] = (codes, table)
         return column
 
+    def domains(self, key: str) -> np.ndarray:
+        """Each node's topology domain for label `key`: an integer code per distinct value, -1
+        where the node has no such label (pod affinity and topology spread count per domain)."""
+        return self._column(key)[0]
+
     def has(self, key: str) -> np.ndarray:
         return self._column(key)[0] >= 0
 

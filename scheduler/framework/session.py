@@ -16,10 +16,14 @@ register callbacks by kind; the session combines them across tiers the way Volca
   leaves the decision to the next tier, as in Volcano).
 
 Predicates and scores are vectorised: `fn(task, nodes, rows)` answers for the node rows `rows`
-(a slice or an index array) at once. They must depend only on the task's placement class (see
-`model.placement_class`) and on state that changes only through the session's node updates:
-that lets the session decide identical tasks as one class, re-evaluating only the nodes that
-changed since the class was last scored. A predicate reads node usage from the `nodes` it is
+(a slice or an index array) at once. They must depend only on the task's class (`class_key`:
+its placement class, see `model.placement_class`, and what the plugins declared with
+`add_class_key_fn`, such as the task's job or the labels other pods select on) and on state that
+changes only through the session's node updates: that lets the session decide identical tasks as
+one class, re-evaluating only the nodes that changed since the class was last scored. A plugin
+whose answer for a class moves with placements on other nodes (a spread's minimum, a zone's
+pods) declares those classes volatile: they are re-evaluated on every node whenever any changed.
+A predicate reads node usage from the `nodes` it is
 given, which may be a what-if view (`NodeTable.what_if`): that is how preempt and reclaim ask
 whether a task would fit once victims are gone.
 """
@@ -38,6 +42,7 @@ import numpy as np
 from lahar.scheduler.framework.node_index import NodeIndex
 from lahar.scheduler.framework.options import PluginOption, SchedulerConf
 from lahar.scheduler.framework.plugin import Plugin, action_class, plugin_class
+from lahar.scheduler.framework.pod_topology import PodTopology
 from lahar.scheduler.model import (
     BindBatch,
     JobInfo,
@@ -97,6 +102,7 @@ class _Registered:
 class _ClassState:
     masked: np.ndarray  # score where feasible, -inf elsewhere
     synced: int  # position in the node change log it reflects
+    volatile: bool = False  # re-evaluated on every node when any node changed
 
 
 @dataclass
@@ -134,6 +140,11 @@ class Session:
         self._fresh: dict[float, list[NodeReport | None]] = {}
         self._current: PluginOption | None = None
         self._node_index: NodeIndex | None = None
+        self._pod_topology: PodTopology | None = None
+        # What a class's answers depend on beyond the placement class, and which classes are
+        # volatile (`add_class_key_fn`); empty for most sessions, so the key is the placement.
+        self._class_key_fns: list[Callable[[TaskInfo], Hashable]] = []
+        self._volatile_fns: list[Callable[[TaskInfo], bool]] = []
         self._enforced: set[str] = set()  # hard constraints some configured predicate enforces
         self._scored: set[str] = set()  # preferences some configured node order scores
         self._unsupported: dict[str, tuple[str, ...]] = {}  # per placement class
@@ -149,6 +160,14 @@ class Session:
         if self._node_index is None:
             self._node_index = NodeIndex(self.nodes)
         return self._node_index
+
+    @property
+    def pod_topology(self) -> PodTopology:
+        """Pods by topology domain, for pod (anti-)affinity, topology spread and host ports; made
+        on first use (by the plugins that filter or score with them, when they open)."""
+        if self._pod_topology is None:
+            self._pod_topology = PodTopology(self)
+        return self._pod_topology
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -289,6 +308,26 @@ class Session:
 
     def add_allocatable_fn(self, fn: Callable[[QueueInfo, TaskInfo], bool]) -> None:
         self._add("allocatable", fn)
+
+    def add_class_key_fn(
+        self, fn: Callable[[TaskInfo], Hashable], volatile: Callable[[TaskInfo], bool] | None = None
+    ) -> None:
+        """Declare what a plugin's predicate or score depends on beyond the placement class
+        (`fn(task)`: the task's job for per-job scores, the labels other pods select on), and,
+        with `volatile`, which classes must be re-evaluated on every node whenever any changed.
+        Not a tier callback: switches do not turn it off, since answers cached under too coarse
+        a key would be given to the wrong tasks."""
+        self._class_key_fns.append(fn)
+        if volatile is not None:
+            self._volatile_fns.append(volatile)
+
+    def class_key(self, task: TaskInfo) -> Hashable:
+        """The key under which the session caches a task's node answers (`candidate_scores`) and
+        actions group tasks that the nodes answer alike."""
+        fns = self._class_key_fns
+        if not fns:
+            return task.placement
+        return (task.placement, *(fn(task) for fn in fns))
 
     def add_event_handler(
         self,
@@ -452,14 +491,15 @@ class Session:
         With `view` the predicates are asked about that what-if table (scores stay about the
         session's own), cached under `key`: the view must stay true as the session changes
         (an `empty` one does), since only changed rows are asked again."""
-        key = task.placement if key is None else key
+        key = self.class_key(task) if key is None else key
         state = self._classes.get(key)
         log_length = len(self._change_log)
         if state is None:
-            state = self._classes[key] = _ClassState(self._evaluate(task, slice(None), view), log_length)
+            volatile = any(fn(task) for fn in self._volatile_fns)
+            state = self._classes[key] = _ClassState(self._evaluate(task, slice(None), view), log_length, volatile)
         elif state.synced < log_length:
             changed = self._change_log[state.synced :]
-            if len(changed) * 4 > len(self.nodes):
+            if state.volatile or len(changed) * 4 > len(self.nodes):
                 state.masked = self._evaluate(task, slice(None), view)
             else:
                 # One placement between two tasks of a class is the common case: a slice keeps

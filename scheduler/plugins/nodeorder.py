@@ -5,13 +5,16 @@
 - `balancedresource` (weight 1): 1 − the standard deviation of the cpu and memory fractions;
 - `nodeaffinity` (weight 2): the summed weights of the preferred node affinity terms a node
   matches, normalised so the best node scores 100;
-- `tainttoleration` (weight 3): fewer untolerated PreferNoSchedule taints score higher.
+- `tainttoleration` (weight 3): fewer untolerated PreferNoSchedule taints score higher;
+- `podaffinity` (weight 2): preferred pod affinity and anti-affinity, the summed weights of the
+  matching pods in each node's domain, normalised between the lowest and highest node;
+- `podtopologyspread` (weight 2): ScheduleAnyway spread constraints, fewer matching pods in the
+  node's domains score higher (`framework.pod_topology` counts for both).
 
 Each score is 0–100 before its weight; "requested" includes the pod, counted as kube-scheduler
 does with 100m cpu / 200Mi memory where it asks for none. The two label/taint scores do not
-change within a session, so they are one array per placement class. `podaffinity`,
-`imagelocality` and `podtopologyspread` weights are accepted for Volcano configurations and
-score nothing (Lahar has no such inputs).
+change within a session, so they are one array per placement class. The `imagelocality` weight
+is accepted for Volcano configurations and scores nothing (Lahar does not know nodes' images).
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ import numpy as np
 
 from lahar.scheduler.framework.node_index import NodeIndex
 from lahar.scheduler.framework.plugin import Arguments, Plugin, number, register_plugin
+from lahar.scheduler.framework.pod_topology import PodTopology
 from lahar.scheduler.framework.session import Session
-from lahar.scheduler.model import NodeTable, Rows, TaskInfo
+from lahar.scheduler.model import TOPOLOGY_SPREAD, NodeTable, Rows, TaskInfo
 
 MAX_SCORE = 100.0
 # kube-scheduler's non-zero defaults for a pod that requests no cpu / memory (for scoring only).
@@ -65,9 +69,32 @@ class NodeOrderPlugin(Plugin):
         self._constant = (self.least + self.balanced) * MAX_SCORE
         if self.least or self.most or self.balanced or self.affinity or self.taints:
             session.add_node_order_fn(self.score)
+        self.pod_affinity, self.spread = weight["podaffinity"], weight["podtopologyspread"]
+        if self.pod_affinity or self.spread:
+            self.topology = PodTopology.of(session)
+            if self.topology.pending_terms:
+                session.add_node_order_fn(self.score_pods_around)
 
     def scores(self) -> frozenset[str]:
-        return frozenset({"nodeAffinity (preferred)"}) if self.argument("nodeaffinity.weight", 2.0) else frozenset()
+        scored = set()
+        if self.argument("nodeaffinity.weight", WEIGHTS["nodeaffinity"]):
+            scored.add("nodeAffinity (preferred)")
+        if self.argument("podaffinity.weight", WEIGHTS["podaffinity"]):
+            scored |= {"podAffinity (preferred)", "podAntiAffinity (preferred)"}
+        if self.argument("podtopologyspread.weight", WEIGHTS["podtopologyspread"]):
+            scored.add(f"{TOPOLOGY_SPREAD} (ScheduleAnyway)")
+        return frozenset(scored)
+
+    def score_pods_around(self, task: TaskInfo, nodes: NodeTable, rows: Rows) -> np.ndarray:
+        """Preferred pod (anti-)affinity and ScheduleAnyway spread (0 for pods without them)."""
+        total = np.zeros(len(nodes.schedulable[rows]), dtype=np.float64)
+        if not task.pod_terms:
+            return total
+        if self.pod_affinity and (affinity := self.topology.affinity_score(task)) is not None:
+            total += self.pod_affinity * affinity[rows]
+        if self.spread and (spread := self.topology.spread_score(task)) is not None:
+            total += self.spread * spread[rows]
+        return total
 
     def _static_score(self, task: TaskInfo) -> np.ndarray | None:
         """nodeaffinity and tainttoleration for the task's placement class (None when both are 0

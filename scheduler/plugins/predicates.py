@@ -2,15 +2,20 @@
 
 One predicate per pod (the resource fit is the session's own, `Session.predicate`): nodeSelector,
 required node affinity (matchExpressions In/NotIn/Exists/DoesNotExist/Gt/Lt, matchFields on
-`metadata.name`) and NoSchedule/NoExecute taints. Unschedulable and not-ready nodes the session
+`metadata.name`) and NoSchedule/NoExecute taints; and a second one, only in a session where some
+pod asks anything of the pods around it, for required pod affinity and anti-affinity (existing
+pods' anti-affinity included), DoNotSchedule topology spread constraints and host ports
+(`framework.pod_topology`, which says how they are counted). Unschedulable and not-ready nodes the session
 leaves out itself. Labels and taints do not change within a session, so the selector, affinity
 and taint part is one boolean mask per placement class, built from per-session indexes
 (`NodeIndex`: label values as integer codes per key, rows per taint); only the resource fit is
 asked again as nodes fill, and the session asks that whatever the plugins. `explain` words the
 failures as kube-scheduler does.
 
-Volcano's `predicate.*Enable` switches for filters Lahar does not have (ports, volumes, pod
-affinity, DRA...) are accepted so that Volcano configurations load, and change nothing.
+`predicate.NodePortsEnable`, `predicate.PodAffinityEnable` and `predicate.PodTopologySpreadEnable`
+(true by default) turn those filters off; a pod that then carries such a constraint is refused by
+the session as unsupported. Volcano's switches for filters Lahar does not have (volumes, DRA,
+Volcano's predicate cache) are accepted so that Volcano configurations load, and change nothing.
 """
 
 from __future__ import annotations
@@ -22,8 +27,19 @@ import numpy as np
 
 from lahar.scheduler.framework.node_index import NodeIndex
 from lahar.scheduler.framework.plugin import Arguments, Plugin, boolean, register_plugin
+from lahar.scheduler.framework.pod_topology import PodTopology
 from lahar.scheduler.framework.session import Session
-from lahar.scheduler.model import NODE_AFFINITY, NODE_SELECTOR, NodeTable, Rows, TaskInfo
+from lahar.scheduler.model import (
+    HOST_PORTS,
+    NODE_AFFINITY,
+    NODE_SELECTOR,
+    POD_AFFINITY,
+    POD_ANTI_AFFINITY,
+    TOPOLOGY_SPREAD,
+    NodeTable,
+    Rows,
+    TaskInfo,
+)
 
 MISMATCH = "node(s) didn't match Pod's node affinity/selector"
 FILTERED_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
@@ -35,15 +51,15 @@ class PredicatesPlugin(Plugin):
     ARGUMENTS: ClassVar[Arguments] = {
         "predicate.NodeAffinityEnable": boolean,
         "predicate.TaintTolerationEnable": boolean,
+        "predicate.NodePortsEnable": boolean,
+        "predicate.PodAffinityEnable": boolean,
+        "predicate.PodTopologySpreadEnable": boolean,
         # Accepted for Volcano configurations; Lahar has no such filters.
         **{
             f"predicate.{name}Enable": boolean
             for name in (
-                "NodePorts",
-                "PodAffinity",
                 "NodeVolumeLimits",
                 "VolumeZone",
-                "PodTopologySpread",
                 "VolumeBinding",
                 "DynamicResourceAllocation",
                 "Cache",
@@ -59,13 +75,35 @@ class PredicatesPlugin(Plugin):
         self._static: dict[str, np.ndarray | None] = {}
         self._everywhere = np.ones(len(session.nodes), dtype=bool)
         session.add_predicate_fn(self.predicate, self.explain)
+        self.pod_affinity = self.argument("predicate.PodAffinityEnable", True)
+        self.spread = self.argument("predicate.PodTopologySpreadEnable", True)
+        self.ports = self.argument("predicate.NodePortsEnable", True)
+        if self.pod_affinity or self.spread or self.ports:
+            self.topology = PodTopology.of(session)
+            if self.topology.active:
+                session.add_predicate_fn(self.pods_around, self.explain_pods_around)
 
     def enforces(self) -> frozenset[str]:
-        return (
-            frozenset({NODE_SELECTOR, NODE_AFFINITY})
-            if self.argument("predicate.NodeAffinityEnable", True)
-            else frozenset()
-        )
+        enforced = set()
+        if self.argument("predicate.NodeAffinityEnable", True):
+            enforced |= {NODE_SELECTOR, NODE_AFFINITY}
+        if self.argument("predicate.PodAffinityEnable", True):
+            enforced |= {POD_AFFINITY, POD_ANTI_AFFINITY}
+        if self.argument("predicate.PodTopologySpreadEnable", True):
+            enforced.add(TOPOLOGY_SPREAD)
+        if self.argument("predicate.NodePortsEnable", True):
+            enforced.add(HOST_PORTS)
+        return frozenset(enforced)
+
+    def pods_around(self, task: TaskInfo, nodes: NodeTable, rows: Rows) -> np.ndarray:
+        """Pod (anti-)affinity, spread and host ports: asked of the session's pods whatever
+        `nodes` is (see framework.pod_topology)."""
+        mask, _ = self.topology.feasible(task, self.pod_affinity, self.spread, self.ports)
+        return mask[rows]
+
+    def explain_pods_around(self, task: TaskInfo, nodes: NodeTable) -> Counter[str]:
+        _, reasons = self.topology.feasible(task, self.pod_affinity, self.spread, self.ports)
+        return reasons
 
     def _required(self, task: TaskInfo) -> np.ndarray | None:
         return self.index.required(task.pod) if self.affinity else None

@@ -373,6 +373,20 @@ def refusals(session: Session) -> dict[str, str]:
     return {e.name: e.message for e in session.events if e.reason == "UnsupportedConstraint"}
 
 
+SWITCHED_OFF = (
+    [
+        {
+            "name": "predicates",
+            "arguments": {
+                "predicate.PodAffinityEnable": False,
+                "predicate.PodTopologySpreadEnable": False,
+                "predicate.NodePortsEnable": False,
+            },
+        }
+    ],
+)
+
+
 def test_a_constraint_no_plugin_enforces_is_refused_with_an_event() -> None:
     spread = fx.pod("spread")
     spread["spec"]["topologySpreadConstraints"] = [
@@ -381,7 +395,9 @@ def test_a_constraint_no_plugin_enforces_is_refused_with_an_event() -> None:
     ported = fx.pod("ported")
     ported["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 8080}]
     objects = [fx.node("n1"), fx.pod("anti", affinity=ANTI), spread, ported, fx.pod("plain")]
-    session = fx.cycle(objects, actions="allocate, backfill")
+    # The predicates plugin enforces all three by default (tests/scheduler/test_pod_topology.py);
+    # with its filters switched off, nothing does.
+    session = fx.cycle(objects, actions="allocate, backfill", tiers=SWITCHED_OFF)
     assert fx.placed(session) == {"plain": "n1"}
     refused = refusals(session)
     assert sorted(refused) == ["anti", "ported", "spread"]
@@ -405,7 +421,8 @@ def test_a_node_selector_needs_a_plugin_that_enforces_it() -> None:
 
 
 def test_a_preference_nobody_scores_is_placed_and_said() -> None:
-    session = fx.cycle([fx.node("n1"), fx.pod("soft", affinity=PREFERRED_ANTI)], actions="allocate")
+    nobody_scores = (["predicates", {"name": "nodeorder", "arguments": {"podaffinity.weight": 0}}],)
+    session = fx.cycle([fx.node("n1"), fx.pod("soft", affinity=PREFERRED_ANTI)], "allocate", nobody_scores)
     assert fx.placed(session) == {"soft": "n1"}
     said = [e for e in session.events if e.reason == "PreferenceIgnored"]
     assert len(said) == 1 and "podAntiAffinity (preferred)" in said[0].message
