@@ -22,17 +22,31 @@ from lahar.agent.collectors.npu import NpuCollector
 from lahar.agent.collectors.numa import NumaCollector
 from lahar.agent.collectors.pods import PodCollector
 from lahar.agent.collectors.pressure import PressureCollector
+from lahar.agent.usage_totals import ClassTotals
 from lahar.rpc.report import Accelerators, AgentHealth, CpuUsage, MemoryUsage, NodeReport
 
 if TYPE_CHECKING:
     from lahar.agent.qos.config import QosConfig
-    from lahar.agent.qos.engine import QosEngine
+    from lahar.agent.qos.engine import QosEngine, QosSnapshot
     from lahar.client.api import KubeApi
 
 log = logging.getLogger("lahar.agent")
 T = TypeVar("T")
 QOS_HEALTH_KEY = "qos"  # health.errors entry while QoS cannot act (no cgroup rights, a failed tick)
 QOS_CONFIG_HEALTH_KEY = "qos-config"  # while the config file on disk is refused
+# What a report's health can name as failing (lahar_agent_collector_failing{collector}, 0 when not).
+COLLECTORS = (
+    "cpu",
+    "pods-source",
+    "memory",
+    "numa",
+    "pressure",
+    "pods",
+    "gpu",
+    "npu",
+    QOS_HEALTH_KEY,
+    QOS_CONFIG_HEALTH_KEY,
+)
 
 
 @dataclass(frozen=True)
@@ -73,6 +87,7 @@ class Agent:
         self.npu = NpuCollector(host, library_path=settings.dcmi_library, npu_smi=settings.npu_smi)
         self.sequence = 0
         self.latest: NodeReport | None = None
+        self.totals = ClassTotals()  # per-class CPU counters, for /metrics
         self.listeners: list[Callable[[NodeReport], None]] = []
         self._stop = threading.Event()
 
@@ -109,8 +124,8 @@ class Agent:
             gpu=guarded("gpu", lambda: self.gpu.collect(pods_by_uid), Accelerators(False, "collector failed")),
             npu=guarded("npu", self.npu.collect, Accelerators(False, "collector failed")),
         )
-        if self.qos is not None:
-            self._enforce(self.qos, report, pods, errors)
+        snapshot = self._enforce(self.qos, report, pods, errors) if self.qos is not None else None
+        self.totals.update(report, snapshot)
         report.health = AgentHealth(lahar.__version__, time.perf_counter() - started, errors)
         self.latest = report
         for listener in self.listeners:
@@ -121,9 +136,9 @@ class Agent:
         return report
 
     @staticmethod
-    def _enforce(qos: QosEngine, report: NodeReport, pods: list[dict[str, Any]], errors: dict[str, str]) -> None:
+    def _enforce(qos: QosEngine, report: NodeReport, pods: list[dict[str, Any]], errors: dict[str, str]) -> QosSnapshot:
         """QoS on the fresh report (it fills `report.reclaimable`); a failure or missing cgroup
-        rights are named in the report's health, and collection goes on."""
+        rights are named in the report's health, and collection goes on. The engine's snapshot after."""
         try:
             qos.step(report, pods, time.monotonic())
         except Exception as exc:  # a QoS bug must not stop the reports
@@ -134,6 +149,7 @@ class Agent:
             errors[QOS_HEALTH_KEY] = f"unavailable: {snapshot.reason}"
         if snapshot.config_error:
             errors[QOS_CONFIG_HEALTH_KEY] = f"refused, the last good config stays: {snapshot.config_error}"
+        return snapshot
 
     def run(self) -> None:
         """Collect every interval until stop(); a slow cycle is followed at once by the next."""

@@ -11,8 +11,20 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from lahar.agent.agent import COLLECTORS
+from lahar.agent.qos.config import RELOAD_RESULTS
+from lahar.agent.qos.eviction import REASONS as EVICTION_REASONS
+from lahar.agent.qos.knobs import KNOBS
+from lahar.agent.qos.strategies import STRATEGIES
+from lahar.agent.usage_totals import (
+    CLASSES,
+    CPU_SECONDS,
+    THROTTLED_PERIODS,
+    THROTTLED_SECONDS,
+    WAIT_SECONDS,
+)
 from lahar.metrics_server import Health, MetricsServer
-from lahar.rpc.report import NodeReport
+from lahar.rpc.report import ContainerUsage, NodeReport, PodUsage
 
 if TYPE_CHECKING:
     from lahar.agent.qos.engine import QosSnapshot
@@ -22,6 +34,19 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_METRICS_PORT", "MetricsServer", "ReportCollector", "health_of"]
 
 DEFAULT_METRICS_PORT = 9316
+# Lahar's QoS class (LC, LS, BE, SYSTEM) on pod and class series. Not `qos_class`: kube-state-metrics
+# has a label of that name holding Kubernetes' QoS class (Guaranteed, Burstable, BestEffort).
+QOS_LABEL = "lahar_qos"
+ONLINE_CLASSES = ("LC", "LS")  # the classes whose CPU wait the interference loop reads
+MiB = 1 << 20
+# node_exporter's pressure families: (resource, kind) -> name (`waiting` is "some", `stalled` "full").
+NODE_EXPORTER_PRESSURE = {
+    ("cpu", "some"): "node_pressure_cpu_waiting_seconds",
+    ("memory", "some"): "node_pressure_memory_waiting_seconds",
+    ("memory", "full"): "node_pressure_memory_stalled_seconds",
+    ("io", "some"): "node_pressure_io_waiting_seconds",
+    ("io", "full"): "node_pressure_io_stalled_seconds",
+}
 QOS_FAILURES_UNHEALTHY = 3  # QoS ticks failed in a row before /healthz says unhealthy
 PRESSURE_WINDOWS = (("10s", "avg10"), ("60s", "avg60"), ("300s", "avg300"))
 # The QoS strategies' figures, exported as lahar_qos_<name> gauges.
@@ -73,11 +98,14 @@ class ReportCollector(Collector):
         latest: Callable[[], NodeReport | None],
         agent_counters: Callable[[], dict[str, float]] | None = None,
         qos: Callable[[], QosSnapshot] | None = None,
+        totals: Callable[[], dict[tuple[str, str], float]] | None = None,
     ) -> None:
-        """`qos`: the QoS engine's snapshot, when the agent runs one."""
+        """`qos`: the QoS engine's snapshot, when the agent runs one; `totals`: the per-class CPU
+        counters (agent/usage_totals.py), updated once per report."""
         self.latest = latest
         self.agent_counters = agent_counters or dict
         self.qos = qos
+        self.totals = totals
 
     def describe(self) -> list[Metric]:
         return []  # samples depend on the report; describing them would run a collection at registration
@@ -98,12 +126,15 @@ class ReportCollector(Collector):
             families.append(family)
             return family
 
+        qos = self.qos() if self.qos is not None else None
         self._node(report, gauge, counter)
         self._pods(report, gauge, counter)
+        self._classes(self.totals() if self.totals is not None else {}, counter)
         self._accelerators(report, gauge)
         self._agent(report, gauge, counter)
-        if self.qos is not None:
-            self._qos(self.qos(), gauge, counter)
+        if qos is not None:
+            self._online_waits(qos, counter)
+            self._qos(qos, gauge, counter)
         for family in families:
             yield family.metric
 
@@ -142,6 +173,22 @@ class ReportCollector(Collector):
                 for window, field in PRESSURE_WINDOWS:
                     stalled.add(getattr(pressure, f"{kind}_{field}") / 100.0, pressure.resource, kind, window)
                 stalled_total.add(getattr(pressure, f"{kind}_total_seconds"), pressure.resource, kind)
+        # The same under node_exporter's names, for dashboards built on it.
+        exporter_names = {
+            name: counter(name, f"node_exporter's name: total time {resource} PSI '{kind}' counted, in seconds.")
+            for (resource, kind), name in NODE_EXPORTER_PRESSURE.items()
+        }
+        for pressure in report.pressure:
+            for kind in ("some", "full"):
+                name = NODE_EXPORTER_PRESSURE.get((pressure.resource, kind))
+                if name is not None:
+                    exporter_names[name].add(getattr(pressure, f"{kind}_total_seconds"))
+        gauge("node_memory_MemTotal_bytes", "node_exporter's name: MemTotal of /proc/meminfo, in bytes.").add(
+            memory.total_bytes
+        )
+        gauge("node_memory_MemAvailable_bytes", "node_exporter's name: MemAvailable of /proc/meminfo, in bytes.").add(
+            memory.available_bytes
+        )
         reclaimable = report.reclaimable
         if "cpu" in reclaimable:
             gauge("lahar_node_reclaimable_cpu_cores", "CPU best-effort pods may borrow, in cores.").add(
@@ -154,15 +201,24 @@ class ReportCollector(Collector):
 
     @staticmethod
     def _pods(report: NodeReport, gauge: Any, counter: Any) -> None:
-        pod_labels = ("namespace", "pod", "qos_class")
+        pod_labels = ("namespace", "pod", QOS_LABEL)
         cpu = gauge("lahar_pod_cpu_usage_cores", "CPU a pod used over the last interval, in cores.", *pod_labels)
+        cpu_seconds = counter("lahar_pod_cpu_usage_seconds", "CPU time a pod used (its cgroup's).", *pod_labels)
         memory = gauge(
             "lahar_pod_memory_working_set_bytes",
             "A pod's memory working set (usage minus inactive file pages).",
             *pod_labels,
         )
-        throttled = counter("lahar_pod_cpu_throttled_periods", "CFS periods in which a pod was throttled.", *pod_labels)
-        throttled_time = counter("lahar_pod_cpu_throttled_seconds", "Time a pod was throttled.", *pod_labels)
+        throttled = counter(
+            "lahar_pod_cpu_throttled_periods",
+            "CFS periods in which a pod's own cgroup was throttled (a BE cap on the parent: lahar_class_*).",
+            *pod_labels,
+        )
+        throttled_time = counter(
+            "lahar_pod_cpu_throttled_seconds",
+            "Time a pod's own cgroup was throttled (a BE cap on the parent shows in lahar_class_*).",
+            *pod_labels,
+        )
         read = counter("lahar_pod_io_read_bytes", "Bytes a pod read from block devices.", *pod_labels)
         written = counter("lahar_pod_io_write_bytes", "Bytes a pod wrote to block devices.", *pod_labels)
         container_cpu = gauge(
@@ -179,9 +235,35 @@ class ReportCollector(Collector):
             "pod",
             "container",
         )
+        container_seconds = counter(
+            "lahar_container_cpu_usage_seconds", "CPU time a container used.", "namespace", "pod", "container"
+        )
+        # cAdvisor's names (container="" is the pod's own cgroup, as cAdvisor has it), so dashboards
+        # built on the kubelet's metrics work on these too.
+        cadvisor = ("namespace", "pod", "container")
+        cadvisor_cpu = counter(
+            "container_cpu_usage_seconds", "cAdvisor's name: cumulative CPU time, seconds.", *cadvisor
+        )
+        cadvisor_memory = gauge(
+            "container_memory_working_set_bytes", "cAdvisor's name: memory working set, bytes.", *cadvisor
+        )
+        cadvisor_periods = counter(
+            "container_cpu_cfs_throttled_periods", "cAdvisor's name: throttled CFS periods.", *cadvisor
+        )
+        cadvisor_throttled = counter(
+            "container_cpu_cfs_throttled_seconds", "cAdvisor's name: time throttled, seconds.", *cadvisor
+        )
         for pod in report.pods:
             labels = (pod.namespace, pod.name, pod.qos_class)
             cpu.add(pod.cpu_usage_cores, *labels)
+            cpu_seconds.add(pod.cpu_usage_seconds_total, *labels)
+            cgroups: list[tuple[PodUsage | ContainerUsage, str]] = [(pod, ""), *((c, c.name) for c in pod.containers)]
+            for usage, container_name in cgroups:
+                where = (pod.namespace, pod.name, container_name)
+                cadvisor_cpu.add(usage.cpu_usage_seconds_total, *where)
+                cadvisor_memory.add(usage.memory_working_set_bytes, *where)
+                cadvisor_periods.add(usage.cpu_throttled_periods_total, *where)
+                cadvisor_throttled.add(usage.cpu_throttled_seconds_total, *where)
             memory.add(pod.memory_working_set_bytes, *labels)
             throttled.add(pod.cpu_throttled_periods_total, *labels)
             throttled_time.add(pod.cpu_throttled_seconds_total, *labels)
@@ -190,6 +272,48 @@ class ReportCollector(Collector):
             for container in pod.containers:
                 container_cpu.add(container.cpu_usage_cores, pod.namespace, pod.name, container.name)
                 container_memory.add(container.memory_working_set_bytes, pod.namespace, pod.name, container.name)
+                container_seconds.add(container.cpu_usage_seconds_total, pod.namespace, pod.name, container.name)
+
+    @staticmethod
+    def _classes(totals: dict[tuple[str, str], float], counter: Any) -> None:
+        """Per-class counters: every class from the start, at 0 until it counts."""
+        families = {
+            CPU_SECONDS: counter("lahar_class_cpu_usage_seconds", "CPU time the pods of a QoS class used.", QOS_LABEL),
+            THROTTLED_SECONDS: counter(
+                "lahar_class_cpu_throttled_seconds",
+                "Time a class was throttled where the cap is: BE at the parent groups the QoS engine caps, "
+                "the others at their pods' cgroups.",
+                QOS_LABEL,
+            ),
+            THROTTLED_PERIODS: counter(
+                "lahar_class_cpu_throttled_periods",
+                "CFS periods in which a class was throttled, counted where the cap is (as the seconds).",
+                QOS_LABEL,
+            ),
+            WAIT_SECONDS: counter(
+                "lahar_class_cpu_wait_seconds",
+                "Time online pods of a class waited for a CPU (PSI cpu some, or schedstat run delay): "
+                "the interference signal. While the CPU interference controller runs.",
+                QOS_LABEL,
+            ),
+        }
+        for figure, family in families.items():
+            for qos_class in ONLINE_CLASSES if figure == WAIT_SECONDS else CLASSES:
+                family.add(totals.get((figure, qos_class), 0.0), qos_class)
+
+    @staticmethod
+    def _online_waits(qos: QosSnapshot, counter: Any) -> None:
+        waits = counter(
+            "lahar_pod_cpu_wait_seconds",
+            "Time an online pod's runnable tasks waited for a CPU: its cgroup's PSI (cpu.pressure some) where "
+            "the kernel has it, else its tasks' schedstat run delay (source).",
+            "namespace",
+            "pod",
+            QOS_LABEL,
+            "source",
+        )
+        for wait in qos.online_waits:
+            waits.add(wait.wait_seconds, wait.namespace, wait.pod, wait.qos_class, wait.source)
 
     @staticmethod
     def _accelerators(report: NodeReport, gauge: Any) -> None:
@@ -213,6 +337,18 @@ class ReportCollector(Collector):
             "namespace",
             "pod",
         )
+        # NVIDIA DCGM exporter's names, labels and units (percent, MiB), for dashboards built on it.
+        dcgm_labels = ("gpu", "UUID", "device", "modelName", "Hostname")
+        dcgm = {
+            name: gauge(name, f"DCGM exporter's name: {text}.", *dcgm_labels)
+            for name, text in (
+                ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %)"),
+                ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB)"),
+                ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB)"),
+                ("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W)"),
+                ("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C)"),
+            )
+        }
         for device in report.gpu.gpus:
             labels = (str(device.index), device.uuid, device.model)
             utilization.add(device.utilization_ratio, *labels)
@@ -220,6 +356,12 @@ class ReportCollector(Collector):
             total.add(device.memory_total_bytes, *labels)
             power.add(device.power_watts, *labels)
             temperature.add(device.temperature_celsius, *labels)
+            where = (str(device.index), device.uuid, f"nvidia{device.index}", device.model, report.node)
+            dcgm["DCGM_FI_DEV_GPU_UTIL"].add(device.utilization_ratio * 100.0, *where)
+            dcgm["DCGM_FI_DEV_FB_USED"].add(device.memory_used_bytes / MiB, *where)
+            dcgm["DCGM_FI_DEV_FB_FREE"].add((device.memory_total_bytes - device.memory_used_bytes) / MiB, *where)
+            dcgm["DCGM_FI_DEV_POWER_USAGE"].add(device.power_watts, *where)
+            dcgm["DCGM_FI_DEV_GPU_TEMP"].add(device.temperature_celsius, *where)
             for process in device.processes:
                 process_memory.add(
                     process.memory_bytes,
@@ -254,9 +396,9 @@ class ReportCollector(Collector):
         gauge("lahar_agent_last_report_timestamp_seconds", "When the agent's last report was taken.").add(
             report.timestamp
         )
-        failing = gauge("lahar_agent_collector_failing", "1 when a collector's last run failed.", "collector")
-        for collector in report.health.errors:
-            failing.add(1.0, collector)
+        failing = gauge("lahar_agent_collector_failing", "1 when a collector's last run failed, else 0.", "collector")
+        for collector in sorted({*COLLECTORS, *report.health.errors}):
+            failing.add(float(collector in report.health.errors), collector)
         counters = self.agent_counters()
         for name, documentation in (
             ("reports_sent", "Reports the agent streamed to the scheduler."),
@@ -282,8 +424,8 @@ class ReportCollector(Collector):
             "0 while the QoS config file on disk is refused (the last good one stays), else 1.",
         ).add(float(qos.config_error is None))
         reloads = counter("lahar_qos_config_reloads", "QoS config file reloads, by result (ok, refused).", "result")
-        for result, count in sorted(qos.config_reloads.items()):
-            reloads.add(count, result)
+        for result in sorted({*RELOAD_RESULTS, *qos.config_reloads}):
+            reloads.add(qos.config_reloads.get(result, 0), result)
         enabled = gauge("lahar_qos_strategy_enabled", "1 when a QoS strategy is on for this node.", "strategy")
         for strategy, on in sorted(qos.enabled.items()):
             enabled.add(float(on), strategy)
@@ -301,22 +443,15 @@ class ReportCollector(Collector):
         for device, kind, limit in qos.io_limits:
             unit, direction = IO_UNITS[kind]
             limits[unit].add(limit, device, direction)
-        counter("lahar_qos_be_cpu_throttled_periods", "CFS periods in which best-effort groups were throttled.").add(
-            qos.be_throttled_periods
-        )
-        counter("lahar_qos_be_cpu_throttled_seconds", "Time best-effort groups were throttled.").add(
-            qos.be_throttled_seconds
-        )
         writes = counter(
             "lahar_qos_cgroup_writes",
             "Cgroup file writes by the QoS engine (in dry-run: the writes it would have made), by logical knob.",
             "knob",
         )
-        for knob, count in sorted(qos.writes.items()):
-            writes.add(count, knob)
         errors = counter("lahar_qos_cgroup_write_errors", "Cgroup reads or writes the kernel refused, by knob.", "knob")
-        for knob, count in sorted(qos.write_errors.items()):
-            errors.add(count, knob)
+        for knob in sorted({*KNOBS, *qos.writes, *qos.write_errors}):
+            writes.add(qos.writes.get(knob, 0), knob)
+            errors.add(qos.write_errors.get(knob, 0), knob)
         counter(
             "lahar_qos_cgroup_writes_refused", "Writes refused because the path was outside the pod hierarchy."
         ).add(qos.refused)
@@ -330,14 +465,14 @@ class ReportCollector(Collector):
             "strategy",
             "action",
         )
-        for (strategy, action), count in sorted(qos.actions.items()):
-            actions.add(count, strategy, action)
+        known = {(strategy.name, action) for strategy in STRATEGIES for action in strategy.actions}
+        for strategy, action in sorted(known | set(qos.actions)):
+            actions.add(qos.actions.get((strategy, action), 0), strategy, action)
         evictions = counter("lahar_evictions", "Best-effort pods evicted by the agent, by reason.", "reason")
-        for reason, count in sorted(qos.evictions.items()):
-            evictions.add(count, reason)
         refusals = counter("lahar_eviction_refusals", "Evictions a PodDisruptionBudget refused, by reason.", "reason")
-        for reason, count in sorted(qos.eviction_refusals.items()):
-            refusals.add(count, reason)
+        for reason in sorted({*EVICTION_REASONS.values(), *qos.evictions, *qos.eviction_refusals}):
+            evictions.add(qos.evictions.get(reason, 0), reason)
+            refusals.add(qos.eviction_refusals.get(reason, 0), reason)
 
 
 def health_of(

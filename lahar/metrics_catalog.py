@@ -39,6 +39,8 @@ SERIES_SUFFIXES = {
 # Base units by name suffix (DESIGN.md: seconds, bytes, cores, ratios 0-1), longest first.
 UNITS = (
     ("_timestamp_seconds", "unix seconds"),
+    ("_milliseconds", "milliseconds"),
+    ("_milli_cpu", "millicores"),
     ("_bytes_per_second", "bytes/s"),
     ("_iops", "operations/s"),
     ("_seconds", "seconds"),
@@ -49,6 +51,65 @@ UNITS = (
     ("_watts", "watts"),
     ("_celsius", "degrees Celsius"),
 )
+
+
+# Families exported under another project's name, so dashboards and alerts built on it work on
+# Lahar too: name prefix -> the project.
+COMPATIBLE = {
+    "volcano_": "Volcano scheduler",
+    "DCGM_FI_": "NVIDIA DCGM exporter",
+    "container_": "cAdvisor (kubelet)",
+    "node_": "node_exporter",
+}
+# Units of families named by another project's conventions (not base units: its own).
+UNIT_OVERRIDES = {
+    "DCGM_FI_DEV_GPU_UTIL": "percent",
+    "DCGM_FI_DEV_FB_USED": "MiB",
+    "DCGM_FI_DEV_FB_FREE": "MiB",
+    "DCGM_FI_DEV_POWER_USAGE": "watts",
+    "DCGM_FI_DEV_GPU_TEMP": "degrees Celsius",
+    "volcano_e2e_job_scheduling_duration": "milliseconds",
+    "volcano_e2e_job_scheduling_start_time": "unix seconds",
+    "volcano_e2e_job_scheduling_last_time": "unix seconds",
+}
+# Lahar's own families -> the family another project exports for the same quantity (in its units).
+MATCHES = {
+    "lahar_node_memory_total_bytes": "node_exporter `node_memory_MemTotal_bytes`",
+    "lahar_node_memory_available_bytes": "node_exporter `node_memory_MemAvailable_bytes`",
+    "lahar_node_pressure_stalled_seconds": (
+        "node_exporter `node_pressure_{cpu,memory,io}_waiting_seconds_total` (some), `..._stalled_...` (full)"
+    ),
+    "lahar_node_cpu_usage_cores": 'node_exporter `sum(rate(node_cpu_seconds_total{mode!="idle"}[1m]))`',
+    "lahar_pod_cpu_usage_seconds": 'cAdvisor `container_cpu_usage_seconds_total{container=""}`',
+    "lahar_pod_cpu_usage_cores": 'cAdvisor `rate(container_cpu_usage_seconds_total{container=""}[1m])`',
+    "lahar_pod_memory_working_set_bytes": 'cAdvisor `container_memory_working_set_bytes{container=""}`',
+    "lahar_pod_cpu_throttled_periods": 'cAdvisor `container_cpu_cfs_throttled_periods_total{container=""}`',
+    "lahar_pod_cpu_throttled_seconds": 'cAdvisor `container_cpu_cfs_throttled_seconds_total{container=""}`',
+    "lahar_container_cpu_usage_seconds": "cAdvisor `container_cpu_usage_seconds_total`",
+    "lahar_container_cpu_usage_cores": "cAdvisor `rate(container_cpu_usage_seconds_total[1m])`",
+    "lahar_container_memory_working_set_bytes": "cAdvisor `container_memory_working_set_bytes`",
+    "lahar_gpu_utilization_ratio": "DCGM `DCGM_FI_DEV_GPU_UTIL` (percent)",
+    "lahar_gpu_memory_used_bytes": "DCGM `DCGM_FI_DEV_FB_USED` (MiB)",
+    "lahar_gpu_memory_total_bytes": "DCGM `DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE` (MiB)",
+    "lahar_gpu_power_watts": "DCGM `DCGM_FI_DEV_POWER_USAGE`",
+    "lahar_gpu_temperature_celsius": "DCGM `DCGM_FI_DEV_GPU_TEMP`",
+    "lahar_scheduler_e2e_scheduling_duration_seconds": "Volcano `volcano_e2e_scheduling_latency_milliseconds`",
+    "lahar_scheduler_action_duration_seconds": "Volcano `volcano_action_scheduling_latency_milliseconds`",
+    "lahar_scheduler_pods_scheduled": 'Volcano `volcano_schedule_attempts_total{result="scheduled"}`',
+    "lahar_scheduler_unschedulable_gangs": "Volcano `volcano_unschedule_job_count`",
+    "lahar_scheduler_evictions": "Volcano `volcano_eviction_transactions_total` (per transaction, not per pod)",
+    "lahar_scheduler_queue_allocated": "Volcano `volcano_queue_allocated_{milli_cpu,memory_bytes,scalar_resources}`",
+    "lahar_scheduler_queue_deserved": "Volcano `volcano_queue_deserved_{milli_cpu,memory_bytes,scalar_resources}`",
+    "lahar_scheduler_queue_share": "Volcano `volcano_queue_share`",
+}
+
+
+def matches(family: str) -> str:
+    """The name another project exports this family under, or says it is that project's name."""
+    for prefix, project in COMPATIBLE.items():
+        if family.startswith(prefix):
+            return f"{project} (this name)"
+    return MATCHES.get(family, "")
 
 
 @dataclass(frozen=True)
@@ -69,6 +130,8 @@ class MetricInfo:
 
     @property
     def unit(self) -> str:
+        if self.family in UNIT_OVERRIDES:
+            return UNIT_OVERRIDES[self.family]
         base = self.family
         for suffix, unit in UNITS:
             if base.endswith(suffix):
@@ -110,7 +173,8 @@ def sample_report(node: str = SAMPLE_NODE, timestamp: float = 1_700_000_000.0) -
             0.0,
             1 * MiB,
             2 * MiB,
-            [ContainerUsage("nginx", 1.0, 2 * GiB)],
+            [ContainerUsage("nginx", 1.0, 2 * GiB, cpu_usage_seconds_total=3500.0)],
+            cpu_usage_seconds_total=3600.0,
         ),
         PodUsage(
             "web",
@@ -125,7 +189,8 @@ def sample_report(node: str = SAMPLE_NODE, timestamp: float = 1_700_000_000.0) -
             0.4,
             4 * MiB,
             8 * MiB,
-            [ContainerUsage("api", 1.5, 3 * GiB, 12, 0.4)],
+            [ContainerUsage("api", 1.5, 3 * GiB, 12, 0.4, 5000.0)],
+            cpu_usage_seconds_total=5400.0,
         ),
         PodUsage(
             "batch",
@@ -140,7 +205,8 @@ def sample_report(node: str = SAMPLE_NODE, timestamp: float = 1_700_000_000.0) -
             12.5,
             64 * MiB,
             128 * MiB,
-            [ContainerUsage("trainer", 2.5, 6 * GiB, 300, 12.5)],
+            [ContainerUsage("trainer", 2.5, 6 * GiB, 300, 12.5, 9000.0)],
+            cpu_usage_seconds_total=9000.0,
         ),
         PodUsage(
             "kube-system",
@@ -151,7 +217,8 @@ def sample_report(node: str = SAMPLE_NODE, timestamp: float = 1_700_000_000.0) -
             "kubepods/burstable/poduid-sys",
             0.1,
             64 * MiB,
-            containers=[ContainerUsage("exporter", 0.1, 64 * MiB)],
+            containers=[ContainerUsage("exporter", 0.1, 64 * MiB, cpu_usage_seconds_total=300.0)],
+            cpu_usage_seconds_total=360.0,
         ),
     ]
     return NodeReport(
@@ -282,7 +349,7 @@ def sample_qos_snapshot() -> Any:
     (on cgroup v1 and v2) on a sample node, and whose counters have every key they can have."""
     from lahar.agent.cgroups.layout import CgroupVersion
     from lahar.agent.qos.config import QosConfig
-    from lahar.agent.qos.engine import ACTIVE, QosSnapshot
+    from lahar.agent.qos.engine import ACTIVE, OnlineWait, QosSnapshot
     from lahar.agent.qos.eviction import REASONS
     from lahar.agent.qos.knobs import KNOBS
     from lahar.agent.qos.strategies import STRATEGIES, io
@@ -325,15 +392,24 @@ def sample_qos_snapshot() -> Any:
         evictions=dict.fromkeys(reasons, 1),
         eviction_refusals=dict.fromkeys(reasons, 1),
         cap_changes=3,
+        be_groups_read=True,
+        online_waits=(
+            OnlineWait("uid-lc", "web", "frontend-0", "LC", "psi", 4.5),
+            OnlineWait("uid-ls", "web", "api-0", "LS", "schedstat", 30.0),
+        ),
     )
 
 
 def agent_registry() -> CollectorRegistry:
     from lahar.agent.exporter import ReportCollector
+    from lahar.agent.usage_totals import totals_of
 
     report, snapshot = sample_report(), sample_qos_snapshot()
+    totals = totals_of([(report, snapshot)])
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ReportCollector(lambda: report, sample_agent_counters, qos=lambda: snapshot))
+    registry.register(
+        ReportCollector(lambda: report, sample_agent_counters, qos=lambda: snapshot, totals=lambda: totals)
+    )
     return registry
 
 
@@ -452,14 +528,17 @@ TITLES = {
         "Agent",
         "`lahar agent`, one per node; port 9316. Every series carries `node`. Pod series carry "
         "the workload pod's `namespace` and `pod`, so they join with kube-state-metrics (the "
-        "agent's ServiceMonitor keeps them with `honorLabels`). GPU and NPU families appear only on "
-        "nodes whose NVML or DCMI can be read; `lahar_qos_*` and `lahar_eviction*` only while QoS "
-        "runs (not with `--no-qos`); a counter with a label appears once its first label value "
-        "has counted.",
+        "agent's ServiceMonitor keeps them with `honorLabels`), and Lahar's QoS class as `lahar_qos` "
+        "(LC, LS, BE, SYSTEM; not `qos_class`, which kube-state-metrics uses for Kubernetes' class). "
+        "GPU and NPU families appear only on nodes whose NVML or DCMI can be read; `lahar_qos_*`, "
+        "`lahar_eviction*` and `lahar_*_cpu_wait_*` only while QoS runs (not with `--no-qos`). Every "
+        "counter exists from the first report, each label value it can have at 0, so `rate()` and "
+        "`increase()` see the first event.",
     ),
     "scheduler": (
         "Scheduler",
-        "`lahar scheduler`; port 9317. Queue figures are replaced whole every cycle: a deleted queue's series go away.",
+        "`lahar scheduler`; port 9317. Queue figures are replaced whole every cycle: a deleted queue's "
+        "series go away, a queue with no work keeps its series at 0.",
     ),
     "controller": ("Controller", "`lahar controller`; port 9318."),
 }
@@ -502,12 +581,15 @@ def render_markdown(entries: Mapping[str, list[MetricInfo]] | None = None) -> st
             "",
             intro,
             "",
-            "| Metric | Type | Unit | Labels | Description |",
-            "|---|---|---|---|---|",
+            "| Metric | Type | Unit | Labels | Matches | Description |",
+            "|---|---|---|---|---|---|",
         ]
         for info in entries[component]:
             labels = ", ".join(f"`{label}`" for label in info.labels) or "—"
-            lines.append(f"| `{info.name}` | {_type_cell(info)} | {info.unit or '—'} | {labels} | {_cell(info.help)} |")
+            lines.append(
+                f"| `{info.name}` | {_type_cell(info)} | {info.unit or '—'} | {labels} | "
+                f"{_cell(matches(info.family)) or '—'} | {_cell(info.help)} |"
+            )
         lines.append("")
     return "\n".join(lines)
 

@@ -11,7 +11,8 @@ Instruments the loop updates:
 - `lahar_scheduler_conf_reload_failures_total`, `lahar_scheduler_cycle_failures_total`;
 - `lahar_scheduler_conf_warnings`: what the configuration in force asks for that Lahar leaves out.
 
-Figures of the latest cycle, replaced whole each cycle (a deleted queue's series go away):
+Figures of the latest cycle, replaced whole each cycle (a deleted queue's series go away; a
+queue with no work keeps its cpu and memory series, at 0):
 - `lahar_scheduler_pending_pods`, `lahar_scheduler_unschedulable_gangs`;
 - `lahar_scheduler_queue_allocated{queue,resource}`, `lahar_scheduler_queue_deserved{queue,resource}`,
   `lahar_scheduler_queue_share{queue}` (deserved and share when the proportion plugin ran).
@@ -37,7 +38,28 @@ from prometheus_client.registry import Collector
 from lahar.api.resources import ResourceUnit, resource_unit
 from lahar.scheduler.node_reports import NodeReportStore
 
-CYCLE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+# From 100 µs: an action on a small cluster takes a fraction of a millisecond, and buckets that
+# start above most observations say nothing about them.
+CYCLE_BUCKETS = (
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+)
+# Every queue has these, at 0 when it holds nothing: a queue with no work keeps its series.
+QUEUE_RESOURCES = ("cpu", "memory")
 AGE_BUCKETS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 EVICTION_REASONS = ("preempt", "reclaim")
 FRESH, STALE, MISSING = "fresh", "stale", "missing"
@@ -104,12 +126,15 @@ class CycleCollector(Collector):
             labels=["queue"],
         )
         for name, queue in sorted(figures.queues.items()):
-            for resource, amount in sorted(queue.allocated.items()):
-                allocated.add_metric([name, resource], in_base_units(resource, amount))
-            for resource, amount in sorted((queue.deserved or {}).items()):
-                deserved.add_metric([name, resource], in_base_units(resource, amount))
+            for resource in sorted({*QUEUE_RESOURCES, *queue.allocated}):
+                allocated.add_metric([name, resource], in_base_units(resource, queue.allocated.get(resource, 0)))
+            if queue.deserved is not None:
+                for resource in sorted({*QUEUE_RESOURCES, *queue.deserved}):
+                    deserved.add_metric([name, resource], in_base_units(resource, queue.deserved.get(resource, 0)))
             if queue.share is not None and math.isfinite(queue.share):
                 share.add_metric([name], queue.share)
+            elif not any(queue.allocated.values()):
+                share.add_metric([name], 0.0)  # holds nothing: no share of anything
         yield from (allocated, deserved, share)
 
 

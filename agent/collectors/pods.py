@@ -364,6 +364,7 @@ class PodCollector:
             io_read_bytes_total=io_read,
             io_write_bytes_total=io_write,
             containers=self._containers(cgroup.path, container_names(pod), now),
+            cpu_usage_seconds_total=cpu.usage_seconds,
         )
 
     def _containers(self, pod_path: str, names: dict[str, str], now: float) -> list[ContainerUsage]:
@@ -386,6 +387,7 @@ class PodCollector:
                     memory_working_set_bytes=working_set,
                     cpu_throttled_periods_total=cpu.throttled_periods,
                     cpu_throttled_seconds_total=cpu.throttled_seconds,
+                    cpu_usage_seconds_total=cpu.usage_seconds,
                 )
             )
         return containers

@@ -45,6 +45,8 @@ if TYPE_CHECKING:
     from lahar.client.api import KubeApi
 
 log = logging.getLogger("lahar.agent.qos")
+RELOAD_OK, RELOAD_REFUSED = "ok", "refused"  # lahar_qos_config_reloads_total{result}
+RELOAD_RESULTS = (RELOAD_OK, RELOAD_REFUSED)
 
 EVICTION, RECLAIMABLE = "eviction", "reclaimable"
 SECTION_TYPES: dict[str, type] = {
@@ -261,7 +263,7 @@ class QosConfigFile:
                 config = load_config(self.path)
             except ValueError as exc:
                 self.error = str(exc)
-                self.reloads["refused"] += 1
+                self.reloads[RELOAD_REFUSED] += 1
                 log.error(
                     "QoS config refused, keeping the one loaded at %s: %s",
                     time.strftime("%H:%M:%S", time.localtime(self.loaded_at)),
@@ -269,7 +271,7 @@ class QosConfigFile:
                 )
                 return False
             self.config, self.loaded_at, self.error = config, self.clock(), None
-            self.reloads["ok"] += 1
+            self.reloads[RELOAD_OK] += 1
             log.info("QoS config reloaded from %s", self.path)
             return True
 

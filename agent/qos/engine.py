@@ -48,6 +48,18 @@ ALLOCATABLE_RESYNC_SECONDS = 300.0  # read the Node again now and then: someone 
 
 
 @dataclass(frozen=True)
+class OnlineWait:
+    """An online pod's cumulative CPU wait, as the interference loop last read it."""
+
+    uid: str
+    namespace: str
+    pod: str
+    qos_class: str  # LC, LS
+    source: str  # psi (the cgroup's cpu.pressure), schedstat (its tasks' run delay)
+    wait_seconds: float
+
+
+@dataclass(frozen=True)
 class QosSnapshot:
     """The engine's state for /metrics and health."""
 
@@ -70,6 +82,8 @@ class QosSnapshot:
     eviction_refusals: Mapping[str, int]
     cap_changes: int = 0  # BE CPU cap writes by the interference controller
     failures: int = 0  # QoS ticks that raised, in a row
+    be_groups_read: bool = False  # be_throttled_* were read from the BE groups (where the cap is)
+    online_waits: tuple[OnlineWait, ...] = ()  # online pods' CPU wait, the interference signal
 
 
 @dataclass
@@ -400,7 +414,21 @@ class QosEngine:
                 eviction_refusals=dict(self.eviction.refusals),
                 cap_changes=self.cap_changes,
                 failures=self.failures,
+                be_groups_read=tick is not None,
+                online_waits=self._online_waits(tick),
             )
+
+    def _online_waits(self, tick: _Tick | None) -> tuple[OnlineWait, ...]:
+        """Online pods' CPU wait from the interference loop's latest sample (none without the loop)."""
+        sample = self.loop.latest if self.loop is not None else None
+        if tick is None or sample is None:
+            return ()
+        pods = {pod.cgroup: pod for pod in tick.pods if pod.online}
+        return tuple(
+            OnlineWait(pod.uid, pod.namespace, pod.name, str(pod.qos), str(wait.source), wait.wait_seconds)
+            for cgroup, wait in sorted(sample.online.items())
+            if (pod := pods.get(cgroup)) is not None
+        )
 
 
 def _cores(cap: float | None) -> str:

@@ -68,6 +68,7 @@ class InterferenceLoop:
         self.reader = CpuWaitReader(host, clock)
         self.samples: deque[Sample] = deque()
         self.last_signal: Signal | None = None
+        self.latest: Sample | None = None  # the last reading, for /metrics (online pods' CPU wait)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -108,7 +109,7 @@ class InterferenceLoop:
         if targets is None:
             self.samples.clear()
             return 0.5
-        sample = self.sample(targets)
+        sample = self.latest = self.sample(targets)
         if self.samples and self.samples[-1].best_effort != sample.best_effort:
             self.samples.clear()
         self.samples.append(sample)

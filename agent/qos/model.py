@@ -108,6 +108,7 @@ class Strategy:
     config_type: type
     plan: Callable[[NodeState, Sequence[QosPod], Any, Plan | None], Plan]
     relax: Callable[[NodeState, Sequence[QosPod], Any, Plan | None], list[Desired]]
+    actions: tuple[str, ...] = ()  # every action its plans (or control) can name: counted from 0
 
 
 # --- best-effort groups ---------------------------------------------------------------------

@@ -123,7 +123,9 @@ def serve(args: argparse.Namespace, settings: Any) -> int:
         agent.listeners.append(streamer.offer)
     qos = agent.qos.snapshot if agent.qos is not None else None
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ReportCollector(lambda: agent.latest, lambda: stream_counters(streamer), qos=qos))
+    registry.register(
+        ReportCollector(lambda: agent.latest, lambda: stream_counters(streamer), qos=qos, totals=agent.totals.snapshot)
+    )
     metrics = MetricsServer(
         registry,
         health_of(lambda: agent.latest.timestamp if agent.latest else None, settings.interval, qos=qos),

@@ -59,6 +59,7 @@ class ContainerUsage:
     memory_working_set_bytes: int
     cpu_throttled_periods_total: int = 0
     cpu_throttled_seconds_total: float = 0.0
+    cpu_usage_seconds_total: float = 0.0  # cumulative CPU time, for counters (rate() loses nothing)
 
 
 @dataclass
@@ -76,6 +77,7 @@ class PodUsage:
     io_read_bytes_total: int = 0
     io_write_bytes_total: int = 0
     containers: list[ContainerUsage] = field(default_factory=list)
+    cpu_usage_seconds_total: float = 0.0  # cumulative CPU time of the pod's cgroup
 
 
 @dataclass

@@ -120,7 +120,7 @@ def test_metrics_carry_the_report_in_base_units(served: tuple[MetricsServer, lis
         samples[("lahar_node_pressure_stalled_seconds_total", (("kind", "some"), ("node", "n1"), ("resource", "cpu")))]
         == 42.0
     )
-    pod = (("namespace", "team"), ("node", "n1"), ("pod", "train-0"), ("qos_class", "BE"))
+    pod = (("lahar_qos", "BE"), ("namespace", "team"), ("node", "n1"), ("pod", "train-0"))
     assert samples[("lahar_pod_cpu_usage_cores", pod)] == 0.9
     assert samples[("lahar_pod_memory_working_set_bytes", pod)] == 256 << 20
     assert samples[("lahar_pod_cpu_throttled_periods_total", pod)] == 3

@@ -157,7 +157,7 @@ def test_the_agent_runs_qos_and_exports_it(qos_tree: QosTree) -> None:
     assert samples[("lahar_qos_cgroup_writes_total", (("knob", "cpu.burst"), ("node", "n1")))] >= 1
     assert samples[("lahar_qos_strategy_enabled", (("node", "n1"), ("strategy", "cpu_suppress")))] == 1
     assert ("lahar_node_reclaimable_cpu_cores", n1) in samples
-    assert ("lahar_qos_be_cpu_throttled_periods_total", n1) in samples
+    assert samples[("lahar_class_cpu_throttled_periods_total", (("lahar_qos", "BE"), ("node", "n1")))] >= 0
     ok, text = health_of(lambda: time.time(), 1.0, qos=agent.qos.snapshot)()
     assert ok and text.startswith("ok; qos ")
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from lahar.metrics_catalog import (
+    COMPATIBLE,
     COMPONENTS,
     MetricInfo,
     all_families,
@@ -68,7 +69,7 @@ def test_every_family_has_samples_help_and_a_unique_lahar_name(entries: dict[str
     names = [info.family for info in families]
     assert len(names) == len(set(names)), "a family is exported twice (by two programs, or twice by one)"
     for info in families:
-        assert info.family.startswith("lahar_"), info.family
+        assert info.family.startswith(("lahar_", *COMPATIBLE)), info.family
         assert info.series, f"{info.family} has no sample: the catalogue's sample data misses its condition"
         assert info.help.strip(), f"{info.family} has no help text"
         assert not info.help.startswith("QoS figure "), (
@@ -95,7 +96,7 @@ def test_design_examples_are_exported(entries: dict[str, list[MetricInfo]]) -> N
         "lahar_gpu_utilization_ratio": ("gpu", "uuid", "model"),
         "lahar_gpu_memory_used_bytes": (),
         "lahar_npu_utilization_ratio": ("npu",),
-        "lahar_pod_cpu_usage_cores": ("namespace", "pod", "qos_class"),
+        "lahar_pod_cpu_usage_cores": ("namespace", "pod", "lahar_qos"),
         "lahar_node_reclaimable_cpu_cores": (),
         "lahar_qos_be_cpu_quota_cores": (),
         "lahar_evictions_total": ("reason",),
@@ -152,8 +153,8 @@ def relative(path: Path) -> str:
 
 def test_every_metric_name_in_the_code_is_catalogued(entries: dict[str, list[MetricInfo]]) -> None:
     """Every `lahar_...` name in agent/, scheduler/ and controller/ (string literals, docstrings and
-    comments alike) is a family or series the catalogue lists."""
-    known = names_in(all_families(entries))
+    comments alike) is a family or series the catalogue lists (or a label, as `lahar_qos`)."""
+    known = names_in(all_families(entries)) | {label for info in all_families(entries) for label in info.labels}
     missing = sorted(
         {
             f"{relative(path)}: {name}"

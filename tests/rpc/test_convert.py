@@ -68,9 +68,10 @@ def full_report(node: str = "node-a", sequence: int = 7) -> NodeReport:
                 io_read_bytes_total=1024,
                 io_write_bytes_total=2048,
                 containers=[
-                    ContainerUsage("main", 0.2, 90 << 20, 2, 0.25),
-                    ContainerUsage("sidecar", 0.05, 10 << 20, 1, 0.125),
+                    ContainerUsage("main", 0.2, 90 << 20, 2, 0.25, 12.5),
+                    ContainerUsage("sidecar", 0.05, 10 << 20, 1, 0.125, 3.0),
                 ],
+                cpu_usage_seconds_total=20.0 + index,
             )
             for index in range(3)
         ],

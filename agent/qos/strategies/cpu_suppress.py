@@ -351,4 +351,4 @@ def relax(node: NodeState, pods: Sequence[QosPod], config: CpuSuppressConfig, pr
     return [relaxed(group) for group in be_groups(node, pods)]
 
 
-STRATEGY = Strategy(NAME, CpuSuppressConfig, plan, relax)
+STRATEGY = Strategy(NAME, CpuSuppressConfig, plan, relax, (CUT, GROW, LIFT, LEARN, REVERT))

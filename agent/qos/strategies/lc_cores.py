@@ -21,6 +21,7 @@ from lahar.agent.qos.model import Desired, NodeState, Plan, QosPod, Strategy
 from lahar.api.qos import QoSClass
 
 NAME = "lc_cores"
+UPDATE, NO_CORES_LEFT = "update", "no_cores_left"  # its actions (lahar_qos_actions_total)
 DEFAULT_CPU_MANAGER_STATE = "/var/lib/kubelet/cpu_manager_state"
 
 
@@ -57,7 +58,7 @@ def plan(node: NodeState, pods: Sequence[QosPod], config: LcCoresConfig, previou
     if not node.has("cpuset.cpus"):
         return Plan(figures=figures)
     if not be_cpus:
-        return Plan(figures=figures, actions=("no_cores_left",))
+        return Plan(figures=figures, actions=(NO_CORES_LEFT,))
     if not held and previous is not None and not previous.memo.get("narrowed"):
         return Plan(figures=figures, memo=previous.memo)  # nothing to keep BE off: leave kubelet's cpusets be
     # Written when LC cores are held, and once more after they are not (also on the first plan:
@@ -67,7 +68,7 @@ def plan(node: NodeState, pods: Sequence[QosPod], config: LcCoresConfig, previou
         tuple(Desired(target, "cpuset.cpus", be_cpus) for target in _targets(node, pods)),
         figures,
         {"be_cpus": be_cpus, "narrowed": bool(held)},
-        ("update",) if changed else (),
+        (UPDATE,) if changed else (),
     )
 
 
@@ -77,4 +78,4 @@ def relax(node: NodeState, pods: Sequence[QosPod], config: LcCoresConfig, previo
     return [Desired(target, "cpuset.cpus", _allowed(node)) for target in _targets(node, pods)]
 
 
-STRATEGY = Strategy(NAME, LcCoresConfig, plan, relax)
+STRATEGY = Strategy(NAME, LcCoresConfig, plan, relax, (UPDATE, NO_CORES_LEFT))

@@ -30,6 +30,7 @@ from lahar.agent.qos.model import BeGroup, Desired, NodeState, Plan, QosPod, Str
 from lahar.api.qos import BURSTABLE
 
 NAME = "memory"
+CAP, RELEASE, RECLAIM = "cap", "release", "reclaim"  # its actions (lahar_qos_actions_total)
 MiB = 1 << 20
 PAGE = 4096
 
@@ -77,15 +78,15 @@ def plan(node: NodeState, pods: Sequence[QosPod], config: MemoryConfig, previous
     desired = [Desired(g.cgroup, "memory.cap", _cap(g, caps.get(g.cgroup))) for g in groups]
     actions = []
     if any(caps.get(cgroup, math.inf) < held.get(cgroup, math.inf) for cgroup in caps):
-        actions.append("cap")
+        actions.append(CAP)
     if held and not caps:
-        actions.append("release")
+        actions.append(RELEASE)
     if node.version is CgroupVersion.V1 and config.be_soft_limit:
         desired += [Desired(g.cgroup, "memory.soft_limit", 0) for g in groups]
     if over > 0 and node.has("memory.reclaim"):
         reclaims = _reclaims(groups, min(over, config.reclaim_step_bytes))
         desired += reclaims
-        actions += ["reclaim"] if reclaims else []
+        actions += [RECLAIM] if reclaims else []
     protection = _protection(node, pods, config) if config.protect_online else []
     desired += protection
     figures = {
@@ -132,4 +133,4 @@ def relax(node: NodeState, pods: Sequence[QosPod], config: MemoryConfig, previou
     return desired
 
 
-STRATEGY = Strategy(NAME, MemoryConfig, plan, relax)
+STRATEGY = Strategy(NAME, MemoryConfig, plan, relax, (CAP, RELEASE, RECLAIM))

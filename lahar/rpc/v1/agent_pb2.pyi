@@ -178,11 +178,14 @@ class ContainerUsage(_message.Message):
     MEMORY_WORKING_SET_BYTES_FIELD_NUMBER: _builtins.int
     CPU_THROTTLED_PERIODS_TOTAL_FIELD_NUMBER: _builtins.int
     CPU_THROTTLED_SECONDS_TOTAL_FIELD_NUMBER: _builtins.int
+    CPU_USAGE_SECONDS_TOTAL_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     cpu_usage_cores: _builtins.float
     memory_working_set_bytes: _builtins.int
     cpu_throttled_periods_total: _builtins.int
     cpu_throttled_seconds_total: _builtins.float
+    cpu_usage_seconds_total: _builtins.float
+    """cumulative CPU time"""
     def __init__(
         self,
         *,
@@ -191,10 +194,11 @@ class ContainerUsage(_message.Message):
         memory_working_set_bytes: _builtins.int = ...,
         cpu_throttled_periods_total: _builtins.int = ...,
         cpu_throttled_seconds_total: _builtins.float = ...,
+        cpu_usage_seconds_total: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cpu_throttled_periods_total", b"cpu_throttled_periods_total", "cpu_throttled_seconds_total", b"cpu_throttled_seconds_total", "cpu_usage_cores", b"cpu_usage_cores", "memory_working_set_bytes", b"memory_working_set_bytes", "name", b"name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cpu_throttled_periods_total", b"cpu_throttled_periods_total", "cpu_throttled_seconds_total", b"cpu_throttled_seconds_total", "cpu_usage_cores", b"cpu_usage_cores", "cpu_usage_seconds_total", b"cpu_usage_seconds_total", "memory_working_set_bytes", b"memory_working_set_bytes", "name", b"name"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -217,6 +221,7 @@ class PodUsage(_message.Message):
     IO_READ_BYTES_TOTAL_FIELD_NUMBER: _builtins.int
     IO_WRITE_BYTES_TOTAL_FIELD_NUMBER: _builtins.int
     CONTAINERS_FIELD_NUMBER: _builtins.int
+    CPU_USAGE_SECONDS_TOTAL_FIELD_NUMBER: _builtins.int
     namespace: _builtins.str
     name: _builtins.str
     uid: _builtins.str
@@ -232,6 +237,8 @@ class PodUsage(_message.Message):
     cpu_throttled_seconds_total: _builtins.float
     io_read_bytes_total: _builtins.int
     io_write_bytes_total: _builtins.int
+    cpu_usage_seconds_total: _builtins.float
+    """cumulative CPU time of the pod's cgroup"""
     @_builtins.property
     def containers(self) -> _containers.RepeatedCompositeFieldContainer[Global___ContainerUsage]: ...
     def __init__(
@@ -250,10 +257,11 @@ class PodUsage(_message.Message):
         io_read_bytes_total: _builtins.int = ...,
         io_write_bytes_total: _builtins.int = ...,
         containers: _abc.Iterable[Global___ContainerUsage] | None = ...,
+        cpu_usage_seconds_total: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cgroup", b"cgroup", "containers", b"containers", "cpu_throttled_periods_total", b"cpu_throttled_periods_total", "cpu_throttled_seconds_total", b"cpu_throttled_seconds_total", "cpu_usage_cores", b"cpu_usage_cores", "io_read_bytes_total", b"io_read_bytes_total", "io_write_bytes_total", b"io_write_bytes_total", "kube_qos_class", b"kube_qos_class", "memory_working_set_bytes", b"memory_working_set_bytes", "name", b"name", "namespace", b"namespace", "qos_class", b"qos_class", "uid", b"uid"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cgroup", b"cgroup", "containers", b"containers", "cpu_throttled_periods_total", b"cpu_throttled_periods_total", "cpu_throttled_seconds_total", b"cpu_throttled_seconds_total", "cpu_usage_cores", b"cpu_usage_cores", "cpu_usage_seconds_total", b"cpu_usage_seconds_total", "io_read_bytes_total", b"io_read_bytes_total", "io_write_bytes_total", b"io_write_bytes_total", "kube_qos_class", b"kube_qos_class", "memory_working_set_bytes", b"memory_working_set_bytes", "name", b"name", "namespace", b"namespace", "qos_class", b"qos_class", "uid", b"uid"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
