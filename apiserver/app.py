@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
 from aiohttp import web
 
 from lahar.api.kinds import ALL_KINDS, POD, Kind
@@ -28,7 +29,7 @@ from lahar.api.selectors import (
     parse_field_selector,
     parse_label_selector,
 )
-from lahar.apiserver import discovery, errors, protobuf
+from lahar.apiserver import discovery, errors, openapi, protobuf
 from lahar.apiserver.errors import ApiError
 from lahar.apiserver.registry import Registry
 from lahar.apiserver.store import ADDED, DELETED, MODIFIED, Change, Entry, Store, TooOldError, encode
@@ -56,6 +57,24 @@ class Target:
 def _respond(body: dict[str, Any] | bytes, status: int = 200) -> web.Response:
     raw = body if isinstance(body, bytes) else encode(body)
     return web.Response(body=raw, status=status, content_type=JSON)
+
+
+def _warn(response: web.Response, warnings: list[str]) -> web.Response:
+    """Warnings as kube-apiserver sends them (code 299), which kubectl prints."""
+    for warning in warnings:
+        response.headers.add("Warning", '299 - "' + warning.replace('"', '\\"') + '"')
+    return response
+
+
+def _patch_document(raw: bytes, content_type: str) -> Any:
+    """A merge-style patch as the object it mirrors, for field validation; None for a JSON patch
+    (a list of operations) or a body the patch code will refuse anyway."""
+    if content_type == "application/json-patch+json":
+        return None
+    try:
+        return yaml.safe_load(raw) if content_type == "application/apply-patch+yaml" else json.loads(raw)
+    except (ValueError, yaml.YAMLError):
+        return None
 
 
 def _success_status(code: int = 201) -> web.Response:
@@ -142,6 +161,8 @@ class ApiServer:
             document = self._discovery(parts, request)
             if document is not None:
                 return _respond(document)
+            if parts[:1] == ["openapi"]:
+                return self._openapi(parts, request)
         target = self._target(parts)
         if target is None:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
@@ -163,6 +184,23 @@ class ApiServer:
         if len(parts) == 3 and parts[0] == "apis":
             return discovery.resource_list(f"{parts[1]}/{parts[2]}")
         return None
+
+    @staticmethod
+    def _openapi(parts: list[str], request: web.Request) -> web.Response:
+        accept = request.headers.get("Accept", "")
+        if accept and not any(t in accept for t in ("json", "*/*")):
+            # kubectl asks for /openapi/v2 as protobuf only when /openapi/v3 lacks a kind.
+            raise ApiError(406, "NotAcceptable", f"only application/json is served here, not {accept!r}")
+        body = None
+        if parts == ["openapi", "v3"]:
+            body = encode(openapi.v3_root())
+        elif parts[:2] == ["openapi", "v3"]:
+            body = openapi.v3_for_path("/".join(parts[2:]))
+        elif parts == ["openapi", "v2"]:
+            body = openapi.v2_document()
+        if body is None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        return _respond(body)
 
     @staticmethod
     def _target(parts: list[str]) -> Target | None:
@@ -206,17 +244,25 @@ class ApiServer:
                     return await self._watch(request, target)
                 return self._list(request, target)
             if method == "POST":
-                return _respond(self.registry.create(kind, ns, await self._json_body(request), dry_run), 201)
+                body = await self._json_body(request)
+                warnings = openapi.field_problems(kind, body, params.get("fieldValidation", ""))
+                return _warn(_respond(self.registry.create(kind, ns, body, dry_run), 201), warnings)
             if method == "DELETE":
                 return self._delete_collection(request, target, dry_run)
         elif sub in ("", "status"):
             if method == "GET":
                 return self._get(request, target)
             if method == "PUT":
-                return _respond(self.registry.update(kind, ns, name, await self._json_body(request), sub, dry_run))
+                body = await self._json_body(request)
+                warnings = openapi.field_problems(kind, body, params.get("fieldValidation", ""))
+                return _warn(_respond(self.registry.update(kind, ns, name, body, sub, dry_run)), warnings)
             if method == "PATCH":
-                body = await request.read()
-                return _respond(self.registry.patch(kind, ns, name, body, request.content_type, sub, dry_run))
+                raw = await request.read()
+                warnings = openapi.field_problems(
+                    kind, _patch_document(raw, request.content_type), params.get("fieldValidation", "")
+                )
+                patched = self.registry.patch(kind, ns, name, raw, request.content_type, sub, dry_run)
+                return _warn(_respond(patched), warnings)
             if method == "DELETE" and not sub:
                 options = await self._delete_options(request)
                 return _respond(self.registry.delete(kind, ns, name, options, dry_run))
