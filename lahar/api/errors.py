@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
 from lahar.api.quantity import Quantity, QuantityError, parse_quantity
+from lahar.api.resources import to_base_units
 
 T = TypeVar("T")
 
@@ -22,6 +23,11 @@ NOT_SUPPORTED = "FieldValueNotSupported"
 FORBIDDEN = "FieldValueForbidden"
 TYPE_INVALID = "FieldValueTypeInvalid"
 TOO_LONG = "FieldValueTooLong"
+
+# The range of Go's int32 and int64, the types Kubernetes gives integer fields.
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+INT_RANGES = {32: (INT32_MIN, INT32_MAX), 64: (INT64_MIN, INT64_MAX)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,12 +199,20 @@ class Field:
     def as_bool(self) -> bool | None:
         return self._typed(bool, "a boolean")
 
-    def as_int(self, minimum: int | None = None) -> int | None:
-        """An integer (JSON numbers with a fraction are refused, as Go's decoder does); below
-        `minimum` it is reported and None is returned."""
+    def as_int(self, minimum: int | None = None, bits: int = 32) -> int | None:
+        """An integer of a Go `int32` (or, with bits=64, `int64`) field: JSON numbers with a
+        fraction are refused, as Go's decoder does, and so is a value the field cannot hold (a
+        replica count of 2^63-1 would have the controller make pods forever). Below `minimum`, or
+        out of range, it is reported and None is returned."""
         value = self._typed(int, "an integer")
-        if value is not None and minimum is not None and value < minimum:
+        if value is None:
+            return None
+        if minimum is not None and value < minimum:
             self.report(f"must be greater than or equal to {minimum}")
+            return None
+        low, high = INT_RANGES[bits]
+        if not low <= value <= high:
+            self.report(f"must be between {low} and {high}, inclusive (an int{bits})")
             return None
         return value
 
@@ -210,15 +224,21 @@ class Field:
         return None if None in strings else strings  # type: ignore[return-value]
 
     def as_quantity(self) -> Quantity | None:
-        """A resource quantity; JSON numbers are accepted as Kubernetes accepts them."""
+        """A resource quantity; JSON numbers are accepted as Kubernetes accepts them. Its value
+        must fit Go's int64 (what `Value()` returns and every consumer counts in): "1e400" parses,
+        as in Go, but no scheduler or kubelet can add it up."""
         value = self._typed((str, int, float), "a quantity string")
         if value is None:
             return None
         try:
-            return parse_quantity(value)
+            quantity = parse_quantity(value)
         except QuantityError as error:
             self.report(str(error))
             return None
+        if not INT64_MIN <= quantity.value() <= INT64_MAX:
+            self.report(f"invalid quantity {describe(value)}: out of range (at most {INT64_MAX} in magnitude)")
+            return None
+        return quantity
 
     def as_quantities(self) -> dict[str, Quantity] | None:
         """A resource list (`{cpu: 500m, memory: 1Gi}`); each bad entry is reported at its key.
@@ -233,6 +253,9 @@ class Field:
             quantity = entry.as_quantity()
             if quantity is not None and quantity < 0:
                 entry.report(f'invalid quantity "{entry.value}": must be greater than or equal to 0')
+            elif quantity is not None and to_base_units(name, quantity) > INT64_MAX:
+                # cpu is counted in millicores: a whole-unit value near the int64 limit overflows there.
+                entry.report(f"invalid quantity {describe(entry.value)}: too large for {name} (int64 in its base unit)")
             elif quantity is not None:
                 result[name] = quantity
         return result

@@ -44,6 +44,9 @@ DEFAULT_MAX_RETRY = 3
 DEFAULT_TASK_NAME_PREFIX = "default"
 # Volcano labels every pod with the job name, so it must fit in a label value.
 JOB_NAME_MAX = 63
+# Pods one Job may ask for: Kubernetes refuses an Indexed Job that runs more than 100,000 pods at once
+# (maxParallelismForIndexedJob); past that a controller spends its time making pods, not reconciling.
+MAX_TOTAL_REPLICAS = 100_000
 
 KNOWN_PLUGINS = ("env", "svc", "ssh")
 ANY_EVENT = "*"
@@ -466,7 +469,13 @@ def _validate_plugins(plugins: Field) -> None:
 
 
 def _validate_totals(spec: Field, total: int | None) -> None:
-    """minAvailable and minSuccess against the job's total replicas (when every count is valid)."""
+    """minAvailable and minSuccess against the job's total replicas (when every count is valid),
+    and the total within MAX_TOTAL_REPLICAS."""
+    if total is not None and total > MAX_TOTAL_REPLICAS:
+        spec.child("tasks").report(
+            f"the total replicas ({total}) must be at most {MAX_TOTAL_REPLICAS}, "
+            "as Kubernetes bounds an Indexed Job's parallelism"
+        )
     min_available = spec.child("minAvailable")
     min_value = min_available.as_int(minimum=0)
     if min_value is not None and total is not None and min_value > total:

@@ -177,7 +177,7 @@ def validate_object_meta(metadata: Field, namespaced: bool, name_check: NameChec
         check_name(finalizer, qualified_name_problems)
     for key in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp"):
         metadata.child(key).as_str()
-    metadata.child("generation").as_int(minimum=0)
+    metadata.child("generation").as_int(minimum=0, bits=64)
 
 
 IMMUTABLE_META_FIELDS = ("name", "namespace", "uid", "creationTimestamp")

@@ -10,6 +10,7 @@ from typing import Any
 
 from lahar.api.errors import DUPLICATE, Field, FieldError, child_dict, set_default
 from lahar.api.meta import MetaAccessors, ObjectMeta, check_name, label_value_problems, qualified_name_problems
+from lahar.api.quantity import canonicalize_resource_list
 from lahar.api.resources import ResourceList
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -96,9 +97,13 @@ class Node(MetaAccessors):
 
 
 def defaults(obj: dict[str, Any]) -> dict[str, Any]:
-    """A defaulted copy: `status.allocatable` copies `status.capacity` when absent."""
+    """A defaulted copy: quantities in canonical form; `status.allocatable` copies
+    `status.capacity` when absent."""
     result = copy.deepcopy(obj)
-    capacity = child_dict(child_dict(result, "status"), "capacity")
+    status = child_dict(result, "status")
+    for key in ("capacity", "allocatable"):  # stored in canonical form, as kube-apiserver does
+        canonicalize_resource_list(child_dict(status, key))
+    capacity = child_dict(status, "capacity")
     if capacity is not None:
         set_default(result["status"], "allocatable", dict(capacity))
     return result

@@ -32,6 +32,7 @@ from lahar.api.qos import (
     qos_class,
     validate_qos_keys,
 )
+from lahar.api.quantity import canonicalize_resource_list
 from lahar.api.resources import ResourceList, pod_requests
 
 PENDING, RUNNING, SUCCEEDED, FAILED, UNKNOWN = "Pending", "Running", "Succeeded", "Failed", "Unknown"
@@ -223,13 +224,26 @@ def default_pod_spec(spec: dict[str, Any]) -> None:
             _default_container(container)
 
 
+def _canonical_quantities(spec: dict[str, Any]) -> None:
+    """A Pod's quantities as kube-apiserver stores them: in canonical form (a Pod is decoded into
+    Go structs there; a Job's template, a custom resource, is stored as written)."""
+    for list_name in CONTAINER_LISTS:
+        for container in dict_elements(spec.get(list_name)):
+            resources = child_dict(container, "resources")
+            for key in ("requests", "limits"):
+                canonicalize_resource_list(child_dict(resources, key))
+    canonicalize_resource_list(spec.get("overhead"))
+
+
 def defaults(obj: dict[str, Any]) -> dict[str, Any]:
-    """A defaulted copy of a Pod: spec defaults, `status.phase` Pending and `status.qosClass`."""
+    """A defaulted copy of a Pod: spec defaults, quantities in canonical form, `status.phase`
+    Pending and `status.qosClass`."""
     result = copy.deepcopy(obj)
     spec = child_dict(result, "spec", create=True)
     if spec is None:
         return result
     default_pod_spec(spec)
+    _canonical_quantities(spec)
     status = child_dict(result, "status", create=True)
     if status is not None:
         set_default(status, "phase", PENDING)
@@ -287,7 +301,7 @@ def _validate_tolerations(tolerations: Field) -> None:
         effect = toleration.child("effect")
         effect.as_choice(TAINT_EFFECTS, "toleration effect")
         seconds = toleration.child("tolerationSeconds")
-        if seconds.as_int() is not None and effect.value != "NoExecute":
+        if seconds.as_int(bits=64) is not None and effect.value != "NoExecute":
             seconds.report('may only be set when the effect is "NoExecute"')
 
 
@@ -306,8 +320,8 @@ def validate_pod_spec(spec: Field) -> None:
     for key in ("nodeName", "priorityClassName"):
         check_name(spec.child(key), dns1123_subdomain_problems, allow_empty=True)
     spec.child("priority").as_int()
-    spec.child("terminationGracePeriodSeconds").as_int(minimum=0)
-    spec.child("activeDeadlineSeconds").as_int(minimum=1)
+    spec.child("terminationGracePeriodSeconds").as_int(minimum=0, bits=64)
+    spec.child("activeDeadlineSeconds").as_int(minimum=1, bits=64)
     spec.child("hostNetwork").as_bool()
     validate_labels(spec.child("nodeSelector"))
     spec.child("affinity").as_mapping()

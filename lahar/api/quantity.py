@@ -465,6 +465,21 @@ def _decimal_string(nanos: int, fmt: QuantityFormat) -> str:
 # -- conveniences -------------------------------------------------------------------------------
 
 
+def canonicalize_resource_list(resources: object) -> None:
+    """Rewrite each parseable quantity of a resource list (a dict) in its canonical form, in
+    place, as kube-apiserver does for the built-in kinds it decodes into Go structs ("0.5" is
+    stored as "500m", 1024Mi as "1Gi", the JSON number 2 as "2"). Anything unparseable is left
+    for validation to report."""
+    if not isinstance(resources, dict):
+        return
+    for name, value in resources.items():
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            try:
+                resources[name] = parse_quantity(value).canonical()
+            except QuantityError:
+                continue
+
+
 def cpu_millis(value: QuantityLike) -> int:
     """CPU in millicores: "100m" -> 100, "1.5" -> 1500, 2 -> 2000 (Go's MilliValue)."""
     return parse_quantity(value).milli_value()
