@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from lahar.api.kinds import ALL_KINDS, POD, Kind
+from lahar.api.kinds import ALL_KINDS, EVENT, POD, Kind
 from lahar.api.printing import table
 from lahar.api.selectors import (
     FieldSelector,
@@ -29,10 +29,22 @@ from lahar.api.selectors import (
     parse_field_selector,
     parse_label_selector,
 )
-from lahar.apiserver import discovery, errors, openapi, protobuf
+from lahar.apiserver import discovery, errors, limits, openapi, protobuf
 from lahar.apiserver.errors import ApiError
 from lahar.apiserver.registry import Registry
-from lahar.apiserver.store import ADDED, DELETED, MODIFIED, Change, Entry, Store, TooOldError, encode
+from lahar.apiserver.store import (
+    ADDED,
+    DELETED,
+    MODIFIED,
+    Change,
+    Entry,
+    ObjectTooLargeError,
+    StorageFullError,
+    Store,
+    TooOldError,
+    encode,
+)
+from lahar.apiserver.ttl import DEFAULT_EVENT_TTL_SECONDS, EventExpiry
 
 log = logging.getLogger("lahar.apiserver")
 
@@ -72,8 +84,8 @@ def _patch_document(raw: bytes, content_type: str) -> Any:
     if content_type == "application/json-patch+json":
         return None
     try:
-        return yaml.safe_load(raw) if content_type == "application/apply-patch+yaml" else json.loads(raw)
-    except (ValueError, yaml.YAMLError):
+        return yaml.safe_load(raw) if content_type == "application/apply-patch+yaml" else limits.loads(raw)
+    except (ValueError, yaml.YAMLError, RecursionError):
         return None
 
 
@@ -91,13 +103,24 @@ def _event_line(kind: str, raw: bytes) -> bytes:
 
 class ApiServer:
     def __init__(
-        self, store: Store, token: str | None = None, bookmark_interval: float = 10.0, max_watch_seconds: float = 1800.0
+        self,
+        store: Store,
+        token: str | None = None,
+        bookmark_interval: float = 10.0,
+        max_watch_seconds: float = 1800.0,
+        event_ttl: float = DEFAULT_EVENT_TTL_SECONDS,
+        body_timeout: float = limits.BODY_TIMEOUT_SECONDS,
     ) -> None:
         self.store = store
         self.token = token
         self.bookmark_interval = bookmark_interval
         self.max_watch_seconds = max_watch_seconds
+        self.body_timeout = body_timeout
         self.registry = Registry(store, self._call_at)
+        self.events = EventExpiry(
+            store, lambda ns, name: self.registry.delete(EVENT, ns, name), self._call_at, ttl=event_ttl
+        )
+        self.connections: limits.ConnectionGuard | None = None  # set by whoever serves the app
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending_calls: list[tuple[float, Callable[[], None]]] = []
         self._watches: set[asyncio.Queue[Change | None]] = set()
@@ -108,6 +131,7 @@ class ApiServer:
         app = web.Application(
             middlewares=[self._errors_middleware, self._auth_middleware], client_max_size=MAX_BODY_BYTES
         )
+        app[limits.BODY_TIMEOUT] = self.body_timeout
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
         app.on_startup.append(self._on_startup)
         app.on_shutdown.append(self._on_shutdown)
@@ -116,6 +140,7 @@ class ApiServer:
     async def _on_startup(self, _app: web.Application) -> None:
         self._loop = asyncio.get_running_loop()
         self.registry.ensure_defaults()
+        self.events.start()
         for pending in self._pending_calls:
             self._call_at(*pending)
         self._pending_calls.clear()
@@ -137,6 +162,13 @@ class ApiServer:
             return _respond(exc.status(), exc.code)
         except web.HTTPRequestEntityTooLarge:
             return _respond(ApiError(413, "RequestEntityTooLarge", "the request body is too large").status(), 413)
+        except ObjectTooLargeError as exc:
+            return _respond(limits.too_large(exc.size).status(), 413)
+        except StorageFullError as exc:
+            return _respond(limits.insufficient_storage(exc).status(), 507)
+        except RecursionError:  # a structure past what the checks foresaw: still the client's
+            log.warning("recursion limit serving %s %s", request.method, request.path)
+            return _respond(errors.bad_request("the request is nested too deeply").status(), 400)
         except (ConnectionResetError, asyncio.CancelledError):
             raise
         except Exception as exc:  # a bug: answer a Status rather than a bare 500 page
@@ -148,8 +180,9 @@ class ApiServer:
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
         if self.token is not None and request.path not in HEALTH_PATHS:
-            header = request.headers.get("Authorization", "")
-            if not hmac.compare_digest(header.encode(), f"Bearer {self.token}".encode()):
+            scheme, _, credentials = request.headers.get("Authorization", "").strip().partition(" ")
+            # The scheme is case-insensitive (RFC 9110 11.1), as kube-apiserver reads it.
+            if scheme.lower() != "bearer" or not hmac.compare_digest(credentials.strip().encode(), self.token.encode()):
                 raise ApiError(401, "Unauthorized", "Unauthorized")
         return await handler(request)
 
@@ -257,7 +290,7 @@ class ApiServer:
                 warnings = openapi.field_problems(kind, body, params.get("fieldValidation", ""))
                 return _warn(_respond(self.registry.update(kind, ns, name, body, sub, dry_run)), warnings)
             if method == "PATCH":
-                raw = await request.read()
+                raw = await limits.read_body(request)
                 warnings = openapi.field_problems(
                     kind, _patch_document(raw, request.content_type), params.get("fieldValidation", "")
                 )
@@ -284,7 +317,7 @@ class ApiServer:
     async def _json_body(request: web.Request) -> Any:
         if request.can_read_body and request.content_type == protobuf.PROTOBUF:
             try:
-                return protobuf.decode_body(await request.read())
+                return protobuf.decode_body(await limits.read_body(request))
             except protobuf.NoProtobufFormError as exc:
                 raise ApiError(415, "UnsupportedMediaType", str(exc)) from exc
             except protobuf.ProtobufError as exc:
@@ -296,11 +329,7 @@ class ApiServer:
                 f'the body of the request was in an unknown format ("{request.content_type}"); '
                 f"accepted media types include: {', '.join(sorted(JSON_BODY_TYPES - {''} | {protobuf.PROTOBUF}))}",
             )
-        raw = await request.read()
-        try:
-            return json.loads(raw) if raw else {}
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise errors.bad_request(f"the request body is not valid JSON: {exc}") from exc
+        return limits.decode_body(await limits.read_body(request))
 
     async def _delete_options(self, request: web.Request) -> dict[str, Any]:
         options = await self._json_body(request) if request.can_read_body else {}
@@ -310,10 +339,14 @@ class ApiServer:
             if key in request.query:
                 options[key] = request.query[key]
         if "gracePeriodSeconds" in options:
-            try:
-                options["gracePeriodSeconds"] = int(options["gracePeriodSeconds"])
-            except (TypeError, ValueError) as exc:
-                raise errors.bad_request("gracePeriodSeconds must be an integer") from exc
+            grace = options["gracePeriodSeconds"]
+            if isinstance(grace, int) and not isinstance(grace, bool):
+                grace = str(grace)
+            if not isinstance(grace, str):
+                raise errors.bad_request("gracePeriodSeconds must be an integer")
+            options["gracePeriodSeconds"] = limits.query_int(
+                {"gracePeriodSeconds": grace}, "gracePeriodSeconds", 0, minimum=limits.INT64_MIN
+            )
         return options
 
     # -- reads -----------------------------------------------------------------------------------
@@ -364,10 +397,7 @@ class ApiServer:
         return _respond(body)
 
     def _page_args(self, request: web.Request) -> tuple[int, tuple[str, str] | None, int]:
-        try:
-            limit = int(request.query.get("limit", "0") or 0)
-        except ValueError as exc:
-            raise errors.bad_request("limit must be an integer") from exc
+        limit = limits.query_int(request.query, "limit", 0)
         token = request.query.get("continue", "")
         if not token:
             return limit, None, self.store.revision
@@ -398,12 +428,8 @@ class ApiServer:
 
     async def _watch(self, request: web.Request, target: Target) -> web.StreamResponse:
         labels, fields = self._selectors(request, target.kind)
-        rv_text = request.query.get("resourceVersion", "")
-        try:
-            timeout = float(request.query.get("timeoutSeconds") or self.max_watch_seconds)
-            since = int(rv_text) if rv_text else 0
-        except ValueError as exc:
-            raise errors.bad_request("resourceVersion and timeoutSeconds must be numbers") from exc
+        timeout = limits.query_int(request.query, "timeoutSeconds", int(self.max_watch_seconds))
+        since = limits.query_int(request.query, "resourceVersion", 0)
         bookmarks = _query_bool(request.query, "allowWatchBookmarks")
         queue: asyncio.Queue[Change | None] = asyncio.Queue()
         # Subscribing and reading the backlog happen with no await between them: nothing is missed.

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias
@@ -27,6 +28,8 @@ from typing import Any, Final, TypeAlias
 import jsonpatch
 import jsonpointer
 import yaml
+
+from lahar.apiserver import limits
 
 
 class PatchError(ValueError):
@@ -93,16 +96,12 @@ def _body_text(body: bytes | str) -> str:
         raise MalformedPatchError(f"patch body is not valid UTF-8: {error}") from error
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
 def _decode_json(body: bytes | str, what: str) -> Any:
     text = _body_text(body)
     if not text.strip():
         raise MalformedPatchError(f"{what} body is empty")
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return limits.loads(text)  # as Go decodes: no NaN, no number past float64/int64, bounded depth
     except ValueError as error:
         raise MalformedPatchError(f"{what} body is not valid JSON: {error}") from error
 
@@ -122,9 +121,29 @@ def _decode_yaml(body: bytes | str) -> Any:
     if not text.strip():
         raise MalformedPatchError("apply patch body is empty")
     try:
-        return yaml.load(text, Loader=_JsonCompatibleLoader)
+        document = yaml.load(text, Loader=_JsonCompatibleLoader)
+    except RecursionError:
+        raise MalformedPatchError(f"apply patch body is nested more than {limits.MAX_JSON_DEPTH} levels deep") from None
     except yaml.YAMLError as error:
         raise MalformedPatchError(f"apply patch body is not valid YAML or JSON: {error}") from error
+    if limits.value_depth(document) > limits.MAX_JSON_DEPTH:
+        raise MalformedPatchError(f"apply patch body is nested more than {limits.MAX_JSON_DEPTH} levels deep")
+    if _has_non_finite(document):
+        raise MalformedPatchError("apply patch body holds .nan or .inf, which JSON cannot carry")
+    return document
+
+
+def _has_non_finite(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, float) and not math.isfinite(node):
+            return True
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
 
 
 def _expect_object(value: Any, what: str) -> dict[str, Any]:

@@ -3,13 +3,19 @@
 Each write is one SQLite transaction (WAL journal) committed before the server answers, so an
 answered 2xx survives a crash of the process. `--fsync full` also survives losing the machine's
 power, at the cost of an fsync per write. Reads never touch SQLite: the current objects live in
-memory with their encoded JSON, and a bounded history of changes serves watches from a
-resourceVersion (older versions answer 410 Gone, like an etcd compaction).
+memory with their encoded JSON, and a history of changes serves watches from a resourceVersion.
+
+The history is bounded by count and by bytes (each change holds its object's JSON): patching a
+1 MiB ConfigMap 300 times keeps at most `history_bytes` of it, and a watch from a version the
+history dropped answers 410 Gone, as after an etcd compaction. An object is at most
+`max_object_bytes` encoded (etcd's default request limit); a write that finds the disk full
+raises StorageFullError and changes nothing, in SQLite or in memory.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -54,13 +60,39 @@ class TooOldError(Exception):
     """The requested resourceVersion is older than the history kept."""
 
 
+class ObjectTooLargeError(ValueError):
+    """An object whose encoded JSON is past the store's limit; nothing was written."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"the object is {size} bytes encoded, at most {limit}")
+        self.size = size
+
+
+class StorageFullError(OSError):
+    """SQLite could not write for want of disk space; nothing was written."""
+
+
+DEFAULT_HISTORY_BYTES = 256 * 1024 * 1024
+DEFAULT_MAX_OBJECT_BYTES = 3 * 1024 * 1024 // 2  # etcd's default --max-request-bytes
+
+
 Listener = Callable[[Change], None]
 
 
 class Store:
-    def __init__(self, path: Path, history_size: int = 200_000, fsync: str = "normal") -> None:
+    def __init__(
+        self,
+        path: Path,
+        history_size: int = 200_000,
+        fsync: str = "normal",
+        history_bytes: int = DEFAULT_HISTORY_BYTES,
+        max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES,
+    ) -> None:
+        _private_file(path)
         self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
+        for journal in ("-wal", "-shm"):  # SQLite gives them the database's mode; older ones may differ
+            _private_file(path.with_name(path.name + journal), create=False)
         self._db.execute(f"PRAGMA synchronous={'FULL' if fsync == 'full' else 'NORMAL'}")
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS objects (resource TEXT NOT NULL, namespace TEXT NOT NULL, "
@@ -69,7 +101,11 @@ class Store:
         )
         self._db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)")
         self._objects: dict[str, dict[Key, Entry]] = {}
-        self._history: deque[Change] = deque(maxlen=history_size)
+        self._history: deque[Change] = deque()
+        self._history_size = history_size
+        self._history_bytes_limit = history_bytes
+        self.history_bytes = 0  # the encoded size of the objects the history holds
+        self.max_object_bytes = max_object_bytes
         self._listeners: dict[str, set[Listener]] = {}
         # owner uid -> the objects whose ownerReferences name it (garbage collection's index)
         self._dependents: dict[str, set[tuple[str, str, str]]] = {}
@@ -120,6 +156,8 @@ class Store:
         key = (meta.get("namespace", "") if kind.namespaced else "", meta["name"])
         resource = resource_key(kind)
         entry = Entry(obj, encode(obj), rv)
+        if len(entry.raw) > self.max_object_bytes:
+            raise ObjectTooLargeError(len(entry.raw), self.max_object_bytes)
         self._write("INSERT OR REPLACE INTO objects VALUES (?,?,?,?,?)", (resource, key[0], key[1], rv, entry.raw), rv)
         table = self._objects.setdefault(resource, {})
         previous = table.get(key)
@@ -144,13 +182,19 @@ class Store:
         return entry
 
     def _write(self, sql: str, args: tuple[Any, ...], rv: int) -> None:
-        self._db.execute("BEGIN IMMEDIATE")
         try:
-            self._db.execute(sql, args)
-            self._db.execute("INSERT OR REPLACE INTO meta VALUES ('revision', ?)", (rv,))
-            self._db.execute("COMMIT")
-        except BaseException:
-            self._db.execute("ROLLBACK")
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute(sql, args)
+                self._db.execute("INSERT OR REPLACE INTO meta VALUES ('revision', ?)", (rv,))
+                self._db.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+        except sqlite3.OperationalError as exc:
+            if _disk_full(exc):
+                raise StorageFullError(str(exc)) from exc
             raise
         self.revision = rv
 
@@ -175,9 +219,14 @@ class Store:
     # -- watch -----------------------------------------------------------------------------------
 
     def _publish(self, change: Change) -> None:
-        if len(self._history) == self._history.maxlen:
-            self._oldest_resumable = self._history[0].rv
         self._history.append(change)
+        self.history_bytes += len(change.entry.raw)
+        while len(self._history) > self._history_size or (
+            self.history_bytes > self._history_bytes_limit and len(self._history) > 1
+        ):
+            dropped = self._history.popleft()
+            self.history_bytes -= len(dropped.entry.raw)
+            self._oldest_resumable = dropped.rv  # a watch from before this version missed changes
         for listener in list(self._listeners.get(change.resource, ())):
             listener(change)
 
@@ -203,3 +252,16 @@ class Store:
                 found.append(change)
         found.reverse()
         return found
+
+
+def _disk_full(exc: sqlite3.OperationalError) -> bool:
+    """SQLITE_FULL: "database or disk is full"."""
+    return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "disk is full" in str(exc)
+
+
+def _private_file(path: Path, create: bool = True) -> None:
+    """The file readable by its owner alone (0600): the database holds Secrets."""
+    if create and not path.exists():
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    if path.exists() and path.stat().st_mode & 0o077:
+        path.chmod(0o600)

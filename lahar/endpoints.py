@@ -9,14 +9,39 @@ EMBEDDED_PORT = 6443
 EMBEDDED_URL = f"http://{EMBEDDED_HOST}:{EMBEDDED_PORT}"
 
 
-def is_loopback(host: str) -> bool:
-    """Whether a host name or address stays on this machine (where no token or TLS is required)."""
-    if host == "localhost":
-        return True
+# The addresses a server may listen on without a token: the loopback address of each IP version.
+# Another 127/8 address, a wildcard or a name is not an explicit choice of "this machine only".
+EXPLICIT_LOOPBACK = frozenset({ipaddress.ip_address("127.0.0.1"), ipaddress.ip_address("::1")})
+
+
+def _addresses(host: str) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    """The addresses a host stands for: itself when it is one, what `localhost` resolves to
+    (/etc/hosts may point it anywhere), nothing for other names (no DNS lookup here)."""
     try:
-        return ipaddress.ip_address(host).is_loopback
+        return [ipaddress.ip_address(host.strip("[]"))]
     except ValueError:
-        return False
+        pass
+    if host.lower() != "localhost":
+        return []
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except OSError:
+        return []
+    return [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a host name or address stays on this machine (where a token may travel without
+    TLS): a loopback address, or `localhost` when every address it resolves to is loopback."""
+    addresses = _addresses(host)
+    return bool(addresses) and all(address.is_loopback for address in addresses)
+
+
+def is_explicit_loopback(host: str) -> bool:
+    """Whether a listening address is an explicit choice of this machine alone, where a server
+    may run without a token: 127.0.0.1, ::1, or `localhost` resolving to nothing else."""
+    addresses = _addresses(host)
+    return bool(addresses) and all(address in EXPLICIT_LOOPBACK for address in addresses)
 
 
 def free_loopback_port() -> int:

@@ -263,7 +263,8 @@ class System:
         """Start everything, saying so as it goes. StartupError names what failed; Cancelled
         when `cancelled` is set meanwhile. Call stop() afterwards either way."""
         began = time.monotonic()
-        self.components_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # it holds the database: Secrets
+        self.components_dir.mkdir(mode=0o700, exist_ok=True)
         self._lock()
         self._started = True  # from here on, stop() has something to undo
         self._route_logs()

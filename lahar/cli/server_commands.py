@@ -51,6 +51,40 @@ def add_server_flags(parser: argparse.ArgumentParser) -> None:
         default=200_000,
         help="changes kept for watches resuming from a resourceVersion (older ones get 410 Gone)",
     )
+    parser.add_argument(
+        "--watch-history-mib",
+        type=int,
+        default=256,
+        metavar="MIB",
+        help="and at most this many MiB of objects in that history (default 256)",
+    )
+    parser.add_argument(
+        "--event-ttl",
+        type=float,
+        default=3600.0,
+        metavar="SECONDS",
+        help="how long an Event lives after its last write, as kube-apiserver's --event-ttl (default 3600)",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=1024,
+        help="open client connections beyond this are closed at once (default 1024)",
+    )
+    parser.add_argument(
+        "--request-header-timeout",
+        type=float,
+        default=32.0,
+        metavar="SECONDS",
+        help="a connection whose request head takes longer is closed (default 32, as kube-apiserver)",
+    )
+    parser.add_argument(
+        "--request-body-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="a request whose body takes longer gets 408 (default 60)",
+    )
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -131,6 +165,11 @@ def server_config(args: argparse.Namespace) -> server.ServerConfig:
         token_file=args.token_file,
         fsync=args.fsync,
         watch_history=args.watch_history,
+        watch_history_bytes=args.watch_history_mib * 1024 * 1024,
+        event_ttl=args.event_ttl,
+        max_connections=args.max_connections,
+        header_timeout=args.request_header_timeout,
+        body_timeout=args.request_body_timeout,
         tls_cert_file=args.tls_cert_file,
         tls_key_file=args.tls_private_key_file,
     )

@@ -140,7 +140,7 @@ def test_any_address_without_token_refuses_to_start(tmp_path: Path) -> None:
     assert not (tmp_path / "data" / "lahar.db").exists(), "nothing should be created before the check"
 
 
-@pytest.mark.parametrize("address", ["::"])
+@pytest.mark.parametrize("address", ["::", "127.0.0.2", "::ffff:127.0.0.1"])
 def test_other_non_loopback_addresses_need_a_token_too(tmp_path: Path, address: str) -> None:
     result = run_server(tmp_path, "--address", address, "--port", str(free_loopback_port()))
     assert result.returncode != 0
@@ -315,3 +315,9 @@ def test_tls_certificate_without_key_is_refused(tmp_path: Path) -> None:
     assert result.returncode != 0
     assert "--tls-private-key-file" in result.stdout + result.stderr
     assert not listening(port)
+
+
+@pytest.mark.parametrize("scheme", ["Bearer", "bearer", "BEARER"])
+def test_the_bearer_scheme_is_case_insensitive(secured: SecuredServer, scheme: str) -> None:
+    response = secured.request("GET", "/api/v1/namespaces", headers={"Authorization": f"{scheme} {TOKEN}"})
+    assert response.status_code == 200, response.text
