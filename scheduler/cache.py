@@ -1,4 +1,4 @@
-"""The scheduler's cache: what the API says about pods, nodes, PodGroups, Queues and PriorityClasses,
+"""The scheduler's cache: what the API says about pods, nodes, PodGroups, Queues, PriorityClasses (and PDBs),
 kept as the model the sessions work on (scheduler/model.py), updated one event at a time.
 
 Two layers:
@@ -271,6 +271,7 @@ class Cache:
         self._queues: dict[str, QueueInfo] = {}
         self._queue_views: dict[str, Queue] = {}
         self._priority_classes: dict[str, Obj] = {}
+        self._budgets: dict[str, Obj] = {}  # PodDisruptionBudgets by namespace/name, for the pdb plugin
         self._assumed: dict[str, str] = {}  # uid -> node of a bind in flight
         self._evicting: set[str] = set()  # uids whose eviction is in flight
         # The jobs and nodes' task dicts copied since the last snapshot (the others are shared).
@@ -287,7 +288,14 @@ class Cache:
             queues = dict(self._queues)
             if DEFAULT_QUEUE not in queues:  # Volcano creates it; a session must always have it
                 queues[DEFAULT_QUEUE] = default_queue_info(self.resources)
-            snapshot = Snapshot.sharing(self.resources, self._rows.table, self._jobs, queues, self._priority_values())
+            snapshot = Snapshot.sharing(
+                self.resources,
+                self._rows.table,
+                self._jobs,
+                queues,
+                self._priority_values(),
+                tuple(self._budgets.values()),
+            )
             _detach(snapshot.nodes)
             # Shared from now on, but for the jobs the snapshot cloned: their objects here are no
             # longer its. The set is the snapshot's own, so the jobs its session clones later
@@ -673,6 +681,24 @@ class Cache:
             self._priority_classes[(obj.get("metadata") or {}).get("name", "")] = obj
             self._reprioritise()
 
+    def add_disruption_budget(self, obj: Obj) -> None:
+        self._upsert_disruption_budget(obj)
+
+    def update_disruption_budget(self, old: Obj | None, new: Obj) -> None:
+        self._upsert_disruption_budget(new)
+
+    def delete_disruption_budget(self, obj: Obj) -> None:
+        metadata = obj.get("metadata") or {}
+        with self._lock:
+            self._changes += 1
+            self._budgets.pop(_key(metadata.get("namespace", ""), metadata.get("name", "")), None)
+
+    def _upsert_disruption_budget(self, obj: Obj) -> None:
+        metadata = obj.get("metadata") or {}
+        with self._lock:
+            self._changes += 1
+            self._budgets[_key(metadata.get("namespace", ""), metadata.get("name", ""))] = obj
+
     def _priority_values(self) -> dict[str, int]:
         return {name: int(obj.get("value") or 0) for name, obj in self._priority_classes.items()}
 
@@ -735,7 +761,8 @@ class Cache:
 
 
 class SchedulerCache(Cache):
-    """The core fed by informers on Pods, Nodes, PodGroups, Queues and PriorityClasses. Informers
+    """The core fed by informers on Pods, Nodes, PodGroups, Queues, PriorityClasses and
+    PodDisruptionBudgets. Informers
     re-list on watch expiry and retry an unreachable API with backoff, keeping what they have."""
 
     def __init__(
@@ -749,6 +776,7 @@ class SchedulerCache(Cache):
         wiring = (
             (kinds.NODE, self.add_node, self.update_node, self.delete_node),
             (kinds.PRIORITY_CLASS, self.add_priority_class, self.update_priority_class, self.delete_priority_class),
+            (kinds.PDB, self.add_disruption_budget, self.update_disruption_budget, self.delete_disruption_budget),
             (kinds.QUEUE, self.add_queue, self.update_queue, self.delete_queue),
             (kinds.PODGROUP, self.add_podgroup, self.update_podgroup, self.delete_podgroup),
             (kinds.POD, self.add_pod, self.update_pod, self.delete_pod),

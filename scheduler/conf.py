@@ -106,6 +106,8 @@ tiers:
   - name: gang
     enablePreemptable: false
   - name: conformance
+  - name: sla
+  - name: pdb
 - plugins:
   - name: overcommit
   - name: drf
@@ -114,6 +116,7 @@ tiers:
   - name: proportion
   - name: nodeorder
   - name: binpack
+  - name: task-topology
 - plugins:
   - name: usage
   - name: oversubscription

@@ -777,6 +777,8 @@ class Snapshot:
     jobs: dict[str, JobInfo]
     queues: dict[str, QueueInfo]
     priority_classes: dict[str, int] = field(default_factory=dict)
+    # PodDisruptionBudgets as the API has them (the pdb plugin reads them; never changed here).
+    disruption_budgets: tuple[Mapping[str, object], ...] = ()
     # The keys of the jobs that are this snapshot's own; None: all of them. The others are
     # shared with the cache and cloned by the session before it changes them (`Session._own`).
     owned: set[str] | None = None
@@ -789,6 +791,7 @@ class Snapshot:
         jobs: dict[str, JobInfo],
         queues: dict[str, QueueInfo],
         priority_classes: dict[str, int],
+        disruption_budgets: tuple[Mapping[str, object], ...] = (),
     ) -> Snapshot:
         """A snapshot that shares jobs and node rows with their owner, which must not change
         them afterwards (the cache copies before it writes). Cloned at once: the jobs a session
@@ -797,7 +800,13 @@ class Snapshot:
         the others only when a statement changes one of their tasks (an eviction)."""
         table = nodes.clone(share_rows=True)
         snapshot = cls(
-            resources, table, dict(jobs), {name: q.clone() for name, q in queues.items()}, dict(priority_classes), set()
+            resources,
+            table,
+            dict(jobs),
+            {name: q.clone() for name, q in queues.items()},
+            dict(priority_classes),
+            disruption_budgets,
+            set(),
         )
         for job in jobs.values():
             if (
@@ -840,6 +849,7 @@ class Snapshot:
             jobs,
             {name: q.clone() for name, q in self.queues.items()},
             dict(self.priority_classes),
+            self.disruption_budgets,
         )
 
 

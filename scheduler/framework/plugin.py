@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -61,6 +62,27 @@ def text(value: Any) -> str:
     if not isinstance(value, str):
         raise ValueError(f"must be a string, not {value!r}")
     return value
+
+
+_GO_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_GO_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+
+
+def go_duration(value: Any) -> float:
+    """A duration in Go's notation (`1h2m3s`, `90s`, `1.5h`), as seconds; Volcano's plugins take
+    their durations so (sla's `sla-waiting-time`)."""
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"must be a duration such as 1h30m, not {value!r}")
+    text = value[1:] if value[0] in "+-" else value
+    position, seconds = 0, 0.0
+    for match in _GO_DURATION.finditer(text):
+        if match.start() != position:
+            break
+        seconds += float(match.group(1)) * _GO_UNITS[match.group(2)]
+        position = match.end()
+    if position != len(text) or not text:
+        raise ValueError(f"must be a duration such as 1h30m, not {value!r}")
+    return -seconds if value[0] == "-" else seconds
 
 
 def choice(*allowed: str) -> ArgumentParser:

@@ -13,7 +13,8 @@ register callbacks by kind; the session combines them across tiers the way Volca
   a tier of abstentions defers to the next; with only abstentions the job is admitted;
 - `preemptable` / `reclaimable`: within a tier the victims are the intersection of the
   callbacks' answers; the first tier whose intersection is not empty decides (an empty one
-  leaves the decision to the next tier, as in Volcano).
+  leaves the decision to the next tier, as in Volcano); then every `eviction_filter` (pdb's
+  budgets) keeps what it allows, whatever tier decided.
 
 Predicates and scores are vectorised: `fn(task, nodes, rows)` answers for the node rows `rows`
 (a slice or an index array) at once. They must depend only on the task's class (`class_key`:
@@ -303,6 +304,16 @@ class Session:
     def add_preemptive_fn(self, fn: Callable[[QueueInfo, TaskInfo], bool]) -> None:
         self._add("preemptive", fn)
 
+    def add_victim_tasks_fn(self, fn: Callable[[], list[TaskInfo]]) -> None:
+        """Tasks a plugin wants evicted whatever is pending (tdm's revocable nodes out of their
+        window); the `shuffle` action evicts them."""
+        self._add("victim_tasks", fn)
+
+    def add_eviction_filter_fn(self, fn: Callable[[list[TaskInfo]], list[TaskInfo]]) -> None:
+        """Which of the given victims may go (pdb's budgets), whatever the tiers decided: every
+        such filter, in turn, has the last word on preempt's, reclaim's and shuffle's victims."""
+        self._add("eviction_filter", fn)
+
     def add_overused_fn(self, fn: Callable[[QueueInfo], bool]) -> None:
         self._add("overused", fn)
 
@@ -396,6 +407,19 @@ class Session:
         for registered in self._all("job_enqueued"):
             registered.fn(job)
 
+    def victim_tasks(self) -> list[TaskInfo]:
+        """Every plugin's `add_victim_tasks_fn` answers together, each task once."""
+        found: dict[str, TaskInfo] = {}
+        for registered in self._all("victim_tasks"):
+            for task in registered.fn():
+                found.setdefault(task.uid, task)
+        return list(found.values())
+
+    def eviction_filter(self, tasks: list[TaskInfo]) -> list[TaskInfo]:
+        for registered in self._all("eviction_filter"):
+            tasks = registered.fn(tasks)
+        return tasks
+
     def overused(self, queue: QueueInfo) -> bool:
         return any(r.fn(queue) for r in self._all("overused"))
 
@@ -420,7 +444,7 @@ class Session:
                 if not chosen:
                     break
             if chosen:
-                return [task for task in candidates if task.uid in chosen]
+                return self.eviction_filter([task for task in candidates if task.uid in chosen])
         return []
 
     def preemptable(self, preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:

@@ -54,7 +54,7 @@ class Clock:
 
 
 def cluster(*objects: Obj) -> Cache:
-    """A cache fed the given Nodes, Queues, PriorityClasses, PodGroups and Pods (by their kind)."""
+    """A cache fed the given Nodes, Queues, PriorityClasses, PDBs, PodGroups and Pods (by their kind)."""
     cache = Cache()
     adders = {
         "Node": cache.add_node,
@@ -62,6 +62,7 @@ def cluster(*objects: Obj) -> Cache:
         "PodGroup": cache.add_podgroup,
         "Pod": cache.add_pod,
         "PriorityClass": cache.add_priority_class,
+        "PodDisruptionBudget": cache.add_disruption_budget,
     }
     for obj in objects:
         adders[obj["kind"]](obj)
