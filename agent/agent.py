@@ -77,6 +77,7 @@ class Agent:
         self.settings = settings
         self.pods = pods
         host = Host(settings.root, settings.cgroup_root)
+        host.check()  # a /proc or /sys that is a symlink out of the root: refused (OutsideRootError)
         self.qos = qos_engine(settings, host, api) if settings.qos_enabled else None
         self.cpu = CpuCollector(host)
         self.memory = MemoryCollector(host)

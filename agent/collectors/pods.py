@@ -36,7 +36,7 @@ from lahar.agent.cgroups.layout import (
     scan_pod_cgroups,
     v1_controller_dirs,
 )
-from lahar.agent.collectors.host import Host
+from lahar.agent.collectors.host import Host, require_inside
 from lahar.api.qos import k8s_qos_class, qos_class
 from lahar.rpc.report import ContainerUsage, PodUsage
 
@@ -79,8 +79,9 @@ class OpenFiles:
     ~3 us on this machine). A file not read in a cycle is closed at its end, so the descriptors
     of removed cgroups (which keep them pinned in the kernel) last one interval at most."""
 
-    def __init__(self, max_open: int | None = None) -> None:
+    def __init__(self, max_open: int | None = None, confine_to: Path | None = None) -> None:
         self.max_open = default_max_open() if max_open is None else max_open
+        self.confine_to = confine_to  # a file opened must resolve under it (no symlink out)
         self._fds: dict[str, int] = {}
         self._read: set[str] = set()
 
@@ -95,7 +96,9 @@ class OpenFiles:
             else:
                 self._read.add(path)
                 return data
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        if self.confine_to is not None:
+            require_inside(self.confine_to, path)  # checked once per open, not per read
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
         try:
             data = os.pread(fd, READ_SIZE, 0)
         except BaseException:
@@ -167,7 +170,7 @@ class CgroupReader(ABC):
     def __init__(self, root: Path, files: OpenFiles | None = None) -> None:
         self.root = root
         self.hierarchy = pod_hierarchy(root, self.version)  # where pod cgroups are listed
-        self.files = files if files is not None else OpenFiles()
+        self.files = files if files is not None else OpenFiles(confine_to=root)
 
     @abstractmethod
     def cpu(self, cgroup: str) -> CpuStat:

@@ -259,7 +259,8 @@ class CgroupExecutor:
                 self.writes[item.knob] += 1
                 continue
             try:
-                fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)  # never create: a cgroup file exists
+                # Never create (a cgroup file exists); never through a symlink (ELOOP): it may lead anywhere.
+                fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW)
                 try:
                     os.write(fd, write.content.encode())
                 finally:

@@ -92,7 +92,9 @@ def milli_to_quota_us(millicores: int, period_us: int = DEFAULT_CFS_PERIOD_US) -
 
 
 def _read(directory: Path, filename: str) -> str:
-    with open(directory / filename, encoding="ascii") as file:
+    # O_NOFOLLOW: a cgroup file is never a symlink; one that is may lead anywhere (ELOOP instead).
+    fd = os.open(directory / filename, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    with open(fd, encoding="ascii") as file:
         return file.read()
 
 

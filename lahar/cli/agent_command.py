@@ -70,12 +70,17 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def settings_of(args: argparse.Namespace) -> Any:
     from lahar.agent.agent import AgentSettings
+    from lahar.agent.collectors.host import Host, OutsideRootError
     from lahar.agent.qos.config import QosConfig, load_config
 
     if args.interval <= 0:
         raise ValueError(f"--interval must be positive, not {args.interval}")
     if not (args.root / "proc").is_dir():
         raise ValueError(f"--root {args.root}: no proc/ directory there")
+    try:
+        Host(args.root, args.cgroup_root).check()
+    except OutsideRootError as exc:
+        raise ValueError(f"--root {args.root}: {exc.strerror}") from None
     # --once only looks: QoS writes nothing there. A config file is checked up front either way.
     qos = None if args.no_qos or args.once else (load_config(args.qos_config) if args.qos_config else QosConfig())
     return AgentSettings(
