@@ -28,6 +28,7 @@ from lahar.controller.metrics import JOB_KIND, QUEUE_KIND, ControllerMetrics
 from lahar.controller.naming import JOB_NAME_KEY
 from lahar.controller.plugins import apply_on_pod, job_objects
 from lahar.controller.queues import QUEUE_COMMAND_ANNOTATION, current_state, queue_command, queue_status
+from lahar.loop_health import LoopHealth
 
 log = logging.getLogger("lahar.controller")
 
@@ -158,6 +159,7 @@ class JobController:
         self.metrics = ControllerMetrics(self.jobs.list)
         self._stop = threading.Event()
         self._worker: threading.Thread | None = None
+        self.loop_health = LoopHealth("reconcile loop")
         # Jobs (uid, generation) whose plugin objects exist: pod events must not re-list them each time.
         self._plugin_objects_done: set[tuple[str, int]] = set()
 
@@ -180,14 +182,22 @@ class JobController:
         for informer in self._informers:
             informer.stop()
 
-    def healthy(self) -> tuple[bool, str]:
-        """For /healthz: the worker runs and every informer has listed once."""
+    def live(self) -> tuple[bool, str]:
+        """For /livez: the worker runs and is not stuck in one reconcile (a restart cures that)."""
         if self._worker is None or not self._worker.is_alive():
             return False, "the reconcile loop is not running"
+        return self.loop_health.live()
+
+    def healthy(self) -> tuple[bool, str]:
+        """For /healthz and /readyz: live, every informer has listed once, and reconciles do not
+        all keep failing."""
+        alive, why = self.live()
+        if not alive:
+            return alive, why
         unsynced = [informer.name for informer in self._informers if not informer.has_synced]
         if unsynced:
             return False, f"not synced yet: {', '.join(unsynced)}"
-        return True, "ok"
+        return self.loop_health.ready()
 
     def _run(self) -> None:
         last_resync = time.monotonic()
@@ -196,17 +206,22 @@ class JobController:
                 for obj in (*self.jobs.list(), *self.queues.list()):
                     self.queue.add(_key(obj))
                 last_resync = time.monotonic()
+            self.loop_health.turned()
             key = self.queue.get()
             if key is None:
                 continue
+            self.loop_health.turned(f"{key[0]}/{key[1]}" if key[0] else f"queue {key[1]}")
             try:
                 with self.metrics.reconciling(JOB_KIND if key[0] else QUEUE_KIND):
                     self.reconcile(key)
+                self.loop_health.succeeded()
             except KubeError as exc:
                 log.warning("reconcile %s/%s: %s; retrying", key[0], key[1], exc)
+                self.loop_health.failed(str(exc))
                 self.queue.add(key, after=1.0)
-            except Exception:  # a bug in one job must not stop the others
+            except Exception as exc:  # a bug in one job must not stop the others
                 log.exception("reconcile %s/%s failed", *key)
+                self.loop_health.failed(f"{type(exc).__name__}: {exc}")
                 self.queue.add(key, after=5.0)
 
     def _enqueue_owner(self, obj: dict[str, Any], *_: Any) -> None:

@@ -1,7 +1,7 @@
 """A small HTTP server for a component's Prometheus registry: `/metrics` (the registry in the text
-exposition format) and `/healthz` (also `/readyz`, `/livez`: 200 or 503 with the reason), served
-from a daemon thread. Shared by the agent and the controller; each brings its own registry and
-its own idea of healthy."""
+exposition format) and `/healthz` (also `/readyz`; and `/livez`, which a component may answer
+from its liveness alone: 200 or 503 with the reason), served from a daemon thread. Shared by the
+agent and the controller; each brings its own registry and its own idea of healthy."""
 
 from __future__ import annotations
 
@@ -20,9 +20,12 @@ HEALTH_PATHS = ("/healthz", "/readyz", "/livez")
 class MetricsServer:
     """`/metrics` and `/healthz` on a port of their own (port 0 picks a free one: see `port`)."""
 
-    def __init__(self, registry: CollectorRegistry, healthy: Health, address: str, port: int) -> None:
+    def __init__(
+        self, registry: CollectorRegistry, healthy: Health, address: str, port: int, live: Health | None = None
+    ) -> None:
         self.registry = registry
-        self.healthy = healthy
+        self.healthy = healthy  # /healthz and /readyz
+        self.live = live or healthy  # /livez: only what a restart would cure
         try:
             self.httpd = ThreadingHTTPServer((address, port), self._handler())
         except OSError as exc:  # say which listener failed, not just "Address already in use"
@@ -47,7 +50,7 @@ class MetricsServer:
                 if path == "/metrics":
                     self._send(200, generate_latest(server.registry), CONTENT_TYPE_LATEST)
                 elif path in HEALTH_PATHS:
-                    ok, reason = server.healthy()
+                    ok, reason = server.live() if path == "/livez" else server.healthy()
                     self._send(200 if ok else 503, (reason + "\n").encode(), "text/plain; charset=utf-8")
                 else:
                     self._send(404, b"not found: try /metrics or /healthz\n", "text/plain; charset=utf-8")

@@ -52,7 +52,8 @@ def run_controller(args: argparse.Namespace) -> int:
         else None
     )
     health = leader.health if leader is not None else controller.healthy
-    metrics = MetricsServer(controller.metrics.registry, health, args.metrics_address, args.metrics_port)
+    live = None if leader is not None else controller.live
+    metrics = MetricsServer(controller.metrics.registry, health, args.metrics_address, args.metrics_port, live=live)
     stopped = stop_event()
     metrics.start()  # before the informers sync, so /healthz can say that they have not yet
     print(
