@@ -10,11 +10,13 @@ One process supervises everything:
   `--cgroup-parent`) and N simulated nodes (SimulatedNodes), as threads of this process.
 
 Start: the API, then the three children at once (they boot while the nodes register), this node,
-the simulated nodes, then each child's /healthz. Stop (Ctrl-C, SIGTERM, or a child that died on
-its own) goes the other way: the children (SIGTERM, SIGKILL after a timeout; the agent first, so
-it lifts its QoS caps), the simulated nodes, this node (its pods' processes killed, its cgroups
-removed), the API. The data stays. The children run in sessions of their own, so a Ctrl-C in the
-terminal reaches only `lahar up`, which stops them in that order."""
+the simulated nodes, then each child's /healthz. A child that exits on its own, or whose /livez
+keeps failing, is started again after a back-off (1 s doubling to 60 s), said on the terminal,
+while the rest keeps running. Stop (Ctrl-C, SIGTERM) goes the other way: the children (SIGTERM,
+SIGKILL after a timeout; the agent first, so it lifts its QoS caps), the simulated nodes, this
+node (its pods' processes killed, its cgroups removed), the API. The data stays. The children run
+in sessions of their own, so a Ctrl-C in the terminal reaches only `lahar up`, which stops them in
+that order."""
 
 from __future__ import annotations
 
@@ -60,6 +62,20 @@ STOP_TIMEOUT_SECONDS = 10.0  # then SIGKILL
 API_START_TIMEOUT_SECONDS = 30.0
 API_STOP_TIMEOUT_SECONDS = 15.0
 LOG_TAIL_LINES = 20
+# Restarts, as kubelet's CrashLoopBackOff but quicker (these are local programs, not images to
+# pull): the first after 1 s, doubling to at most 60 s; a program that ran 2 min is forgiven.
+RESTART_INITIAL_SECONDS = 1.0
+RESTART_MAX_SECONDS = 60.0
+RESTART_RESET_SECONDS = 120.0
+# Liveness, as a kubelet probe: /livez every 10 s, restarted after 3 failures in a row.
+LIVENESS_PERIOD_SECONDS = 10.0
+LIVENESS_FAILURES = 3
+
+
+def restart_delay(restarts: int) -> float:
+    """Seconds to wait before the next start of a program that has been restarted `restarts`
+    times in a row (0 for its first crash): doubling from RESTART_INITIAL_SECONDS, capped."""
+    return min(RESTART_INITIAL_SECONDS * 2 ** min(restarts, 32), RESTART_MAX_SECONDS)
 
 
 class StartupError(RuntimeError):
@@ -167,6 +183,11 @@ class Program:
     log_path: Path
     process: subprocess.Popen[bytes] | None = None
     started_at: float = 0.0
+    restarts: int = 0  # restarts so far (what `lahar up` reports)
+    crash_loop: int = 0  # restarts in a row, without a long enough run between: the back-off's
+    restart_at: float | None = None  # when a program that exited is started again
+    probed_at: float = 0.0
+    probe_failures: int = 0
 
     @property
     def argv(self) -> list[str]:
@@ -207,10 +228,10 @@ class Program:
     def poll(self) -> int | None:
         return self.process.poll() if self.process is not None else None
 
-    def health(self) -> tuple[bool, str]:
-        """(/healthz says 200, its body or why it did not answer)."""
+    def health(self, path: str = "/healthz") -> tuple[bool, str]:
+        """(`path` says 200, its body or why it did not answer)."""
         try:
-            with urllib.request.urlopen(f"http://{LOOPBACK}:{self.metrics_port}/healthz", timeout=2) as answer:
+            with urllib.request.urlopen(f"http://{LOOPBACK}:{self.metrics_port}{path}", timeout=2) as answer:
                 return True, answer.read().decode(errors="replace").strip()
         except urllib.error.HTTPError as exc:
             return False, exc.read().decode(errors="replace").strip()
@@ -401,7 +422,7 @@ class System:
         )
         for program in self.programs:
             program.start()
-        self.pids_file.write_text("".join(f"{p.process.pid} {p.name}\n" for p in self.programs if p.process))
+        self._write_pids()
 
     def _program(self, name: str, args: list[str]) -> Program:
         return Program(name, args, free_loopback_port(), self.components_dir / f"{name}.log")
@@ -517,17 +538,50 @@ class System:
 
     # --- running and stopping ----------------------------------------------------------------------
 
-    def supervise(self, until: threading.Event, poll_seconds: float = 0.5) -> str | None:
-        """Wait until `until` is set (None) or a program exits on its own (what happened)."""
+    def supervise(self, until: threading.Event, poll_seconds: float = 0.5) -> None:
+        """Keep the programs running until `until` is set: one that exits is started again after
+        a back-off, one whose /livez fails LIVENESS_FAILURES times in a row is killed and
+        started again, each said as it happens; the others keep running meanwhile."""
         while not until.wait(poll_seconds):
+            now = time.monotonic()
             for program in self.programs:
-                code = program.poll()
-                if code is not None:
-                    return (
-                        f"the {program.name} exited unexpectedly (exit code {code}); the end of "
-                        f"{program.log_path}:\n{program.log_tail()}"
-                    )
-        return None
+                self._tend(program, now)
+
+    def _tend(self, program: Program, now: float) -> None:
+        if program.restart_at is not None:
+            if now >= program.restart_at:
+                program.restart_at = None
+                program.restarts += 1
+                program.probe_failures = 0
+                program.start()
+                self._write_pids()
+                say(f"restarted the {program.name} (restart {program.restarts})")
+            return
+        code = program.poll()
+        if code is not None:
+            if now - program.started_at >= RESTART_RESET_SECONDS:
+                program.crash_loop = 0  # it ran long enough: this crash starts a new count
+            delay = restart_delay(program.crash_loop)
+            program.crash_loop += 1
+            program.restart_at = now + delay
+            say(
+                f"the {program.name} exited unexpectedly (exit code {code}); restarting it in {delay:.0f} s "
+                f"(the rest keeps running); the end of {program.log_path}:\n{program.log_tail()}"
+            )
+            log.warning("the %s exited with %s; restarting in %.0f s", program.name, code, delay)
+            return
+        if now - program.started_at < READY_TIMEOUT_SECONDS or now - program.probed_at < LIVENESS_PERIOD_SECONDS:
+            return
+        program.probed_at = now
+        alive, why = program.health("/livez")
+        program.probe_failures = 0 if alive else program.probe_failures + 1
+        if program.probe_failures >= LIVENESS_FAILURES:
+            say(f"the {program.name} is not live ({why}): killing it to restart it")
+            log.warning("the %s failed its liveness probe %d times: %s", program.name, program.probe_failures, why)
+            program.signal(signal.SIGKILL)
+
+    def _write_pids(self) -> None:
+        self.pids_file.write_text("".join(f"{p.process.pid} {p.name}\n" for p in self.programs if p.process))
 
     def stop(self) -> bool:
         """Stop everything that started, in reverse; True when all of it stopped cleanly."""
@@ -604,7 +658,8 @@ def run(
 ) -> int:
     """Start the system, run the demo (in a thread) if asked, supervise until `stop` is set (by a
     signal, or by the demo when `demo_exit`), then stop everything. The exit status: 0 after a
-    clean stop, 1 when something failed to start, died, or (with `demo_exit`) the demo failed."""
+    clean stop, 1 when something failed to start or stop, or (with `demo_exit`) the demo failed. A
+    program that dies meanwhile is restarted (System.supervise), not a reason to stop."""
     system = System(options)
     status = 0
     demo_thread: threading.Thread | None = None
@@ -633,11 +688,8 @@ def run(
 
             demo_thread = threading.Thread(target=narrate, name="lahar-demo", daemon=True)
             demo_thread.start()
-        failure = system.supervise(stop)
-        if failure is not None:
-            print(f"error: {failure}", file=sys.stderr, flush=True)
-            status = 1
-        elif demo_exit and outcome != [True]:
+        system.supervise(stop)
+        if demo_exit and outcome != [True]:
             status = 1
     finally:
         stop.set()  # the demo, if it still runs, gives up and ends its load generator
