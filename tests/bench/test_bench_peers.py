@@ -1,0 +1,210 @@
+"""`lahar bench peers`: the parts that decide its figures, without servers: the pod ledger's
+over-capacity replay and partial gangs, the queue share error, the summaries and targets, each
+shape's objects per peer, the options it refuses, and the plot it writes. The runs themselves are
+in test_bench_peers_e2e.py."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from lahar.bench import peers
+from lahar.bench.peers import GROUP_LABEL, QUEUE_LABEL, Ledger, NodeShape, Workload
+
+GIB = 1 << 30
+
+
+def pod(name: str, *, node: str = "", cpu: str = "1", phase: str = "Pending", group: str = "", queue: str = "") -> dict:
+    labels = {GROUP_LABEL: group, QUEUE_LABEL: queue}
+    return {
+        "metadata": {"name": name, "labels": {k: v for k, v in labels.items() if v}},
+        "spec": {"nodeName": node, "containers": [{"resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]},
+        "status": {"phase": phase},
+    }
+
+
+def ledger(cpu_millis: int = 2000, memory: int = 8 * GIB, pods: int = 110) -> Ledger:
+    return Ledger(api=None, node_cpu=cpu_millis, node_memory=memory, node_pods=pods)
+
+
+def test_a_bind_past_allocatable_is_counted_once_and_ended_pods_free_their_node() -> None:
+    book = ledger()
+    book._apply("ADDED", pod("a"))
+    book._apply("MODIFIED", pod("a", node="n1"))
+    book._apply("MODIFIED", pod("b", node="n1"))
+    assert book.over_capacity == 0  # 2 CPU of 2
+    book._apply("MODIFIED", pod("c", node="n1"))
+    assert book.over_capacity == 1  # 3 CPU of 2
+    book._apply("MODIFIED", pod("c", node="n1", phase="Running"))  # the same pod again: not a new bind
+    assert book.over_capacity == 1
+    book._apply("MODIFIED", pod("a", node="n1", phase="Succeeded"))
+    book._apply("DELETED", pod("c", node="n1", phase="Running"))
+    book._apply("MODIFIED", pod("d", node="n1"))  # fits again: b and d
+    assert book.over_capacity == 1
+    assert book.used["n1"][0] == 2000 and book.used["n1"][2] == 2
+    assert book.count_bound({"a", "b", "c", "d", "e"}) == 4
+
+
+def test_the_pod_count_is_a_capacity_too() -> None:
+    book = ledger(cpu_millis=100_000, pods=2)
+    for name in ("a", "b", "c"):
+        book._apply("ADDED", pod(name, node="n1", cpu="10m"))
+    assert book.over_capacity == 1
+
+
+def test_a_pod_that_ended_before_it_was_seen_bound_holds_nothing() -> None:
+    book = ledger()
+    book._apply("ADDED", pod("a", node="n1", cpu="2", phase="Succeeded"))
+    book._apply("ADDED", pod("b", node="n1", cpu="2"))
+    assert book.over_capacity == 0 and book.count_bound({"a", "b"}) == 2
+
+
+def test_partial_gangs_are_groups_with_some_but_not_all_members_bound() -> None:
+    book = ledger(cpu_millis=100_000)
+    for i in range(3):
+        book._apply("ADDED", pod(f"whole-{i}", node="n1", group="whole"))
+    book._apply("ADDED", pod("half-0", node="n1", group="half"))
+    book._apply("ADDED", pod("half-1", group="half"))
+    book._apply("ADDED", pod("none-0", group="none"))
+    assert book.partial_gangs({"whole": 3, "half": 2, "none": 1}) == ["half"]
+    # minMember below the size: 1 of 2 bound is whole enough
+    assert book.partial_gangs({"whole": 3, "half": 1, "none": 1}) == []
+
+
+def test_queue_cpu_follows_binds_and_ends() -> None:
+    book = ledger(cpu_millis=100_000)
+    book._apply("ADDED", pod("a", node="n1", queue="q1"))
+    book._apply("ADDED", pod("b", node="n1", queue="q2"))
+    book._apply("MODIFIED", pod("a", node="n1", queue="q1", phase="Failed"))
+    assert book.queue_shares() == {"q1": 0, "q2": 1000}
+
+
+def workload_with_queues() -> Workload:
+    return Workload(NodeShape(1), [], queues={"q1": 1, "q2": 2, "q3": 3}, share_window=(10.0, 20.0))
+
+
+def test_share_error_is_the_largest_relative_gap_inside_the_window() -> None:
+    exact = {"q1": 1000, "q2": 2000, "q3": 3000}
+    skewed = {"q1": 2000, "q2": 2000, "q3": 2000}  # q1 twice its share
+    samples = [(5.0, skewed), (10.0, exact), (15.0, exact), (25.0, skewed)]
+    assert peers.share_error(samples, workload_with_queues()) == 0.0
+    samples.append((20.0, skewed))  # q1: mean of 1/6, 1/6, 1/3 = 2/9 against 1/6: +33%
+    assert peers.share_error(samples, workload_with_queues()) == pytest.approx(1 / 3, abs=1e-3)
+
+
+def test_share_error_without_any_allocation_in_the_window_is_none() -> None:
+    assert peers.share_error([(1.0, {"q1": 5})], workload_with_queues()) is None
+
+
+def test_summaries_are_medians_and_spreads_and_targets_compare_medians() -> None:
+    def run(pods_per_second: float, cpu_per_1000: float, over: int = 0) -> dict[str, Any]:
+        return {
+            "outcome": "all bound",
+            "pods": 100,
+            "bound": 100,
+            "pods_per_second": pods_per_second,
+            "scheduler_cpu_s_per_1000": cpu_per_1000,
+            "over_capacity": over,
+        }
+
+    lahar = peers.summarize([run(130, 1.0), run(120, 1.2), run(150, 0.9, over=1)])
+    assert lahar["pods_per_second"] == {"median": 130, "spread": 30}
+    assert lahar["over_capacity"] == {"median": 0, "spread": 1}
+    volcano = peers.summarize([run(100, 2.0)] * 3)
+    kube = peers.summarize([run(140, 0.5)] * 3)
+    checks = peers.targets(
+        {
+            "basic / real": {
+                "lahar": {"summary": lahar},
+                "volcano": {"summary": volcano},
+                "kube-scheduler": {"summary": kube},
+            }
+        }
+    )
+    by_what = {check["what"]: check for check in checks}
+    assert by_what["pods/s >= 1.2 x volcano"]["ok"] and by_what["pods/s >= 1.2 x volcano"]["ratio"] == 1.3
+    assert not by_what["pods/s >= 1.0 x kube-scheduler"]["ok"]
+    assert by_what["CPU-s/1000 pods <= volcano"]["ok"]
+    assert not by_what["over_capacity <= 0 (worst run)"]["ok"]  # one run of three over is a miss
+
+
+def test_a_peer_that_did_not_run_gives_no_ratio() -> None:
+    lahar = peers.summarize([{"outcome": "all bound", "pods": 1, "bound": 1, "pods_per_second": 5.0}])
+    checks = peers.targets({"basic / real": {"lahar": {"summary": lahar}, "volcano": {"why": "not built"}}})
+    assert [check["what"] for check in checks] == []
+
+
+def test_each_peer_gets_the_objects_it_schedules() -> None:
+    volcano = peers.basic("volcano", 0.001)
+    lahar = peers.basic("lahar", 0.001)
+    kube = peers.basic("kube-scheduler", 0.001)
+    assert len(volcano.waves[0].pods) == len(lahar.waves[0].pods) == len(kube.waves[0].pods) == 10
+    # Volcano schedules only pods of a PodGroup: one per pod, as its controller makes them
+    assert len(volcano.waves[0].podgroups) == 10 and not lahar.waves[0].podgroups
+    assert {p["spec"]["schedulerName"] for p in kube.waves[0].pods} == {"default-scheduler"}
+    assert {p["spec"]["schedulerName"] for p in lahar.waves[0].pods} == {"volcano"}
+    gang = peers.gangs("lahar", 0.001)
+    assert gang.waves[0].podgroups[0]["spec"]["minMember"] == 20
+    annotations = gang.waves[0].pods[0]["metadata"]["annotations"]
+    assert annotations["scheduling.k8s.io/group-name"] == "gang-0000" and annotations[peers.SIM_DURATION] == "10"
+    assert all("annotations" not in p["metadata"] for p in peers.preemption("kube-scheduler", 0.01).waves[1].pods)
+
+
+def test_preemption_measures_only_the_high_priority_wave_after_the_fill_is_bound() -> None:
+    fill, high = peers.preemption("volcano", 0.02).waves
+    assert not fill.measured and high.after_bound and high.measured
+    assert {p["spec"]["priorityClassName"] for p in high.pods} == {"high"}
+    # admitted at once: no minResources for enqueue's overcommit check to hold back on a full cluster
+    assert all("minResources" not in g["spec"] for g in high.podgroups)
+
+
+def test_queues_ask_three_times_the_cluster_at_any_scale() -> None:
+    for scale in (0.02, 1.0):
+        workload = peers.queues("lahar", scale)
+        cluster = workload.nodes.count * 4
+        pods_per_second = sum(len(w.pods) for w in workload.waves) / 60
+        assert pods_per_second * 10 == pytest.approx(3 * cluster, rel=0.2)
+
+
+def test_volcano_runs_its_own_defaults_with_preempt_only_for_preemption() -> None:
+    assert yaml.safe_load(peers.volcano_conf("basic"))["actions"] == "enqueue, allocate, backfill"
+    assert "preempt" in yaml.safe_load(peers.volcano_conf("preemption"))["actions"]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--scale", "0"],
+        ["--scale", "-1"],
+        ["--runs", "0"],
+        ["--shapes", "basic,nope"],
+        ["--peers", "slurm"],
+        ["--backends", ""],
+    ],
+)
+def test_bad_options_are_refused_before_anything_starts(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        peers.parse_args(argv)
+    assert exited.value.code == 2
+    assert "--" in capsys.readouterr().err
+
+
+def test_the_plot_is_an_svg_with_a_line_per_peer_that_ran(tmp_path: Path) -> None:
+    curve = [(0.0, 0), (1.0, 50), (2.0, 100)]
+    results = {
+        "basic / real": {
+            "lahar": {"runs": [{"curve": curve}]},
+            "volcano": {"runs": [{"curve": curve[:2]}]},
+            "kube-scheduler": {"why": "not built"},
+        }
+    }
+    path = tmp_path / "peers.svg"
+    peers.write_svg(results, path)
+    root = ET.parse(path).getroot()
+    lines = root.findall("{http://www.w3.org/2000/svg}polyline")
+    assert len(lines) == 2
+    assert lines[0].get("points", "").split()[-1] != lines[1].get("points", "").split()[-1]

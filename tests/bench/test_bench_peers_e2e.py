@@ -1,0 +1,75 @@
+"""`lahar bench peers` end to end at a tiny scale: Lahar and kube-scheduler on the real control
+plane, Lahar on the embedded server, the table, JSON and plot written; a peer that cannot be built
+is reported with the reason while the others run; Ctrl-C leaves no process behind. Volcano joins
+where VOLCANO_SRC names a clone (scripts/build-volcano.sh)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from lahar.bench import peers
+
+
+def test_tiny_basic_run_binds_everything_on_both_backends(
+    k8s_binaries: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    volcano = os.environ.get("VOLCANO_SRC")
+    if not volcano:
+        monkeypatch.delenv("VOLCANO_SRC", raising=False)
+    out = tmp_path / "out"
+    argv = ["--scale", "0.005", "--shapes", "basic", "--runs", "1", "--out", str(out)]
+    argv += ["--peers", "lahar,volcano,kube-scheduler" if volcano else "lahar,kube-scheduler,volcano"]
+    started = time.monotonic()
+    assert peers.main(argv) == 0
+    elapsed = time.monotonic() - started
+    document = json.loads((out / "peers.json").read_text())
+    real, embedded = document["results"]["basic / real"], document["results"]["basic / embedded"]
+    for entry in (real["lahar"], real["kube-scheduler"], embedded["lahar"]):
+        assert entry["summary"]["outcomes"] == ["all bound"], entry
+        assert entry["summary"]["bound"] == [50]
+        assert entry["summary"]["over_capacity"]["median"] == 0
+        run = entry["runs"][0]
+        assert run["pods_per_second"] > 0 and run["scheduler_cpu_s"] > 0 and run["apiserver_cpu_s"] > 0
+        assert run["peak_rss_mib"] > 10
+        assert run["curve"][-1][1] == 50
+    if not volcano:
+        assert "VOLCANO_SRC is not set" in real["volcano"]["why"]
+    table = capsys.readouterr().out
+    assert "| basic / real | lahar |" in table and "| basic / real | kube-scheduler |" in table
+    assert (out / "peers.svg").read_text().startswith("<svg")
+    assert elapsed < 120, f"the smoke run took {elapsed:.0f}s"
+
+
+def test_ctrl_c_leaves_nothing_running(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "lahar", "bench", "peers", "--scale", "0.01", "--shapes", "basic"]
+    argv += ["--peers", "lahar", "--backends", "embedded", "--runs", "1", "--out", str(out)]
+    bench = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    assert bench.stderr is not None
+    children: list[psutil.Process] = []
+    try:
+        for line in bench.stderr:
+            if "starting lahar" in line:
+                break
+        deadline = time.monotonic() + 20
+        while len(children) < 2 and time.monotonic() < deadline:  # the scheduler starts right after
+            children = psutil.Process(bench.pid).children(recursive=True)
+            time.sleep(0.1)
+        assert len(children) >= 2, "the API server and the scheduler run"
+        bench.send_signal(signal.SIGINT)
+        assert bench.wait(60) == 130
+    finally:
+        if bench.poll() is None:
+            os.killpg(bench.pid, signal.SIGKILL)
+            bench.wait()
+    _, alive = psutil.wait_procs(children, timeout=5)
+    assert not alive, [p.cmdline() for p in alive]
