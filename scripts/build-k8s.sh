@@ -6,6 +6,7 @@
 #
 #   scripts/build-k8s.sh             build (or reuse) and print the bin directory
 #   LAHAR_CACHE=/elsewhere ...       cache root (default ~/.cache/lahar)
+#   VOLCANO_SRC=/volcano/clone ...   also build Volcano's vc-scheduler (scripts/build-volcano.sh)
 #
 # Cold, on a 2-core machine, this takes a long while (see docs/real-cluster.md): run it under
 # `lowprio` where benchmarks share the machine.
@@ -49,8 +50,16 @@ mkdir -p "$(dirname "$bin")"
 exec 9>"$bin.lock"
 flock 9
 
+# With VOLCANO_SRC set, Volcano's scheduler for `lahar bench peers` too (scripts/build-volcano.sh,
+# its own cache); its failure is reported and does not fail this build: the bench names the reason.
+build_volcano() {
+    [ -n "${VOLCANO_SRC:-}" ] || return 0
+    "$repo/scripts/build-volcano.sh" >&2 || echo "build-k8s: Volcano was not built (see above)" >&2
+}
+
 if all_built "$bin"; then
     echo "build-k8s: cached $("$bin/kube-apiserver" --version) at $bin" >&2
+    build_volcano
     echo "$bin"
     exit 0
 fi
@@ -68,4 +77,5 @@ start=$(date +%s)
 all_built "$staging" || fail "run the binaries" "a binary in $staging does not print its --version"
 rm -rf "$bin" && mv "$staging" "$bin" && trap - EXIT
 echo "build-k8s: built $("$bin/kube-apiserver" --version) in $(( $(date +%s) - start )) s at $bin" >&2
+build_volcano
 echo "$bin"

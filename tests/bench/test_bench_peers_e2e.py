@@ -43,6 +43,7 @@ def test_tiny_basic_run_binds_everything_on_both_backends(
         assert run["curve"][-1][1] == 50
     if not volcano:
         assert "VOLCANO_SRC is not set" in real["volcano"]["why"]
+    assert "does not serve" in embedded["kube-scheduler"]["why"]
     table = capsys.readouterr().out
     assert "| basic / real | lahar |" in table and "| basic / real | kube-scheduler |" in table
     assert (out / "peers.svg").read_text().startswith("<svg")
