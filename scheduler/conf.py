@@ -91,7 +91,8 @@ IGNORED_SWITCHES = frozenset(
         "SubJobOrder",
     )
 )
-# Switches whose `true` asks for something Lahar does not do: reported, never silently dropped.
+# Switches whose `true` asks for something Lahar does not do: reported, never silently dropped
+# (unless the plugin says it honours the switch: `Plugin.SWITCHES_HONOURED`).
 UNSUPPORTED_WHEN_ON = {
     "enableHierarchy": "hierarchical DRF is not implemented: drf shares jobs flat",
     "enabledHierarchy": "hierarchical DRF is not implemented: drf shares jobs flat",
@@ -163,7 +164,7 @@ def _plugin_option(raw: Any, where: str, warnings: list[str]) -> PluginOption | 
             raise ConfError(f"{where} ({name}).{key}: must be true or false, not {value!r}")
         if key in SWITCHES and not value:
             disabled.add(SWITCHES[key])
-        if value and key in UNSUPPORTED_WHEN_ON:
+        if value and key in UNSUPPORTED_WHEN_ON and key not in cls.SWITCHES_HONOURED:
             warnings.append(f"{where} ({name}).{key}: {UNSUPPORTED_WHEN_ON[key]}")
     given = dict(_mapping(entry.get("arguments"), f"{where} ({name}).arguments"))
     arguments, unknown = split_arguments(f"{where}: plugin {name}", cls.ARGUMENTS, given, cls.ARGUMENT_PREFIXES)

@@ -149,6 +149,9 @@ class Plugin:
     # Whether BE tasks borrow the agents' reclaimable cpu/memory instead of queue quota while this
     # plugin is configured (the session must know before any plugin opens, whatever its tier).
     LENDS_TO_BE: ClassVar[bool] = False
+    # Volcano switches without a session callback that this plugin honours (capacity's
+    # `enableHierarchy`); the configuration does not report them as unsupported.
+    SWITCHES_HONOURED: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, arguments: Mapping[str, Any] | None = None) -> None:
         self.arguments = parse_arguments(f"plugin {self.name}", self.ARGUMENTS, arguments or {}, self.ARGUMENT_PREFIXES)

@@ -42,11 +42,11 @@ import numpy as np
 from lahar.api.podgroup import PodGroupPhase
 from lahar.api.resources import ResourceList
 from lahar.scheduler.framework.plugin import Plugin, register_plugin
+from lahar.scheduler.framework.queue_tree import queue_tree
 from lahar.scheduler.framework.session import PERMIT, REJECT, Session
 from lahar.scheduler.model import CHARGED, LENT_COLUMNS, JobInfo, QueueInfo, TaskInfo, TaskStatus
 
 QUOTA_INSUFFICIENT = "queue resource quota insufficient"
-ROOT_QUEUE = "root"  # Volcano's hierarchy root: a queue without a parent hangs under it
 
 
 def water_fill(
@@ -185,24 +185,14 @@ class ProportionPlugin(Plugin):
         is reported on the queue (a Warning event) and the chain is cut there: the queue is then
         bounded by the ancestors before the fault only."""
         queues = session.queues
+        tree = queue_tree(queues)
         self._ancestors: dict[str, list[str]] = {}
         self._subtree: dict[str, np.ndarray] = {}
         for queue in queues.values():
-            chain: list[str] = []
-            seen = {queue.name}
-            parent = queue.parent
-            while parent and parent != ROOT_QUEUE:
-                if parent in seen or parent not in queues:
-                    why = "its parent chain loops" if parent in seen else f"its parent {parent} does not exist"
-                    if queue.queue is not None:
-                        session.record_event(
-                            "Queue", "", queue.name, "Warning", "InvalidParent", f"queue {queue.name}: {why}"
-                        )
-                    break
-                seen.add(parent)
-                if (queues[parent].capability >= 0).any():
-                    chain.append(parent)
-                parent = queues[parent].parent
+            why = tree.faults.get(queue.name)
+            if why is not None and queue.queue is not None:
+                session.record_event("Queue", "", queue.name, "Warning", "InvalidParent", f"queue {queue.name}: {why}")
+            chain = [name for name in tree.ancestors[queue.name] if (queues[name].capability >= 0).any()]
             self._ancestors[queue.name] = chain
             for ancestor in chain:
                 held = self._subtree.setdefault(ancestor, queues[ancestor].allocated.copy())
