@@ -21,7 +21,6 @@ import yaml
 from aiohttp import web
 
 from lahar.api.kinds import ALL_KINDS, EVENT, POD, Kind
-from lahar.api.printing import table
 from lahar.api.selectors import (
     FieldSelector,
     LabelSelector,
@@ -29,7 +28,7 @@ from lahar.api.selectors import (
     parse_field_selector,
     parse_label_selector,
 )
-from lahar.apiserver import discovery, errors, limits, openapi, protobuf
+from lahar.apiserver import discovery, errors, limits, openapi, protobuf, scale
 from lahar.apiserver.errors import ApiError
 from lahar.apiserver.registry import Registry
 from lahar.apiserver.store import (
@@ -44,6 +43,7 @@ from lahar.apiserver.store import (
     TooOldError,
     encode,
 )
+from lahar.apiserver.table import table
 from lahar.apiserver.ttl import DEFAULT_EVENT_TTL_SECONDS, EventExpiry
 
 log = logging.getLogger("lahar.apiserver")
@@ -299,6 +299,8 @@ class ApiServer:
             if method == "DELETE" and not sub:
                 options = await self._delete_options(request)
                 return _respond(self.registry.delete(kind, ns, name, options, dry_run))
+        elif sub == "scale":
+            return await self._scale(request, target, dry_run)
         elif method == "POST" and sub == "binding":
             self.registry.bind(ns or "", name, await self._json_body(request))
             return _success_status()
@@ -310,6 +312,25 @@ class ApiServer:
             "MethodNotAllowed",
             f"the server does not allow this method on the requested resource ({method} {request.path})",
         )
+
+    async def _scale(self, request: web.Request, target: Target, dry_run: bool) -> web.Response:
+        """GET, PUT and PATCH of a Scale; writes change spec.replicas through the main endpoint."""
+        kind, ns, name = target.kind, target.namespace or "", target.name or ""
+        current = self.registry.require(kind, ns, name).obj
+        if request.method == "GET":
+            return _respond(scale.scale_of(current))
+        if request.method == "PUT":
+            wanted = await self._json_body(request)
+        elif request.method == "PATCH":
+            wanted = scale.patched_scale(current, await request.read(), request.content_type)
+        else:
+            raise ApiError(405, "MethodNotAllowed", f"the server does not allow {request.method} on scale")
+        replicas = scale.replicas_of(wanted)
+        given_rv = (wanted.get("metadata") or {}).get("resourceVersion")
+        if given_rv and given_rv != current["metadata"]["resourceVersion"]:
+            raise errors.stale(kind, name)
+        updated = {**current, "spec": {**(current.get("spec") or {}), "replicas": replicas}}
+        return _respond(scale.scale_of(self.registry.update(kind, ns, name, updated, "", dry_run)))
 
     # -- bodies ----------------------------------------------------------------------------------
 
@@ -439,13 +460,15 @@ class ApiServer:
             expired = False
             if since == 0:  # "any version": start with the current objects, as k8s does
                 lines = [
-                    _event_line(ADDED, e.raw)
+                    _event_line(ADDED, self._event_body(request, target.kind, e))
                     for e in self.store.entries(target.kind, target.namespace)
                     if _matches(e.obj, labels, fields)
                 ]
             else:
                 try:
-                    lines = self._watch_lines(self.store.changes_since(target.kind, since), target, labels, fields)
+                    lines = self._watch_lines(
+                        self.store.changes_since(target.kind, since), target, labels, fields, request
+                    )
                 except TooOldError as exc:
                     lines, expired = [_event_line("ERROR", encode(errors.gone(str(exc)).status()))], True
             response = web.StreamResponse(headers={"Content-Type": JSON})
@@ -455,7 +478,14 @@ class ApiServer:
                 await response.write(b"".join(lines))
                 if not expired:
                     await self._stream(
-                        response, queue, target, labels, fields, min(timeout, self.max_watch_seconds), bookmarks
+                        response,
+                        queue,
+                        target,
+                        labels,
+                        fields,
+                        min(timeout, self.max_watch_seconds),
+                        bookmarks,
+                        request,
                     )
                 await response.write_eof()
             except (ConnectionResetError, RuntimeError):
@@ -474,6 +504,7 @@ class ApiServer:
         fields: FieldSelector,
         timeout: float,
         bookmarks: bool,
+        request: web.Request,
     ) -> None:
         """Write changes as they come until the timeout (or shutdown); with bookmarks, one every
         bookmark interval whatever else happens, and a last one when the watch ends."""
@@ -496,7 +527,7 @@ class ApiServer:
                 changes.append(queue.get_nowait())
             if None in changes:  # the server is shutting down
                 return
-            lines = self._watch_lines([c for c in changes if c is not None], target, labels, fields)
+            lines = self._watch_lines([c for c in changes if c is not None], target, labels, fields, request)
             if lines:
                 await response.write(b"".join(lines))
         if bookmarks:
@@ -519,17 +550,24 @@ class ApiServer:
             ),
         )
 
-    @staticmethod
     def _watch_lines(
-        changes: list[Change], target: Target, labels: LabelSelector, fields: FieldSelector
+        self, changes: list[Change], target: Target, labels: LabelSelector, fields: FieldSelector, request: web.Request
     ) -> list[bytes]:
         """Events as a filtered watcher sees them: leaving the selection is a DELETED, entering an ADDED."""
         lines = []
         for change in changes:
             event = _filtered_event(change, target.namespace, labels, fields)
             if event is not None:
-                lines.append(_event_line(event, change.entry.raw))
+                lines.append(_event_line(event, self._event_body(request, target.kind, change.entry)))
         return lines
+
+    def _event_body(self, request: web.Request, kind: Kind, entry: Entry) -> bytes:
+        """A watch event's object: the object, or a one-row Table when the client asked for tables
+        (`kubectl get -w`), as kube-apiserver sends them."""
+        if not self._wants_table(request):
+            return entry.raw
+        include = request.query.get("includeObject", "") == "Object"
+        return encode(table(kind, [entry.obj], entry.obj["metadata"].get("resourceVersion", ""), include))
 
 
 def _key(entry: Entry) -> tuple[str, str]:

@@ -13,6 +13,7 @@ SUBRESOURCE_KINDS = {
     "binding": ("Binding", ["create"]),
     "eviction": ("Eviction", ["create"]),
     "status": (None, ["get", "patch", "update"]),
+    "scale": ("Scale", ["get", "patch", "update"]),
 }
 # The Kubernetes version whose REST semantics the embedded server follows.
 KUBE_MINOR = "32"
@@ -58,6 +59,8 @@ def _subresource(kind: Kind, sub: str) -> dict[str, Any]:
     }
     if sub == "eviction":
         entry.update(group="policy", version="v1")
+    if sub == "scale":
+        entry.update(group="autoscaling", version="v1")
     return entry
 
 

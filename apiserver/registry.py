@@ -27,7 +27,9 @@ SYSTEM_PRIORITY_CLASSES = {"system-node-critical": 2_000_001_000, "system-cluste
 PROTECTED_NAMESPACES = {"default", "kube-system", "kube-public"}
 DEFAULT_GRACE_SECONDS = 30
 # Kinds that strategic merge patch serves (built-in kinds); custom resources answer 415, as in k8s.
-STRATEGIC_KINDS = {k for k in kinds.ALL_KINDS if k.group in ("", "policy", "scheduling.k8s.io", "coordination.k8s.io")}
+STRATEGIC_KINDS = {
+    k for k in kinds.ALL_KINDS if k.group in ("", "apps", "policy", "scheduling.k8s.io", "coordination.k8s.io")
+}
 
 
 def now_rfc3339(at: float | None = None) -> str:

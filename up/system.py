@@ -392,9 +392,19 @@ class System:
         self.programs = [
             self._program(
                 "scheduler",
-                [*kubeconfig, "--report-address", self.report_address, "--token-file", str(tokens), *scheduler_conf],
+                [
+                    *kubeconfig,
+                    "--report-address",
+                    self.report_address,
+                    "--token-file",
+                    str(tokens),
+                    *scheduler_conf,
+                    # The only scheduler here: Deployments' and kubectl's pods name the default one.
+                    *("--scheduler-name", "lahar", "--scheduler-name", "volcano"),
+                    *("--scheduler-name", "default-scheduler"),
+                ],
             ),
-            self._program("controller", kubeconfig),
+            self._program("controller", [*kubeconfig, "--workloads"]),
         ]
         if self.options.local_node:
             agent_token_file = self._write_secret("agent-token", agent_token + "\n")

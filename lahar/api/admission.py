@@ -9,9 +9,23 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lahar.api import job, lease, node, pod, podgroup, queue, secret
+from lahar.api import job, lease, node, pod, podgroup, queue, secret, workloads
 from lahar.api.errors import Field, FieldError, ValidationError
-from lahar.api.kinds import EVENT, JOB, LEASE, NAMESPACE, NODE, POD, PODGROUP, QUEUE, SECRET, SERVICE, Kind
+from lahar.api.kinds import (
+    DEPLOYMENT,
+    EVENT,
+    JOB,
+    LEASE,
+    NAMESPACE,
+    NODE,
+    POD,
+    PODGROUP,
+    QUEUE,
+    REPLICA_SET,
+    SECRET,
+    SERVICE,
+    Kind,
+)
 from lahar.api.meta import (
     NameCheck,
     dns1035_label_problems,
@@ -42,6 +56,8 @@ _RULES: dict[Kind, KindRules] = {
     NODE: KindRules(node.defaults, node.validate),
     LEASE: KindRules(validate=lease.validate),
     SECRET: KindRules(secret.defaults, secret.validate),
+    DEPLOYMENT: KindRules(workloads.deployment_defaults, workloads.validate_deployment),
+    REPLICA_SET: KindRules(workloads.replica_set_defaults, workloads.validate_replica_set),
     NAMESPACE: KindRules(name_check=dns1123_label_problems),
     SERVICE: KindRules(name_check=dns1035_label_problems),
     EVENT: KindRules(name_check=path_segment_problems),

@@ -90,6 +90,10 @@ PODGROUP = Kind(VOLCANO_SCHEDULING, "v1beta1", "PodGroup", "podgroups", True, ("
 QUEUE = Kind(VOLCANO_SCHEDULING, "v1beta1", "Queue", "queues", False, ("q", "queue-v1beta1"), ("status",))
 # Leader election (lahar.client.leader) and node heartbeats; no status subresource, as in Kubernetes.
 LEASE = Kind("coordination.k8s.io", "v1", "Lease", "leases", True)
+SERVICE_ACCOUNT = Kind("", "v1", "ServiceAccount", "serviceaccounts", True, ("sa",))
+# Workloads, run by controller/workloads in single-machine mode (kube-controller-manager on a cluster).
+DEPLOYMENT = Kind("apps", "v1", "Deployment", "deployments", True, ("deploy",), ("status", "scale"), (), ("all",))
+REPLICA_SET = Kind("apps", "v1", "ReplicaSet", "replicasets", True, ("rs",), ("status", "scale"), (), ("all",))
 
 ALL_KINDS: tuple[Kind, ...] = (
     POD,
@@ -105,6 +109,9 @@ ALL_KINDS: tuple[Kind, ...] = (
     PODGROUP,
     QUEUE,
     LEASE,
+    SERVICE_ACCOUNT,
+    DEPLOYMENT,
+    REPLICA_SET,
 )
 
 

@@ -79,7 +79,31 @@ def _path(path: str, default: Any = "") -> Cell:
     return lambda obj: _get(obj, path, default)
 
 
-# (name, type, priority, cell) per kind; Name first and Age last are added for every kind.
+def _readiness_gates(pod: dict[str, Any]) -> str:
+    gates = _get(pod, "spec.readinessGates", []) or []
+    if not gates:
+        return "<none>"
+    conditions = {c.get("type"): c.get("status") for c in _get(pod, "status.conditions", []) or []}
+    return f"{sum(1 for g in gates if conditions.get(g.get('conditionType')) == 'True')}/{len(gates)}"
+
+
+def _containers(field: str) -> Cell:
+    return lambda o: ",".join(str(c.get(field, "")) for c in _get(o, "spec.template.spec.containers", []) or [])
+
+
+def _selector(obj: dict[str, Any]) -> str:
+    labels = _get(obj, "spec.selector.matchLabels", {}) or {}
+    return ",".join(f"{key}={value}" for key, value in sorted(labels.items())) or "<none>"
+
+
+_WORKLOAD_WIDE: list[tuple[str, str, int, Cell]] = [
+    ("Containers", "string", 1, _containers("name")),
+    ("Images", "string", 1, _containers("image")),
+    ("Selector", "string", 1, _selector),
+]
+
+# (name, type, priority, cell) per kind; Name first and Age after the priority-0 columns are added
+# for every kind (kubectl's order: `-o wide` columns come after Age).
 COLUMNS: dict[Kind, list[tuple[str, str, int, Cell]]] = {
     kinds.POD: [
         ("Ready", "string", 0, _pod_ready),
@@ -87,6 +111,8 @@ COLUMNS: dict[Kind, list[tuple[str, str, int, Cell]]] = {
         ("Restarts", "integer", 0, _pod_restarts),
         ("IP", "string", 1, _path("status.podIP", "<none>")),
         ("Node", "string", 1, _path("spec.nodeName", "<none>")),
+        ("Nominated Node", "string", 1, _path("status.nominatedNodeName", "<none>")),
+        ("Readiness Gates", "string", 1, _readiness_gates),
     ],
     kinds.NODE: [
         ("Status", "string", 0, _node_status),
@@ -116,6 +142,21 @@ COLUMNS: dict[Kind, list[tuple[str, str, int, Cell]]] = {
         ("Cluster-IP", "string", 0, _path("spec.clusterIP", "None")),
     ],
     kinds.LEASE: [("Holder", "string", 0, _path("spec.holderIdentity"))],
+    kinds.CONFIGMAP: [("Data", "integer", 0, lambda o: len(o.get("data") or {}) + len(o.get("binaryData") or {}))],
+    kinds.SECRET: [("Type", "string", 0, _path("type")), ("Data", "integer", 0, lambda o: len(o.get("data") or {}))],
+    kinds.SERVICE_ACCOUNT: [("Secrets", "integer", 0, lambda o: len(o.get("secrets") or []))],
+    kinds.DEPLOYMENT: [
+        ("Ready", "string", 0, lambda o: f"{_get(o, 'status.readyReplicas', 0)}/{_get(o, 'spec.replicas', 0)}"),
+        ("Up-to-date", "integer", 0, _path("status.updatedReplicas", 0)),
+        ("Available", "integer", 0, _path("status.availableReplicas", 0)),
+        *_WORKLOAD_WIDE,
+    ],
+    kinds.REPLICA_SET: [
+        ("Desired", "integer", 0, _path("spec.replicas", 0)),
+        ("Current", "integer", 0, _path("status.replicas", 0)),
+        ("Ready", "integer", 0, _path("status.readyReplicas", 0)),
+        *_WORKLOAD_WIDE,
+    ],
     kinds.EVENT: [
         ("Type", "string", 0, _path("type")),
         ("Reason", "string", 0, _path("reason")),
@@ -126,10 +167,12 @@ COLUMNS: dict[Kind, list[tuple[str, str, int, Cell]]] = {
 
 
 def columns(kind: Kind) -> list[tuple[str, str, int, Cell]]:
+    own = COLUMNS.get(kind, [])
     return [
         ("Name", "string", 0, _path("metadata.name")),
-        *COLUMNS.get(kind, []),
+        *(c for c in own if c[2] == 0),
         ("Age", "string", 0, lambda o: human_age(_get(o, "metadata.creationTimestamp"))),
+        *(c for c in own if c[2] != 0),
     ]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from lahar.cli import leader_election
 from lahar.cli.signals import run_until_signalled, stop_event
@@ -20,6 +21,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         action="store_true",
         help="create a job's pods at once instead of waiting for its PodGroup to be Inqueue "
         "(when no gang scheduler admits jobs)",
+    )
+    controller.add_argument(
+        "--workloads",
+        action="store_true",
+        help="also run the Deployment and ReplicaSet controllers (single-machine mode: no kube-controller-manager)",
     )
     controller.add_argument("--resync", type=float, default=30.0, help="seconds between full re-checks (default 30)")
     controller.add_argument(
@@ -45,7 +51,8 @@ def run_controller(args: argparse.Namespace) -> int:
         raise ValueError(f"--metrics-port must be between 0 and 65535, not {args.metrics_port}")
     election = leader_election.election_config(args)
     api = KubeApi(new_api_client(args.kubeconfig))
-    controller = JobController(api, admission_required=not args.no_admission, resync_seconds=args.resync)
+    job_controller = JobController(api, admission_required=not args.no_admission, resync_seconds=args.resync)
+    controller = job_controller if not args.workloads else _WithWorkloads(job_controller, api)
     leader = (
         leader_election.LeaderRun(api, election, "controller", controller.start, controller.stop, controller.healthy)
         if election is not None
@@ -53,7 +60,7 @@ def run_controller(args: argparse.Namespace) -> int:
     )
     health = leader.health if leader is not None else controller.healthy
     live = None if leader is not None else controller.live
-    metrics = MetricsServer(controller.metrics.registry, health, args.metrics_address, args.metrics_port, live=live)
+    metrics = MetricsServer(job_controller.metrics.registry, health, args.metrics_address, args.metrics_port, live=live)
     stopped = stop_event()
     metrics.start()  # before the informers sync, so /healthz can say that they have not yet
     print(
@@ -64,3 +71,27 @@ def run_controller(args: argparse.Namespace) -> int:
     if leader is not None:
         return leader.run(stopped, metrics.stop)
     return run_until_signalled(stopped, "controller", controller.start, controller.stop, metrics.stop)
+
+
+class _WithWorkloads:
+    """The job controller and the workload controllers, started and stopped together."""
+
+    def __init__(self, jobs: Any, api: Any) -> None:
+        from lahar.controller.workloads.runner import WorkloadControllers
+
+        self.jobs = jobs
+        self.workloads = WorkloadControllers(api)
+
+    def start(self) -> None:
+        self.jobs.start()
+        self.workloads.start()
+
+    def stop(self) -> None:
+        self.workloads.stop()
+        self.jobs.stop()
+
+    def healthy(self) -> tuple[bool, str]:
+        return self.jobs.healthy()
+
+    def live(self) -> tuple[bool, str]:
+        return self.jobs.live()

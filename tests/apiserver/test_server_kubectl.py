@@ -4,6 +4,7 @@ patch), get with server-side tables, describe and delete. Skipped where kubectl 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import uuid
@@ -59,10 +60,16 @@ def test_kubectl_create_sends_protobuf_the_server_reads(kubectl: Any, ns: str):
 
 
 def table(output: str) -> list[dict[str, str]]:
-    """`kubectl get` output as rows keyed by column header."""
+    """`kubectl get` output as rows keyed by column header, cut at the headers' offsets (a cell
+    may be empty, as a custom resource's printer column with nothing at its path is)."""
     lines = [line for line in output.splitlines() if line.strip()]
-    headers = lines[0].split()
-    return [dict(zip(headers, line.split(), strict=False)) for line in lines[1:]]
+    found = list(re.finditer(r"\S+(?: \S+)*", lines[0]))  # headers may hold one space: NOMINATED NODE
+    starts, headers = [m.start() for m in found], [m.group() for m in found]
+    bounds = [*starts[1:], None]
+    return [
+        {header: line[start:end].strip() for header, start, end in zip(headers, starts, bounds, strict=True)}
+        for line in lines[1:]
+    ]
 
 
 def pod_manifest(name: str, image: str) -> str:

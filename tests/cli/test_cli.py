@@ -119,8 +119,11 @@ def test_get_pods_wide_and_describe(kubeconfig: Path, tmp_path: Path) -> None:
     )
     assert lahar("apply", "-f", str(pod), kubeconfig=kubeconfig).returncode == 0
     wide = lahar("get", "pods", "-o", "wide", "-l", "app=web", kubeconfig=kubeconfig).stdout.splitlines()
-    assert wide[0].split() == ["NAME", "READY", "STATUS", "RESTARTS", "IP", "NODE", "AGE"]
-    assert wide[1].split()[:6] == ["web", "0/1", "Pending", "0", "<none>", "<none>"]
+    # kubectl's order: the `-o wide` columns come after AGE.
+    header = ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "NOMINATED", "NODE", "READINESS", "GATES"]
+    assert wide[0].split() == header
+    cells = wide[1].split()
+    assert cells[:4] == ["web", "0/1", "Pending", "0"] and cells[5:] == ["<none>"] * 4
     assert lahar("get", "pods", "-l", "app=db", kubeconfig=kubeconfig).stdout == ""
     described = lahar("describe", "pod", "web", kubeconfig=kubeconfig)
     assert described.returncode == 0, described.stderr

@@ -1,0 +1,210 @@
+"""Runs the workload controllers (Deployment, ReplicaSet) for single-machine mode: informers on
+Deployments, ReplicaSets and Pods feed one work queue; each reconcile asks a kind's `plan` what
+should be and writes it through the API. On a real cluster kube-controller-manager does this, so
+`lahar controller` runs them only with `--workloads` (which `lahar up` passes)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from datetime import UTC, datetime
+from typing import Any
+
+from lahar.api import kinds
+from lahar.client.api import KubeApi
+from lahar.client.errors import AlreadyExists, KubeError, NotFound
+from lahar.client.events import EventRecorder, ObjectRef
+from lahar.client.informer import Informer, by_owner
+from lahar.controller.controller import WorkQueue
+from lahar.controller.workloads import deployment, replicaset
+
+log = logging.getLogger("lahar.controller.workloads")
+
+OWNER_INDEX = "owner"
+UID_INDEX = "uid"
+DEPLOYMENT_TAG, REPLICA_SET_TAG = "deployment", "replicaset"
+
+
+def _uid(obj: dict[str, Any]) -> tuple[str, ...]:
+    return (obj["metadata"]["uid"],)
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class WorkloadControllers:
+    def __init__(self, api: KubeApi) -> None:
+        self.api = api
+        self.events = EventRecorder(api, "lahar-workloads")
+        self.queue = WorkQueue()
+        self.deployments = Informer(
+            kinds.DEPLOYMENT,
+            api,
+            on_add=lambda obj, *_: self._enqueue(DEPLOYMENT_TAG, obj),
+            on_update=lambda old, new: self._enqueue(DEPLOYMENT_TAG, new),
+        )
+        self.replica_sets = Informer(
+            kinds.REPLICA_SET,
+            api,
+            on_add=self._replica_set_changed,
+            on_update=lambda old, new: self._replica_set_changed(new),
+            on_delete=self._replica_set_changed,
+        )
+        self.pods = Informer(
+            kinds.POD,
+            api,
+            on_add=self._pod_changed,
+            on_update=lambda old, new: self._pod_changed(new),
+            on_delete=self._pod_changed,
+        )
+        for informer in (self.replica_sets, self.pods):
+            informer.add_index(OWNER_INDEX, by_owner)
+        for informer in (self.deployments, self.replica_sets):
+            informer.add_index(UID_INDEX, _uid)
+        self._informers = (self.deployments, self.replica_sets, self.pods)
+        self._stop = threading.Event()
+        self._worker: threading.Thread | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def start(self, sync_timeout: float = 30.0) -> None:
+        for informer in self._informers:
+            informer.start()
+        for informer in self._informers:
+            informer.wait_for_sync(sync_timeout)
+        for obj in self.deployments.list():
+            self._enqueue(DEPLOYMENT_TAG, obj)
+        for obj in self.replica_sets.list():
+            self._enqueue(REPLICA_SET_TAG, obj)
+        self._worker = threading.Thread(target=self._run, name="workload-controllers", daemon=True)
+        self._worker.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.queue.close()
+        if self._worker is not None:
+            self._worker.join(10)
+        for informer in self._informers:
+            informer.stop()
+
+    # -- events --------------------------------------------------------------------------------------
+
+    def _enqueue(self, tag: str, obj: dict[str, Any], after: float = 0.0) -> None:
+        meta = obj.get("metadata") or {}
+        self.queue.add((f"{tag}/{meta.get('namespace', '')}", meta.get("name", "")), after)
+
+    def _enqueue_owner(self, obj: dict[str, Any], informer: Informer, tag: str) -> None:
+        for uid in by_owner(obj):
+            for owner in informer.by_index(UID_INDEX, uid):
+                self._enqueue(tag, owner)
+
+    def _replica_set_changed(self, obj: dict[str, Any], *_: Any) -> None:
+        self._enqueue(REPLICA_SET_TAG, obj)
+        self._enqueue_owner(obj, self.deployments, DEPLOYMENT_TAG)
+
+    def _pod_changed(self, obj: dict[str, Any], *_: Any) -> None:
+        self._enqueue_owner(obj, self.replica_sets, REPLICA_SET_TAG)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            key = self.queue.get()
+            if key is None:
+                continue
+            (tag, namespace), name = key[0].split("/", 1), key[1]
+            try:
+                if tag == DEPLOYMENT_TAG:
+                    self._sync_deployment(namespace, name)
+                else:
+                    self._sync_replica_set(namespace, name)
+            except (KubeError, OSError) as exc:  # a conflict or a lost connection: try again shortly
+                log.info("%s %s/%s: %s; retrying", tag, namespace, name, exc)
+                self.queue.add(key, 1.0)
+            except Exception:
+                log.exception("%s %s/%s failed", tag, namespace, name)
+                self.queue.add(key, 5.0)
+
+    def _still_there(self, kind: kinds.Kind, obj: dict[str, Any]) -> bool:
+        """Whether an owner still exists, asked of the API: the cache may not have seen its
+        deletion yet, and dependents made for a deleted owner would outlive it."""
+        meta = obj["metadata"]
+        try:
+            live = self.api.get(kind, meta["name"], meta["namespace"])
+        except NotFound:
+            return False
+        return bool(live["metadata"]["uid"] == meta["uid"] and not live["metadata"].get("deletionTimestamp"))
+
+    # -- ReplicaSets ---------------------------------------------------------------------------------
+
+    def _sync_replica_set(self, namespace: str, name: str) -> None:
+        rs = self.replica_sets.get(name, namespace)
+        if rs is None or rs["metadata"].get("deletionTimestamp"):
+            return
+        pods = self.pods.by_index(OWNER_INDEX, rs["metadata"]["uid"])
+        decided = replicaset.plan(rs, pods)
+        ref = ObjectRef(kinds.REPLICA_SET, namespace, name, rs["metadata"]["uid"])
+        if decided.create and not self._still_there(kinds.REPLICA_SET, rs):
+            return
+        for _ in range(decided.create):
+            pod = self.api.create(kinds.POD, replicaset.pod_from_template(rs), namespace)
+            self.events.record(ref, "Normal", "SuccessfulCreate", f"Created pod: {pod['metadata']['name']}")
+        for pod in decided.delete:
+            pod_name = pod["metadata"]["name"]
+            try:
+                self.api.delete(kinds.POD, pod_name, namespace, uid=pod["metadata"]["uid"])
+            except NotFound:
+                continue
+            self.events.record(ref, "Normal", "SuccessfulDelete", f"Deleted pod: {pod_name}")
+        if {**(rs.get("status") or {})} != decided.status:
+            self.api.update_status(kinds.REPLICA_SET, {**rs, "status": decided.status})
+
+    # -- Deployments ---------------------------------------------------------------------------------
+
+    def _sync_deployment(self, namespace: str, name: str) -> None:
+        obj = self.deployments.get(name, namespace)
+        if obj is None or obj["metadata"].get("deletionTimestamp"):
+            return
+        owned = [
+            rs for rs in self.replica_sets.by_index(OWNER_INDEX, obj["metadata"]["uid"]) if rs["metadata"].get("uid")
+        ]
+        decided = deployment.plan(obj, owned)
+        ref = ObjectRef(kinds.DEPLOYMENT, namespace, name, obj["metadata"]["uid"])
+        if decided.create is not None and self._still_there(kinds.DEPLOYMENT, obj):
+            try:
+                created = self.api.create(kinds.REPLICA_SET, decided.create, namespace)
+            except AlreadyExists:
+                created = None  # made by an earlier pass the cache has not seen yet
+            if created is not None:
+                replicas = created["spec"]["replicas"]
+                self.events.record(
+                    ref,
+                    "Normal",
+                    "ScalingReplicaSet",
+                    f"Scaled up replica set {created['metadata']['name']} from 0 to {replicas}",
+                )
+        for rs_name, rs_annotations in decided.annotate.items():
+            self.api.patch(kinds.REPLICA_SET, rs_name, {"metadata": {"annotations": rs_annotations}}, namespace)
+        current = {rs["metadata"]["name"]: rs for rs in owned}
+        for rs_name, replicas in decided.scale.items():
+            before = int((current.get(rs_name, {}).get("spec") or {}).get("replicas", 0))
+            self.api.patch(kinds.REPLICA_SET, rs_name, {"spec": {"replicas": replicas}}, namespace)
+            direction = "up" if replicas > before else "down"
+            self.events.record(
+                ref,
+                "Normal",
+                "ScalingReplicaSet",
+                f"Scaled {direction} replica set {rs_name} from {before} to {replicas}",
+            )
+        for rs_name in decided.delete:
+            with contextlib.suppress(NotFound):
+                self.api.delete(kinds.REPLICA_SET, rs_name, namespace)
+        if decided.revision and (obj["metadata"].get("annotations") or {}).get(deployment.REVISION) != decided.revision:
+            patch = {"metadata": {"annotations": {deployment.REVISION: decided.revision}}}
+            obj = self.api.patch(kinds.DEPLOYMENT, name, patch, namespace)
+        status = decided.status
+        for condition in status.get("conditions", []):
+            condition["lastUpdateTime"] = condition.get("lastUpdateTime") or _now()
+            condition["lastTransitionTime"] = condition.get("lastTransitionTime") or _now()
+        if (obj.get("status") or {}) != status:
+            self.api.update_status(kinds.DEPLOYMENT, {**obj, "status": status})

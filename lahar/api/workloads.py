@@ -1,0 +1,150 @@
+"""Deployment and ReplicaSet (`apps/v1`): Kubernetes' defaults and the validation that keeps a
+controller sane: a selector that is not empty and matches the template's labels, replica counts
+not negative, a known strategy with surge and unavailability not both zero, and a selector that
+never changes (it is immutable in apps/v1). The template is defaulted and validated as a pod."""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+from lahar.api.errors import Field, FieldError, child_dict, set_default
+from lahar.api.pod import default_pod_spec, validate_pod_template
+from lahar.api.selectors import SelectorError, label_selector_from_dict
+
+ROLLING_UPDATE, RECREATE = "RollingUpdate", "Recreate"
+DEFAULT_SURGE = DEFAULT_UNAVAILABLE = "25%"
+_PERCENT = re.compile(r"^(\d+)%$")
+
+
+def _default_template(spec: dict[str, Any]) -> None:
+    template = child_dict(spec, "template")
+    pod_spec = child_dict(template, "spec")
+    if pod_spec is not None:
+        default_pod_spec(pod_spec)
+
+
+def replica_set_defaults(obj: dict[str, Any]) -> dict[str, Any]:
+    result = copy.deepcopy(obj)
+    spec = child_dict(result, "spec")
+    if spec is not None:
+        set_default(spec, "replicas", 1)
+        _default_template(spec)
+    return result
+
+
+def deployment_defaults(obj: dict[str, Any]) -> dict[str, Any]:
+    result = copy.deepcopy(obj)
+    spec = child_dict(result, "spec")
+    if spec is None:
+        return result
+    set_default(spec, "replicas", 1)
+    set_default(spec, "revisionHistoryLimit", 10)
+    set_default(spec, "progressDeadlineSeconds", 600)
+    strategy = child_dict(spec, "strategy", create=True)
+    if strategy is not None:
+        set_default(strategy, "type", ROLLING_UPDATE)
+        if strategy["type"] == ROLLING_UPDATE:
+            rolling = child_dict(strategy, "rollingUpdate", create=True)
+            if rolling is not None:
+                set_default(rolling, "maxSurge", DEFAULT_SURGE)
+                set_default(rolling, "maxUnavailable", DEFAULT_UNAVAILABLE)
+    _default_template(spec)
+    return result
+
+
+def scaled(value: int | str, total: int, round_up: bool) -> int:
+    """An int-or-percent (maxSurge, maxUnavailable) as a count of `total` replicas."""
+    if isinstance(value, int):
+        return value
+    found = _PERCENT.match(value)
+    if found is None:
+        raise ValueError(f"invalid value {value!r}: must be an integer or a percentage")
+    share = int(found.group(1)) * total
+    return -(-share // 100) if round_up else share // 100
+
+
+def _validate_int_or_percent(field: Field) -> int | str | None:
+    value = field.value
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        field.report("must be an integer or a percentage")
+        return None
+    if isinstance(value, int) and value < 0:
+        field.report("must be greater than or equal to 0")
+        return None
+    if isinstance(value, str) and _PERCENT.match(value) is None:
+        field.report("a valid percent string must be a numeric string followed by an ending '%'")
+        return None
+    return value
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _validate_replicated(root: Field, old: dict[str, Any] | None) -> None:
+    spec = root.child("spec")
+    if not spec.require_present():
+        return
+    spec_map = spec.as_mapping()
+    if spec_map is None:
+        return
+    template = _mapping(spec_map.get("template"))
+    template_meta, template_spec = _mapping(template.get("metadata")), _mapping(template.get("spec"))
+    spec.child("replicas").as_int(minimum=0)
+    spec.child("minReadySeconds").as_int(minimum=0)
+    selector_field = spec.child("selector")
+    selector = selector_field.as_mapping()
+    if selector is None:
+        selector_field.require_present()
+    else:
+        try:
+            parsed = label_selector_from_dict(selector)
+        except SelectorError as exc:
+            selector_field.report(str(exc))
+            parsed = None
+        if not selector.get("matchLabels") and not selector.get("matchExpressions"):
+            selector_field.report("empty selector is invalid for deployment")
+        labels = template_meta.get("labels") or {}
+        if parsed is not None and isinstance(labels, dict) and not parsed.matches(labels):
+            spec.child("template").child("metadata").child("labels").report(
+                "`selector` does not match template `labels`"
+            )
+        if old is not None and (old.get("spec") or {}).get("selector") != selector:
+            selector_field.report("field is immutable")
+    validate_pod_template(spec.child("template"))
+    restart = template_spec.get("restartPolicy")
+    if restart not in (None, "Always"):
+        spec.child("template").child("spec").child("restartPolicy").report(
+            f'Unsupported value: "{restart}": supported values: "Always"'
+        )
+
+
+def validate_replica_set(obj: dict[str, Any], old: dict[str, Any] | None = None) -> list[FieldError]:
+    root = Field(obj)
+    _validate_replicated(root, old)
+    return root.errors
+
+
+def validate_deployment(obj: dict[str, Any], old: dict[str, Any] | None = None) -> list[FieldError]:
+    root = Field(obj)
+    _validate_replicated(root, old)
+    spec = root.child("spec")
+    if spec.as_mapping() is None:
+        return root.errors
+    spec.child("revisionHistoryLimit").as_int(minimum=0)
+    spec.child("progressDeadlineSeconds").as_int(minimum=1)
+    strategy = spec.child("strategy")
+    kind = strategy.child("type").as_choice((ROLLING_UPDATE, RECREATE), "strategy type")
+    rolling = strategy.child("rollingUpdate")
+    if kind == RECREATE and rolling.value is not None:
+        rolling.report("may not be specified when strategy `type` is 'Recreate'", "FieldValueForbidden")
+    elif kind == ROLLING_UPDATE and rolling.as_mapping() is not None:
+        surge = _validate_int_or_percent(rolling.child("maxSurge"))
+        unavailable = _validate_int_or_percent(rolling.child("maxUnavailable"))
+        if surge in (0, "0%") and unavailable in (0, "0%"):
+            rolling.child("maxUnavailable").report("may not be 0 when `maxSurge` is 0")
+    return root.errors

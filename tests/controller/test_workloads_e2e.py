@@ -1,0 +1,111 @@
+"""The workload controllers against the embedded API server, driven by kubectl as a user drives
+them: `create deployment`, `scale`, `set image`, `rollout status`, `rollout undo`, `delete`
+(its ReplicaSets and pods go too). A small kubelet stand-in binds pods and marks them Ready."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lahar.api import kinds
+from lahar.client.api import KubeApi
+from lahar.client.errors import KubeError
+from lahar.controller.workloads.runner import WorkloadControllers
+from tests.support import wait_for
+
+KUBECTL = shutil.which("kubectl")
+pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+NODE = "node-1"
+
+
+def _ready(api: KubeApi, pod: dict[str, Any]) -> None:
+    name, namespace = pod["metadata"]["name"], pod["metadata"]["namespace"]
+    if not pod["spec"].get("nodeName"):
+        api.bind(namespace, name, NODE)
+    condition = {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    status = {"phase": "Running", "conditions": [condition]}
+    api.patch(kinds.POD, name, {"status": status}, namespace, subresource="status")
+
+
+@pytest.fixture
+def kubelet(api: KubeApi) -> Iterator[None]:
+    """Every pod that is not Ready yet becomes Ready, and a deleted pod's grace period ends."""
+    stop = threading.Event()
+
+    def run() -> None:
+        while not stop.wait(0.1):
+            try:
+                for pod in api.list(kinds.POD)["items"]:
+                    if pod["metadata"].get("deletionTimestamp"):
+                        api.delete(kinds.POD, pod["metadata"]["name"], pod["metadata"]["namespace"], 0)
+                    elif (pod.get("status") or {}).get("phase") != "Running":
+                        _ready(api, pod)
+            except KubeError:
+                pass  # a pod changed under us: the next round sees it
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    yield
+    stop.set()
+    thread.join(5)
+
+
+@pytest.fixture
+def workloads(api: KubeApi, kubelet: None) -> Iterator[WorkloadControllers]:
+    running = WorkloadControllers(api)
+    running.start()
+    yield running
+    running.stop()
+
+
+def test_a_deployment_rolls_scales_undoes_and_is_collected(
+    kubeconfig: Path, api: KubeApi, workloads: WorkloadControllers
+) -> None:
+    assert KUBECTL is not None
+
+    def kubectl(*args: str) -> str:
+        done = subprocess.run(
+            [KUBECTL, f"--kubeconfig={kubeconfig}", *args], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
+        return done.stdout
+
+    def replica_sets() -> dict[str, dict[str, Any]]:
+        return {rs["metadata"]["name"]: rs for rs in api.list(kinds.REPLICA_SET, "default")["items"]}
+
+    def pods() -> list[dict[str, Any]]:
+        return [p for p in api.list(kinds.POD, "default")["items"] if not p["metadata"].get("deletionTimestamp")]
+
+    kubectl("create", "deployment", "web", "--image=busybox", "--replicas=3", "--", "sleep", "3600")
+    assert "successfully rolled out" in kubectl("rollout", "status", "deployment/web", "--timeout=30s")
+    assert len(pods()) == 3
+    (first,) = replica_sets()
+
+    kubectl("scale", "deployment", "web", "--replicas=2")
+    wait_for(lambda: len(pods()) == 2, timeout=20)
+
+    kubectl("set", "image", "deployment/web", "busybox=busybox:1.36")
+    assert "successfully rolled out" in kubectl("rollout", "status", "deployment/web", "--timeout=30s")
+    assert {p["spec"]["containers"][0]["image"] for p in pods()} == {"busybox:1.36"}
+    assert replica_sets()[first]["spec"]["replicas"] == 0
+
+    kubectl("rollout", "undo", "deployment/web")
+    assert "successfully rolled out" in kubectl("rollout", "status", "deployment/web", "--timeout=30s")
+    sets = replica_sets()
+    assert len(sets) == 2 and sets[first]["spec"]["replicas"] == 2, "the undo reuses the first ReplicaSet"
+    assert sets[first]["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "3"
+    assert {p["spec"]["containers"][0]["image"] for p in pods()} == {"busybox"}
+    table = kubectl("get", "deployment", "web", "-o", "wide")
+    assert table.split("\n")[1].split()[:4] == ["web", "2/2", "2", "2"]
+
+    kubectl("delete", "deployment", "web")
+    wait_for(lambda: not replica_sets() and not api.list(kinds.POD, "default")["items"], timeout=20)
+    reasons = {e["reason"] for e in json.loads(kubectl("get", "events", "-o", "json"))["items"]}
+    assert {"ScalingReplicaSet", "SuccessfulCreate", "SuccessfulDelete"} <= reasons
