@@ -175,7 +175,7 @@ class ReportCollector(Collector):
                 stalled_total.add(getattr(pressure, f"{kind}_total_seconds"), pressure.resource, kind)
         # The same under node_exporter's names, for dashboards built on it.
         exporter_names = {
-            name: counter(name, f"node_exporter's name: total time {resource} PSI '{kind}' counted, in seconds.")
+            name: counter(name, f"Total time {resource} PSI '{kind}' counted, in seconds (node_exporter's name).")
             for (resource, kind), name in NODE_EXPORTER_PRESSURE.items()
         }
         for pressure in report.pressure:

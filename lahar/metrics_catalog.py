@@ -454,7 +454,35 @@ def scheduler_registry() -> CollectorRegistry:
         counter.inc()
     for reason in EVICTION_REASONS:
         metrics.evictions.labels(reason).inc()
+    metrics.volcano.observe_cycle(0.012, 0.002, {"allocate": 0.008}, {("gang", "OnSessionOpen"): 0.0002}, *_volcano())
+    metrics.binds_done([], 1, [0.003])
+    metrics.volcano.bound([2.5], [0.003])
     return metrics.registry
+
+
+def _volcano() -> tuple[Any, set[tuple[str, str]]]:
+    """A cycle's Volcano figures with every per-queue, per-job and per-namespace mapping filled."""
+    from collections import Counter as Tally
+
+    from lahar.scheduler.volcano_metrics import QUEUE_FIGURES, JobScheduled, VolcanoCycle
+
+    amounts = {"cpu": 4000.0, "memory": float(8 * GiB), "nvidia.com/gpu": 1000.0}
+    cycle = VolcanoCycle(
+        queues={"default": dict.fromkeys(QUEUE_FIGURES, amounts)},
+        queue_share={"default": 0.67},
+        queue_weight={"default": 1.0},
+        queue_overused={"default": 0.0},
+        job_share={("batch", "train"): 0.25},
+        namespace_share={"batch": 0.25},
+        unschedulable_tasks={"train": 2},
+        attempts=Tally({"scheduled": 3, "unschedulable": 2}),
+        retried_jobs=("train",),
+        eviction_transactions=Tally({"preempt": 1}),
+        preemption_victims=1,
+        scheduled_jobs=(JobScheduled("batch", "train", "default", 1_699_999_990.0, 1_700_000_000.0),),
+        assumed_task_ages=(10.0,),
+    )
+    return cycle, {("batch", "train")}
 
 
 def sample_jobs() -> list[dict[str, Any]]:
@@ -556,7 +584,27 @@ histograms the code updates also expose `_created` timestamps.
 
 The Grafana dashboard in `deploy/grafana/lahar-dashboard.json` is built on these metrics (a test
 checks that every query uses a metric listed here); [qos-tuning.md](qos-tuning.md) explains how to
-read the QoS ones while tuning the agent.
+read the QoS ones while tuning the agent; [alerts.md](alerts.md) is the runbook of the alerts in
+`deploy/monitoring/prometheus-rules.yaml`.
+
+## Other projects' names
+
+So that dashboards and alerts built for other tools work unchanged, some families are exported
+twice: under Lahar's name (base units) and under the other project's name, labels and units. The
+**Matches** column says which: "(this name)" on the other project's family, its name on Lahar's.
+
+- **Volcano** (`volcano_*`, the scheduler): every family Volcano's scheduler exports
+  (pkg/scheduler/metrics), same names, labels, units (milliseconds, millicores) and bucket ranges,
+  derived from each cycle's session (`scheduler/volcano_metrics.py` says how each is made where
+  Lahar's model differs). Not exported: `volcano_vgpu_device_*` (Volcano's vGPU device plugin;
+  Lahar hands out whole GPUs) and `volcano_goroutines` (a Go runtime figure).
+- **NVIDIA DCGM exporter** (`DCGM_FI_DEV_*`, the agent): utilization in percent, framebuffer
+  memory in MiB, power in watts, temperature in °C, labels `gpu`, `UUID`, `device`, `modelName`,
+  `Hostname`.
+- **cAdvisor** (`container_*`, the agent): CPU time, working set and CFS throttling per container,
+  `container=""` for the pod's own cgroup as the kubelet has it. In a cluster the kubelet exports
+  the same names: tell them apart by `job`.
+- **node_exporter** (`node_pressure_*`, `node_memory_*`, the agent): PSI totals and memory.
 """
 
 

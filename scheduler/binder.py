@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -77,6 +78,7 @@ class _Batch:
         self.remaining = len(batch.tasks)
         self.bound: list[TaskInfo] = []
         self.failed: list[tuple[TaskInfo, str]] = []
+        self.bind_seconds: list[float] = []  # each bind call's time, for the metrics
         self.lock = threading.Lock()
         self.done: Future[BatchOutcome] = Future()
 
@@ -132,7 +134,9 @@ class Binder:
         return futures
 
     def _bind_task(self, state: _Batch, task: TaskInfo, gpu_index: str | None) -> None:
+        started = time.perf_counter()
         error = bind_error(self.api, task, gpu_index)
+        state.bind_seconds.append(time.perf_counter() - started)
         if state.finish(task, error):
             self._complete(state)
 
@@ -141,8 +145,7 @@ class Binder:
         outcome = BatchOutcome(batch.job.key, [t.key for t in state.bound], {t.key: why for t, why in state.failed})
         try:
             if self.metrics is not None:
-                self.metrics.pods_scheduled.inc(len(state.bound))
-                self.metrics.bind_errors.inc(len(state.failed))
+                self.metrics.binds_done(state.bound, len(state.failed), state.bind_seconds)
             for task, why in state.failed:
                 log.warning("bind of %s to %s failed: %s", task.key, task.node, why)
                 self.cache.forget(task.uid)

@@ -28,6 +28,7 @@ thousands of series for one number each, so ages are a distribution instead:
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -36,7 +37,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeHistogramMetricFami
 from prometheus_client.registry import Collector
 
 from lahar.api.resources import ResourceUnit, resource_unit
+from lahar.scheduler.framework.session import Session
+from lahar.scheduler.model import TaskInfo
 from lahar.scheduler.node_reports import NodeReportStore
+from lahar.scheduler.volcano_metrics import VolcanoMetrics, unix_seconds, volcano_cycle
 
 # From 100 µs: an action on a small cluster takes a fraction of a millisecond, and buckets that
 # start above most observations say nothing about them.
@@ -229,9 +233,33 @@ class SchedulerMetrics:
         self.registry.register(self.cycle)
         if reports is not None:
             self.registry.register(NodeReportCollector(reports, nodes, staleness))
+        self.volcano = VolcanoMetrics(self.registry)  # Volcano's names, for its users' dashboards
 
     def observe_cycle(self, seconds: float, action_seconds: Mapping[str, float], figures: CycleFigures) -> None:
         self.cycle_duration.observe(seconds)
         for action, spent in action_seconds.items():
             self.action_duration.labels(action).observe(spent)
         self.cycle.figures = figures
+
+    def observe_session(self, seconds: float, snapshot_seconds: float, session: Session) -> None:
+        """Volcano's families from the cycle's session (scheduler/volcano_metrics.py)."""
+        self.volcano.observe_cycle(
+            seconds,
+            snapshot_seconds + session.open_seconds,
+            session.action_seconds,
+            session.plugin_seconds,
+            volcano_cycle(session, session.now),
+            {(job.namespace, job.name) for job in session.jobs.values()},
+        )
+
+    def binds_done(
+        self, bound: list[TaskInfo], failed: int, bind_seconds: list[float], now: float | None = None
+    ) -> None:
+        """A batch's binds finished: `bound` landed, `failed` did not; each call took `bind_seconds`."""
+        self.pods_scheduled.inc(len(bound))
+        self.bind_errors.inc(failed)
+        at = time.time() if now is None else now
+        ages = [at - created for task in bound if (created := unix_seconds(task.creation)) is not None]
+        self.volcano.bound(ages, bind_seconds)
+        if failed:
+            self.volcano.bind_failed(failed)

@@ -235,7 +235,9 @@ class Scheduler:
         self.metrics.conf_warnings.set(len(conf.warnings))
         # Read before the snapshot: a change in between only costs one more cycle.
         changes, confirmations, status_failures = self.cache.changes, self.cache.confirmations, self.status.failures
-        session = run_cycle(self.cache.snapshot(), conf, self.reports)
+        snapshot = self.cache.snapshot()
+        snapshot_seconds = time.perf_counter() - started
+        session = run_cycle(snapshot, conf, self.reports)
         for batch in session.binds:
             self.cache.assume(batch)
         self.cache.assume_evicted([eviction.task for eviction in session.evictions])
@@ -244,6 +246,7 @@ class Scheduler:
         figures = summarize(session)
         written = self.status.write(session, figures)
         self.metrics.observe_cycle(time.perf_counter() - started, session.action_seconds, figures)
+        self.metrics.observe_session(time.perf_counter() - started, snapshot_seconds, session)
         self.cycles += 1
         self.last_cycle_at = time.monotonic()
         self.last_session = session

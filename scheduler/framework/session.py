@@ -119,6 +119,9 @@ class Session:
     pipelined: list[TaskInfo] = field(default_factory=list)
     events: list[SessionEvent] = field(default_factory=list)
     action_seconds: dict[str, float] = field(default_factory=dict)
+    # (plugin, "OnSessionOpen" | "OnSessionClose") -> seconds, and the open's own, for the metrics.
+    plugin_seconds: dict[tuple[str, str], float] = field(default_factory=dict)
+    open_seconds: float = 0.0
     # What the proportion plugin computed per queue (share, deserved, allocated, ...), for the
     # metrics and the Queue status; empty without it.
     queue_figures: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -183,17 +186,21 @@ class Session:
         )
 
     def open(self) -> Session:
+        opened = time.perf_counter()
         for tier_number, tier in enumerate(self.conf.tiers):
             for option in tier:
                 plugin = plugin_class(option.name)(option.arguments)
                 self.plugins[option.name] = plugin
                 self._current, self._tier = option, tier_number
+                started = time.perf_counter()
                 plugin.on_session_open(self)
+                self.plugin_seconds[(option.name, "OnSessionOpen")] = time.perf_counter() - started
                 if option.enabled("predicate"):
                     self._enforced |= plugin.enforces()
                 if option.enabled("node_order"):
                     self._scored |= plugin.scores()
         self._current = None
+        self.open_seconds = time.perf_counter() - opened
         return self
 
     def unsupported(self, task: TaskInfo) -> tuple[str, ...]:
@@ -245,8 +252,10 @@ class Session:
             self.action_seconds[name] = time.perf_counter() - started
 
     def close(self) -> None:
-        for plugin in self.plugins.values():
+        for name, plugin in self.plugins.items():
+            started = time.perf_counter()
             plugin.on_session_close(self)
+            self.plugin_seconds[(name, "OnSessionClose")] = time.perf_counter() - started
 
     # -- registration ------------------------------------------------------------------------
 

@@ -175,7 +175,11 @@ def template(node: ast.expr) -> re.Pattern[str] | None:
     else:
         return None
     first = parts[0] if parts else None
-    if not (isinstance(first, ast.Constant) and isinstance(first.value, str) and first.value.startswith("lahar_")):
+    if not (
+        isinstance(first, ast.Constant)
+        and isinstance(first.value, str)
+        and first.value.startswith(("lahar_", *COMPATIBLE))
+    ):
         return None
     pattern = "".join(
         re.escape(part.value) if isinstance(part, ast.Constant) and isinstance(part.value, str) else "[a-z0-9_]+"
@@ -214,8 +218,10 @@ CONSTRUCTORS = {
 }
 
 
-def test_metric_families_the_code_constructs_are_named_lahar_star() -> None:
-    """A family built with a literal name not starting with `lahar_` would escape the scans above."""
+def test_metric_families_the_code_constructs_are_named_lahar_star(entries: dict[str, list[MetricInfo]]) -> None:
+    """A family built with a literal name not starting with `lahar_` would escape the scans above;
+    one named after another project's (`volcano_...`, COMPATIBLE) must be catalogued."""
+    families = {info.family for info in all_families(entries)}
     offenders = []
     for path in program_sources():
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -226,10 +232,20 @@ def test_metric_families_the_code_constructs_are_named_lahar_star() -> None:
             ):
                 continue
             name = node.args[0]
+            pattern = template(name)
+            if pattern is not None and not any(pattern.fullmatch(family) for family in families):
+                offenders.append(f"{relative(path)}:{node.lineno}: {pattern.pattern} is not catalogued")
             if isinstance(name, ast.JoinedStr):
                 name = name.values[0] if name.values else name
-            if isinstance(name, ast.Constant) and not str(name.value).startswith("lahar_"):
+            if isinstance(name, ast.Constant) and not str(name.value).startswith(("lahar_", *COMPATIBLE)):
                 offenders.append(f"{relative(path)}:{node.lineno}: {name.value!r}")
+            elif (
+                isinstance(name, ast.Constant)
+                and str(name.value).startswith(tuple(COMPATIBLE))
+                and node.args[0] is name
+                and name.value not in families
+            ):
+                offenders.append(f"{relative(path)}:{node.lineno}: {name.value!r} is not catalogued")
     assert offenders == []
 
 
