@@ -17,6 +17,7 @@ import lahar
 from lahar.agent.collectors.cpu import CpuCollector
 from lahar.agent.collectors.gpu import GpuCollector
 from lahar.agent.collectors.host import Host
+from lahar.agent.collectors.latency_histogram import LatencyHistograms
 from lahar.agent.collectors.memory import MemoryCollector
 from lahar.agent.collectors.npu import NpuCollector
 from lahar.agent.collectors.numa import NumaCollector
@@ -89,6 +90,7 @@ class Agent:
         self.sequence = 0
         self.latest: NodeReport | None = None
         self.totals = ClassTotals()  # per-class CPU counters, for /metrics
+        self.latency = LatencyHistograms()  # online pods' own p99, from the histograms they name
         self.listeners: list[Callable[[NodeReport], None]] = []
         self._stop = threading.Event()
 
@@ -108,6 +110,7 @@ class Agent:
 
         cpu = guarded("cpu", self.cpu.collect, CpuUsage(0, 0.0, 0.0))
         pods: list[dict[str, Any]] = guarded("pods-source", self.pods, [])
+        self.latency.watch(pods)
         pods_by_uid = {
             meta.get("uid", ""): (meta.get("namespace", ""), meta.get("name", ""))
             for meta in (p.get("metadata") or {} for p in pods)
@@ -170,6 +173,7 @@ class Agent:
     def close(self) -> None:
         """Stop, and leave the node safe: QoS relaxes every BE limit it set."""
         self.stop()
+        self.latency.stop()
         if self.qos is not None:
             try:
                 self.qos.close()

@@ -12,6 +12,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from lahar.agent.agent import COLLECTORS
+from lahar.agent.collectors.latency_histogram import PodLatency
 from lahar.agent.qos.config import RELOAD_RESULTS
 from lahar.agent.qos.eviction import REASONS as EVICTION_REASONS
 from lahar.agent.qos.knobs import KNOBS
@@ -99,6 +100,7 @@ class ReportCollector(Collector):
         agent_counters: Callable[[], dict[str, float]] | None = None,
         qos: Callable[[], QosSnapshot] | None = None,
         totals: Callable[[], dict[tuple[str, str], float]] | None = None,
+        latency: Callable[[], list[PodLatency]] | None = None,
     ) -> None:
         """`qos`: the QoS engine's snapshot, when the agent runs one; `totals`: the per-class CPU
         counters (agent/usage_totals.py), updated once per report."""
@@ -106,6 +108,7 @@ class ReportCollector(Collector):
         self.agent_counters = agent_counters or dict
         self.qos = qos
         self.totals = totals
+        self.latency = latency
 
     def describe(self) -> list[Metric]:
         return []  # samples depend on the report; describing them would run a collection at registration
@@ -130,6 +133,8 @@ class ReportCollector(Collector):
         self._node(report, gauge, counter)
         self._pods(report, gauge, counter)
         self._classes(self.totals() if self.totals is not None else {}, counter)
+        if self.latency is not None:
+            self._latency(report, self.latency(), gauge)
         self._accelerators(report, gauge)
         self._agent(report, gauge, counter)
         if qos is not None:
@@ -300,6 +305,28 @@ class ReportCollector(Collector):
         for figure, family in families.items():
             for qos_class in ONLINE_CLASSES if figure == WAIT_SECONDS else CLASSES:
                 family.add(totals.get((figure, qos_class), 0.0), qos_class)
+
+    @staticmethod
+    def _latency(report: NodeReport, latencies: list[PodLatency], gauge: Any) -> None:
+        """Online pods' own p99 (the histograms their annotations name), beside their targets."""
+        classes = {(pod.namespace, pod.name): pod.qos_class for pod in report.pods}
+        p99 = gauge(
+            "lahar_pod_latency_p99_seconds",
+            "p99 of the latency histogram a pod names (lahar.dev/latency-histogram), over the last minute.",
+            "namespace",
+            "pod",
+            QOS_LABEL,
+            "metric",
+        )
+        target = gauge(
+            "lahar_pod_latency_target_seconds", "A pod's latency target (lahar.dev/latency-target).", "namespace", "pod"
+        )
+        for latency in latencies:
+            if latency.p99_seconds is not None:
+                qos_class = classes.get((latency.namespace, latency.pod), "")
+                p99.add(latency.p99_seconds, latency.namespace, latency.pod, qos_class, latency.metric)
+            if latency.target_seconds is not None:
+                target.add(latency.target_seconds, latency.namespace, latency.pod)
 
     @staticmethod
     def _online_waits(qos: QosSnapshot, counter: Any) -> None:

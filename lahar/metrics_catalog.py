@@ -401,14 +401,22 @@ def sample_qos_snapshot() -> Any:
 
 
 def agent_registry() -> CollectorRegistry:
+    from lahar.agent.collectors.latency_histogram import PodLatency
     from lahar.agent.exporter import ReportCollector
     from lahar.agent.usage_totals import totals_of
 
     report, snapshot = sample_report(), sample_qos_snapshot()
     totals = totals_of([(report, snapshot)])
     registry = CollectorRegistry(auto_describe=False)
+    latencies = [PodLatency("web", "api-0", "http_request_duration_seconds", 0.012, 0.02)]
     registry.register(
-        ReportCollector(lambda: report, sample_agent_counters, qos=lambda: snapshot, totals=lambda: totals)
+        ReportCollector(
+            lambda: report,
+            sample_agent_counters,
+            qos=lambda: snapshot,
+            totals=lambda: totals,
+            latency=lambda: latencies,
+        )
     )
     return registry
 

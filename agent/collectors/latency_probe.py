@@ -30,6 +30,7 @@ from lahar.api.job import parse_duration
 log = logging.getLogger("lahar.agent.qos")
 
 PROBE_ANNOTATION = "lahar.dev/latency-probe"
+HISTOGRAM_ANNOTATION = "lahar.dev/latency-histogram"  # collectors/latency_histogram.py
 TARGET_ANNOTATION = "lahar.dev/latency-target"
 PROBE_INTERVAL_SECONDS = 0.1
 WINDOW_SAMPLES = 20  # two seconds of probes: a p90 over 20 samples moves with 2 slow ones
@@ -53,8 +54,8 @@ class LatencyProbe:
 def parse_probe(annotations: Mapping[str, Any]) -> LatencyProbe | None:
     """The pod's probe, None when it declares none; ValueError naming the annotation when bad."""
     address, target = annotations.get(PROBE_ANNOTATION), annotations.get(TARGET_ANNOTATION)
-    if address is None and target is None:
-        return None
+    if address is None and (target is None or HISTOGRAM_ANNOTATION in annotations):
+        return None  # no probe (a target beside a latency histogram is the histogram's)
     if not isinstance(address, str) or not isinstance(target, str):
         raise ValueError(f"{PROBE_ANNOTATION} and {TARGET_ANNOTATION} must be given together")
     try:

@@ -129,7 +129,13 @@ def serve(args: argparse.Namespace, settings: Any) -> int:
     qos = agent.qos.snapshot if agent.qos is not None else None
     registry = CollectorRegistry(auto_describe=False)
     registry.register(
-        ReportCollector(lambda: agent.latest, lambda: stream_counters(streamer), qos=qos, totals=agent.totals.snapshot)
+        ReportCollector(
+            lambda: agent.latest,
+            lambda: stream_counters(streamer),
+            qos=qos,
+            totals=agent.totals.snapshot,
+            latency=agent.latency.latest,
+        )
     )
     metrics = MetricsServer(
         registry,
