@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lahar import examples
+from lahar import examples, log_format
 from lahar.client.kubeconfig import embedded_kubeconfig
 from lahar.endpoints import free_loopback_port
 from lahar.node.cgroups import DEFAULT_PARENT
@@ -98,7 +98,8 @@ class UpOptions:
     local_node: bool = True
     cgroup_parent: str = DEFAULT_PARENT
     qos_config: Path | None = None
-    verbose: bool = False
+    verbose: bool = False  # -v: debug lines, here and in the programs it starts
+    log_format: str = "text"  # --log-format, here and in the programs it starts
     scheduler_conf: Path | None = None  # the scheduler's --conf (its built-in configuration if None)
 
 
@@ -181,6 +182,7 @@ class Program:
     args: list[str]
     metrics_port: int
     log_path: Path
+    global_args: tuple[str, ...] = ()  # `lahar`'s own flags (-v, --log-format), before the command
     process: subprocess.Popen[bytes] | None = None
     started_at: float = 0.0
     restarts: int = 0  # restarts so far (what `lahar up` reports)
@@ -196,6 +198,7 @@ class Program:
             "-P",  # not the working directory first: a lahar/ folder there (a checkout) is not this lahar
             "-m",
             "lahar",
+            *self.global_args,
             self.name,
             *self.args,
             "--metrics-address",
@@ -340,7 +343,7 @@ class System:
             if not self.options.verbose:
                 handler.setLevel(logging.WARNING)
         self._log_handler = logging.FileHandler(self.components_dir / "lahar-up.log")
-        self._log_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        self._log_handler.setFormatter(log_format.formatter(self.options.log_format))
         root.addHandler(self._log_handler)
 
     def _unroute_logs(self) -> None:
@@ -435,7 +438,9 @@ class System:
         self._write_pids()
 
     def _program(self, name: str, args: list[str]) -> Program:
-        return Program(name, args, free_loopback_port(), self.components_dir / f"{name}.log")
+        verbose: tuple[str, ...] = ("-v",) if self.options.verbose else ()
+        flags = (*verbose, "--log-format", self.options.log_format)
+        return Program(name, args, free_loopback_port(), self.components_dir / f"{name}.log", flags)
 
     def _local_node_name(self) -> str:
         from lahar.node.node_object import local_node_name

@@ -130,6 +130,7 @@ class QosEngine:
         self.loop = InterferenceLoop(self, host, clock) if interference_loop else None
         self.prober = LatencyProber() if interference_loop else None  # online pods' own latency targets
         self.cap_changes = 0  # BE cap writes by the controller: flapping shows here
+        self._cap_summary = ChangeSummary("BE CPU cap")  # at most a line a minute about them
         self.failures = 0  # consecutive ticks that raised
         self._failure: str | None = None
         self.actions: Counter[tuple[str, str]] = Counter()
@@ -188,7 +189,9 @@ class QosEngine:
             qos_pods = self.state.pods(report, pods, node, now)
             desired = self._desired(node, qos_pods, config)
             if self._available[0]:
+                before = dict(self.executor.writes)
                 self.executor.apply(desired)
+                self._say_written(before)
                 self.executor.retain((d.cgroup, d.knob) for d in desired)
                 self._available = self.executor.availability()
             self._tick = _Tick(node, qos_pods, config, self._throttled(node, qos_pods), self._figures())
@@ -202,6 +205,16 @@ class QosEngine:
         if self.loop is not None:
             self.loop.start()
         return self.last_evictions
+
+    def _say_written(self, before: Mapping[str, int]) -> None:
+        """One line for what a tick wrote (nothing at steady state; each write is a debug line)."""
+        wrote = {knob: count - before.get(knob, 0) for knob, count in self.executor.writes.items()}
+        wrote = {knob: count for knob, count in wrote.items() if count}
+        if wrote:
+            listed = ", ".join(f"{knob} x{count}" for knob, count in sorted(wrote.items()))
+            log.info(
+                "QoS %s %d cgroup value(s): %s", "would write" if self.dry_run else "wrote", sum(wrote.values()), listed
+            )
 
     def _interference(self) -> float:
         """How hard the CPU interference controller holds BE back, 0..1: what BE may borrow shrinks
@@ -330,15 +343,14 @@ class QosEngine:
             if cap != written:
                 self.executor.apply(new.desired)
                 self.cap_changes += 1
-                log.info(
-                    "BE CPU cap %s -> %s (%s: online wait %.0f%% of runnable time, baseline %.0f%%, BE %.2f cores)",
-                    _cores(written),
-                    _cores(cap),
-                    action or "ceiling",
-                    (signal.wait_share or 0.0) * 100,
-                    state.baseline * 100,
-                    signal.be_cores,
+                why = (
+                    f"{action or 'ceiling'}: online wait {(signal.wait_share or 0.0) * 100:.0f}% of runnable time, "
+                    f"baseline {state.baseline * 100:.0f}%, BE {signal.be_cores:.2f} cores"
                 )
+                log.debug("BE CPU cap %s -> %s (%s)", _cores(written), _cores(cap), why)
+                summary = self._cap_summary.changed(self.clock(), f"now {_cores(cap)} cores ({why})")
+                if summary:
+                    log.info("%s", summary)
             self._plans[cpu_suppress.NAME] = new
             if action:
                 self.actions[(cpu_suppress.NAME, action)] += 1
@@ -429,6 +441,28 @@ class QosEngine:
             for cgroup, wait in sorted(sample.online.items())
             if (pod := pods.get(cgroup)) is not None
         )
+
+
+class ChangeSummary:
+    """Says a repeated change at most once a period: the first after a quiet period at once, the
+    rest summed up with the next line (`N times in the last 60 s`). A flapping cap costs one log
+    line a minute, not one a second; its counter counts each change."""
+
+    def __init__(self, what: str, period: float = 60.0) -> None:
+        self.what = what
+        self.period = period
+        self._said_at = -math.inf
+        self._unsaid = 0
+
+    def changed(self, now: float, detail: str) -> str | None:
+        """The line to log at info for a change now, or None (it is counted for the next)."""
+        self._unsaid += 1
+        if now - self._said_at < self.period:
+            return None
+        count, self._unsaid, self._said_at = self._unsaid, 0, now
+        if count == 1:
+            return f"{self.what} changed: {detail}"
+        return f"{self.what} changed {count} times since the last line: {detail}"
 
 
 def _cores(cap: float | None) -> str:

@@ -273,7 +273,9 @@ class CgroupExecutor:
             self.writes[item.knob] += 1
             self.denied = None  # a write went through: the rights are there
             self._failing.pop((item.cgroup, item.knob), None)
-            log.info("cgroup %s %s = %r (%s%s)", item.cgroup, write.filename, write.content, item.knob, was)
+            # Debug: the engine says what a tick wrote in one line; the interference loop's cap
+            # changes are summed up once a minute (engine.py), so the agent is quiet at steady state.
+            log.debug("cgroup %s %s = %r (%s%s)", item.cgroup, write.filename, write.content, item.knob, was)
         return True
 
     def _failed(self, item: Desired, filename: str, exc: Exception, content: str | None = None) -> None:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from collections.abc import Sequence
 
+from lahar import log_format
 from lahar.cli import (
     agent_command,
     bench_command,
@@ -23,7 +23,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lahar", description="Lahar: batch scheduling and co-location QoS for Kubernetes."
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages (lahar up: its programs too)")
+    parser.add_argument(
+        "--log-format",
+        choices=log_format.FORMATS,
+        default="text",
+        help="log lines as logfmt-like text (default) or one JSON object a line (lahar up: its programs too)",
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     server_commands.register(commands)
     object_commands.register(commands)
@@ -39,11 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    if not args.verbose:  # its retry warnings repeat what our error message says
-        logging.getLogger("urllib3").setLevel(logging.ERROR)
+    log_format.configure(args.verbose, args.log_format)
     try:
         return int(args.run(args) or 0)
     except KeyboardInterrupt:

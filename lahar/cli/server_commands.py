@@ -204,6 +204,7 @@ def run_up(args: argparse.Namespace) -> int:
         cgroup_parent=args.cgroup_parent,
         qos_config=args.qos_config,
         verbose=args.verbose,
+        log_format=args.log_format,
         scheduler_conf=args.scheduler_conf,
     )
     demo = None

@@ -162,7 +162,7 @@ def test_v1_cpusets_loosen_top_down_and_tighten_bottom_up(v1_tree: QosTree, capl
 
     def move_to(cpus: set[int]) -> list[tuple[str, str]]:
         caplog.clear()
-        with caplog.at_level(logging.INFO, "lahar.agent.qos"):
+        with caplog.at_level(logging.DEBUG, "lahar.agent.qos"):
             executor.apply([Desired(cgroup, "cpuset.cpus", cpus) for cgroup in chain])
         return [(str(r.args[0]), str(r.args[2])) for r in caplog.records if r.args and r.args[1] == "cpuset.cpus"]
 
