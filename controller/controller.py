@@ -11,7 +11,7 @@ import heapq
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,11 +22,18 @@ from lahar.client.api import KubeApi
 from lahar.client.errors import AlreadyExists, Conflict, KubeError, NotFound
 from lahar.client.events import EventRecorder, ObjectRef
 from lahar.client.informer import Informer, by_label
-from lahar.controller.desired import desired_podgroup
-from lahar.controller.lifecycle import QUEUE_HOLD_REASONS, Decision, next_state, queue_hold
+from lahar.controller.desired import desired_podgroup, desired_podgroup_spec, podgroup_spec_patch
+from lahar.controller.lifecycle import (
+    QUEUE_HOLD_REASONS,
+    Decision,
+    crash_loop_message,
+    next_state,
+    unschedulable_message,
+)
 from lahar.controller.metrics import JOB_KIND, QUEUE_KIND, ControllerMetrics
-from lahar.controller.naming import JOB_NAME_KEY
+from lahar.controller.naming import JOB_NAME_KEY, podgroup_name
 from lahar.controller.plugins import apply_on_pod, job_objects
+from lahar.controller.plugins.objects import PLUGIN_KINDS, plugin_object_writes
 from lahar.controller.queues import QUEUE_COMMAND_ANNOTATION, current_state, queue_command, queue_status
 from lahar.loop_health import LoopHealth
 
@@ -36,6 +43,8 @@ JOB_INDEX = "job"  # pods by "<namespace>/<job name>" (their job-name label)
 QUEUE_INDEX = "queue"  # Jobs and PodGroups by the queue they name
 COMMAND_ANNOTATION = "lahar.dev/command"  # AbortJob / ResumeJob, written by `lahar job suspend|resume`
 Key = tuple[str, str]  # (namespace, job name); ("", queue name) for a queue, which has no namespace
+CRASH_LOOP_EVENT = "PodCrashLooping"
+PODGROUP_PENDING_EVENT = "PodGroupPending"  # Volcano's reason for the scheduler's word on the gang
 
 
 def _queue_of(obj: dict[str, Any]) -> tuple[str, ...]:
@@ -98,12 +107,25 @@ def _plugin_mutator(pod: dict[str, Any], job: Job, task: TaskSpec, index: int) -
     apply_on_pod(pod, dict(job.raw), task.name, index)
 
 
+def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON merge patch (RFC 7386) that makes `old` into `new`: changed keys, nested maps
+    patched key by key, and keys `new` drops sent as null at every depth, since a merge patch
+    otherwise keeps them (a task's phase that no pod is in any more, restartingPods)."""
+    patch: dict[str, Any] = {key: None for key in old if key not in new}
+    for key, value in new.items():
+        before = old.get(key)
+        if isinstance(value, Mapping) and isinstance(before, Mapping):
+            nested = merge_patch(before, value)
+            if nested:
+                patch[key] = nested
+        elif before != value or key not in old:
+            patch[key] = value
+    return patch
+
+
 def status_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any] | None:
-    """The merge patch that makes status `old` into `new` (None: nothing to write). Keys `new`
-    drops are sent as null, since a merge patch otherwise keeps them (restartingPods)."""
-    if new == old:
-        return None
-    return {**new, **{key: None for key in old if key not in new}}
+    """The merge patch that makes status `old` into `new` (None: nothing to write)."""
+    return merge_patch(old, new) or None
 
 
 class WritesFailed(KubeError):
@@ -136,7 +158,7 @@ class JobController:
             kinds.PODGROUP,
             api,
             on_add=self._enqueue_owner,
-            on_update=lambda old, new: self._enqueue_owner(new),
+            on_update=self._podgroup_updated,
             on_delete=self._enqueue_owner,
         )
         self.pods = Informer(
@@ -144,7 +166,7 @@ class JobController:
             api,
             label_selector=JOB_NAME_KEY,
             on_add=self._enqueue_owner,
-            on_update=lambda old, new: self._enqueue_owner(new),
+            on_update=self._pod_updated,
             on_delete=self._enqueue_owner,
         )
         self.queues = Informer(
@@ -160,8 +182,9 @@ class JobController:
         self._stop = threading.Event()
         self._worker: threading.Thread | None = None
         self.loop_health = LoopHealth("reconcile loop")
-        # Jobs (uid, generation) whose plugin objects exist: pod events must not re-list them each time.
-        self._plugin_objects_done: set[tuple[str, int]] = set()
+        # Job uid -> (generation, active) its plugin objects were last made to match, so pod
+        # events do not re-list them each time.
+        self._plugin_objects_synced: dict[str, tuple[int, bool]] = {}
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -235,6 +258,41 @@ class JobController:
         if job_name:
             self.queue.add((meta.get("namespace", ""), job_name))
 
+    def _pod_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        """A Warning on the pod's Job when the pod starts crash-looping (its phase still says
+        Running), so `kubectl describe` of the Job says why its pods do not run."""
+        self._enqueue_owner(new)
+        message = crash_loop_message(new)
+        if message is None or crash_loop_message(old) is not None:
+            return
+        job = self._owner_job(new)
+        if job is not None:
+            self._record_event(job, CRASH_LOOP_EVENT, f"pod {new['metadata']['name']}: {message}", "Warning")
+
+    def _podgroup_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        """Volcano's PodGroupPending Warning on the Job when the scheduler says why the gang
+        cannot be admitted or placed (what is missing), once per new reason."""
+        self._enqueue_owner(new)
+        message = unschedulable_message(new)
+        if message is None or message == unschedulable_message(old):
+            return
+        job = self._owner_job(new)
+        if job is not None:
+            meta = new["metadata"]
+            self._record_event(
+                job,
+                PODGROUP_PENDING_EVENT,
+                f"PodGroup {meta.get('namespace', '')}:{meta['name']} unschedulable, reason: {message}",
+                "Warning",
+            )
+
+    def _owner_job(self, obj: dict[str, Any]) -> dict[str, Any] | None:
+        meta = obj.get("metadata") or {}
+        name = (meta.get("labels") or {}).get(JOB_NAME_KEY) or next(
+            (r.get("name") for r in meta.get("ownerReferences") or [] if r.get("kind") == "Job"), None
+        )
+        return self.jobs.get(name, meta.get("namespace", "")) if name else None
+
     def _queue_changed(self, *objs: dict[str, Any]) -> None:
         """A queue was added, updated or deleted: reconcile it, and the Pending jobs that wait for
         it (or that must now wait) when its existence or state changed. Count updates alone do
@@ -261,11 +319,7 @@ class JobController:
         job = Job.from_dict(job_obj)
         queue = self.queues.get(job.queue)
         queue_state = current_state(queue) if queue is not None else None
-        # A job held for its queue gets no PodGroup yet: the scheduler has nothing to admit, and
-        # a Closing queue is not kept open by work that never started.
-        held = job.phase == JobPhase.PENDING and queue_hold(job.queue, queue_state) is not None
-        podgroup = self.podgroups.get(job.name, job.namespace) if held else self._ensure_podgroup(job)
-        self._ensure_plugin_objects(job_obj, namespace)
+        podgroup = self.podgroups.get(podgroup_name(job), job.namespace)
         pods = self.pods.by_index(JOB_INDEX, f"{namespace}/{name}")
         command = (job_obj["metadata"].get("annotations") or {}).get(COMMAND_ANNOTATION)
         decision = next_state(
@@ -278,7 +332,13 @@ class JobController:
             mutators=[_plugin_mutator],
             queue_state=queue_state,
         )
+        if not decision.delete_job:
+            # Before the pods: their env reads the svc ConfigMap. On finishing, before the status
+            # (Volcano's OnJobDelete comes first too).
+            self._sync_plugin_objects(job_obj, decision.keeps_podgroup)
         self._apply(job_obj, decision)
+        if not decision.delete_job:
+            self._sync_podgroup(job, podgroup, decision)
         if decision.requeue_after is not None:
             self.queue.add(key, after=max(decision.requeue_after, 0.1))
         return decision
@@ -302,38 +362,53 @@ class JobController:
             # Done (Open, or Closed): the request is consumed. Closing keeps it until the queue empties.
             self.api.patch(kinds.QUEUE, name, {"metadata": {"annotations": {QUEUE_COMMAND_ANNOTATION: None}}})
 
-    def _ensure_podgroup(self, job: Job) -> dict[str, Any] | None:
-        existing = self.podgroups.get(job.name, job.namespace)
-        if existing is not None:
-            return existing
-        try:
-            created = self.api.create(kinds.PODGROUP, desired_podgroup(job), job.namespace)
-            log.info("job %s/%s: created its PodGroup", job.namespace, job.name)
-            return created
-        except AlreadyExists:
-            return self.api.get(kinds.PODGROUP, job.name, job.namespace)
-
-    def _ensure_plugin_objects(self, job_obj: dict[str, Any], namespace: str) -> None:
-        plugin_kinds = {"Service": kinds.SERVICE, "ConfigMap": kinds.CONFIGMAP, "Secret": kinds.SECRET}
-        done = (job_obj["metadata"].get("uid", ""), job_obj["metadata"].get("generation", 0))
-        if not (job_obj.get("spec") or {}).get("plugins") or done in self._plugin_objects_done:
+    def _sync_podgroup(self, job: Job, podgroup: dict[str, Any] | None, decision: Decision) -> None:
+        """Create, update (scaling, a dependency met) or delete (the job finished) its PodGroup.
+        A job held for its queue gets none yet: the scheduler has nothing to admit, and a
+        Closing queue is not kept open by work that never started."""
+        if not decision.keeps_podgroup:
+            if podgroup is not None:
+                with contextlib.suppress(NotFound):
+                    self.api.delete(kinds.PODGROUP, podgroup_name(job), job.namespace)
+                log.info("job %s/%s: %s, its PodGroup released", job.namespace, job.name, decision.phase)
             return
-        existing = []
-        for kind in plugin_kinds.values():
-            existing += [
-                o
-                for o in self.api.list(kind, namespace, label_selector=f"{JOB_NAME_KEY}={job_obj['metadata']['name']}")[
-                    "items"
-                ]
-            ]
-        present = {(o.get("kind"), o["metadata"]["name"]) for o in existing}
-        for obj in job_objects(job_obj, existing):
-            kind_name = obj.get("kind", "")
-            if (kind_name, obj["metadata"]["name"]) in present or kind_name not in plugin_kinds:
-                continue
+        if podgroup is None:
+            if decision.reason in QUEUE_HOLD_REASONS:
+                return
             with contextlib.suppress(AlreadyExists):
-                self.api.create(plugin_kinds[kind_name], obj, namespace)
-        self._plugin_objects_done.add(done)
+                self.api.create(kinds.PODGROUP, desired_podgroup(job, decision.runnable_tasks), job.namespace)
+                log.info("job %s/%s: created its PodGroup", job.namespace, job.name)
+            return
+        patch = podgroup_spec_patch(podgroup.get("spec") or {}, desired_podgroup_spec(job, decision.runnable_tasks))
+        if patch is not None:
+            with contextlib.suppress(NotFound):
+                self.api.patch(kinds.PODGROUP, podgroup_name(job), {"spec": patch}, job.namespace)
+
+    def _sync_plugin_objects(self, job_obj: dict[str, Any], active: bool) -> None:
+        """The plugins' Services, ConfigMaps, Secrets and NetworkPolicies: created, updated when
+        the job changes (replicas: hosts files and ssh config), deleted when it finishes
+        (Volcano's OnJobDelete) and made again if it starts over."""
+        meta = job_obj["metadata"]
+        uid, state = meta.get("uid", ""), (meta.get("generation", 0), active)
+        if not (job_obj.get("spec") or {}).get("plugins") or self._plugin_objects_synced.get(uid) == state:
+            return
+        namespace, selector = meta.get("namespace", ""), f"{JOB_NAME_KEY}={meta['name']}"
+        existing = [
+            o
+            for kind in PLUGIN_KINDS.values()
+            for o in self.api.list(kind, namespace, label_selector=selector)["items"]
+        ]
+        wanted = job_objects(job_obj, existing) if active else []
+        for write in plugin_object_writes(existing, wanted):
+            kind = PLUGIN_KINDS[write.kind]
+            with contextlib.suppress(NotFound, AlreadyExists):
+                if write.verb == "create":
+                    self.api.create(kind, write.body, namespace)
+                elif write.verb == "patch":
+                    self.api.patch(kind, write.name, write.body, namespace)
+                else:
+                    self.api.delete(kind, write.name, namespace)
+        self._plugin_objects_synced[uid] = state
 
     def _apply(self, job_obj: dict[str, Any], decision: Decision) -> None:
         """Status first, then pods: a restart that is recorded (Restarting, retryCount, the pods

@@ -7,11 +7,12 @@ stays free of plugin knowledge.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 from lahar.api.job import STATUS_VERSION, Job, TaskSpec
 from lahar.api.qos import QoSClass, qos_class
+from lahar.api.quantity import QuantityError
 from lahar.api.resources import ResourceList, pod_requests
 from lahar.controller.naming import (
     job_owner_reference,
@@ -33,26 +34,35 @@ def _template_pod(task: TaskSpec) -> dict[str, Any]:
     return {"spec": copy.deepcopy(dict(task.template.get("spec") or {}))}
 
 
-def _minimum_pod_tasks(job: Job) -> Iterator[TaskSpec]:
-    """The tasks of the first `job.minAvailable` pods, one entry per pod: every task's own
-    minAvailable first, then the remaining replicas, both passes in task order.
+def _minimum_pod_tasks(job: Job, tasks: Sequence[TaskSpec] | None = None) -> Iterator[TaskSpec]:
+    """The tasks of the first `gang_minimum(job, tasks)` pods, one entry per pod: every task's
+    own minAvailable first, then the remaining replicas, both passes in task order (`tasks`:
+    those the gang counts, all by default).
 
     Volcano's calcPGMinResources walks tasks by priority-class value; Lahar has no
     PriorityClass lookup in a pure function, so it uses the order the tasks are written in
     (the same result when the tasks share a priority)."""
+    tasks = job.tasks if tasks is None else tasks
+    minimum = gang_minimum(job, tasks)
     taken = 0
-    for task in job.tasks:
+    for task in tasks:
         for _ in range(min(task.min_available, task.replicas)):
-            if taken >= job.min_available:
+            if taken >= minimum:
                 return
             taken += 1
             yield task
-    for task in job.tasks:
+    for task in tasks:
         for _ in range(task.replicas - min(task.min_available, task.replicas)):
-            if taken >= job.min_available:
+            if taken >= minimum:
                 return
             taken += 1
             yield task
+
+
+def gang_minimum(job: Job, tasks: Sequence[TaskSpec]) -> int:
+    """The PodGroup's minMember: the job's minAvailable, but never more pods than `tasks` (the
+    ones that can run now) have: a task waiting on a dependency cannot be demanded yet."""
+    return min(job.min_available, sum(task.replicas for task in tasks))
 
 
 # What a BE pod borrows from the nodes' reclaimable capacity (docs/oversubscription.md).
@@ -71,22 +81,56 @@ def admission_requests(task: TaskSpec) -> ResourceList:
     return ResourceList({name: amount for name, amount in requests.items() if name not in BORROWED})
 
 
-def min_resources(job: Job) -> ResourceList:
+def min_resources(job: Job, tasks: Sequence[TaskSpec] | None = None) -> ResourceList:
     """The admission requests of the smallest set of pods that lets the gang run (see
     _minimum_pod_tasks and admission_requests)."""
     per_task = {task.name: admission_requests(task) for task in job.tasks}
-    return sum((per_task[task.name] for task in _minimum_pod_tasks(job)), ResourceList())
+    return sum((per_task[task.name] for task in _minimum_pod_tasks(job, tasks)), ResourceList())
 
 
-def desired_podgroup(job: Job) -> dict[str, Any]:
+def desired_podgroup_spec(job: Job, runnable: Collection[str] | None = None) -> dict[str, Any]:
+    """The PodGroup spec for the job as it is now (replicas and minAvailable follow scaling).
+    `runnable`: the tasks that can have pods now (all when None); a task still waiting on its
+    dependencies gets minTaskMember 0 and adds nothing to minMember or minResources."""
+    tasks = [task for task in job.tasks if runnable is None or task.name in runnable]
+    counted = {task.name for task in tasks}
     spec: dict[str, Any] = {
-        "minMember": job.min_available,
-        "minTaskMember": {task.name: task.min_available for task in job.tasks},
-        "minResources": min_resources(job).without_zeros().to_k8s(),
+        "minMember": gang_minimum(job, tasks),
+        "minTaskMember": {task.name: task.min_available if task.name in counted else 0 for task in job.tasks},
+        "minResources": min_resources(job, tasks).without_zeros().to_k8s(),
         "queue": job.queue,
     }
     if job.priority_class_name:
         spec["priorityClassName"] = job.priority_class_name
+    return spec
+
+
+def podgroup_spec_patch(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The spec fields of an existing PodGroup to change (None: it is as wanted). Only the fields
+    the controller owns are compared; minResources compares as quantities."""
+    patch: dict[str, Any] = {}
+    for key, value in wanted.items():
+        old = current.get(key)
+        if key == "minResources":
+            same = _same_resources(old or {}, value)
+        elif key == "minTaskMember":
+            same = {k: v for k, v in (old or {}).items() if v} == {k: v for k, v in value.items() if v}
+        else:
+            same = old == value
+        if not same:
+            patch[key] = value
+    return patch or None
+
+
+def _same_resources(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    try:
+        return ResourceList.from_k8s(old).without_zeros() == ResourceList.from_k8s(new).without_zeros()
+    except QuantityError:
+        return False
+
+
+def desired_podgroup(job: Job, runnable: Collection[str] | None = None) -> dict[str, Any]:
+    spec = desired_podgroup_spec(job, runnable)
     return {
         "apiVersion": PODGROUP_API_VERSION,
         "kind": PODGROUP_KIND,

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -50,7 +50,7 @@ from lahar.api.job import (
     TaskSpec,
     job_state,
 )
-from lahar.api.podgroup import PodGroupPhase
+from lahar.api.podgroup import PodGroupConditionType, PodGroupPhase
 from lahar.api.queue import QueueState
 from lahar.controller.desired import PodMutator, desired_pods
 from lahar.controller.naming import TASK_SPEC_KEY, pod_index, pod_task_name
@@ -87,13 +87,18 @@ STOPPING_ACTIONS = {
     TERMINATE_JOB: JobPhase.TERMINATING,
     COMPLETE_JOB: JobPhase.COMPLETING,
 }
+# The job phases that hold a PodGroup (Decision.keeps_podgroup).
+PODGROUP_PHASES = frozenset({JobPhase.PENDING, JobPhase.RUNNING, JobPhase.RESTARTING})
 EVICTED_REASON = "Evicted"
+CRASH_LOOP_REASON = "CrashLoopBackOff"
 
 # Why a Pending job creates no pods: its queue (state.reason values).
 QUEUE_NOT_FOUND = "QueueNotFound"
 QUEUE_NOT_OPEN = "QueueNotOpen"
 QUEUE_HOLD_REASONS = frozenset({QUEUE_NOT_FOUND, QUEUE_NOT_OPEN})
 QUEUE_OPENED = "QueueOpen"
+# A Pending job whose gang the scheduler cannot admit or place: state.message says why.
+UNSCHEDULABLE_REASON = "Unschedulable"
 # Lahar's addition to Volcano's status: the pods a restart still has to see deleted.
 STATUS_RESTARTING_PODS = "restartingPods"
 
@@ -147,6 +152,15 @@ class Decision:
     action: str | None = None
     # The whole status to write (previous conditions plus new_conditions).
     status: dict[str, Any] = field(default_factory=dict)
+    # The tasks the PodGroup's gang counts now (see runnable_tasks).
+    runnable_tasks: frozenset[str] = frozenset()
+
+    @property
+    def keeps_podgroup(self) -> bool:
+        """Whether the job holds a PodGroup in this phase. A finished, aborted or stopping job
+        releases it (Volcano's killJob deletes it), so it no longer reserves its queue's quota;
+        a job that starts again (ResumeJob, a restart) gets a new one once Pending."""
+        return self.phase in PODGROUP_PHASES
 
 
 # --- reading pods -------------------------------------------------------------------------------
@@ -163,6 +177,9 @@ class PodFacts:
     exit_code: int | None
     created: datetime | None
     restarts: int = 0  # kubelet's in-place container restarts (init containers included)
+    ready: bool = False  # every container ready (what a dependent task waits for)
+    # Why the pod is crash-looping (a container waiting in CrashLoopBackOff), else None.
+    crash_loop: str | None = None
 
     @classmethod
     def of(cls, pod: Mapping[str, Any]) -> PodFacts:
@@ -185,7 +202,34 @@ class PodFacts:
             _exit_code(status),
             parse_time(meta.get("creationTimestamp")),
             restarts,
+            _all_ready(status),
+            crash_loop_message(pod),
         )
+
+
+def _all_ready(status: Mapping[str, Any]) -> bool:
+    """Every container reports ready (Volcano's test for a running dependency)."""
+    containers = status.get("containerStatuses") or ()
+    return bool(containers) and all(container.get("ready") for container in containers)
+
+
+def crash_loop_message(pod: Mapping[str, Any]) -> str | None:
+    """`<container>: <kubelet's message>` for the first container waiting in CrashLoopBackOff
+    (a pod whose phase still says Running, but whose work is not running), else None."""
+    for container in (pod.get("status") or {}).get("containerStatuses") or ():
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") == CRASH_LOOP_REASON:
+            return f"{container.get('name', '?')}: {waiting.get('message') or CRASH_LOOP_REASON}"
+    return None
+
+
+def unschedulable_message(podgroup: Mapping[str, Any] | None) -> str | None:
+    """What the scheduler says the gang lacks (its PodGroup's Unschedulable condition, when
+    True), else None."""
+    for condition in ((podgroup or {}).get("status") or {}).get("conditions") or ():
+        if condition.get("type") == PodGroupConditionType.UNSCHEDULABLE and condition.get("status") == "True":
+            return str(condition.get("message") or condition.get("reason") or "unschedulable")
+    return None
 
 
 def _exit_code(status: Mapping[str, Any]) -> int | None:
@@ -197,26 +241,45 @@ def _exit_code(status: Mapping[str, Any]) -> int | None:
     return None
 
 
+_COUNTER_OF_PHASE = {
+    POD_PENDING_PHASE: "pending",
+    POD_RUNNING_PHASE: "running",
+    POD_SUCCEEDED_PHASE: "succeeded",
+    POD_FAILED_PHASE: "failed",
+}
+
+
 def count_pods(pods: Iterable[PodFacts]) -> dict[str, int]:
-    """Volcano's status counters: a pod being deleted counts as terminating only."""
+    """Volcano's status counters by pod phase: a pod being deleted counts as terminating only.
+    The state machine decides on these."""
     counts = dict.fromkeys(POD_COUNTERS, 0)
-    by_phase = {
-        POD_PENDING_PHASE: "pending",
-        POD_RUNNING_PHASE: "running",
-        POD_SUCCEEDED_PHASE: "succeeded",
-        POD_FAILED_PHASE: "failed",
-    }
     for pod in pods:
-        counts["terminating" if pod.deleting else by_phase.get(pod.phase, "unknown")] += 1
+        counts["terminating" if pod.deleting else _COUNTER_OF_PHASE.get(pod.phase, "unknown")] += 1
+    return counts
+
+
+def shown_phase(pod: PodFacts) -> str:
+    """The phase a pod is shown in: a crash-looping pod's phase says Running, but its work is not
+    running (kubectl shows it not ready, CrashLoopBackOff), so it is shown Pending."""
+    return POD_PENDING_PHASE if pod.crash_loop and pod.phase == POD_RUNNING_PHASE else pod.phase
+
+
+def shown_counts(pods: Iterable[PodFacts]) -> dict[str, int]:
+    """The counters written to the status: count_pods, with crash-looping pods as pending."""
+    counts = dict.fromkeys(POD_COUNTERS, 0)
+    for pod in pods:
+        counts["terminating" if pod.deleting else _COUNTER_OF_PHASE.get(shown_phase(pod), "unknown")] += 1
     return counts
 
 
 def count_tasks(pods: Iterable[PodFacts]) -> dict[str, dict[str, dict[str, int]]]:
-    """`status.taskStatusCount`: {task: {"phase": {podPhase: n}}}."""
+    """`status.taskStatusCount`: {task: {"phase": {podPhase: n}}}, the pods that are not being
+    deleted (as Volcano: those count as terminating only), in their shown phase."""
     per_task: dict[str, Counter[str]] = {}
     for pod in pods:
-        if pod.task is not None:
-            per_task.setdefault(pod.task, Counter())[pod.phase] += 1
+        if pod.task is not None and not pod.deleting:
+            phase = shown_phase(pod)
+            per_task.setdefault(pod.task, Counter())[phase if phase in _COUNTER_OF_PHASE else POD_UNKNOWN_PHASE] += 1
     return {task: {"phase": dict(phases)} for task, phases in per_task.items()}
 
 
@@ -391,7 +454,8 @@ def _apply_action(plan: _Plan, job: Job, action: str, event: Event | None, pods:
 
 
 def _dependencies_met(job: Job, task: TaskSpec, pods: Sequence[PodFacts]) -> bool:
-    """Volcano's dependsOn: a dependency is met once minAvailable of its pods run or ran."""
+    """Volcano's dependsOn: a dependency is met once minAvailable of its pods succeeded or run
+    with every container ready."""
     if task.depends_on is None:
         return True
 
@@ -400,12 +464,24 @@ def _dependencies_met(job: Job, task: TaskSpec, pods: Sequence[PodFacts]) -> boo
         if dependency is None:
             return False
         started = sum(
-            1 for p in pods if p.task == name and not p.deleting and p.phase in (POD_RUNNING_PHASE, POD_SUCCEEDED_PHASE)
+            1
+            for p in pods
+            if p.task == name
+            and not p.deleting
+            and (p.phase == POD_SUCCEEDED_PHASE or (p.phase == POD_RUNNING_PHASE and p.ready))
         )
         return started >= dependency.min_available
 
     check = any if task.depends_on.iteration == "any" else all
     return check(ready(name) for name in task.depends_on.names)
+
+
+def runnable_tasks(job: Job, pods: Sequence[PodFacts]) -> frozenset[str]:
+    """The tasks whose pods may exist now: those whose dependencies are met, and those that have
+    pods already (created when their dependencies were met). The PodGroup's gang counts these
+    only, so a task waiting for another is not demanded before it can be created."""
+    with_pods = {p.task for p in pods if not p.deleting}
+    return frozenset(t.name for t in job.tasks if t.name in with_pods or _dependencies_met(job, t, pods))
 
 
 def _pods_to_create(
@@ -494,7 +570,7 @@ def next_state(
         else:
             plan.delete(_unfinished(facts), plan.reason or job.phase.value)
             if not _unfinished(facts) and counts["terminating"] == 0:
-                plan.move(WINDING_DOWN[job.phase], plan.reason)
+                plan.move(WINDING_DOWN[job.phase], plan.reason, plan.message)
     elif job.phase == JobPhase.ABORTED:
         if command == RESUME_JOB:
             _resume(plan, facts)
@@ -505,7 +581,7 @@ def next_state(
         if not plan.deletions and counts["terminating"] == 0:
             plan.move(JobPhase.PENDING, "Restarted", plan.message)
     else:  # Pending or Running
-        _step_active(plan, job, facts, counts, task_counts, now, command)
+        _step_active(plan, job, facts, counts, task_counts, now, command, podgroup)
         if plan.phase in (JobPhase.PENDING, JobPhase.RUNNING):
             requeue = next_pending_timeout(job, facts, now)
             plan.delete((p for p in facts if _beyond_replicas(job, p)), "ScaledDown")
@@ -515,7 +591,8 @@ def next_state(
             _hold_for_queue(plan, job.queue, queue_state)
 
     pods_to_create = _pods_to_create(job, facts, plan.retry_count, mutators) if plan.may_create else []
-    return _decision(job, plan, counts, task_counts, pods_to_create, delete_job, requeue, now)
+    decision = _decision(job, plan, shown_counts(facts), task_counts, pods_to_create, delete_job, requeue, now)
+    return replace(decision, runnable_tasks=runnable_tasks(job, facts))
 
 
 def _resume(plan: _Plan, facts: Sequence[PodFacts]) -> None:
@@ -550,6 +627,7 @@ def _step_active(
     task_counts: Mapping[str, Mapping[str, Mapping[str, int]]],
     now: datetime,
     command: str | None,
+    podgroup: Mapping[str, Any] | None,
 ) -> None:
     if command and command != RESUME_JOB:  # nothing to resume in Pending/Running
         _apply_action(plan, job, command, None, facts)
@@ -563,6 +641,8 @@ def _step_active(
     if job.phase == JobPhase.PENDING:
         if started >= job.min_available:
             plan.move(JobPhase.RUNNING, "MinAvailable", f"{started} of minAvailable {job.min_available} pods started")
+        elif (why := unschedulable_message(podgroup)) is not None:
+            plan.move(JobPhase.PENDING, UNSCHEDULABLE_REASON, why)
     else:
         _sync_running(plan, job, counts, task_counts)
 
@@ -611,7 +691,10 @@ def _decision(
     )
     stamp = format_time(now)
     state = job_state(plan.phase, plan.reason, plan.message, stamp) if changed else dict(old_state)
-    conditions = [_condition(plan, stamp)] if changed else []
+    # A condition per new phase or reason; a new message alone (the scheduler's word on an
+    # unschedulable gang changes as the cluster does) updates the state only.
+    new_reason = not old_state or plan.phase != job.phase or plan.reason != old_state.get("reason", "")
+    conditions = [_condition(plan, stamp)] if new_reason else []
     status: dict[str, Any] = {
         STATUS_STATE: state,
         STATUS_MIN_AVAILABLE: job.min_available,

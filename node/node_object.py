@@ -198,5 +198,14 @@ def local_memory_bytes() -> int:
     return int(psutil.virtual_memory().total)
 
 
-def local_capacity() -> dict[str, str]:
-    return {"cpu": str(local_cpus()), "memory": f"{local_memory_bytes() // 1024}Ki", "pods": str(MAX_PODS)}
+def local_capacity(data_dir: str = "/") -> dict[str, str]:
+    """What this machine offers, as a kubelet reports it: its CPUs, memory, the size of the
+    filesystem pods write to (ephemeral-storage) and the pod limit."""
+    import shutil
+
+    return {
+        "cpu": str(local_cpus()),
+        "memory": f"{local_memory_bytes() // 1024}Ki",
+        "ephemeral-storage": f"{shutil.disk_usage(data_dir).total // 1024}Ki",
+        "pods": str(MAX_PODS),
+    }

@@ -75,13 +75,19 @@ class SimNodeSize:
 
     cpu: str = "8"
     memory: str = "32Gi"
+    # What a kubelet reports for its root filesystem; a job asking for some fits, as on a real node.
+    ephemeral_storage: str = "100Gi"
     pods: int = 110
     gpus: int = 0
     labels: Mapping[str, str] = field(default_factory=dict)
     gpu_resource: str = "nvidia.com/gpu"
 
     def __post_init__(self) -> None:
-        for name, value, parse in (("cpu", self.cpu, cpu_millis), ("memory", self.memory, memory_bytes)):
+        for name, value, parse in (
+            ("cpu", self.cpu, cpu_millis),
+            ("memory", self.memory, memory_bytes),
+            ("ephemeral-storage", self.ephemeral_storage, memory_bytes),
+        ):
             try:
                 amount = parse(value)
             except QuantityError as exc:
@@ -99,8 +105,12 @@ class SimNodeSize:
         values: dict[str, Any] = {}
         for item in filter(None, (part.strip() for part in text.split(","))):
             key, equals, value = item.partition("=")
-            if not equals or key not in ("cpu", "memory", "pods", "gpus"):
-                raise ValueError(f"simulated node size {text!r}: expected cpu=, memory=, pods= or gpus=, not {item!r}")
+            key = key.replace("-", "_")
+            if not equals or key not in ("cpu", "memory", "ephemeral_storage", "pods", "gpus"):
+                raise ValueError(
+                    f"simulated node size {text!r}: expected cpu=, memory=, ephemeral-storage=, pods= or gpus=,"
+                    f" not {item!r}"
+                )
             try:
                 values[key] = int(value) if key in ("pods", "gpus") else value
             except ValueError:
@@ -108,7 +118,12 @@ class SimNodeSize:
         return cls(**values, labels=dict(labels or {}))
 
     def capacity(self) -> dict[str, str]:
-        capacity = {"cpu": self.cpu, "memory": self.memory, "pods": str(self.pods)}
+        capacity = {
+            "cpu": self.cpu,
+            "memory": self.memory,
+            "ephemeral-storage": self.ephemeral_storage,
+            "pods": str(self.pods),
+        }
         if self.gpus:
             capacity[self.gpu_resource] = str(self.gpus)
         return capacity

@@ -1,4 +1,5 @@
-"""Volcano's job plugins (`spec.plugins`: `env`, `svc`, `ssh`) as pure functions.
+"""Volcano's job plugins (`spec.plugins`: `env`, `svc`, `ssh`, and the distributed-framework
+plugins `pytorch`, `tensorflow`, `mpi`, `ray`, `hcclrank`) as pure functions.
 
 A plugin does two things, and neither touches the API server:
 - `on_pod` mutates a pod the controller is building for `<job>-<task>-<index>`;
@@ -19,12 +20,26 @@ from typing import Any
 
 from lahar.controller.plugins.base import JobPlugin, Obj, UnknownPluginError
 from lahar.controller.plugins.env import EnvPlugin
+from lahar.controller.plugins.frameworks import HcclRankPlugin, MpiPlugin, PytorchPlugin, RayPlugin, TensorflowPlugin
 from lahar.controller.plugins.ssh import SshPlugin
 from lahar.controller.plugins.svc import SvcPlugin
 
 __all__ = ["PLUGINS", "JobPlugin", "UnknownPluginError", "apply_on_pod", "get_plugin", "job_objects", "job_plugins"]
 
-PLUGINS: dict[str, JobPlugin] = {plugin.name: plugin for plugin in (EnvPlugin(), SvcPlugin(), SshPlugin())}
+# In the order they edit a pod: hcclrank last, since it reads the RANK a framework plugin set.
+PLUGINS: dict[str, JobPlugin] = {
+    plugin.name: plugin
+    for plugin in (
+        EnvPlugin(),
+        SvcPlugin(),
+        SshPlugin(),
+        PytorchPlugin(),
+        TensorflowPlugin(),
+        MpiPlugin(),
+        RayPlugin(),
+        HcclRankPlugin(),
+    )
+}
 
 
 def get_plugin(name: str) -> JobPlugin:
@@ -36,10 +51,12 @@ def get_plugin(name: str) -> JobPlugin:
 
 
 def job_plugins(job: Mapping[str, Any]) -> list[tuple[JobPlugin, list[str]]]:
-    """The job's plugins with their arguments, in a stable order (sorted by name, so pods built
-    twice come out the same); unknown names raise UnknownPluginError."""
+    """The job's plugins with their arguments, in PLUGINS' order (so pods built twice come out
+    the same); unknown names raise UnknownPluginError."""
     plugins = (job.get("spec") or {}).get("plugins") or {}
-    return [(get_plugin(name), list(plugins[name] or ())) for name in sorted(plugins)]
+    for name in plugins:
+        get_plugin(name)
+    return [(PLUGINS[name], list(plugins[name] or ())) for name in PLUGINS if name in plugins]
 
 
 def apply_on_pod(pod: Obj, job: Mapping[str, Any], task_name: str, index: int) -> None:

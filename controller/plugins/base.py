@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
-from lahar.api.job import Job
-from lahar.controller.naming import JOB_NAME_KEY, JOB_NAMESPACE_KEY, job_owner_reference
+from lahar.api.job import Job, TaskSpec
+from lahar.controller.naming import JOB_NAME_KEY, JOB_NAMESPACE_KEY, job_owner_reference, pod_name
 
 Obj = dict[str, Any]
 
@@ -60,27 +60,6 @@ def find_existing(existing: Iterable[Mapping[str, Any]], kind: str, name: str) -
     )
 
 
-def parse_flags(args: Iterable[str]) -> dict[str, str]:
-    """Go-flag style arguments as {name: value}; a bare `--flag` reads as "true"."""
-    flags: dict[str, str] = {}
-    for arg in args:
-        if not arg.startswith("-"):
-            continue
-        name, _, value = arg.lstrip("-").partition("=")
-        flags[name] = value if "=" in arg else "true"
-    return flags
-
-
-def flag_bool(flags: Mapping[str, str], name: str, default: bool) -> bool:
-    """A Go boolean flag (Go's strconv.ParseBool spellings); unparsable values keep the default."""
-    value = flags.get(name)
-    if value in ("1", "t", "T", "true", "TRUE", "True"):
-        return True
-    if value in ("0", "f", "F", "false", "FALSE", "False"):
-        return False
-    return default
-
-
 def pod_containers(pod: Mapping[str, Any]) -> list[Obj]:
     """Every container and initContainer of a pod."""
     spec = pod.get("spec") or {}
@@ -88,14 +67,8 @@ def pod_containers(pod: Mapping[str, Any]) -> list[Obj]:
 
 
 def set_env(container: Obj, name: str, value: str) -> None:
-    """Set an env entry, replacing one of the same name rather than adding a second."""
-    env: list[Obj] = container.setdefault("env", [])
-    entry = {"name": name, "value": value}
-    for position, existing in enumerate(env):
-        if existing.get("name") == name:
-            env[position] = entry
-            return
-    env.append(entry)
+    """Set an env value, replacing an entry of the same name rather than adding a second."""
+    add_env(container, {"name": name, "value": value})
 
 
 def set_volume(pod: Obj, volume: Obj) -> None:
@@ -118,6 +91,47 @@ def set_volume_mount(container: Obj, mount: Obj) -> None:
     mounts.append(mount)
 
 
-def task_replicas(job: Mapping[str, Any]) -> list[tuple[str, int]]:
-    """(task name, replicas) for every task, with Volcano's default task names."""
-    return [(task.name, task.replicas) for task in Job.from_dict(job).tasks]
+def domain_name(job: Mapping[str, Any], task: TaskSpec, index: int) -> str:
+    """The DNS name of a task's pod, `<hostname>.<subdomain>`: the template's own hostname and
+    subdomain when it sets them, else `<job>-<task>-<index>.<job>` (Volcano's MakeDomainName,
+    which the svc plugin's headless Service makes resolvable)."""
+    spec = task.template.get("spec") or {}
+    name = job_name(job)
+    return f"{spec.get('hostname') or pod_name(name, task.name, index)}.{spec.get('subdomain') or name}"
+
+
+def task_hosts(job: Mapping[str, Any], task: TaskSpec) -> list[str]:
+    """Every pod's DNS name in the task; a template with its own hostname gives every pod that
+    one name, so it is listed once (as Volcano's GenerateHosts)."""
+    if (task.template.get("spec") or {}).get("hostname"):
+        return [domain_name(job, task, 0)] if task.replicas else []
+    return [domain_name(job, task, index) for index in range(task.replicas)]
+
+
+def job_tasks(job: Mapping[str, Any]) -> tuple[TaskSpec, ...]:
+    return Job.from_dict(job).tasks
+
+
+def task_named(job: Mapping[str, Any], name: str) -> TaskSpec | None:
+    return Job.from_dict(job).task(name)
+
+
+def add_container_port(container: Obj, name: str, port: int) -> None:
+    """Open `port` on the container unless it already lists it (Volcano's openContainerPort)."""
+    ports: list[Obj] = container.setdefault("ports", [])
+    if not any(existing.get("containerPort") == port for existing in ports):
+        ports.append({"name": name, "containerPort": port})
+
+
+def add_env(container: Obj, entry: Obj) -> None:
+    """Set an env entry (a value or a valueFrom), replacing one of the same name."""
+    env: list[Obj] = container.setdefault("env", [])
+    for position, existing in enumerate(env):
+        if existing.get("name") == entry["name"]:
+            env[position] = entry
+            return
+    env.append(entry)
+
+
+def set_annotation(pod: Obj, key: str, value: str) -> None:
+    pod.setdefault("metadata", {}).setdefault("annotations", {})[key] = value

@@ -1,13 +1,19 @@
-"""The `ssh` plugin: every pod of a job can ssh into every other (what `mpirun` needs).
+"""The `ssh` plugin: every pod of a job can ssh into every other (what `mpirun` needs),
+as Volcano's ssh plugin.
 
-One RSA 2048 key pair per job (as Volcano) lives in the Secret `<job>-ssh`: `id_rsa` (PKCS#1 PEM,
-which OpenSSH reads), `id_rsa.pub` and `authorized_keys` (the same public key, OpenSSH format) and
-`config` (no host-key prompts: the pods' host keys are new on every start). The Secret is
-mounted at `/root/.ssh`, files mode 0600 (sshd refuses keys others can read);
-`--ssh-key-file-path=<dir>` mounts it elsewhere.
+One RSA 2048 key pair per job lives in the Secret `<job>-ssh`: `id_rsa` (PKCS#1 PEM, which
+OpenSSH reads), `id_rsa.pub` and `authorized_keys` (the same public key, OpenSSH format) and
+`config` (no host-key prompts, and a `Host` entry per pod with its DNS name and port). Every
+container mounts the Secret's `.ssh/` items at `/root/.ssh` (files mode 0600: sshd refuses keys
+others can read).
 
-The key is made once: `objects()` given the job's existing Secret returns it unchanged, so a
-controller restart or a second reconcile keeps the key the running pods already trust.
+Flags (Go-flag style): `--ssh-key-file-path=<dir>` mounts the keys there instead (mode 0644,
+as Volcano: a non-root user must read them); `--ssh-private-key` / `--ssh-public-key` use the
+user's key pair instead of a generated one; `--ssh-port` (default 22; outside 1..65535 falls
+back to 22) is the port the config names.
+
+The key is made once: `objects()` given the job's existing Secret returns its key unchanged, so
+a controller restart or a second reconcile keeps the key the running pods already trust.
 """
 
 from __future__ import annotations
@@ -19,21 +25,28 @@ from typing import Any
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from lahar.controller.naming import pod_name
+from lahar.api.goflags import PLUGIN_FLAGS, parse_go_flags
 from lahar.controller.plugins.base import (
     Obj,
     find_existing,
     job_name,
+    job_tasks,
     owned_metadata,
-    parse_flags,
     pod_containers,
     set_volume,
     set_volume_mount,
-    task_replicas,
+    task_hosts,
 )
 
 DEFAULT_MOUNT_PATH = "/root/.ssh"
+RELATIVE_PATH = ".ssh"  # the items' folder in the volume, mounted with subPath
 KEY_FILE_PATH_FLAG = "ssh-key-file-path"
+PRIVATE_KEY_FLAG = "ssh-private-key"
+PUBLIC_KEY_FLAG = "ssh-public-key"
+PORT_FLAG = "ssh-port"
+DEFAULT_PORT = 22
+FLAGS = PLUGIN_FLAGS["ssh"]
+NON_ROOT_FILE_MODE = 0o644
 PRIVATE_KEY = "id_rsa"
 PUBLIC_KEY = "id_rsa.pub"
 AUTHORIZED_KEYS = "authorized_keys"
@@ -51,7 +64,12 @@ def volume_name(job: str) -> str:
 
 
 def mount_path(args: list[str]) -> str:
-    return parse_flags(args).get(KEY_FILE_PATH_FLAG) or DEFAULT_MOUNT_PATH
+    return str(parse_go_flags(args, FLAGS)[KEY_FILE_PATH_FLAG]) or DEFAULT_MOUNT_PATH
+
+
+def ssh_port(args: list[str]) -> int:
+    port = parse_go_flags(args, FLAGS)[PORT_FLAG]
+    return port if isinstance(port, int) and 0 < port <= 65535 else DEFAULT_PORT
 
 
 def generate_key_pair() -> tuple[str, str]:
@@ -64,15 +82,13 @@ def generate_key_pair() -> tuple[str, str]:
     return private, public + "\n"
 
 
-def ssh_config(job: Mapping[str, Any]) -> str:
-    """No host-key checks, and a `Host` entry per pod so `ssh <pod>` reaches `<pod>.<job>` (the
-    name the svc plugin makes resolvable)."""
-    name = job_name(job)
-    lines = ["StrictHostKeyChecking no", "UserKnownHostsFile /dev/null", "LogLevel ERROR"]
-    for task_name, replicas in task_replicas(job):
-        for index in range(replicas):
-            host = pod_name(name, task_name, index)
-            lines += [f"Host {host}", f"  HostName {host}.{name}"]
+def ssh_config(job: Mapping[str, Any], port: int = DEFAULT_PORT) -> str:
+    """No host-key checks, and a `Host` entry per pod so `ssh <pod>` reaches its DNS name
+    (`<pod>.<job>`, which the svc plugin makes resolvable) on `port`."""
+    lines = ["StrictHostKeyChecking no", "UserKnownHostsFile /dev/null"]
+    for task in job_tasks(job):
+        for host in task_hosts(job, task):
+            lines += [f"Host {host.partition('.')[0]}", f"  HostName {host}", f"  Port {port}"]
     return "\n".join(lines) + "\n"
 
 
@@ -100,11 +116,19 @@ def existing_key_pair(secret: Mapping[str, Any] | None) -> tuple[str, str] | Non
     return None
 
 
-def key_secret(job: Mapping[str, Any], existing: Mapping[str, Any] | None = None) -> Obj:
-    """The job's key Secret, reusing the key pair of `existing` when it has one. The config is
-    rebuilt each time (it follows the job's replicas); the key never is."""
-    private, public = existing_key_pair(existing) or generate_key_pair()
-    data = {PRIVATE_KEY: private, PUBLIC_KEY: public, AUTHORIZED_KEYS: public, CONFIG: ssh_config(job)}
+def key_secret(job: Mapping[str, Any], existing: Mapping[str, Any] | None = None, args: list[str] | None = None) -> Obj:
+    """The job's key Secret: the user's key pair when the flags give one, else the pair of
+    `existing` when it has one, else a new one. The config is rebuilt each time (it follows
+    the job's replicas); a generated key never is."""
+    flags = parse_go_flags(args or [], FLAGS)
+    given = (str(flags[PRIVATE_KEY_FLAG]), str(flags[PUBLIC_KEY_FLAG])) if flags[PRIVATE_KEY_FLAG] else None
+    private, public = given or existing_key_pair(existing) or generate_key_pair()
+    data = {
+        PRIVATE_KEY: private,
+        PUBLIC_KEY: public,
+        AUTHORIZED_KEYS: public,
+        CONFIG: ssh_config(job, ssh_port(args or [])),
+    }
     return {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -119,11 +143,15 @@ class SshPlugin:
 
     def on_pod(self, pod: Obj, job: Mapping[str, Any], task_name: str, index: int, args: list[str]) -> None:
         name = job_name(job)
-        set_volume(
-            pod, {"name": volume_name(name), "secret": {"secretName": secret_name(name), "defaultMode": FILE_MODE}}
-        )
+        path = mount_path(args)
+        items = [
+            {"key": key, "path": f"{RELATIVE_PATH}/{key}"} for key in (PRIVATE_KEY, PUBLIC_KEY, AUTHORIZED_KEYS, CONFIG)
+        ]
+        mode = FILE_MODE if path == DEFAULT_MOUNT_PATH else NON_ROOT_FILE_MODE
+        secret = {"secretName": secret_name(name), "items": items, "defaultMode": mode}
+        set_volume(pod, {"name": volume_name(name), "secret": secret})
         for container in pod_containers(pod):
-            set_volume_mount(container, {"name": volume_name(name), "mountPath": mount_path(args)})
+            set_volume_mount(container, {"name": volume_name(name), "mountPath": path, "subPath": RELATIVE_PATH})
 
     def objects(self, job: Mapping[str, Any], args: list[str], existing: Iterable[Mapping[str, Any]] = ()) -> list[Obj]:
-        return [key_secret(job, find_existing(existing, "Secret", secret_name(job_name(job))))]
+        return [key_secret(job, find_existing(existing, "Secret", secret_name(job_name(job))), args)]

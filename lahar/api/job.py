@@ -35,6 +35,7 @@ from lahar.api.errors import (
     dict_elements,
     set_default,
 )
+from lahar.api.goflags import PLUGIN_FLAGS, plugin_flags
 from lahar.api.meta import MetaAccessors, ObjectMeta, check_name, dns1123_label_problems, dns1123_subdomain_problems
 from lahar.api.pod import validate_pod_template
 from lahar.api.queue import DEFAULT_QUEUE
@@ -48,7 +49,12 @@ JOB_NAME_MAX = 63
 # (maxParallelismForIndexedJob); past that a controller spends its time making pods, not reconciling.
 MAX_TOTAL_REPLICAS = 100_000
 
-KNOWN_PLUGINS = ("env", "svc", "ssh")
+KNOWN_PLUGINS = tuple(PLUGIN_FLAGS)
+# Volcano's mutating webhook: these plugins find peers by the svc plugin's names (and mpi by ssh).
+PLUGINS_NEEDING_SVC = ("pytorch", "tensorflow", "mpi", "ray")
+PLUGINS_NEEDING_SSH = ("mpi",)
+# The role task a plugin cannot work without: (plugin, the flag naming it).
+PLUGIN_REQUIRED_TASKS = (("mpi", "master"), ("ray", "head"))
 ANY_EVENT = "*"
 EVENTS = ("PodFailed", "PodEvicted", "PodPending", "PodRunning", "TaskCompleted", "TaskFailed", "Unknown", ANY_EVENT)
 ACTIONS = ("AbortJob", "RestartJob", "RestartTask", "RestartPod", "TerminateJob", "CompleteJob", "ResumeJob")
@@ -278,6 +284,16 @@ def _default_task(task: dict[str, Any], index: int) -> None:
         set_default(pod_spec, "dnsPolicy", "ClusterFirstWithHostNet")
 
 
+def _default_plugins(spec: dict[str, Any]) -> None:
+    """Volcano's patchDefaultPlugins: svc for the framework plugins, ssh for mpi."""
+    plugins = spec.get("plugins")
+    if not isinstance(plugins, dict):
+        return
+    for needed, users in (("svc", PLUGINS_NEEDING_SVC), ("ssh", PLUGINS_NEEDING_SSH)):
+        if needed not in plugins and any(user in plugins for user in users):
+            plugins[needed] = []
+
+
 def _sum_of_ints(values: list[Any]) -> int | None:
     if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
         total: int = sum(values)
@@ -295,6 +311,7 @@ def defaults(obj: dict[str, Any]) -> dict[str, Any]:
         if not spec.get(key):
             spec[key] = default
     set_default(spec, "maxRetry", DEFAULT_MAX_RETRY)
+    _default_plugins(spec)
     tasks = list(dict_elements(spec.get("tasks")))
     for index, task in enumerate(tasks):
         _default_task(task, index)
@@ -461,11 +478,18 @@ def _find_cycle(graph: dict[str, list[str]]) -> list[str] | None:
     return None
 
 
-def _validate_plugins(plugins: Field) -> None:
+def _validate_plugins(plugins: Field, task_names: set[str]) -> None:
+    """Known plugin names with string arguments; mpi's master task (Volcano's webhook) and
+    ray's head task (without which Volcano fails every pod creation) must exist."""
     for name, arguments in plugins.entries():
         if name not in KNOWN_PLUGINS:
             arguments.not_supported(name, KNOWN_PLUGINS, "job plugin")
-        arguments.as_str_list()
+        args = arguments.as_str_list()
+        for plugin, flag in PLUGIN_REQUIRED_TASKS:
+            if name == plugin and args is not None:
+                role = str(plugin_flags(plugin, args)[flag])
+                if role not in task_names:
+                    arguments.report(f'the {plugin} plugin\'s {flag} task "{role}" is not a task of this job')
 
 
 def _validate_totals(spec: Field, total: int | None) -> None:
@@ -534,7 +558,7 @@ def validate(obj: dict[str, Any], old: dict[str, Any] | None = None) -> list[Fie
     spec.child("schedulerName").as_str()
     for key in ("queue", "priorityClassName"):
         check_name(spec.child(key), dns1123_subdomain_problems, allow_empty=True)
-    _validate_plugins(spec.child("plugins"))
+    _validate_plugins(spec.child("plugins"), {t.name for t in tasks if t.name is not None})
     validate_policies(spec.child("policies"))
     if old is not None:
         _validate_update(spec, old, obj)

@@ -83,6 +83,7 @@ EVENT = Kind(
 SERVICE = Kind("", "v1", "Service", "services", True, ("svc",), ("status",), (), ("all",))
 CONFIGMAP = Kind("", "v1", "ConfigMap", "configmaps", True, ("cm",))
 SECRET = Kind("", "v1", "Secret", "secrets", True, (), (), ("type",))
+NETWORK_POLICY = Kind("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", True, ("netpol",))
 PDB = Kind("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", True, ("pdb",), ("status",))
 PRIORITY_CLASS = Kind("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, ("pc",))
 JOB = Kind(VOLCANO_BATCH, "v1alpha1", "Job", "jobs", True, ("vcjob", "vj"), ("status",), (), ("all",))
@@ -103,6 +104,7 @@ ALL_KINDS: tuple[Kind, ...] = (
     SERVICE,
     CONFIGMAP,
     SECRET,
+    NETWORK_POLICY,
     PDB,
     PRIORITY_CLASS,
     JOB,

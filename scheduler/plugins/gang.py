@@ -97,7 +97,10 @@ class GangPlugin(Plugin):
         valid = job.count(VALID)
         if valid < job.min_member:
             return f"Not enough valid tasks for gang-scheduling, valid: {valid}, min: {job.min_member}"
-        if job.min_task_member:
+        # As Volcano's CheckTaskValid: per-task minimums only when minMember covers their sum (a
+        # job whose minMember is below it asked for an elastic gang, e.g. one whose dependent
+        # tasks have no pods yet).
+        if job.min_task_member and job.min_member >= sum(job.min_task_member.values()):
             by_task = Counter(task.task_name for task in job.with_status(*VALID))
             short = sorted(name for name, least in job.min_task_member.items() if by_task[name] < least)
             if short:

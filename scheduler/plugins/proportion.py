@@ -274,6 +274,18 @@ class ProportionPlugin(Plugin):
             return REJECT
         if not job.min_resources.any():
             return PERMIT
+        missing = [
+            name
+            for name, wanted, offered in zip(
+                self.session.resources.names, job.min_resources, self.session.total, strict=True
+            )
+            if wanted > 0 and offered <= 0
+        ]
+        if missing:  # no quota could ever admit it: say what is missing (the gang's close reports it)
+            job.set_unschedulable(
+                job.min_member, f"no schedulable node offers {', '.join(missing)}, which the gang asks for"
+            )
+            return REJECT
         columns = self.session.resources.quota_columns
         wanted = job.min_resources + queue.allocated + self._inqueue[queue.name]
         within_ancestors = all(

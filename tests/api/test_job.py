@@ -181,7 +181,18 @@ INVALID_CASES = [
     (_set("spec.minSuccess", 4), "spec.minSuccess", "minSuccess (4) must not be greater than the total replicas (3)"),
     (_set("spec.maxRetry", -1), "spec.maxRetry", "must be greater than or equal to 0"),
     (_set("spec.ttlSecondsAfterFinished", -5), "spec.ttlSecondsAfterFinished", "must be greater than or equal to 0"),
-    (_set("spec.plugins.mpi", []), "spec.plugins.mpi", 'unsupported job plugin "mpi" (supported: "env", "svc", "ssh")'),
+    (
+        _set("spec.plugins.paddle", []),
+        "spec.plugins.paddle",
+        'unsupported job plugin "paddle" (supported: "env", "svc", "ssh", "pytorch", "tensorflow", "mpi", "ray",'
+        ' "hcclrank")',
+    ),
+    (_set("spec.plugins.mpi", []), "spec.plugins.mpi", 'the mpi plugin\'s master task "master" is not a task of this job'),
+    (
+        _set("spec.plugins.ray", ["--head", "boss"]),
+        "spec.plugins.ray",
+        'the ray plugin\'s head task "boss" is not a task of this job',
+    ),
     (_set("spec.plugins.ssh", "--no-root"), "spec.plugins.ssh", 'expected an array, got string "--no-root"'),
     (
         _policies({"event": "PodFailed", "exitCode": 1, "action": "RestartJob"}),
@@ -490,3 +501,11 @@ def test_status_layout_helpers() -> None:
         "Terminated",
         "Failed",
     ]
+
+
+def test_framework_plugins_bring_svc_and_mpi_brings_ssh_as_volcanos_webhook() -> None:
+    manifest = mpi_job()
+    manifest["spec"]["plugins"] = {"mpi": ["--master=mpimaster", "--worker=mpiworker"]}
+    assert set(job.defaults(manifest)["spec"]["plugins"]) == {"mpi", "svc", "ssh"}
+    manifest["spec"]["plugins"] = {"pytorch": [], "svc": ["--disable-network-policy"]}
+    assert job.defaults(manifest)["spec"]["plugins"] == {"pytorch": [], "svc": ["--disable-network-policy"]}

@@ -37,7 +37,7 @@ def wait_for_phase(api: KubeApi, name: str, phase: str, timeout: float = 10.0) -
 
 
 def env_of(pod: dict[str, Any]) -> dict[str, str]:
-    return {e["name"]: e["value"] for e in pod["spec"]["containers"][0].get("env", [])}
+    return {e["name"]: e["value"] for e in pod["spec"]["containers"][0].get("env", []) if "value" in e}
 
 
 def test_task_completed_completes_the_job(api: KubeApi, controller: JobController) -> None:
@@ -84,7 +84,6 @@ def test_ttl_deletes_the_finished_job_and_what_it_owns(api: KubeApi, controller:
     wait_for_pods(api, "brief", 1)
     kubelet_runs_all(api, "brief", "Succeeded")
     wait_for_phase(api, "brief", "Completed")
-    assert api.get(kinds.SERVICE, "brief", NAMESPACE)  # the svc plugin's objects, owned by the job
 
     wait_for(lambda: not api.list(kinds.JOB, NAMESPACE)["items"], 10, "the job to be deleted")
     # The API's garbage collector takes everything the job owned.
@@ -107,16 +106,20 @@ def test_svc_and_env_plugins_give_hosts_and_indexes(api: KubeApi, controller: Jo
 
     service = api.get(kinds.SERVICE, "mpi", NAMESPACE)
     assert service["spec"]["clusterIP"] == "None"
-    assert service["spec"]["selector"] == {"volcano.sh/job-name": "mpi"}
+    assert service["spec"]["selector"] == {"volcano.sh/job-name": "mpi", "volcano.sh/job-namespace": NAMESPACE}
     hosts = api.get(kinds.CONFIGMAP, "mpi-svc", NAMESPACE)["data"]
-    assert hosts["mpi-worker.host"] == "mpi-mpi-worker-0.mpi\nmpi-mpi-worker-1.mpi"
+    assert hosts["mpi_worker.host"] == "mpi-mpi-worker-0.mpi\nmpi-mpi-worker-1.mpi"
     assert hosts["launcher.host"] == "mpi-launcher-0.mpi"
+    assert hosts["VC_MPI_WORKER_HOSTS"] == "mpi-mpi-worker-0.mpi,mpi-mpi-worker-1.mpi"
+    assert hosts["VC_MPI_WORKER_NUM"] == "2"
+    assert hosts["VC_LAUNCHER_HOSTS"] == "mpi-launcher-0.mpi" and hosts["VC_LAUNCHER_NUM"] == "1"
+    assert api.get(kinds.NETWORK_POLICY, "mpi", NAMESPACE)["spec"]["policyTypes"] == ["Ingress"]
 
     worker = pods["mpi-mpi-worker-1"]
+    env = {e["name"]: e for e in worker["spec"]["containers"][0]["env"]}
+    for key in ("VC_MPI_WORKER_HOSTS", "VC_MPI_WORKER_NUM", "VC_LAUNCHER_HOSTS", "VC_LAUNCHER_NUM"):
+        assert env[key]["valueFrom"]["configMapKeyRef"] == {"name": "mpi-svc", "key": key}
     env = env_of(worker)
-    assert env["VC_MPI_WORKER_HOSTS"] == "mpi-mpi-worker-0.mpi,mpi-mpi-worker-1.mpi"
-    assert env["VC_MPI_WORKER_NUM"] == "2"
-    assert env["VC_LAUNCHER_HOSTS"] == "mpi-launcher-0.mpi" and env["VC_LAUNCHER_NUM"] == "1"
     assert env["VC_TASK_INDEX"] == env["VK_TASK_INDEX"] == "1"
     assert env_of(pods["mpi-mpi-worker-0"])["VC_TASK_INDEX"] == "0"
     assert env_of(pods["mpi-launcher-0"])["VK_TASK_INDEX"] == "0"
@@ -161,7 +164,8 @@ def test_exit_code_policy_picks_the_action(api: KubeApi, controller: JobControll
     wait_for(lambda: kubelet_finishes_deletions(api, "coded") == 1, 10, "the other pod to be stopped")
     status = wait_for_phase(api, "coded", "Aborted")
     assert status["retryCount"] == 0 and status["state"]["message"] == "PodFailed on pod coded-worker-0 (exit code 3)"
-    assert {"Aborting", "Aborted"} <= {e["reason"] for e in events_of(api, "coded")}
+    # The Event follows the status write that it announces.
+    wait_for(lambda: {"Aborting", "Aborted"} <= {e["reason"] for e in events_of(api, "coded")}, 10, "the events")
 
 
 class FlakyPodDeletes(KubeApi):

@@ -1,4 +1,5 @@
-"""Volcano's job plugins (env, svc, ssh) as pure functions over pod and object dicts."""
+"""Volcano's job plugins (env, svc, ssh and the framework plugins) as pure functions over pod and
+object dicts; the expected values are Volcano's (pkg/controllers/job/plugins)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from lahar.api.goflags import parse_go_flags
 from lahar.controller.naming import JOB_NAME_KEY
 from lahar.controller.plugins import (
     PLUGINS,
@@ -20,7 +22,6 @@ from lahar.controller.plugins import (
     job_plugins,
 )
 from lahar.controller.plugins import ssh as ssh_plugin
-from lahar.controller.plugins.base import parse_flags
 
 JOB_UID = "uid-1234"
 
@@ -61,10 +62,16 @@ def containers(pod: dict[str, Any]) -> list[dict[str, Any]]:
     return [*pod["spec"].get("initContainers", []), *pod["spec"]["containers"]]
 
 
-def env_of(container: dict[str, Any]) -> dict[str, str]:
+def env_of(container: dict[str, Any]) -> dict[str, Any]:
+    """Env values by name; an entry from a ConfigMap reads as ("configMap", name, key)."""
     names = [entry["name"] for entry in container.get("env", [])]
     assert len(names) == len(set(names)), f"duplicate env entries: {names}"
-    return {entry["name"]: entry["value"] for entry in container["env"]}
+    return {
+        entry["name"]: entry["value"]
+        if "value" in entry
+        else ("configMap", entry["valueFrom"]["configMapKeyRef"]["name"], entry["valueFrom"]["configMapKeyRef"]["key"])
+        for entry in container["env"]
+    }
 
 
 def by_kind(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
@@ -92,20 +99,28 @@ def assert_owned_by_job(obj: dict[str, Any]) -> None:
 # --- registry ---------------------------------------------------------------------------------
 
 
-def test_registry_holds_volcanos_three_plugins() -> None:
-    assert set(PLUGINS) == {"env", "svc", "ssh"}
+def test_registry_holds_volcanos_eight_plugins() -> None:
+    assert set(PLUGINS) == {"env", "svc", "ssh", "pytorch", "tensorflow", "mpi", "ray", "hcclrank"}
     assert all(PLUGINS[name].name == name for name in PLUGINS)
 
 
 def test_unknown_plugin_is_a_clear_error() -> None:
-    with pytest.raises(UnknownPluginError, match=r'unknown job plugin "tensorflow".*env, ssh, svc'):
-        get_plugin("tensorflow")
+    with pytest.raises(UnknownPluginError, match=r'unknown job plugin "paddle".*env, hcclrank, mpi'):
+        get_plugin("paddle")
     with pytest.raises(UnknownPluginError):
-        job_plugins(mpi_job({"env": [], "pytorch": []}))
+        job_plugins(mpi_job({"env": [], "mxnet": []}))
 
 
-def test_parse_flags_reads_go_style_arguments() -> None:
-    assert parse_flags(["--a=false", "-b", "--c=/x=y", "positional"]) == {"a": "false", "b": "true", "c": "/x=y"}
+def test_go_flags_are_parsed_as_gos_flag_package_does() -> None:
+    defaults = {"a": True, "b": False, "path": "/root", "port": 22}
+    parsed = parse_go_flags(["--a=false", "-b", "--path=/x=y"], defaults)
+    assert parsed == {"a": False, "b": True, "path": "/x=y", "port": 22}
+    # A non-boolean flag takes the next argument as its value (Volcano manifests write it so).
+    assert parse_go_flags(["--path", "/home/u/.ssh", "-port", "2222"], defaults)["path"] == "/home/u/.ssh"
+    assert parse_go_flags(["--path", "/home/u/.ssh", "-port", "2222"], defaults)["port"] == 2222
+    # Parsing stops at a positional argument or an unknown flag, keeping what came before.
+    assert parse_go_flags(["-b", "positional", "--port=1"], defaults) == {**defaults, "b": True}
+    assert parse_go_flags(["--port=1", "--nope", "--b"], defaults) == {**defaults, "port": 1}
 
 
 # --- env --------------------------------------------------------------------------------------
@@ -142,25 +157,40 @@ def test_svc_headless_service_shape() -> None:
     service = by_kind(job_objects(mpi_job({"svc": []})), "Service")
     assert service["apiVersion"] == "v1"
     assert service["metadata"]["name"] == "lm"
-    assert service["spec"] == {"clusterIP": "None", "selector": {JOB_NAME_KEY: "lm"}, "publishNotReadyAddresses": True}
+    assert service["spec"] == {
+        "clusterIP": "None",
+        "selector": {JOB_NAME_KEY: "lm", "volcano.sh/job-namespace": "team"},
+        "publishNotReadyAddresses": False,  # Volcano's default
+    }
     assert_owned_by_job(service)
 
 
-def test_svc_publish_not_ready_addresses_can_be_turned_off() -> None:
-    job = mpi_job({"svc": ["--publish-not-ready-addresses=false", "--disable-network-policy"]})
+def test_svc_flags_are_honoured() -> None:
+    job = mpi_job({"svc": ["--publish-not-ready-addresses", "--disable-network-policy"]})
     objects = job_objects(job)
-    assert by_kind(objects, "Service")["spec"]["publishNotReadyAddresses"] is False
-    assert {obj["kind"] for obj in objects} == {"Service", "ConfigMap"}  # never a NetworkPolicy
+    assert by_kind(objects, "Service")["spec"]["publishNotReadyAddresses"] is True
+    assert {obj["kind"] for obj in objects} == {"Service", "ConfigMap"}
+    policy = by_kind(job_objects(mpi_job({"svc": []})), "NetworkPolicy")
+    selector = {"matchLabels": {JOB_NAME_KEY: "lm", "volcano.sh/job-namespace": "team"}}
+    assert policy["spec"] == {
+        "podSelector": selector,
+        "ingress": [{"from": [{"podSelector": selector}]}],
+        "policyTypes": ["Ingress"],
+    }
+    no_env = build_pod(mpi_job({"svc": ["--inject-hosts-env=false"]}), 0, 0)
+    assert "VC_MPI_WORKER_HOSTS" not in env_of(no_env["spec"]["containers"][0])
 
 
-def test_svc_config_map_lists_hosts_per_task() -> None:
+def test_svc_config_map_keys_are_volcanos() -> None:
     config_map = by_kind(job_objects(mpi_job({"svc": []})), "ConfigMap")
     assert config_map["metadata"]["name"] == "lm-svc"
     assert config_map["data"] == {
-        "mpi-master.host": "lm-mpi-master-0.lm",
-        "mpi-master.num": "1",
-        "mpi-worker.host": "lm-mpi-worker-0.lm\nlm-mpi-worker-1.lm",
-        "mpi-worker.num": "2",
+        "mpi_master.host": "lm-mpi-master-0.lm",
+        "VC_MPI_MASTER_HOSTS": "lm-mpi-master-0.lm",
+        "VC_MPI_MASTER_NUM": "1",
+        "mpi_worker.host": "lm-mpi-worker-0.lm\nlm-mpi-worker-1.lm",
+        "VC_MPI_WORKER_HOSTS": "lm-mpi-worker-0.lm,lm-mpi-worker-1.lm",
+        "VC_MPI_WORKER_NUM": "2",
     }
     assert_owned_by_job(config_map)
 
@@ -172,11 +202,19 @@ def test_svc_pod_gets_hosts_env_hostname_and_config_mount() -> None:
     assert pod["spec"]["volumes"] == [{"name": "lm-svc", "configMap": {"name": "lm-svc"}}]
     for container in containers(pod):
         env = env_of(container)
-        assert env["VC_MPI_MASTER_HOSTS"] == "lm-mpi-master-0.lm"
-        assert env["VC_MPI_WORKER_HOSTS"] == "lm-mpi-worker-0.lm,lm-mpi-worker-1.lm"
-        assert env["VC_MPI_MASTER_NUM"] == "1"
-        assert env["VC_MPI_WORKER_NUM"] == "2"
+        for key in ("VC_MPI_MASTER_HOSTS", "VC_MPI_WORKER_HOSTS", "VC_MPI_MASTER_NUM", "VC_MPI_WORKER_NUM"):
+            assert env[key] == ("configMap", "lm-svc", key)  # read from the ConfigMap, as Volcano
         assert container["volumeMounts"] == [{"name": "lm-svc", "mountPath": "/etc/volcano"}]
+
+
+def test_svc_hosts_follow_a_template_hostname_and_scaling() -> None:
+    job = mpi_job({"svc": []})
+    job["spec"]["tasks"][0]["template"]["spec"].update(hostname="launcher", subdomain="sub")
+    job["spec"]["tasks"][1]["replicas"] = 3
+    data = by_kind(job_objects(job), "ConfigMap")["data"]
+    assert data["mpi_master.host"] == "launcher.sub"
+    assert data["VC_MPI_WORKER_NUM"] == "3"
+    assert data["mpi_worker.host"].splitlines()[-1] == "lm-mpi-worker-2.lm"
 
 
 def test_svc_keeps_a_hostname_the_template_chose() -> None:
@@ -190,6 +228,7 @@ def test_svc_names_unnamed_tasks_like_volcano() -> None:
     del job["spec"]["tasks"][1]["name"]
     data = by_kind(job_objects(job), "ConfigMap")["data"]
     assert data["default1.host"] == "lm-default1-0.lm\nlm-default1-1.lm"
+    assert data["VC_DEFAULT1_NUM"] == "2"
 
 
 # --- ssh --------------------------------------------------------------------------------------
@@ -207,8 +246,10 @@ def test_ssh_secret_holds_a_valid_key_pair() -> None:
     assert private.public_key().public_numbers() == public.public_numbers()
     assert data["authorized_keys"] == data["id_rsa.pub"]
     assert data["id_rsa.pub"].startswith("ssh-rsa ")
-    assert "StrictHostKeyChecking no" in data["config"].splitlines()
-    assert "  HostName lm-mpi-worker-1.lm" in data["config"].splitlines()
+    lines = data["config"].splitlines()
+    assert lines[:2] == ["StrictHostKeyChecking no", "UserKnownHostsFile /dev/null"]
+    at = lines.index("Host lm-mpi-worker-1")
+    assert lines[at + 1 : at + 3] == ["  HostName lm-mpi-worker-1.lm", "  Port 22"]
 
 
 def test_ssh_key_is_not_regenerated_when_the_secret_exists() -> None:
@@ -236,17 +277,33 @@ def test_ssh_incomplete_existing_secret_is_replaced() -> None:
     assert serialization.load_pem_private_key(data["id_rsa"].encode(), password=None)
 
 
+SSH_ITEMS = [{"key": k, "path": f".ssh/{k}"} for k in ("id_rsa", "id_rsa.pub", "authorized_keys", "config")]
+
+
 def test_ssh_mounts_the_secret_in_every_container() -> None:
     pod = build_pod(mpi_job({"ssh": []}), 1, 0)
-    assert pod["spec"]["volumes"] == [{"name": "lm-ssh", "secret": {"secretName": "lm-ssh", "defaultMode": 0o600}}]
+    secret = {"secretName": "lm-ssh", "items": SSH_ITEMS, "defaultMode": 0o600}
+    assert pod["spec"]["volumes"] == [{"name": "lm-ssh", "secret": secret}]
     for container in containers(pod):
-        assert container["volumeMounts"] == [{"name": "lm-ssh", "mountPath": "/root/.ssh"}]
+        assert container["volumeMounts"] == [{"name": "lm-ssh", "mountPath": "/root/.ssh", "subPath": ".ssh"}]
 
 
-def test_ssh_key_file_path_moves_the_mount() -> None:
-    pod = build_pod(mpi_job({"ssh": ["--ssh-key-file-path=/home/mpi/.ssh"]}), 0, 0)
-    assert pod["spec"]["containers"][0]["volumeMounts"] == [{"name": "lm-ssh", "mountPath": "/home/mpi/.ssh"}]
+@pytest.mark.parametrize("args", [["--ssh-key-file-path=/home/mpi/.ssh"], ["--ssh-key-file-path", "/home/mpi/.ssh"]])
+def test_ssh_key_file_path_moves_the_mount(args: list[str]) -> None:
+    pod = build_pod(mpi_job({"ssh": args}), 0, 0)
+    mount = {"name": "lm-ssh", "mountPath": "/home/mpi/.ssh", "subPath": ".ssh"}
+    assert pod["spec"]["containers"][0]["volumeMounts"] == [mount]
+    assert pod["spec"]["volumes"][0]["secret"]["defaultMode"] == 0o644  # readable by a non-root user
     assert ssh_plugin.mount_path([]) == "/root/.ssh"
+
+
+def test_ssh_user_key_and_port_flags() -> None:
+    job = mpi_job({"ssh": ["--ssh-private-key=PRIVATE", "--ssh-public-key=ssh-rsa AAA", "--ssh-port=2222"]})
+    data = secret_text(by_kind(job_objects(job), "Secret"))
+    assert (data["id_rsa"], data["id_rsa.pub"], data["authorized_keys"]) == ("PRIVATE", "ssh-rsa AAA", "ssh-rsa AAA")
+    assert "  Port 2222" in data["config"].splitlines()
+    bad_port = secret_text(by_kind(job_objects(mpi_job({"ssh": ["--ssh-port=70000"]})), "Secret"))
+    assert "  Port 22" in bad_port["config"].splitlines()
 
 
 # --- all together -----------------------------------------------------------------------------
@@ -269,6 +326,7 @@ def test_all_plugins_objects() -> None:
     objects = job_objects(mpi_job())
     assert sorted((obj["kind"], obj["metadata"]["name"]) for obj in objects) == [
         ("ConfigMap", "lm-svc"),
+        ("NetworkPolicy", "lm"),
         ("Secret", "lm-ssh"),
         ("Service", "lm"),
     ]

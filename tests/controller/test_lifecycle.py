@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from lahar.api.job import JobPhase
+from lahar.api.job import Job, JobPhase
+from lahar.controller.desired import desired_podgroup_spec
 from lahar.controller.lifecycle import Decision, format_time, next_state
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
@@ -32,7 +33,13 @@ def _job(
 
 
 def _pod(
-    task: str, index: int, phase: str = "Running", created: datetime = NOW, exit_code: int | None = None, **status: Any
+    task: str,
+    index: int,
+    phase: str = "Running",
+    created: datetime = NOW,
+    exit_code: int | None = None,
+    ready: bool = True,
+    **status: Any,
 ) -> dict[str, Any]:
     pod: dict[str, Any] = {
         "metadata": {
@@ -44,6 +51,8 @@ def _pod(
     }
     if exit_code is not None:
         pod["status"]["containerStatuses"] = [{"state": {"terminated": {"exitCode": exit_code}}}]
+    elif phase == "Running" and "containerStatuses" not in status:
+        pod["status"]["containerStatuses"] = [{"name": "c", "ready": ready, "state": {"running": {}}}]
     return pod
 
 
@@ -193,8 +202,26 @@ def test_depends_on_gates_pod_creation() -> None:
     first = _step(job, [])
     assert [p["metadata"]["name"] for p in first.pods_to_create] == ["j-ps-0"]
     assert _step(job, [_pod("ps", 0, "Pending")]).pods_to_create == []
+    # Running is not enough: Volcano waits until every container of the dependency is ready.
+    assert _step(job, [_pod("ps", 0, ready=False)]).pods_to_create == []
     later = _step(job, [_pod("ps", 0)])
     assert [p["metadata"]["name"] for p in later.pods_to_create] == ["j-worker-0", "j-worker-1"]
+
+
+def test_the_gang_counts_only_the_tasks_that_can_run() -> None:
+    """A task waiting on a dependency is not demanded by the PodGroup (the deadlock: a gang of
+    every task's minAvailable could never be admitted, since the dependent pods do not exist)."""
+    job = _job([_task("master", 1, dependsOn={"name": ["worker"]}), _task("worker", 2)])
+    waiting = _step(job, [])
+    assert waiting.runnable_tasks == {"worker"}
+    spec = desired_podgroup_spec(Job.from_dict(job), waiting.runnable_tasks)
+    assert spec["minMember"] == 2 and spec["minTaskMember"] == {"master": 0, "worker": 2}
+    assert [p["metadata"]["name"] for p in waiting.pods_to_create] == ["j-worker-0", "j-worker-1"]
+    met = _step(job, [_pod("worker", 0), _pod("worker", 1)])
+    assert met.runnable_tasks == {"worker", "master"}
+    spec = desired_podgroup_spec(Job.from_dict(job), met.runnable_tasks)
+    assert spec["minMember"] == 3 and spec["minTaskMember"] == {"master": 1, "worker": 2}
+    assert [p["metadata"]["name"] for p in met.pods_to_create] == ["j-master-0"]
 
 
 def test_depends_on_any() -> None:

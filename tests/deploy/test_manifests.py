@@ -1073,7 +1073,7 @@ REFUSED: list[tuple[str, Callable[[], Obj], str, bool]] = [
         "spec.tasks.1.dependsOn.name",
         True,
     ),
-    ("unknown job plugin", edited(mpi_job, lambda o: o["spec"]["plugins"].update(tensorflow=[])), "spec.plugins", True),
+    ("unknown job plugin", edited(mpi_job, lambda o: o["spec"]["plugins"].update(paddle=[])), "spec.plugins", True),
     ("queue not a name", edited(mpi_job, lambda o: o["spec"].update(queue="Research Queue")), "spec.queue", True),
     (
         "job name of 64 characters",

@@ -86,7 +86,13 @@ def test_nodes_register_with_their_size(api: KubeApi, simulated: SimFactory) -> 
         node = registered[name]
         assert node["metadata"]["labels"]["zone"] == "a"
         assert node["metadata"]["labels"]["kubernetes.io/hostname"] == name
-        assert node["status"]["capacity"] == {"cpu": "4", "memory": "16Gi", "pods": "50", "nvidia.com/gpu": "2"}
+        assert node["status"]["capacity"] == {
+            "cpu": "4",
+            "memory": "16Gi",
+            "ephemeral-storage": "100Gi",  # as a kubelet reports its root filesystem
+            "pods": "50",
+            "nvidia.com/gpu": "2",
+        }
         assert {c["type"]: c["status"] for c in node["status"]["conditions"]}["Ready"] == "True"
 
 
@@ -210,8 +216,14 @@ def test_reports_stream_to_a_report_server(
 
 
 def test_size_parses_from_a_command_line_value() -> None:
-    size = SimNodeSize.parse("cpu=16, memory=64Gi,gpus=8", labels={"pool": "gpu"})
-    assert size.capacity() == {"cpu": "16", "memory": "64Gi", "pods": "110", "nvidia.com/gpu": "8"}
+    size = SimNodeSize.parse("cpu=16, memory=64Gi,gpus=8,ephemeral-storage=1Ti", labels={"pool": "gpu"})
+    assert size.capacity() == {
+        "cpu": "16",
+        "memory": "64Gi",
+        "ephemeral-storage": "1Ti",
+        "pods": "110",
+        "nvidia.com/gpu": "8",
+    }
     assert size.labels == {"pool": "gpu"}
     for bad, problem in (
         ("cpu=lots", "cpu"),

@@ -128,3 +128,15 @@ def test_victims_never_take_a_gang_below_min_member() -> None:
     preemptor = session.jobs["default/hi"].tasks["uid-default-hi"]
     assert [task.name for task in session.preemptable(preemptor, candidates)] == ["g-0"]
     assert [task.name for task in session.reclaimable(preemptor, candidates)] == ["g-0"]
+
+
+def test_an_elastic_gang_with_a_task_that_has_no_pods_yet_is_valid_as_in_volcano() -> None:
+    """Volcano's example task-start-dependency/job.yaml: minAvailable 1, and the tasks that
+    depend on the first have no pods until it runs. Their minTaskMember must not invalidate
+    the gang (Volcano's CheckTaskValid skips per-task minimums below their sum)."""
+    objects = [
+        node("n1", cpu="8"),
+        podgroup("g", 1, min_task_member={"first": 1, "second": 5, "third": 5}),
+        pod("g-first-0", cpu="1", group="g", task="first"),
+    ]
+    assert sorted(placed(cycle(objects))) == ["g-first-0"]

@@ -147,3 +147,20 @@ def test_without_enqueue_every_job_is_demand_since_allocate_admits_it() -> None:
     session = cycle(objects, "allocate", TIERS)
     assert _deserved(session, "eager") == {"cpu": 6000}
     assert _deserved(session, "admitted") == {"cpu": 2000}
+
+
+def test_admission_names_a_resource_no_node_offers_instead_of_quota() -> None:
+    """Volcano's Paddle example asks for ephemeral-storage: on nodes that offer none, the gang
+    is refused for what is missing, not for a queue quota no one could raise."""
+    objects = [
+        node("n1", cpu="8"),
+        queue("q"),
+        podgroup("paddle", 1, queue="q", phase="Pending", min_resources={"cpu": "1", "ephemeral-storage": "1Gi"}),
+    ]
+    session = cycle(objects, "enqueue", TIERS)
+    [job] = session.jobs.values()
+    assert job.phase == "Pending"
+    why = "no schedulable node offers ephemeral-storage, which the gang asks for"
+    assert job.unschedulable_message.endswith(why)
+    assert [(e.type, e.reason) for e in session.events if e.name == "paddle"] == [("Warning", "Unschedulable")]
+    assert all(why in e.message for e in session.events)
