@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -338,3 +339,97 @@ def test_on_pod_does_not_touch_the_job() -> None:
     build_pod(job, 0, 0)
     job_objects(job)
     assert job == before
+
+
+# --- distributed-framework plugins (expected values as Volcano's plugin tests and sources) ------
+
+
+def framework_job(plugins: dict[str, list[str]], **tasks: int) -> dict[str, Any]:
+    container = {"name": "main", "image": "trainer"}
+    return {
+        "metadata": {"name": "tr", "namespace": "team", "uid": JOB_UID},
+        "spec": {
+            "plugins": plugins,
+            "tasks": [
+                {"name": name, "replicas": replicas, "template": {"spec": {"containers": [copy.deepcopy(container)]}}}
+                for name, replicas in tasks.items()
+            ],
+        },
+    }
+
+
+def pod_of(job: dict[str, Any], task_name: str, index: int) -> dict[str, Any]:
+    task = next(t for t in job["spec"]["tasks"] if t["name"] == task_name)
+    pod = {"metadata": {"name": f"tr-{task_name}-{index}"}, "spec": copy.deepcopy(task["template"]["spec"])}
+    apply_on_pod(pod, job, task_name, index)
+    return pod
+
+
+def test_pytorch_sets_master_world_size_rank_and_port() -> None:
+    job = framework_job({"pytorch": []}, master=1, worker=3)
+    master = pod_of(job, "master", 0)["spec"]["containers"][0]
+    worker = pod_of(job, "worker", 2)["spec"]["containers"][0]
+    assert env_of(master) == {"MASTER_ADDR": "tr-master-0.tr", "MASTER_PORT": "23456", "WORLD_SIZE": "4", "RANK": "0"}
+    assert env_of(worker)["RANK"] == "3"
+    assert master["ports"] == [{"name": "pytorchjob-port", "containerPort": 23456}]
+
+
+def test_pytorch_flags_rename_roles_change_the_port_and_wait_for_the_master() -> None:
+    args = ["--master=trainer", "--worker=helper", "--port=30000", "--wait-master-enabled"]
+    job = framework_job({"pytorch": args}, trainer=1, helper=2)
+    worker = pod_of(job, "helper", 0)
+    env = env_of(worker["spec"]["containers"][0])
+    assert (env["MASTER_ADDR"], env["MASTER_PORT"], env["RANK"]) == ("tr-trainer-0.tr", "30000", "1")
+    [init] = worker["spec"]["initContainers"]
+    assert init["name"] == "wait-for-master" and init["image"] == "busybox:1.36.1"
+    assert "nc -z tr-trainer-0.tr 30000" in init["command"][2] and "TIMEOUT=300" in init["command"][2]
+    assert "initContainers" not in pod_of(job, "trainer", 0)["spec"]  # only workers wait
+
+
+def test_tensorflow_tf_config_lists_the_cluster_and_the_pods_role() -> None:
+    job = framework_job({"tensorflow": []}, ps=1, worker=2)
+    config = json.loads(env_of(pod_of(job, "worker", 1)["spec"]["containers"][0])["TF_CONFIG"])
+    assert config == {
+        "cluster": {"ps": ["tr-ps-0.tr:2222"], "worker": ["tr-worker-0.tr:2222", "tr-worker-1.tr:2222"]},
+        "task": {"type": "worker", "index": 1},
+    }
+    single = framework_job({"tensorflow": []}, worker=1)
+    assert "env" not in pod_of(single, "worker", 0)["spec"]["containers"][0]  # one pod needs no cluster
+
+
+def test_mpi_gives_the_master_the_worker_hosts_and_everyone_the_port() -> None:
+    job = framework_job({"mpi": ["--master=launcher", "--port=2222"]}, launcher=1, worker=2)
+    launcher = pod_of(job, "launcher", 0)["spec"]["containers"][0]
+    assert env_of(launcher) == {"MPI_HOST": "tr-worker-0.tr,tr-worker-1.tr"}
+    worker = pod_of(job, "worker", 0)["spec"]["containers"][0]
+    assert "env" not in worker and worker["ports"] == [{"name": "mpijob-port", "containerPort": 2222}]
+
+
+def test_ray_starts_head_and_workers_and_exposes_the_head() -> None:
+    job = framework_job({"ray": []}, head=1, worker=2)
+    job["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["name"] = "head"
+    job["spec"]["tasks"][1]["template"]["spec"]["containers"][0]["name"] = "worker"
+    head = pod_of(job, "head", 0)["spec"]["containers"][0]
+    assert head["command"][2] == (
+        "ray start --head --block --dashboard-host=0.0.0.0 --port=6379 --dashboard-port=8265"
+        " --ray-client-server-port=10001"
+    )
+    assert [p["name"] for p in head["ports"]] == ["gcs", "dashboard", "client-server"]
+    worker = pod_of(job, "worker", 1)["spec"]["containers"][0]
+    assert worker["command"] == ["sh", "-c", "ray start --block --address=tr-head-0.tr:6379"]
+    service = by_kind(job_objects(job), "Service")
+    assert service["metadata"]["name"] == "tr-head-svc"
+    assert service["spec"]["selector"]["volcano.sh/task-spec"] == "head"
+    assert [(p["name"], p["port"]) for p in service["spec"]["ports"]] == [
+        ("gcs", 6379),
+        ("dashboard", 8265),
+        ("client-server", 10001),
+    ]
+
+
+def test_hcclrank_takes_the_rank_a_framework_set_or_counts_masters_first() -> None:
+    alone = framework_job({"hcclrank": []}, master=2, worker=2)
+    assert pod_of(alone, "worker", 1)["metadata"]["annotations"] == {"hccl/rankIndex": "3"}
+    assert pod_of(alone, "master", 1)["metadata"]["annotations"] == {"hccl/rankIndex": "1"}
+    with_pytorch = framework_job({"hcclrank": [], "pytorch": []}, master=1, worker=2)
+    assert pod_of(with_pytorch, "worker", 0)["metadata"]["annotations"] == {"hccl/rankIndex": "1"}
