@@ -111,7 +111,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--sim-node-size",
         default="",
         metavar="SPEC",
-        help="each simulated node's size, e.g. cpu=16,memory=64Gi,pods=110,gpus=2 (default cpu=8,memory=32Gi,ephemeral-storage=100Gi,pods=110)",
+        help="each simulated node's size, e.g. cpu=16,memory=64Gi,pods=110,gpus=2"
+        " (default cpu=8,memory=32Gi,ephemeral-storage=100Gi,pods=110)",
     )
     up.add_argument(
         "--no-local-node", action="store_true", help="do not run pods on this machine (no local node, no agent)"

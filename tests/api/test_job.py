@@ -187,7 +187,11 @@ INVALID_CASES = [
         'unsupported job plugin "paddle" (supported: "env", "svc", "ssh", "pytorch", "tensorflow", "mpi", "ray",'
         ' "hcclrank")',
     ),
-    (_set("spec.plugins.mpi", []), "spec.plugins.mpi", 'the mpi plugin\'s master task "master" is not a task of this job'),
+    (
+        _set("spec.plugins.mpi", []),
+        "spec.plugins.mpi",
+        'the mpi plugin\'s master task "master" is not a task of this job',
+    ),
     (
         _set("spec.plugins.ray", ["--head", "boss"]),
         "spec.plugins.ray",
