@@ -333,11 +333,13 @@ class JobController:
             queue_state=queue_state,
         )
         if not decision.delete_job:
-            # Before the pods: their env reads the svc ConfigMap. On finishing, before the status
-            # (Volcano's OnJobDelete comes first too).
+            # Before the pods: their env reads the svc ConfigMap, and the PodGroup names their gang.
+            # On finishing, before the status too (Volcano's OnJobDelete comes first).
             self._sync_plugin_objects(job_obj, decision.keeps_podgroup)
+            if decision.keeps_podgroup:
+                self._sync_podgroup(job, podgroup, decision)
         self._apply(job_obj, decision)
-        if not decision.delete_job:
+        if not decision.delete_job and not decision.keeps_podgroup:
             self._sync_podgroup(job, podgroup, decision)
         if decision.requeue_after is not None:
             self.queue.add(key, after=max(decision.requeue_after, 0.1))

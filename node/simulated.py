@@ -75,12 +75,12 @@ class SimNodeSize:
 
     cpu: str = "8"
     memory: str = "32Gi"
-    # What a kubelet reports for its root filesystem; a job asking for some fits, as on a real node.
-    ephemeral_storage: str = "100Gi"
     pods: int = 110
     gpus: int = 0
     labels: Mapping[str, str] = field(default_factory=dict)
     gpu_resource: str = "nvidia.com/gpu"
+    # What a kubelet reports for its root filesystem; a job asking for some fits, as on a real node.
+    ephemeral_storage: str = "100Gi"
 
     def __post_init__(self) -> None:
         for name, value, parse in (
