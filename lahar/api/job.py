@@ -28,6 +28,7 @@ from typing import Any
 from lahar.api.errors import (
     DUPLICATE,
     FORBIDDEN,
+    NOT_SUPPORTED,
     TOO_LONG,
     Field,
     FieldError,
@@ -56,8 +57,13 @@ PLUGINS_NEEDING_SSH = ("mpi",)
 # The role task a plugin cannot work without: (plugin, the flag naming it).
 PLUGIN_REQUIRED_TASKS = (("mpi", "master"), ("ray", "head"))
 ANY_EVENT = "*"
-EVENTS = ("PodFailed", "PodEvicted", "PodPending", "PodRunning", "TaskCompleted", "TaskFailed", "Unknown", ANY_EVENT)
+# Volcano's policy events and actions open to users (its webhook's policyEventMap/ActionMap).
+# JobUpdated is accepted as Volcano accepts it; neither Volcano's controller nor Lahar's raises it.
+EVENTS = ("PodFailed", "PodEvicted", "PodPending", "TaskCompleted", "TaskFailed", "Unknown", "JobUpdated", ANY_EVENT)
 ACTIONS = ("AbortJob", "RestartJob", "RestartTask", "RestartPod", "TerminateJob", "CompleteJob", "ResumeJob")
+# Events and actions the controller uses internally; Volcano's webhook refuses them in policies.
+INTERNAL_EVENTS = ("OutOfSync", "CommandIssued", "PodRunning")
+INTERNAL_ACTIONS = ("SyncJob", "EnqueueJob", "SyncQueue", "OpenQueue", "CloseQueue")
 # The event whose policy is meaningless without a timeout (how long is "pending too long").
 TIMED_EVENT = "PodPending"
 TOPOLOGY_POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
@@ -359,7 +365,9 @@ def _validate_policy(policy: Field, seen_events: set[str], seen_exit_codes: set[
         if name in own_events:
             continue  # repeated within one policy: Volcano merges these
         own_events.add(name)
-        if name not in EVENTS:
+        if name in INTERNAL_EVENTS:
+            event.report(f'"{name}" is an event internal to the controller; a policy cannot use it', NOT_SUPPORTED)
+        elif name not in EVENTS:
             event.not_supported(name, EVENTS, "policy event")
         elif name in seen_events:
             event.report(f'duplicate policy event "{name}"', DUPLICATE)
@@ -374,7 +382,10 @@ def _validate_policy(policy: Field, seen_events: set[str], seen_exit_codes: set[
         seen_exit_codes.add(code)
 
     action = policy.child("action")
-    if action.require_str():
+    name = action.require_str()
+    if name in INTERNAL_ACTIONS:
+        action.report(f'"{name}" is an action internal to the controller; a policy cannot use it', NOT_SUPPORTED)
+    elif name:
         action.as_choice(ACTIONS, "policy action")
     _validate_timeout(policy.child("timeout"), TIMED_EVENT in own_events)
 

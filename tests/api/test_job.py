@@ -204,6 +204,21 @@ INVALID_CASES = [
         "must not specify event(s) and exitCode together",
     ),
     (_policies({"action": "RestartJob"}), "spec.policies[0]", "one of event, events or exitCode is required"),
+    (
+        _policies({"event": "OutOfSync", "action": "RestartJob"}),
+        "spec.policies[0].event",
+        '"OutOfSync" is an event internal to the controller; a policy cannot use it',
+    ),
+    (
+        _policies({"events": ["CommandIssued"], "action": "RestartJob"}),
+        "spec.policies[0].events[0]",
+        '"CommandIssued" is an event internal to the controller; a policy cannot use it',
+    ),
+    (
+        _policies({"event": "PodFailed", "action": "SyncJob"}),
+        "spec.policies[0].action",
+        '"SyncJob" is an action internal to the controller; a policy cannot use it',
+    ),
     (_policies({"event": "PodFailed"}), "spec.policies[0].action", "is required"),
     (
         _policies({"event": "PodFailed", "action": "Reboot"}),

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from lahar.api.job import Job, JobPhase
 from lahar.controller.desired import desired_podgroup_spec
 from lahar.controller.lifecycle import Decision, format_time, next_state
@@ -350,3 +352,42 @@ def test_a_running_job_is_not_stopped_by_its_queue_closing() -> None:
     job = _job([_task("w", 2)], phase="Running", queue="team")
     decision = _step(job, [_pod("w", 0), _pod("w", 1)], queue_state="Closing")
     assert decision.phase is JobPhase.RUNNING and decision.new_conditions == []
+
+
+# Every user event × every action Volcano lets a policy pair (its webhook's policyEventMap and
+# policyActionMap), on a running 2-pod task: the pods that show the event, and what follows.
+EVENT_PODS = {
+    "PodFailed": lambda: [_pod("w", 0, "Failed", exit_code=1), _pod("w", 1)],
+    "PodEvicted": lambda: [_pod("w", 0, reason="Evicted"), _pod("w", 1)],
+    "Unknown": lambda: [_pod("w", 0, "Unknown"), _pod("w", 1)],
+    "PodPending": lambda: [_pod("w", 0, "Pending", created=NOW - timedelta(minutes=5)), _pod("w", 1)],
+    "TaskCompleted": lambda: [_pod("w", 0, "Succeeded"), _pod("w", 1, "Succeeded")],
+    "TaskFailed": lambda: [_pod("w", 0, "Failed", exit_code=1), _pod("w", 1, "Failed", exit_code=1)],
+}
+ACTION_PHASES = {
+    "RestartJob": JobPhase.RESTARTING,
+    "RestartTask": JobPhase.RESTARTING,
+    "RestartPod": JobPhase.RESTARTING,
+    "AbortJob": JobPhase.ABORTING,
+    "TerminateJob": JobPhase.TERMINATING,
+    "CompleteJob": JobPhase.COMPLETING,
+}
+
+
+@pytest.mark.parametrize("action", sorted(ACTION_PHASES))
+@pytest.mark.parametrize("event", sorted(EVENT_PODS))
+@pytest.mark.parametrize("level", ["job", "task"])
+def test_every_event_and_action_pair(event: str, action: str, level: str) -> None:
+    policy = {"event": event, "action": action, **({"timeout": "1m"} if event == "PodPending" else {})}
+    task_extra = {"policies": [policy]} if level == "task" else {}
+    job_extra = {"policies": [policy]} if level == "job" else {}
+    job = _job([_task("w", 2, minAvailable=1, **task_extra)], phase="Running", **job_extra)
+    decision = _step(job, EVENT_PODS[event]())
+    assert decision.phase is ACTION_PHASES[action], decision.message
+    assert decision.action == action
+    assert decision.message.startswith(event)
+    if action in ("RestartJob", "RestartTask", "RestartPod"):
+        assert decision.retry_count == 1
+        expected = {"j-w-0"} if action == "RestartPod" and event not in ("TaskCompleted", "TaskFailed") else None
+        if expected is not None:
+            assert _deleted(decision) == expected
