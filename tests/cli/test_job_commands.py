@@ -90,7 +90,7 @@ def test_job_run_defaults(kubeconfig: Path) -> None:
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--name", "bad"], "the following arguments are required: --image"),
+        (["--image", "busybox"], "job name cannot be left blank"),
         (
             ["--name", "bad", "--image", "busybox", "--replicas", "0", "--min-available", "1"],
             "minAvailable (1) must not be greater than the total replicas (0)",
@@ -135,22 +135,28 @@ def test_job_list_and_view(kubeconfig: Path) -> None:
     )
 
     header, *rows = lahar("job", "list", kubeconfig=kubeconfig).stdout.splitlines()
-    assert header.split() == [
-        "NAME",
-        "PHASE",
-        "MIN",
-        "PENDING",
-        "RUNNING",
-        "SUCCEEDED",
-        "FAILED",
-        "RETRYCOUNT",
-        "QUEUE",
-        "AGE",
+    assert header.split() == [  # vcctl's columns
+        "Name",
+        "Creation",
+        "Phase",
+        "JobType",
+        "Replicas",
+        "Min",
+        "Pending",
+        "Running",
+        "Succeeded",
+        "Failed",
+        "Unknown",
+        "RetryCount",
     ]
-    assert [row.split()[:9] for row in rows] == [["alpha", "Pending", "2", "0", "0", "0", "0", "0", "default"]]
+    [row] = [row.split() for row in rows]
+    assert row[0] == "alpha" and row[2:] == ["Pending", "Batch", "2", "2", "0", "0", "0", "0", "0", "0"]
+    assert lahar("job", "list", "--selector", "zzz", kubeconfig=kubeconfig).stdout.startswith("No jobs found")
+    assert lahar("job", "list", "-q", "other", kubeconfig=kubeconfig).stdout.startswith("No jobs found")
+    assert lahar("job", "list", "--selector", "alp", kubeconfig=kubeconfig).stdout.count("alpha") == 1
 
     everywhere = lahar("job", "list", "-A", kubeconfig=kubeconfig).stdout.splitlines()
-    assert everywhere[0].split()[:2] == ["NAMESPACE", "NAME"]
+    assert everywhere[0].split()[:2] == ["Namespace", "Name"]
     assert [row.split()[:2] for row in everywhere[1:]] == [["default", "alpha"], ["team", "beta"]]
 
     view = lahar("job", "view", "alpha", kubeconfig=kubeconfig)
@@ -218,11 +224,23 @@ def test_queue_create_list_and_operate(kubeconfig: Path) -> None:
     assert queue["status"]["state"] == "Open"
 
     header, *rows = lahar("queue", "list", kubeconfig=kubeconfig).stdout.splitlines()
-    assert header.split() == ["NAME", "WEIGHT", "STATE", "INQUEUE", "PENDING", "RUNNING"]
-    assert [row.split() for row in rows] == [
-        ["default", "1", "Open", "0", "0", "0"],
-        ["research", "4", "Open", "0", "0", "0"],
+    assert header.split() == [
+        "Name",
+        "Weight",
+        "State",
+        "Parent",
+        "Inqueue",
+        "Pending",
+        "Running",
+        "Unknown",
+        "Completed",
     ]
+    assert [row.split() for row in rows] == [
+        ["default", "1", "Open", "0", "0", "0", "0", "0"],  # no parent: the column is blank
+        ["research", "4", "Open", "0", "0", "0", "0", "0"],
+    ]
+    _, got = lahar("queue", "get", "-n", "research", kubeconfig=kubeconfig).stdout.splitlines()
+    assert got.split() == ["research", "4", "Open", "0", "0", "0", "0", "0"]
 
     closed = lahar("queue", "operate", "--name", "research", "--action", "close", kubeconfig=kubeconfig)
     assert closed.returncode == 0, closed.stderr
@@ -251,3 +269,43 @@ def test_queue_refusals(kubeconfig: Path) -> None:
     assert zero_weight.returncode == 1 and "spec.weight" in zero_weight.stderr
     names = [q["metadata"]["name"] for q in stored("queues", kubeconfig)["items"]]
     assert names == ["default"]
+
+
+def test_vcctl_flags_delete_update_and_run_from_a_file(kubeconfig: Path, tmp_path: Path) -> None:
+    run = lahar(
+        "job", "run", "-N", "short", "-i", "nginx", "-r", "3", "-m", "2", "-R", "cpu=500m", kubeconfig=kubeconfig
+    )
+    assert run.returncode == 0, run.stderr
+    spec = stored("jobs", kubeconfig, "short")["spec"]
+    container = spec["tasks"][0]["template"]["spec"]["containers"][0]
+    assert (spec["minAvailable"], spec["tasks"][0]["replicas"], container["image"]) == (2, 3, "nginx")
+    assert container["resources"] == {"requests": {"cpu": "500m"}, "limits": {"cpu": "500m"}}
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(
+        "apiVersion: batch.volcano.sh/v1alpha1\nkind: Job\nmetadata: {name: fromfile}\n"
+        "spec: {tasks: [{replicas: 1, template: {spec: {containers: [{name: c, image: busybox}]}}}]}\n"
+    )
+    assert lahar("job", "run", "-f", str(manifest), kubeconfig=kubeconfig).returncode == 0
+    assert stored("jobs", kubeconfig, "fromfile")["spec"]["tasks"][0]["replicas"] == 1
+    blank = lahar("job", "run", kubeconfig=kubeconfig)
+    assert blank.returncode == 1 and "job name cannot be left blank" in blank.stderr
+
+    assert lahar("job", "suspend", "-N", "short", kubeconfig=kubeconfig).returncode == 0
+    deleted = lahar("job", "delete", "-N", "short", kubeconfig=kubeconfig)
+    assert deleted.returncode == 0 and deleted.stdout.strip() == "delete job short successfully"
+    assert [j["metadata"]["name"] for j in stored("jobs", kubeconfig)["items"]] == ["fromfile"]
+    again = lahar("job", "delete", "short", kubeconfig=kubeconfig)
+    assert again.returncode == 1 and 'jobs "short" not found' in again.stderr
+
+    assert lahar("queue", "create", "-n", "batch", "-w", "2", kubeconfig=kubeconfig).returncode == 0
+    assert lahar("queue", "operate", "-n", "batch", "-a", "update", "-w", "7", kubeconfig=kubeconfig).returncode == 0
+    assert stored("queues", kubeconfig, "batch")["spec"]["weight"] == 7
+    no_weight = lahar("queue", "operate", "-n", "batch", "-a", "update", kubeconfig=kubeconfig)
+    assert no_weight.returncode == 1 and "weight must be specified" in no_weight.stderr
+    open_queue = lahar("queue", "delete", "-n", "batch", kubeconfig=kubeconfig)
+    assert (
+        open_queue.returncode == 1 and 'only a Closed queue can be deleted; queue "batch" is Open' in open_queue.stderr
+    )
+    default = lahar("queue", "delete", "-n", "default", kubeconfig=kubeconfig)
+    assert default.returncode == 1 and "cannot be deleted" in default.stderr
+    assert {q["metadata"]["name"] for q in stored("queues", kubeconfig)["items"]} == {"default", "batch"}
