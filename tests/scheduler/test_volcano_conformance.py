@@ -597,11 +597,82 @@ for case in ENQUEUE_CASES:
     if "min_resources" in case.extra:
         case.objects[0]["spec"]["minResources"] = case.extra["min_resources"]
 
+# -- plugins/proportion/proportion_test.go: TestEnqueueAndAllocable -----------------------------------
+
+PROPORTION = "plugins/proportion/proportion_test.go TestEnqueueAndAllocable"
+ALL_ENABLED = (["proportion"],)
+ENQUEUEABLE = ([{"name": "proportion", "enableAllocatable": False, "enabledOverused": False}],)
+ALLOCATABLE = ([{"name": "proportion", "enabledOverused": False, "enableJobEnqueued": False}],)
+
+
+def proportion_objects(*extra: str) -> list[dict[str, Any]]:
+    """n1, n2 (2 CPUs, 2G each), q1 (capability 2/2G), q2 (3/3G), closed q3, and pods/groups by name."""
+    sizes = {"pod1": R("1", "2G"), "pod2": R("2", "1G"), "pod3": R("1", "0G"), "pod4": R("0", "1G")}
+    sizes |= {"pod5": R("1", "1G"), "pod6": R("1", "1G")}
+    homes = {"pod1": ("n1", "q1"), "pod2": ("n2", "q2"), "pod3": ("", "q1"), "pod4": ("", "q2")}
+    homes |= {"pod5": ("", "q1"), "pod6": ("", "q3")}
+    objects = [
+        vc_node("n1", "2", "2G", 10),
+        vc_node("n2", "2", "2G", 10),
+        vc_queue("q1", 1, R("2", "2G")),
+        vc_queue("q2", 1, R("3", "3G")),
+        vc_queue("q3", 1, R("3", "3G"), state="Closed"),
+    ]
+    for name in ("pod1", "pod2", *extra):
+        node, queue = homes[name]
+        group = f"pg{name[-1]}"
+        podgroup = vc_podgroup(group, "ns1", queue, 1, None, "Running" if node else "Pending")
+        podgroup["spec"]["minResources"] = sizes[name]
+        objects += [podgroup, vc_pod("ns1", name, node, RUNNING if node else PENDING, sizes[name], group)]
+    return objects
+
+
+PROPORTION_CASES = [
+    (
+        Case(
+            PROPORTION,
+            "case0: memory exceed derserved, job only request cpu can be enqueued and allocated",
+            proportion_objects("pod3"),
+            expect_binds={"ns1/pod3": "n1"},
+            expect_bind_count=1,
+        ),
+        ALL_ENABLED,
+    ),
+    (
+        Case(
+            PROPORTION,
+            "case1: cpu exceed derserved, job only request memory can be enqueued and allocated",
+            proportion_objects("pod4"),
+            expect_binds={"ns1/pod4": "n2"},
+            expect_bind_count=1,
+        ),
+        ALL_ENABLED,
+    ),
+    (
+        Case(PROPORTION, "case2: exceed capacity, can not enqueue", proportion_objects("pod5"), expect_binds={}),
+        ENQUEUEABLE,
+    ),
+    (
+        Case(PROPORTION, "case3: exceed deserved, can not allocate", proportion_objects("pod5"), expect_binds={}),
+        ALLOCATABLE,
+    ),
+    (
+        Case(
+            PROPORTION,
+            "case4: queue with  non-open state, can not enqueue",
+            [o for o in proportion_objects("pod6") if o["metadata"].get("name") not in ("pod1", "pod2", "pg1", "pg2")],
+            expect_binds={},
+        ),
+        ENQUEUEABLE,
+    ),
+]
+
 CASES = [
     *((case, "allocate", ALLOCATE_TIERS) for case in ALLOCATE_CASES),
     *((case, "preempt", PREEMPT_TIERS) for case in PREEMPT_CASES),
     *((case, "reclaim", ([p for p in RECLAIM_ORDER if p in case.extra["plugins"]],)) for case in RECLAIM_CASES),
     *((case, "enqueue", ENQUEUE_TIERS) for case in ENQUEUE_CASES),
+    *((case, "enqueue, allocate", tiers) for case, tiers in PROPORTION_CASES),
 ]
 
 
