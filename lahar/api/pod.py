@@ -34,6 +34,7 @@ from lahar.api.qos import (
 )
 from lahar.api.quantity import canonicalize_resource_list
 from lahar.api.resources import ResourceList, pod_requests
+from lahar.api.selectors import SelectorError, label_selector_from_dict
 
 PENDING, RUNNING, SUCCEEDED, FAILED, UNKNOWN = "Pending", "Running", "Succeeded", "Failed", "Unknown"
 PHASES = (PENDING, RUNNING, SUCCEEDED, FAILED, UNKNOWN)
@@ -305,6 +306,84 @@ def _validate_tolerations(tolerations: Field) -> None:
             seconds.report('may only be set when the effect is "NoExecute"')
 
 
+SPREAD_WHEN = ("DoNotSchedule", "ScheduleAnyway")
+SPREAD_POLICIES = ("Honor", "Ignore")
+
+
+def _validate_selector(field: Field) -> None:
+    """A metav1.LabelSelector: matchLabels and matchExpressions as the API server checks them."""
+    if field.present and field.as_mapping() is not None:
+        try:
+            label_selector_from_dict(field.value)
+        except SelectorError as exc:
+            field.report(str(exc))
+
+
+def _validate_pod_affinity_term(term: Field) -> None:
+    if term.as_mapping() is None:
+        return
+    _validate_selector(term.child("labelSelector"))
+    _validate_selector(term.child("namespaceSelector"))
+    term.child("namespaces").as_str_list()
+    key = term.child("topologyKey")
+    if key.require_str("is required: the label whose values group nodes into topology domains") is not None:
+        check_name(key, qualified_name_problems)
+    for name in ("matchLabelKeys", "mismatchLabelKeys"):
+        for label in term.child(name).elements():
+            check_name(label, qualified_name_problems)
+
+
+def _validate_affinity(affinity: Field) -> None:
+    """Pod (anti-)affinity terms (the scheduler reads them; a bad one would keep the pod off every
+    node): selectors, topology keys, preferred weights in 1..100."""
+    if affinity.as_mapping() is None:
+        return
+    for kind in ("podAffinity", "podAntiAffinity"):
+        section = affinity.child(kind)
+        if section.as_mapping() is None:
+            continue
+        for term in section.child("requiredDuringSchedulingIgnoredDuringExecution").elements():
+            _validate_pod_affinity_term(term)
+        for weighted in section.child("preferredDuringSchedulingIgnoredDuringExecution").elements():
+            if weighted.as_mapping() is None:
+                continue
+            weight = weighted.child("weight")
+            value = weight.as_int() if weight.require_present() else None
+            if value is not None and not 1 <= value <= 100:
+                weight.report("must be in the range 1-100")
+            term = weighted.child("podAffinityTerm")
+            if term.require_present():
+                _validate_pod_affinity_term(term)
+
+
+def _validate_topology_spread(constraints: Field) -> None:
+    seen: set[tuple[str, str]] = set()
+    for constraint in constraints.elements():
+        if constraint.as_mapping() is None:
+            continue
+        skew = constraint.child("maxSkew")
+        if skew.require_present():
+            skew.as_int(minimum=1)
+        key = constraint.child("topologyKey")
+        topology_key = key.require_str()
+        if topology_key is not None:
+            check_name(key, qualified_name_problems)
+        when_field = constraint.child("whenUnsatisfiable")
+        when = when_field.as_choice(SPREAD_WHEN, "whenUnsatisfiable") if when_field.require_present() else None
+        domains = constraint.child("minDomains")
+        if domains.present and domains.as_int(minimum=1) is not None and when != "DoNotSchedule":
+            domains.report("can only use minDomains if whenUnsatisfiable=DoNotSchedule")
+        for policy in ("nodeAffinityPolicy", "nodeTaintsPolicy"):
+            constraint.child(policy).as_choice(SPREAD_POLICIES, policy)
+        _validate_selector(constraint.child("labelSelector"))
+        for label in constraint.child("matchLabelKeys").elements():
+            check_name(label, qualified_name_problems)
+        if topology_key is not None and when is not None:
+            if (topology_key, when) in seen:
+                constraint.report(f"{{{topology_key}, {when}}} is given twice", DUPLICATE)
+            seen.add((topology_key, when))
+
+
 def validate_pod_spec(spec: Field) -> None:
     """Pod spec rules, reported under `spec`'s path (a Pod's `spec` or a template's)."""
     if not spec.require_present():
@@ -324,7 +403,8 @@ def validate_pod_spec(spec: Field) -> None:
     spec.child("activeDeadlineSeconds").as_int(minimum=1, bits=64)
     spec.child("hostNetwork").as_bool()
     validate_labels(spec.child("nodeSelector"))
-    spec.child("affinity").as_mapping()
+    _validate_affinity(spec.child("affinity"))
+    _validate_topology_spread(spec.child("topologySpreadConstraints"))
     _validate_tolerations(spec.child("tolerations"))
     spec.child("overhead").as_quantities()
 
