@@ -7,7 +7,6 @@ duplicates nor loses pods."""
 from __future__ import annotations
 
 import contextlib
-import heapq
 import logging
 import threading
 import time
@@ -22,6 +21,7 @@ from lahar.client.api import KubeApi
 from lahar.client.errors import AlreadyExists, Conflict, KubeError, NotFound
 from lahar.client.events import EventRecorder, ObjectRef
 from lahar.client.informer import Informer, by_label
+from lahar.controller.cronjobs import CronJobController
 from lahar.controller.desired import desired_podgroup, desired_podgroup_spec, podgroup_spec_patch
 from lahar.controller.lifecycle import (
     QUEUE_HOLD_REASONS,
@@ -35,6 +35,7 @@ from lahar.controller.naming import JOB_NAME_KEY, podgroup_name
 from lahar.controller.plugins import apply_on_pod, job_objects
 from lahar.controller.plugins.objects import PLUGIN_KINDS, plugin_object_writes
 from lahar.controller.queues import QUEUE_COMMAND_ANNOTATION, current_state, queue_command, queue_status
+from lahar.controller.workqueue import Key, WorkQueue
 from lahar.loop_health import LoopHealth
 
 log = logging.getLogger("lahar.controller")
@@ -42,7 +43,6 @@ log = logging.getLogger("lahar.controller")
 JOB_INDEX = "job"  # pods by "<namespace>/<job name>" (their job-name label)
 QUEUE_INDEX = "queue"  # Jobs and PodGroups by the queue they name
 COMMAND_ANNOTATION = "lahar.dev/command"  # AbortJob / ResumeJob, written by `lahar job suspend|resume`
-Key = tuple[str, str]  # (namespace, job name); ("", queue name) for a queue, which has no namespace
 CRASH_LOOP_EVENT = "PodCrashLooping"
 PODGROUP_PENDING_EVENT = "PodGroupPending"  # Volcano's reason for the scheduler's word on the gang
 
@@ -50,52 +50,6 @@ PODGROUP_PENDING_EVENT = "PodGroupPending"  # Volcano's reason for the scheduler
 def _queue_of(obj: dict[str, Any]) -> tuple[str, ...]:
     """The queue a Job or PodGroup is in: the one it names, else `default` (PodGroup.queue's rule)."""
     return ((obj.get("spec") or {}).get("queue") or DEFAULT_QUEUE,)
-
-
-class WorkQueue:
-    """Job keys to reconcile: each key at most once in the queue, optionally after a delay."""
-
-    def __init__(self) -> None:
-        self._ready: list[Key] = []
-        self._queued: set[Key] = set()
-        self._delayed: list[tuple[float, Key]] = []
-        self._cond = threading.Condition()
-        self._closed = False
-
-    def add(self, key: Key, after: float = 0.0) -> None:
-        with self._cond:
-            if after > 0:
-                heapq.heappush(self._delayed, (time.monotonic() + after, key))
-            elif key not in self._queued:
-                self._queued.add(key)
-                self._ready.append(key)
-            self._cond.notify()
-
-    def get(self, timeout: float = 0.5) -> Key | None:
-        with self._cond:
-            self._promote()
-            if not self._ready and not self._closed:
-                wait = timeout if not self._delayed else min(timeout, max(self._delayed[0][0] - time.monotonic(), 0))
-                self._cond.wait(wait)
-                self._promote()
-            if not self._ready:
-                return None
-            key = self._ready.pop(0)
-            self._queued.discard(key)
-            return key
-
-    def _promote(self) -> None:
-        now = time.monotonic()
-        while self._delayed and self._delayed[0][0] <= now:
-            _, key = heapq.heappop(self._delayed)
-            if key not in self._queued:
-                self._queued.add(key)
-                self._ready.append(key)
-
-    def close(self) -> None:
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
 
 
 def _key(obj: dict[str, Any]) -> Key:
@@ -182,6 +136,8 @@ class JobController:
         self._stop = threading.Event()
         self._worker: threading.Thread | None = None
         self.loop_health = LoopHealth("reconcile loop")
+        # Volcano's CronJobs make Jobs on a schedule; they run in the same process, beside the Jobs.
+        self.cronjobs = CronJobController(api, clock)
         # Job uid -> (generation, active) its plugin objects were last made to match, so pod
         # events do not re-list them each time.
         self._plugin_objects_synced: dict[str, tuple[int, bool]] = {}
@@ -196,8 +152,10 @@ class JobController:
                 log.warning("%s informer not synced after %ss; reconciling as it fills", informer.name, sync_timeout)
         self._worker = threading.Thread(target=self._run, name="job-controller", daemon=True)
         self._worker.start()
+        self.cronjobs.start()
 
     def stop(self) -> None:
+        self.cronjobs.stop()
         self._stop.set()
         self.queue.close()
         if self._worker is not None:

@@ -9,9 +9,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lahar.api import job, lease, node, pod, podgroup, queue, secret, workloads
+from lahar.api import cronjob, job, lease, node, pod, podgroup, queue, secret, workloads
 from lahar.api.errors import Field, FieldError, ValidationError
 from lahar.api.kinds import (
+    CRONJOB,
     DEPLOYMENT,
     EVENT,
     JOB,
@@ -50,6 +51,7 @@ class KindRules:
 
 _RULES: dict[Kind, KindRules] = {
     JOB: KindRules(job.defaults, job.validate),
+    CRONJOB: KindRules(cronjob.defaults, cronjob.validate),
     PODGROUP: KindRules(podgroup.defaults, podgroup.validate),
     QUEUE: KindRules(queue.defaults, queue.validate),
     POD: KindRules(pod.defaults, pod.validate),

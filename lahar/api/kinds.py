@@ -87,6 +87,7 @@ NETWORK_POLICY = Kind("networking.k8s.io", "v1", "NetworkPolicy", "networkpolici
 PDB = Kind("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", True, ("pdb",), ("status",))
 PRIORITY_CLASS = Kind("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, ("pc",))
 JOB = Kind(VOLCANO_BATCH, "v1alpha1", "Job", "jobs", True, ("vcjob", "vj"), ("status",), (), ("all",))
+CRONJOB = Kind(VOLCANO_BATCH, "v1alpha1", "CronJob", "cronjobs", True, ("vccj",), ("status",))
 PODGROUP = Kind(VOLCANO_SCHEDULING, "v1beta1", "PodGroup", "podgroups", True, ("pg", "podgroup-v1beta1"), ("status",))
 QUEUE = Kind(VOLCANO_SCHEDULING, "v1beta1", "Queue", "queues", False, ("q", "queue-v1beta1"), ("status",))
 # Leader election (lahar.client.leader) and node heartbeats; no status subresource, as in Kubernetes.
@@ -108,6 +109,7 @@ ALL_KINDS: tuple[Kind, ...] = (
     PDB,
     PRIORITY_CLASS,
     JOB,
+    CRONJOB,
     PODGROUP,
     QUEUE,
     LEASE,
