@@ -27,7 +27,7 @@ MONTH_NAMES = {
 }
 DAY_NAMES = {name: i for i, name in enumerate(["sun", "mon", "tue", "wed", "thu", "fri", "sat"])}
 # (name, lowest, highest, names)
-FIELDS = (
+FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (
     ("minute", 0, 59, {}),
     ("hour", 0, 23, {}),
     ("day of month", 1, 31, {}),
@@ -126,5 +126,7 @@ def parse_schedule(text: str) -> Schedule:
     parts = spec.split()
     if len(parts) != len(FIELDS):
         raise CronError(f'expected 5 fields (minute hour day-of-month month day-of-week), got {len(parts)} in "{text}"')
-    sets = [_field(part, *field) for part, field in zip(parts, FIELDS, strict=True)]
-    return Schedule(*sets, any_day=parts[2] in ("*", "?"), any_weekday=parts[4] in ("*", "?"))
+    minutes, hours, days, months, weekdays = (_field(part, *field) for part, field in zip(parts, FIELDS, strict=True))
+    return Schedule(
+        minutes, hours, days, months, weekdays, any_day=parts[2] in ("*", "?"), any_weekday=parts[4] in ("*", "?")
+    )

@@ -72,7 +72,7 @@ def validate(obj: dict[str, Any], old: dict[str, Any] | None = None) -> list[Fie
         job_spec = template.child("spec")
         if job_spec.require_present() and job_spec.as_mapping() is not None:
             job = {"metadata": {"name": name if isinstance(name, str) else ""}, "spec": job_spec.value}
-            for error in job_api.validate(job):
-                if error.field.startswith("spec"):
-                    root.errors.append(FieldError(f"spec.jobTemplate.{error.field}", error.message, error.reason))
+            for problem in job_api.validate(job):
+                if problem.field.startswith("spec"):
+                    root.errors.append(FieldError(f"spec.jobTemplate.{problem.field}", problem.message, problem.reason))
     return root.errors
