@@ -82,6 +82,8 @@ Obj = Mapping[str, Any]
 DEFAULT_SCHEDULER_NAMES = ("lahar", "volcano")
 QUEUE_NAME_ANNOTATION = "scheduling.volcano.sh/queue-name"
 FOREIGN = ""  # the job key of other schedulers' pods: in no job, only on their node
+# Kinds a cluster may not serve (Volcano's topology CRD): their informers do not gate the first cycle.
+OPTIONAL_KINDS = frozenset({kinds.HYPERNODE})
 _NODE_ARRAYS = ("allocatable", "used", "be_used", "releasing", "be_releasing")
 _INITIAL_ROWS = 64
 
@@ -272,6 +274,7 @@ class Cache:
         self._queue_views: dict[str, Queue] = {}
         self._priority_classes: dict[str, Obj] = {}
         self._budgets: dict[str, Obj] = {}  # PodDisruptionBudgets by namespace/name, for the pdb plugin
+        self._hypernodes: dict[str, Obj] = {}  # HyperNodes by name, for network-topology-aware
         self._assumed: dict[str, str] = {}  # uid -> node of a bind in flight
         self._evicting: set[str] = set()  # uids whose eviction is in flight
         # The jobs and nodes' task dicts copied since the last snapshot (the others are shared).
@@ -295,6 +298,7 @@ class Cache:
                 queues,
                 self._priority_values(),
                 tuple(self._budgets.values()),
+                tuple(self._hypernodes.values()),
             )
             _detach(snapshot.nodes)
             # Shared from now on, but for the jobs the snapshot cloned: their objects here are no
@@ -699,6 +703,22 @@ class Cache:
             self._changes += 1
             self._budgets[_key(metadata.get("namespace", ""), metadata.get("name", ""))] = obj
 
+    def add_hypernode(self, obj: Obj) -> None:
+        self._upsert_hypernode(obj)
+
+    def update_hypernode(self, old: Obj | None, new: Obj) -> None:
+        self._upsert_hypernode(new)
+
+    def delete_hypernode(self, obj: Obj) -> None:
+        with self._lock:
+            self._changes += 1
+            self._hypernodes.pop((obj.get("metadata") or {}).get("name", ""), None)
+
+    def _upsert_hypernode(self, obj: Obj) -> None:
+        with self._lock:
+            self._changes += 1
+            self._hypernodes[(obj.get("metadata") or {}).get("name", "")] = obj
+
     def _priority_values(self) -> dict[str, int]:
         return {name: int(obj.get("value") or 0) for name, obj in self._priority_classes.items()}
 
@@ -777,6 +797,7 @@ class SchedulerCache(Cache):
             (kinds.NODE, self.add_node, self.update_node, self.delete_node),
             (kinds.PRIORITY_CLASS, self.add_priority_class, self.update_priority_class, self.delete_priority_class),
             (kinds.PDB, self.add_disruption_budget, self.update_disruption_budget, self.delete_disruption_budget),
+            (kinds.HYPERNODE, self.add_hypernode, self.update_hypernode, self.delete_hypernode),
             (kinds.QUEUE, self.add_queue, self.update_queue, self.delete_queue),
             (kinds.PODGROUP, self.add_podgroup, self.update_podgroup, self.delete_podgroup),
             (kinds.POD, self.add_pod, self.update_pod, self.delete_pod),
@@ -792,12 +813,19 @@ class SchedulerCache(Cache):
             informer.start()
         return self.wait_for_sync(sync_timeout)
 
+    @property
+    def required(self) -> list[Informer]:
+        """The informers a cycle waits for: not the HyperNodes', whose kind a cluster without
+        Volcano's topology CRD does not serve (its informer retries in the background; until it
+        lists, sessions see no HyperNodes)."""
+        return [informer for informer in self.informers if informer.kind not in OPTIONAL_KINDS]
+
     def wait_for_sync(self, timeout: float | None = None) -> bool:
-        return all(informer.wait_for_sync(timeout) for informer in self.informers)
+        return all(informer.wait_for_sync(timeout) for informer in self.required)
 
     @property
     def synced(self) -> bool:
-        return all(informer.has_synced for informer in self.informers)
+        return all(informer.has_synced for informer in self.required)
 
     def stop(self) -> None:
         for informer in self.informers:

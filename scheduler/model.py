@@ -779,6 +779,7 @@ class Snapshot:
     priority_classes: dict[str, int] = field(default_factory=dict)
     # PodDisruptionBudgets as the API has them (the pdb plugin reads them; never changed here).
     disruption_budgets: tuple[Mapping[str, object], ...] = ()
+    hypernodes: tuple[Mapping[str, object], ...] = ()  # HyperNodes as the API has them
     # The keys of the jobs that are this snapshot's own; None: all of them. The others are
     # shared with the cache and cloned by the session before it changes them (`Session._own`).
     owned: set[str] | None = None
@@ -792,6 +793,7 @@ class Snapshot:
         queues: dict[str, QueueInfo],
         priority_classes: dict[str, int],
         disruption_budgets: tuple[Mapping[str, object], ...] = (),
+        hypernodes: tuple[Mapping[str, object], ...] = (),
     ) -> Snapshot:
         """A snapshot that shares jobs and node rows with their owner, which must not change
         them afterwards (the cache copies before it writes). Cloned at once: the jobs a session
@@ -806,6 +808,7 @@ class Snapshot:
             {name: q.clone() for name, q in queues.items()},
             dict(priority_classes),
             disruption_budgets,
+            hypernodes,
             set(),
         )
         for job in jobs.values():
@@ -850,6 +853,7 @@ class Snapshot:
             {name: q.clone() for name, q in self.queues.items()},
             dict(self.priority_classes),
             self.disruption_budgets,
+            self.hypernodes,
         )
 
 

@@ -9,12 +9,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lahar.api import cronjob, job, lease, node, pod, podgroup, queue, secret, workloads
+from lahar.api import cronjob, hypernode, job, lease, node, pod, podgroup, queue, secret, workloads
 from lahar.api.errors import Field, FieldError, ValidationError
 from lahar.api.kinds import (
     CRONJOB,
     DEPLOYMENT,
     EVENT,
+    HYPERNODE,
     JOB,
     LEASE,
     NAMESPACE,
@@ -54,6 +55,7 @@ _RULES: dict[Kind, KindRules] = {
     CRONJOB: KindRules(cronjob.defaults, cronjob.validate),
     PODGROUP: KindRules(podgroup.defaults, podgroup.validate),
     QUEUE: KindRules(queue.defaults, queue.validate),
+    HYPERNODE: KindRules(validate=hypernode.validate),
     POD: KindRules(pod.defaults, pod.validate),
     NODE: KindRules(node.defaults, node.validate),
     LEASE: KindRules(validate=lease.validate),

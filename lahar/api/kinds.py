@@ -90,6 +90,8 @@ JOB = Kind(VOLCANO_BATCH, "v1alpha1", "Job", "jobs", True, ("vcjob", "vj"), ("st
 CRONJOB = Kind(VOLCANO_BATCH, "v1alpha1", "CronJob", "cronjobs", True, ("vccj",), ("status",))
 PODGROUP = Kind(VOLCANO_SCHEDULING, "v1beta1", "PodGroup", "podgroups", True, ("pg", "podgroup-v1beta1"), ("status",))
 QUEUE = Kind(VOLCANO_SCHEDULING, "v1beta1", "Queue", "queues", False, ("q", "queue-v1beta1"), ("status",))
+# Volcano's network topology (the scheduler's network-topology-aware plugin reads it).
+HYPERNODE = Kind("topology.volcano.sh", "v1alpha1", "HyperNode", "hypernodes", False, ("hn",), ("status",))
 # Leader election (lahar.client.leader) and node heartbeats; no status subresource, as in Kubernetes.
 LEASE = Kind("coordination.k8s.io", "v1", "Lease", "leases", True)
 SERVICE_ACCOUNT = Kind("", "v1", "ServiceAccount", "serviceaccounts", True, ("sa",))
@@ -112,6 +114,7 @@ ALL_KINDS: tuple[Kind, ...] = (
     CRONJOB,
     PODGROUP,
     QUEUE,
+    HYPERNODE,
     LEASE,
     SERVICE_ACCOUNT,
     DEPLOYMENT,

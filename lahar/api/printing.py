@@ -137,6 +137,7 @@ COLUMNS: dict[Kind, list[tuple[str, str, int, Cell]]] = {
         ("State", "string", 0, _path("status.state", "Open")),
         ("Parent", "string", 1, _path("spec.parent", "root")),
     ],
+    kinds.HYPERNODE: [("Tier", "integer", 0, _path("spec.tier", 0))],
     kinds.SERVICE: [
         ("Type", "string", 0, _path("spec.type", "ClusterIP")),
         ("Cluster-IP", "string", 0, _path("spec.clusterIP", "None")),

@@ -73,6 +73,7 @@ class _Allocation:
         self.tie = itertools.count()  # heap entries never compare the objects themselves
         self.pending: dict[str, _Pending] = {}
         self.explained: dict[Hashable, Counter[str]] = {}  # per class, when nothing was staged
+        self.domain_of: dict[str, Hashable] = {}  # the node group a job became ready in (job_domains)
 
     def _entry(self, key: tuple[Any, ...], item: object) -> tuple[Any, ...]:
         return key, next(self.tie), item
@@ -132,7 +133,29 @@ class _Allocation:
 
     def _allocate_job(self, job: JobInfo, queue: QueueInfo) -> bool:
         """Stage the job's next tasks; commit if the job is ready. True when it is ready with
-        tasks left to place in a later turn."""
+        tasks left to place in a later turn. A job a plugin keeps within one node group
+        (`Session.job_domains`: network-topology-aware's HyperNodes) tries the groups in turn
+        until the gang is ready in one; later turns stay in that group."""
+        session = self.session
+        domains = None if job.key in self.domain_of else session.job_domains(job)
+        if domains is None:
+            return self._allocate_in(job, queue)
+        pending = self._pending_of(job)
+        tasks = list(pending.tasks)
+        for domain in domains:
+            session.enter_domain(job, domain)
+            pending.tasks[:] = tasks
+            left = self._allocate_in(job, queue)
+            if session.job_ready(job):
+                self.domain_of[job.key] = domain
+                return left
+        session.enter_domain(job, None)
+        pending.tasks.clear()
+        if domains and not job.unschedulable_message:
+            job.set_unschedulable(job.min_member - job.ready_count, "no node group the job may use can hold it")
+        return False
+
+    def _allocate_in(self, job: JobInfo, queue: QueueInfo) -> bool:
         session = self.session
         pending = self._pending_of(job)
         tasks = pending.tasks

@@ -318,6 +318,26 @@ class Session:
         window); the `shuffle` action evicts them."""
         self._add("victim_tasks", fn)
 
+    def add_job_domains_fn(
+        self, domains: Callable[[JobInfo], list[Hashable] | None], enter: Callable[[JobInfo, Hashable], None]
+    ) -> None:
+        """A plugin that keeps a job within one of several node groups (network-topology-aware's
+        HyperNodes): `domains(job)` lists the groups to try, best first (None: the job is free,
+        []: no group can take it); `enter(job, domain)` makes the plugin's predicate keep the
+        job's tasks to `domain` while allocate tries it."""
+        self._add("job_domains", domains, enter)
+
+    def job_domains(self, job: JobInfo) -> list[Hashable] | None:
+        for registered in self._all("job_domains"):
+            found = registered.fn(job)
+            if found is not None:
+                return list(found)
+        return None
+
+    def enter_domain(self, job: JobInfo, domain: Hashable) -> None:
+        for registered in self._all("job_domains"):
+            registered.extra(job, domain)
+
     def add_eviction_filter_fn(self, fn: Callable[[list[TaskInfo]], list[TaskInfo]]) -> None:
         """Which of the given victims may go (pdb's budgets), whatever the tiers decided: every
         such filter, in turn, has the last word on preempt's, reclaim's and shuffle's victims."""

@@ -63,6 +63,7 @@ def cluster(*objects: Obj) -> Cache:
         "Pod": cache.add_pod,
         "PriorityClass": cache.add_priority_class,
         "PodDisruptionBudget": cache.add_disruption_budget,
+        "HyperNode": cache.add_hypernode,
     }
     for obj in objects:
         adders[obj["kind"]](obj)

@@ -325,10 +325,12 @@ def test_volcanos_own_configurations_load() -> None:
     ]
     assert shipped.warnings == ()
     ci = parse_conf(VOLCANO_SCHEDULER_CI_CONF)
-    assert {"conformance", "sla"} <= set(ci.plugin_names) and ci.actions[-2:] == ("reclaim", "preempt")
+    assert {"conformance", "sla", "network-topology-aware"} <= set(ci.plugin_names)
+    assert ci.actions[-2:] == ("reclaim", "preempt") and ci.warnings == ()
     # What Lahar does not have is named, not hidden.
-    assert "network-topology-aware" not in ci.plugin_names
-    assert any("unknown plugin 'network-topology-aware'" in warning for warning in ci.warnings)
+    missing = parse_conf(VOLCANO_SCHEDULER_CI_CONF.replace("binpack", "nodegroup"))
+    assert "nodegroup" not in missing.plugin_names
+    assert any("unknown plugin 'nodegroup'" in warning for warning in missing.warnings)
 
 
 def test_volcanos_switch_spellings_and_unknown_keys() -> None:

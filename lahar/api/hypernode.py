@@ -1,0 +1,106 @@
+"""HyperNode (`topology.volcano.sh/v1alpha1`, cluster-scoped): a group of nodes (or of other
+HyperNodes) that share a network tier, Volcano's description of the cluster's network topology.
+A view and the validation the API server runs; the scheduler's network-topology-aware plugin
+builds the tree.
+
+```yaml
+spec:
+  tier: 1                     # 1 is the closest group (a switch); higher tiers hold lower ones
+  members:
+  - type: Node                # or HyperNode
+    selector:
+      exactMatch: {name: node-0}        # one of exactMatch, regexMatch, labelMatch
+      regexMatch: {pattern: "node-[0-3]"}
+      labelMatch: {matchLabels: {rack: r1}}
+```
+
+A HyperNode member is named (`exactMatch`); regex and label selection are for nodes, as Volcano
+allows. Loops between HyperNodes span several objects, so the API server cannot refuse them; the
+scheduler reports a HyperNode in a loop (an `InvalidHyperNode` event) and leaves it out."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from lahar.api.errors import Field, FieldError
+from lahar.api.meta import MetaAccessors, ObjectMeta
+from lahar.api.selectors import SelectorError, label_selector_from_dict
+
+MEMBER_TYPES = ("Node", "HyperNode")
+SELECTORS = ("exactMatch", "regexMatch", "labelMatch")
+_EMPTY: Mapping[str, Any] = {}
+
+
+class HyperNode(MetaAccessors):
+    """A read-only view over a HyperNode dict."""
+
+    __slots__ = ("meta", "raw", "spec")
+
+    def __init__(self, obj: Mapping[str, Any]) -> None:
+        self.raw = obj
+        self.meta = ObjectMeta.of(obj)
+        self.spec: Mapping[str, Any] = obj.get("spec") or _EMPTY
+
+    @property
+    def tier(self) -> int:
+        tier = self.spec.get("tier")
+        return tier if isinstance(tier, int) and not isinstance(tier, bool) else 0
+
+    @property
+    def members(self) -> list[Mapping[str, Any]]:
+        return [m for m in self.spec.get("members") or () if isinstance(m, Mapping)]
+
+
+def _validate_member(member: Field, own_name: Any) -> None:
+    if member.as_mapping() is None:
+        return
+    kind = (
+        member.child("type").as_choice(MEMBER_TYPES, "member type") if member.child("type").require_present() else None
+    )
+    selector = member.child("selector")
+    if not selector.require_present() or selector.as_mapping() is None:
+        return
+    given = [name for name in SELECTORS if selector.child(name).present]
+    if len(given) != 1:
+        selector.report(f"exactly one of {', '.join(SELECTORS)} is required, not {len(given)}")
+        return
+    which = selector.child(given[0])
+    if which.as_mapping() is None:
+        return
+    if given[0] == "exactMatch":
+        name = which.child("name").require_str()
+        if name is not None and kind == "HyperNode" and name == own_name:
+            which.child("name").report("a HyperNode cannot be its own member")
+    elif kind == "HyperNode":
+        which.report("HyperNode members are selected by exactMatch only")
+    elif given[0] == "regexMatch":
+        pattern = which.child("pattern")
+        text = pattern.require_str()
+        if text is not None:
+            try:
+                re.compile(text)
+            except re.error as exc:
+                pattern.report(f"not a regular expression: {exc}")
+    else:
+        try:
+            label_selector_from_dict(which.value)
+        except SelectorError as exc:
+            which.report(str(exc))
+
+
+def validate(obj: dict[str, Any], old: dict[str, Any] | None = None) -> list[FieldError]:
+    root = Field(obj)
+    spec = root.child("spec")
+    if not spec.require_present():
+        return root.errors
+    tier = spec.child("tier")
+    if tier.require_present():
+        tier.as_int(minimum=0)
+    members = spec.child("members")
+    if members.require_nonempty_list("at least one member is required") is not None:
+        own = root.child("metadata").child("name").value
+        for member in members.elements():
+            _validate_member(member, own)
+    return root.errors

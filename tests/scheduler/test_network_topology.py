@@ -1,0 +1,124 @@
+"""network-topology-aware with Volcano's HyperNodes: hard mode keeps a gang under one HyperNode of
+an allowed tier (trying the next when the first cannot hold it), soft mode prefers the job's own
+HyperNodes, a looping tree is reported and left out, and the API refuses malformed HyperNodes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lahar.api import hypernode
+from lahar.api.node import Node
+from lahar.scheduler.framework.hypernodes import hypernode_tree
+from lahar.scheduler.model import NodeTable, Resources
+from tests.scheduler import cluster_fixtures as fx
+from tests.scheduler.preempt_builders import cluster, conf, run
+
+Obj = dict[str, Any]
+TIERS = (["priority", "gang"], ["predicates", "proportion", "nodeorder", "network-topology-aware"])
+
+
+def hyper(name: str, tier: int, *members: str, kind: str = "Node") -> Obj:
+    return {
+        "apiVersion": "topology.volcano.sh/v1alpha1",
+        "kind": "HyperNode",
+        "metadata": {"name": name},
+        "spec": {"tier": tier, "members": [{"type": kind, "selector": {"exactMatch": {"name": m}}} for m in members]},
+    }
+
+
+def topology_gang(name: str, size: int, mode: str, tier: int, cpu: str = "1") -> list[Obj]:
+    group = fx.podgroup(name, size)
+    group["spec"]["networkTopology"] = {"mode": mode, "highestTierAllowed": tier}
+    return [group, *(fx.pod(f"{name}-{i}", cpu, group=name) for i in range(size))]
+
+
+NODES = [fx.node(f"n{i}", cpu="2") for i in range(4)]
+TREE = [hyper("s0", 1, "n0", "n1"), hyper("s1", 1, "n2", "n3"), hyper("top", 2, "s0", "s1", kind="HyperNode")]
+
+
+def cycle(objects: list[Any]) -> Any:
+    flat: list[Obj] = []
+    for obj in objects:
+        flat.extend(obj if isinstance(obj, list) else [obj])
+    return run(cluster(*flat), conf("allocate", *TIERS))
+
+
+def nodes_of(session: Any) -> set[str]:
+    return {task.node for batch in session.binds for task in batch.tasks}
+
+
+def test_hard_mode_keeps_a_gang_under_one_hypernode_of_an_allowed_tier() -> None:
+    session = cycle([*NODES, *TREE, topology_gang("g", 4, "hard", 1)])
+    assert nodes_of(session) in ({"n0", "n1"}, {"n2", "n3"})
+    too_big = cycle([*NODES, *TREE, topology_gang("g", 5, "hard", 1)])
+    assert nodes_of(too_big) == set()
+    assert "refused by network-topology-aware" in too_big.jobs["default/g"].unschedulable_message
+    allowed_higher = cycle([*NODES, *TREE, topology_gang("g", 5, "hard", 2)])
+    assert len(nodes_of(allowed_higher)) >= 3
+
+
+def test_hard_mode_tries_the_next_hypernode_when_the_first_cannot_hold_the_gang() -> None:
+    busy = fx.pod("busy", "2", node_name="n0", phase="Running")
+    session = cycle([*NODES, *TREE, busy, topology_gang("g", 4, "hard", 1)])
+    assert nodes_of(session) == {"n2", "n3"}
+
+
+def test_nodes_under_no_hypernode_never_take_a_hard_job() -> None:
+    session = cycle([*NODES, fx.node("loose", cpu="64"), *TREE, topology_gang("g", 2, "hard", 2)])
+    assert "loose" not in nodes_of(session) and len(nodes_of(session)) >= 1
+
+
+def test_soft_mode_prefers_the_jobs_own_hypernode() -> None:
+    group = fx.podgroup("s", 1)
+    group["spec"]["networkTopology"] = {"mode": "soft", "highestTierAllowed": 1}
+    running = fx.pod("s-0", "1", group="s", node_name="n2", phase="Running")
+    pending = fx.pod("s-1", "1", group="s")
+    emptier = [fx.node("n0", cpu="64"), fx.node("n1", cpu="64"), fx.node("n2", cpu="2"), fx.node("n3", cpu="2")]
+    session = cycle([*emptier, *TREE, group, running, pending])
+    assert nodes_of(session) in ({"n2"}, {"n3"})
+
+
+def test_a_looping_tree_is_reported_and_the_rest_scheduled() -> None:
+    loop = [hyper("a", 2, "b", kind="HyperNode"), hyper("b", 2, "a", kind="HyperNode")]
+    session = cycle([*NODES, *TREE, *loop, topology_gang("g", 2, "hard", 1), fx.pod("free")])
+    assert {e.name for e in session.events if e.reason == "InvalidHyperNode"} == {"a", "b"}
+    assert len(nodes_of(session)) >= 1 and "free" in {t.name for b in session.binds for t in b.tasks}
+
+
+def test_the_tree_resolves_nested_members_regex_and_labels() -> None:
+    nodes = [Node(fx.node(f"n{i}", labels={"rack": "r1" if i < 2 else "r2"})) for i in range(4)]
+    table = NodeTable(Resources(), nodes)
+    by_regex = hyper("re", 1)
+    by_regex["spec"]["members"] = [{"type": "Node", "selector": {"regexMatch": {"pattern": "n[23]"}}}]
+    by_label = hyper("lab", 1)
+    by_label["spec"]["members"] = [{"type": "Node", "selector": {"labelMatch": {"matchLabels": {"rack": "r1"}}}}]
+    tree = hypernode_tree([by_regex, by_label, hyper("all", 2, "re", "lab", kind="HyperNode")], table)
+    assert list(tree.nodes["re"]) == [False, False, True, True]
+    assert list(tree.nodes["lab"]) == [True, True, False, False]
+    assert tree.nodes["all"].all() and tree.within(1) == ["lab", "re"] and tree.faults == {}
+
+
+def test_the_api_refuses_malformed_hypernodes() -> None:
+    def problems(obj: Obj) -> list[str]:
+        return [str(error) for error in hypernode.validate(obj)]
+
+    assert problems(hyper("ok", 1, "n0")) == []
+    assert any("at least one member" in p for p in problems(hyper("empty", 1)))
+    own = hyper("self", 2, "self", kind="HyperNode")
+    assert any("cannot be its own member" in p for p in problems(own))
+    two = hyper("two", 1, "n0")
+    two["spec"]["members"][0]["selector"]["regexMatch"] = {"pattern": "n.*"}
+    assert any("exactly one of" in p for p in problems(two))
+    bad = hyper("bad", 1)
+    bad["spec"]["members"] = [{"type": "Node", "selector": {"regexMatch": {"pattern": "n[("}}}]
+    assert any("not a regular expression" in p for p in problems(bad))
+    by_label = hyper("hl", 2)
+    by_label["spec"]["members"] = [{"type": "HyperNode", "selector": {"labelMatch": {"matchLabels": {"a": "b"}}}}]
+    assert any("exactMatch only" in p for p in problems(by_label))
+
+
+def test_the_cache_keeps_hypernodes_for_the_sessions() -> None:
+    cache = cluster(*TREE)
+    assert sorted(h["metadata"]["name"] for h in cache.snapshot().hypernodes) == ["s0", "s1", "top"]
+    cache.delete_hypernode(TREE[0])
+    assert len(cache.snapshot().hypernodes) == 2
