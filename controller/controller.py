@@ -23,6 +23,7 @@ from lahar.client.events import EventRecorder, ObjectRef
 from lahar.client.informer import Informer, by_label
 from lahar.controller.cronjobs import CronJobController
 from lahar.controller.desired import desired_podgroup, desired_podgroup_spec, podgroup_spec_patch
+from lahar.controller.jobflows import JobFlowController
 from lahar.controller.lifecycle import (
     QUEUE_HOLD_REASONS,
     Decision,
@@ -138,6 +139,7 @@ class JobController:
         self.loop_health = LoopHealth("reconcile loop")
         # Volcano's CronJobs make Jobs on a schedule; they run in the same process, beside the Jobs.
         self.cronjobs = CronJobController(api, clock)
+        self.jobflows = JobFlowController(api)  # and JobFlows make them from JobTemplates
         # Job uid -> (generation, active) its plugin objects were last made to match, so pod
         # events do not re-list them each time.
         self._plugin_objects_synced: dict[str, tuple[int, bool]] = {}
@@ -153,8 +155,10 @@ class JobController:
         self._worker = threading.Thread(target=self._run, name="job-controller", daemon=True)
         self._worker.start()
         self.cronjobs.start()
+        self.jobflows.start()
 
     def stop(self) -> None:
+        self.jobflows.stop()
         self.cronjobs.stop()
         self._stop.set()
         self.queue.close()

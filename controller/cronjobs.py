@@ -21,8 +21,6 @@ CronJob controller behaves:
 from __future__ import annotations
 
 import contextlib
-import logging
-import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -33,13 +31,11 @@ from lahar.api import kinds
 from lahar.api.cron import CronError, parse_schedule
 from lahar.api.job import JobPhase, job_phase
 from lahar.client.api import KubeApi
-from lahar.client.errors import AlreadyExists, KubeError, NotFound
+from lahar.client.errors import AlreadyExists, NotFound
 from lahar.client.events import EventRecorder, ObjectRef
 from lahar.client.informer import Informer, by_owner
 from lahar.controller.lifecycle import format_time, parse_time
-from lahar.controller.workqueue import Key, WorkQueue
-
-log = logging.getLogger("lahar.controller.cronjob")
+from lahar.controller.workqueue import Key, ReconcileLoop, object_key
 
 OWNER_INDEX = "owner"
 SUCCEEDED = frozenset({JobPhase.COMPLETED})
@@ -189,15 +185,17 @@ def _job_from_template(cronjob: Mapping[str, Any], name: str) -> dict[str, Any]:
     }
 
 
-class CronJobController:
+class CronJobController(ReconcileLoop):
     """Watches CronJobs and Jobs; each change or due time reconciles the CronJob."""
 
+    name = "cronjob-controller"
+
     def __init__(self, api: KubeApi, clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        super().__init__()
         self.api = api
         self.clock = clock
         self.events = EventRecorder(api, "lahar-controller", clock=clock)
-        self.queue = WorkQueue()
-        enqueue = lambda obj, *_: self.queue.add(_key(obj))  # noqa: E731
+        enqueue = lambda obj, *_: self.queue.add(object_key(obj))  # noqa: E731
         self.cronjobs = Informer(
             kinds.CRONJOB, api, on_add=enqueue, on_update=lambda old, new: enqueue(new), on_delete=enqueue
         )
@@ -209,44 +207,13 @@ class CronJobController:
             on_delete=self._job_changed,
         )
         self.jobs.add_index(OWNER_INDEX, by_owner)
-        self._stop = threading.Event()
-        self._worker: threading.Thread | None = None
-
-    def start(self) -> None:
-        for informer in (self.cronjobs, self.jobs):
-            informer.start()
-        for informer in (self.cronjobs, self.jobs):
-            informer.wait_for_sync(30)
-        self._worker = threading.Thread(target=self._run, name="cronjob-controller", daemon=True)
-        self._worker.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self.queue.close()
-        if self._worker is not None:
-            self._worker.join(10)
-        for informer in (self.cronjobs, self.jobs):
-            informer.stop()
+        self.informers = [self.cronjobs, self.jobs]
 
     def _job_changed(self, job: dict[str, Any], *_: Any) -> None:
         meta = job.get("metadata") or {}
         owner = next((r for r in meta.get("ownerReferences") or () if r.get("kind") == kinds.CRONJOB.kind), None)
         if owner is not None:
             self.queue.add((meta.get("namespace", ""), owner.get("name", "")))
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            key = self.queue.get()
-            if key is None:
-                continue
-            try:
-                self.reconcile(key)
-            except KubeError as exc:
-                log.warning("cronjob %s/%s: %s; retrying", key[0], key[1], exc)
-                self.queue.add(key, after=1.0)
-            except Exception:  # one bad CronJob must not stop the others
-                log.exception("cronjob %s/%s failed", *key)
-                self.queue.add(key, after=5.0)
 
     def reconcile(self, key: Key) -> CronDecision | None:
         namespace, name = key
@@ -270,8 +237,3 @@ class CronJobController:
         if decision.requeue_after is not None:
             self.queue.add(key, after=decision.requeue_after)
         return decision
-
-
-def _key(obj: Mapping[str, Any]) -> Key:
-    meta = obj.get("metadata") or {}
-    return meta.get("namespace", ""), meta.get("name", "")

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lahar.api import cronjob, hypernode, job, lease, node, pod, podgroup, queue, secret, workloads
+from lahar.api import cronjob, hypernode, job, jobflow, lease, node, pod, podgroup, queue, secret, workloads
 from lahar.api.errors import Field, FieldError, ValidationError
 from lahar.api.kinds import (
     CRONJOB,
@@ -17,6 +17,8 @@ from lahar.api.kinds import (
     EVENT,
     HYPERNODE,
     JOB,
+    JOBFLOW,
+    JOBTEMPLATE,
     LEASE,
     NAMESPACE,
     NODE,
@@ -53,6 +55,8 @@ class KindRules:
 _RULES: dict[Kind, KindRules] = {
     JOB: KindRules(job.defaults, job.validate),
     CRONJOB: KindRules(cronjob.defaults, cronjob.validate),
+    JOBFLOW: KindRules(jobflow.flow_defaults, jobflow.validate_flow),
+    JOBTEMPLATE: KindRules(jobflow.template_defaults, jobflow.validate_template),
     PODGROUP: KindRules(podgroup.defaults, podgroup.validate),
     QUEUE: KindRules(queue.defaults, queue.validate),
     HYPERNODE: KindRules(validate=hypernode.validate),

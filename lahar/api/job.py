@@ -458,13 +458,13 @@ def _validate_dependencies(tasks: list[_TaskFacts]) -> None:
                 target_field.report(f'unknown task "{target}"')
             elif task.name is not None:
                 graph.setdefault(task.name, []).append(target)
-    cycle = _find_cycle(graph)
+    cycle = find_cycle(graph)
     if cycle:
         first = next(t for t in tasks if t.name == cycle[0])
         first.field.child("dependsOn").report(f"dependency cycle: {' -> '.join(cycle)}")
 
 
-def _find_cycle(graph: dict[str, list[str]]) -> list[str] | None:
+def find_cycle(graph: dict[str, list[str]]) -> list[str] | None:
     """One cycle of `graph` as [a, b, ..., a], or None (depth-first, three colours)."""
     done: set[str] = set()
 

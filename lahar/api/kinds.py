@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 VOLCANO_BATCH = "batch.volcano.sh"
 VOLCANO_SCHEDULING = "scheduling.volcano.sh"
+VOLCANO_FLOW = "flow.volcano.sh"
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,8 @@ PDB = Kind("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", True, 
 PRIORITY_CLASS = Kind("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, ("pc",))
 JOB = Kind(VOLCANO_BATCH, "v1alpha1", "Job", "jobs", True, ("vcjob", "vj"), ("status",), (), ("all",))
 CRONJOB = Kind(VOLCANO_BATCH, "v1alpha1", "CronJob", "cronjobs", True, ("vccj",), ("status",))
+JOBFLOW = Kind(VOLCANO_FLOW, "v1alpha1", "JobFlow", "jobflows", True, ("jf",), ("status",))
+JOBTEMPLATE = Kind(VOLCANO_FLOW, "v1alpha1", "JobTemplate", "jobtemplates", True, ("jt",), ("status",))
 PODGROUP = Kind(VOLCANO_SCHEDULING, "v1beta1", "PodGroup", "podgroups", True, ("pg", "podgroup-v1beta1"), ("status",))
 QUEUE = Kind(VOLCANO_SCHEDULING, "v1beta1", "Queue", "queues", False, ("q", "queue-v1beta1"), ("status",))
 # Volcano's network topology (the scheduler's network-topology-aware plugin reads it).
@@ -112,6 +115,8 @@ ALL_KINDS: tuple[Kind, ...] = (
     PRIORITY_CLASS,
     JOB,
     CRONJOB,
+    JOBFLOW,
+    JOBTEMPLATE,
     PODGROUP,
     QUEUE,
     HYPERNODE,
