@@ -54,28 +54,28 @@ def validate_flow(obj: dict[str, Any], old: dict[str, Any] | None = None) -> lis
     for flow in flows.elements():
         if flow.as_mapping() is None:
             continue
-        name = flow.child("name").require_str()
-        if name is not None:
-            if name in names:
-                flow.child("name").report(f'duplicate flow "{name}"', DUPLICATE)
-            names.append(name)
+        flow_name = flow.child("name").require_str()
+        if flow_name is not None:
+            if flow_name in names:
+                flow.child("name").report(f'duplicate flow "{flow_name}"', DUPLICATE)
+            names.append(flow_name)
         depends = flow.child("dependsOn")
         if depends.as_mapping() is not None:
             for target in depends.child("targets").elements():
                 value = target.as_str()
-                if value is not None and name is not None:
-                    targets.append((name, value, target))
+                if value is not None and flow_name is not None:
+                    targets.append((flow_name, value, target))
         patch = flow.child("patch")
         if patch.as_mapping() is not None:
             patch.child("spec").as_mapping()
     graph: dict[str, list[str]] = {}
-    for name, target, at in targets:
-        if target == name:
+    for source, wanted, at in targets:
+        if wanted == source:
             at.report("a flow cannot depend on itself")
-        elif target not in names:
-            at.report(f'unknown flow "{target}" (flows: {", ".join(names)})')
+        elif wanted not in names:
+            at.report(f'unknown flow "{wanted}" (flows: {", ".join(names)})')
         else:
-            graph.setdefault(name, []).append(target)
+            graph.setdefault(source, []).append(wanted)
     cycle = job_api.find_cycle(graph)
     if cycle:
         flows.report(f"dependency cycle: {' -> '.join(cycle)}")
