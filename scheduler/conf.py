@@ -94,8 +94,8 @@ IGNORED_SWITCHES = frozenset(
 # Switches whose `true` asks for something Lahar does not do: reported, never silently dropped
 # (unless the plugin says it honours the switch: `Plugin.SWITCHES_HONOURED`).
 UNSUPPORTED_WHEN_ON = {
-    "enableHierarchy": "hierarchical DRF is not implemented: drf shares jobs flat",
-    "enabledHierarchy": "hierarchical DRF is not implemented: drf shares jobs flat",
+    "enableHierarchy": "hierarchy is not implemented by this plugin (drf and capacity have it)",
+    "enabledHierarchy": "hierarchy is not implemented by this plugin (drf and capacity have it)",
 }
 TOP_LEVEL_KEYS = frozenset({"actions", "tiers", "configurations", "metrics"})
 
@@ -154,6 +154,7 @@ def _plugin_option(raw: Any, where: str, warnings: list[str]) -> PluginOption | 
         warnings.append(f"{where}: {exc}; the plugin is left out")
         return None
     disabled: set[str] = set()
+    honoured: set[str] = set()
     for key, value in entry.items():
         if key in ("name", "arguments"):
             continue
@@ -164,6 +165,8 @@ def _plugin_option(raw: Any, where: str, warnings: list[str]) -> PluginOption | 
             raise ConfError(f"{where} ({name}).{key}: must be true or false, not {value!r}")
         if key in SWITCHES and not value:
             disabled.add(SWITCHES[key])
+        if value and key in cls.SWITCHES_HONOURED:
+            honoured.add(key)
         if value and key in UNSUPPORTED_WHEN_ON and key not in cls.SWITCHES_HONOURED:
             warnings.append(f"{where} ({name}).{key}: {UNSUPPORTED_WHEN_ON[key]}")
     given = dict(_mapping(entry.get("arguments"), f"{where} ({name}).arguments"))
@@ -173,7 +176,7 @@ def _plugin_option(raw: Any, where: str, warnings: list[str]) -> PluginOption | 
         cls(arguments)  # refuses bad argument values now
     except ConfError as exc:
         raise ConfError(f"{where}: {exc}") from None
-    return PluginOption(name, arguments, frozenset(disabled))
+    return PluginOption(name, arguments, frozenset(disabled), frozenset(honoured))
 
 
 def parse_conf(text: str, source: str = "<text>") -> SchedulerConf:

@@ -15,6 +15,7 @@ class PluginOption:
     name: str
     arguments: Mapping[str, Any] = field(default_factory=dict)
     disabled: frozenset[str] = frozenset()  # callback kinds switched off for this plugin
+    switches: frozenset[str] = frozenset()  # switches the plugin honours itself that are on (enableHierarchy)
 
     def enabled(self, kind: str) -> bool:
         return kind not in self.disabled

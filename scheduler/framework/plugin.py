@@ -155,6 +155,7 @@ class Plugin:
 
     def __init__(self, arguments: Mapping[str, Any] | None = None) -> None:
         self.arguments = parse_arguments(f"plugin {self.name}", self.ARGUMENTS, arguments or {}, self.ARGUMENT_PREFIXES)
+        self.switches_on: frozenset[str] = frozenset()  # of SWITCHES_HONOURED, those the configuration turned on
 
     def argument(self, key: str, default: Any) -> Any:
         return self.arguments.get(key, default)

@@ -190,6 +190,7 @@ class Session:
         for tier_number, tier in enumerate(self.conf.tiers):
             for option in tier:
                 plugin = plugin_class(option.name)(option.arguments)
+                plugin.switches_on = option.switches
                 self.plugins[option.name] = plugin
                 self._current, self._tier = option, tier_number
                 started = time.perf_counter()

@@ -1,18 +1,26 @@
-"""drf: Dominant Resource Fairness between jobs (Volcano's drf plugin, without hierarchy).
+"""drf: Dominant Resource Fairness between jobs (Volcano's drf plugin), and hierarchical DRF
+between queues with `enableHierarchy: true` (Volcano's hdrf).
 
 A job's share is its largest fraction of any cluster resource (pod slots left out); jobs with
 the smaller dominant share go first, and a preemptor may take a victim only if its share after
 the placement stays below (or equal to) the victim job's share after the eviction. Shares are
 kept current through the session's allocate/deallocate handlers.
+
+With `enableHierarchy: true`, queues are ordered by hierarchical DRF over the tree their
+annotations `volcano.sh/hierarchy` and `volcano.sh/hierarchy-weights` describe
+(`framework/hdrf.py` holds the tree and Volcano's rules); the tree is rebuilt after each change
+of the jobs' allocations, so the order follows the placements (cost: the jobs, per queue turn).
+Not implemented: Volcano's hdrf reclaim filter (reclaim follows the other tiers' plugins).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from lahar.scheduler.framework import hdrf
 from lahar.scheduler.framework.plugin import Plugin, register_plugin
 from lahar.scheduler.framework.session import Session
-from lahar.scheduler.model import CHARGED, TaskInfo
+from lahar.scheduler.model import CHARGED, QueueInfo, TaskInfo, TaskStatus
 
 SHARE_DELTA = 1e-6  # Volcano's shareDelta: shares this close count as equal
 
@@ -20,6 +28,7 @@ SHARE_DELTA = 1e-6  # Volcano's shareDelta: shares this close count as equal
 @register_plugin
 class DrfPlugin(Plugin):
     name = "drf"
+    SWITCHES_HONOURED = frozenset({"enableHierarchy", "enabledHierarchy"})
 
     def on_session_open(self, session: Session) -> None:
         self.session = session
@@ -31,6 +40,31 @@ class DrfPlugin(Plugin):
         session.add_job_order_fn(lambda job: self.share(self._of(job.key)))
         session.add_preemptable_fn(self.victims)
         session.add_event_handler(self._allocate, self._deallocate)
+        self._tree: hdrf.Node | None = None
+        if self.switches_on & self.SWITCHES_HONOURED:
+            session.add_queue_order_fn(self.queue_key)
+
+    def queue_key(self, queue: QueueInfo) -> tuple[tuple[bool, float], ...]:
+        """Hierarchical DRF: the queue's (saturated, share / weight) down its path."""
+        if self._tree is None:
+            columns, jobs = self._columns, self.session.jobs
+            every = tuple(TaskStatus)
+            leaves = [
+                hdrf.Leaf(
+                    key,
+                    self._path(job.queue),
+                    self._of(key)[columns],
+                    job.requested(every)[columns],
+                )
+                for key, job in jobs.items()
+                if job.queue in self.session.queues
+            ]
+            self._tree = hdrf.build(leaves, self._total)
+        return hdrf.order_key(self._tree, self._path(queue.name))
+
+    def _path(self, name: str) -> list[tuple[str, float]]:
+        queue = self.session.queues[name].queue
+        return hdrf.queue_path(queue.meta.annotations if queue is not None else {})
 
     def _of(self, job_key: str) -> np.ndarray:
         allocated = self._allocated.get(job_key)
@@ -44,10 +78,12 @@ class DrfPlugin(Plugin):
         return float((allocated[self._columns] / self._total).max())
 
     def _allocate(self, task: TaskInfo) -> None:
+        self._tree = None
         if task.job in self._allocated:  # otherwise counted from the job when first asked
             self._allocated[task.job] += task.request
 
     def _deallocate(self, task: TaskInfo) -> None:
+        self._tree = None
         if task.job in self._allocated:
             self._allocated[task.job] -= task.request
 

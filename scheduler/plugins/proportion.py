@@ -82,6 +82,9 @@ def water_fill(
     return deserved
 
 
+TOLERANCE = 10**7  # deserved / TOLERANCE + 1: the slack of the deserved-share check
+
+
 @register_plugin
 class ProportionPlugin(Plugin):
     name = "proportion"
@@ -241,14 +244,18 @@ class ProportionPlugin(Plugin):
         return charged
 
     def _within_deserved(self, queue: QueueInfo, task: TaskInfo) -> bool:
-        """allocated + request ≤ deserved on the quota resources the task asks for."""
+        """allocated + request ≤ deserved on the quota resources the task asks for, within one
+        part in ten million (+1): the water-fill works in floats, and a share of exactly half the
+        cluster's memory can come out bytes short, refusing the pod that fills it (Volcano's
+        comparisons have the same tolerance)."""
         self._fresh()
         request = self.charge(task)
         asked = self._asked.get(task.placement)
         if asked is None:
             columns = self.session.resources.quota_columns
             asked = self._asked[task.placement] = columns[request[columns] > 0]
-        return bool((queue.allocated[asked] + request[asked] <= queue.deserved[asked]).all())
+        deserved = queue.deserved[asked]
+        return bool((queue.allocated[asked] + request[asked] <= deserved + deserved // TOLERANCE + 1).all())
 
     def _allocate(self, task: TaskInfo) -> None:
         queue = self.session.queues.get(self.session.jobs[task.job].queue)

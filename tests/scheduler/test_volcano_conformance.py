@@ -763,3 +763,68 @@ def test_volcano_sla_error_type_placement_is_refused() -> None:
     global SLA; Lahar refuses the configuration with the argument named."""
     with pytest.raises(ConfError, match="sla-waiting-time"):
         conf("enqueue", [{"name": "sla", "arguments": {"sla-waiting-time": 1}}])
+
+
+# -- plugins/drf/hdrf_test.go: TestHDRF -------------------------------------------------------------------
+# (The Go test compares a map with a Resource, which never fails; the expected figures are ported
+# as written and asserted here.)
+
+
+def hdrf_queue(name: str, hierarchy: str, weights: str) -> dict[str, Any]:
+    queue = vc_queue(name)
+    queue["metadata"]["annotations"] = {"volcano.sh/hierarchy": hierarchy, "volcano.sh/hierarchy-weights": weights}
+    return queue
+
+
+def hdrf_pods(count: int, cpu: str, memory: str, group: str) -> list[dict[str, Any]]:
+    return [vc_pod("default", f"{group}-p{i}", "", PENDING, R(cpu, memory), group) for i in range(count)]
+
+
+HDRF_TIERS = ([{"name": "drf", "enableHierarchy": True}, "proportion"],)
+HDRF_CASES = [
+    (
+        "rescaling test",
+        [
+            vc_node("n", "10", "10G", 50),
+            hdrf_queue("root-sci", "root/sci", "100/50"),
+            hdrf_queue("root-eng-dev", "root/eng/dev", "100/50/50"),
+            hdrf_queue("root-eng-prod", "root/eng/prod", "100/50/50"),
+            vc_podgroup("pg1", "default", "root-sci", 0, None, INQUEUE),
+            vc_podgroup("pg21", "default", "root-eng-dev", 0, None, INQUEUE),
+            vc_podgroup("pg22", "default", "root-eng-prod", 0, None, INQUEUE),
+            *hdrf_pods(10, "1", "1G", "pg1"),
+            *hdrf_pods(10, "1", "0G", "pg21"),
+            *hdrf_pods(10, "0", "1G", "pg22"),
+        ],
+        {"pg1": 5, "pg21": 5, "pg22": 5},
+    ),
+    (
+        "blocking nodes test",
+        [
+            vc_node("n", "30", "30G", 500),
+            hdrf_queue("root-pg1", "root/pg1", "100/25"),
+            hdrf_queue("root-pg2", "root/pg2", "100/25"),
+            hdrf_queue("root-pg3-pg31", "root/pg3/pg31", "100/25/50"),
+            hdrf_queue("root-pg3-pg32", "root/pg3/pg32", "100/25/50"),
+            hdrf_queue("root-pg4", "root/pg4", "100/25"),
+            vc_podgroup("pg1", "default", "root-pg1", 0, None, INQUEUE),
+            vc_podgroup("pg2", "default", "root-pg2", 0, None, INQUEUE),
+            vc_podgroup("pg31", "default", "root-pg3-pg31", 0, None, INQUEUE),
+            vc_podgroup("pg32", "default", "root-pg3-pg31", 0, None, INQUEUE),
+            vc_podgroup("pg4", "default", "root-pg4", 0, None, INQUEUE),
+            *hdrf_pods(30, "1", "0G", "pg1"),
+            *hdrf_pods(30, "1", "0G", "pg2"),
+            *hdrf_pods(30, "1", "0G", "pg31"),
+            *hdrf_pods(30, "0", "1G", "pg32"),
+            *hdrf_pods(30, "0", "1G", "pg4"),
+        ],
+        {"pg1": 10, "pg2": 10, "pg31": 10, "pg32": 15, "pg4": 15},
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "objects", "expected"), HDRF_CASES, ids=[c[0] for c in HDRF_CASES])
+def test_volcano_hdrf_case(name: str, objects: list[dict[str, Any]], expected: dict[str, int]) -> None:
+    placed = binds(outcome(objects, "allocate", HDRF_TIERS))
+    counts = {group: sum(1 for pod in placed if pod.startswith(f"default/{group}-p")) for group in expected}
+    assert counts == expected

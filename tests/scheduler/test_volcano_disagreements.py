@@ -338,10 +338,17 @@ def test_volcanos_switch_spellings_and_unknown_keys() -> None:
 
     text = 'actions: "allocate"\ntiers:\n- plugins:\n  - name: gang\n    enabledVictim: false\n    enableVictim: true\n'
     assert parse_conf(text).warnings == ()
-    text = 'actions: "allocate"\nshards: 2\ntiers:\n- plugins:\n  - name: drf\n    enableHierarchy: true\n    wat: 1\n'
+    text = (
+        'actions: "allocate"\nshards: 2\ntiers:\n- plugins:\n  - name: proportion\n    enableHierarchy: true\n'
+        "    wat: 1\n"
+    )
     warnings = parse_conf(text).warnings
     assert len(warnings) == 3
-    assert "'shards'" in warnings[0] and "hierarchical DRF" in warnings[1] and "'wat'" in warnings[2]
+    assert "'shards'" in warnings[0] and "hierarchy is not implemented" in warnings[1] and "'wat'" in warnings[2]
+    # drf (hierarchical DRF) and capacity honour the switch.
+    for name in ("drf", "capacity"):
+        honoured = parse_conf(text.replace("proportion", name).replace("    wat: 1\n", "").replace("shards: 2\n", ""))
+        assert honoured.warnings == () and honoured.tiers[0][0].switches == {"enableHierarchy"}
 
 
 def test_conformance_never_evicts_critical_pods() -> None:
