@@ -828,3 +828,59 @@ def test_volcano_hdrf_case(name: str, objects: list[dict[str, Any]], expected: d
     placed = binds(outcome(objects, "allocate", HDRF_TIERS))
     counts = {group: sum(1 for pod in placed if pod.startswith(f"default/{group}-p")) for group in expected}
     assert counts == expected
+
+
+# -- plugins/capacity/capacity_test.go: TestEnqueueAndAllocatable -------------------------------------------
+
+CAPACITY = "plugins/capacity/capacity_test.go TestEnqueueAndAllocatable"
+
+
+def capacity_objects(*extra: str) -> list[dict[str, Any]]:
+    """n1, n2 (3 CPUs, 3G each); q1 deserved and capability 2/2G, q2 deserved 2/2G capability 3/3G,
+    closed q3; running pod1 (q1, 1/3G on n1), pod2 (q2, 3/1G on n2) and the named pending pods."""
+    sizes = {"pod1": R("1", "3G"), "pod2": R("3", "1G"), "pod3": R("1", "0G"), "pod4": R("0", "1G")}
+    sizes |= {"pod5": R("1", "1G"), "pod6": R("1", "1G")}
+    homes = {"pod1": ("n1", "q1"), "pod2": ("n2", "q2"), "pod3": ("", "q1"), "pod4": ("", "q2")}
+    homes |= {"pod5": ("", "q1"), "pod6": ("", "q3")}
+    objects = [
+        vc_node("n1", "3", "3G", 10),
+        vc_node("n2", "3", "3G", 10),
+        vc_queue("q1", 1, R("2", "2G"), deserved=R("2", "2G")),
+        vc_queue("q2", 1, R("3", "3G"), deserved=R("2", "2G")),
+        vc_queue("q3", 1, R("3", "3G"), state="Closed"),
+    ]
+    for name in extra:
+        node, queue = homes[name]
+        group = f"pg{name[-1]}"
+        podgroup = vc_podgroup(group, "ns1", queue, 1, None, "Running" if node else "Pending")
+        podgroup["spec"]["minResources"] = sizes[name]
+        objects += [podgroup, vc_pod("ns1", name, node, RUNNING if node else PENDING, sizes[name], group)]
+    return objects
+
+
+CAPACITY_CASES = [
+    Case(
+        CAPACITY,
+        "case0: memory exceed derserved, job only request cpu can be enqueued and allocated",
+        capacity_objects("pod1", "pod2", "pod3"),
+        expect_binds={"ns1/pod3": "n1"},
+        expect_bind_count=1,
+    ),
+    Case(
+        CAPACITY,
+        "case1: cpu exceed derserved, job only request memory can be enqueued and allocated",
+        capacity_objects("pod1", "pod2", "pod4"),
+        expect_binds={"ns1/pod4": "n2"},
+        expect_bind_count=1,
+    ),
+    Case(
+        CAPACITY, "case2: exceed capacity, can not enqueue", capacity_objects("pod1", "pod2", "pod5"), expect_binds={}
+    ),
+    Case(CAPACITY, "case4: queue with non-open state, can not enqueue", capacity_objects("pod6"), expect_binds={}),
+]
+
+
+@pytest.mark.parametrize("case", CAPACITY_CASES, ids=[c.name for c in CAPACITY_CASES])
+def test_volcano_capacity_case(case: Case) -> None:
+    session = outcome(case.objects, "enqueue, allocate", (["capacity"],))
+    assert binds(session) == dict(case.expect_binds or {})
