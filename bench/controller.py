@@ -5,7 +5,7 @@ nodes, then are deleted and garbage-collected.
 
 It starts `lahar up --sim-nodes N --no-local-node` (the embedded API server, the scheduler, the
 controller and N simulated nodes, each its own process) in a fresh data directory, creates
-`--jobs` Jobs of one task of `--pods-per-job` replicas (minAvailable = replicas, 100m / 64Mi a
+`--jobs` Jobs of one task of `--pods-per-job` replicas (minAvailable = replicas, 50m / 64Mi a
 pod, running until deleted) from `--clients` threads, and measures:
 
 - `running_seconds`: from the first create until every Job's `status.state.phase` is Running
@@ -46,7 +46,7 @@ BENCH_LABEL = "lahar.dev/bench"
 
 def bench_job(index: int, pods: int) -> dict[str, Any]:
     """One Job: a task of `pods` replicas that must run together, small pods that never end."""
-    resources = {"cpu": "100m", "memory": "64Mi"}
+    resources = {"cpu": "50m", "memory": "64Mi"}
     return {
         "apiVersion": kinds.JOB.api_version,
         "kind": kinds.JOB.kind,

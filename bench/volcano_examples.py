@@ -6,7 +6,7 @@ each, as a table (docs/volcano-examples.md holds the last one).
 DIR is Volcano's `example/` directory (a checkout of github.com/volcano-sh/volcano; the manifests
 are read, never copied into Lahar). Every YAML file in it that uses Volcano's APIs
 (batch.volcano.sh, scheduling.volcano.sh, flow.volcano.sh) is applied with `lahar apply -f`,
-queue files first, each file alone on the cluster: the Jobs it creates are watched until each
+queue and JobTemplate files first, each file alone on the cluster: the Jobs it creates are watched until each
 is Running or Completed (or `--wait` seconds pass), then everything it made is deleted. A file
 the API refuses is reported with the API's message (the `invalid_jobs/` examples must be
 refused). The outcome of a Job that neither runs nor completes is its phase and the reason the
@@ -52,7 +52,7 @@ class Outcome:
 
 
 def volcano_manifests(examples: Path) -> list[tuple[Path, list[dict[str, Any]]]]:
-    """The YAML files that use Volcano's APIs, queue files first, then by path."""
+    """The YAML files that use Volcano's APIs, queue and JobTemplate files first, then by path."""
     found = []
     for path in sorted(examples.rglob("*.y*ml")):
         try:
@@ -61,7 +61,18 @@ def volcano_manifests(examples: Path) -> list[tuple[Path, list[dict[str, Any]]]]
             continue
         if any(str(d.get("apiVersion", "")).startswith(VOLCANO_GROUPS) for d in documents):
             found.append((path, documents))
-    return sorted(found, key=lambda item: (not all(d.get("kind") == "Queue" for d in item[1]), str(item[0])))
+    return sorted(found, key=lambda item: (_order(item[1]), str(item[0])))
+
+
+# What other files need goes first: queues, then the JobTemplates JobFlows are made from.
+SHARED_KINDS = ("Queue", "JobTemplate")
+
+
+def _order(documents: list[dict[str, Any]]) -> int:
+    for position, kind in enumerate(SHARED_KINDS):
+        if all(d.get("kind") == kind for d in documents):
+            return position
+    return len(SHARED_KINDS)
 
 
 def _apply(kubeconfig: Path, path: Path) -> subprocess.CompletedProcess[str]:
@@ -83,7 +94,7 @@ def _job_state(api: KubeApi, name: str, namespace: str) -> dict[str, Any]:
 def _cleanup(api: KubeApi, documents: list[dict[str, Any]]) -> None:
     """Delete what a file made (not queues other files need: those go at the end)."""
     for doc in documents:
-        if doc.get("kind") == "Queue":
+        if doc.get("kind") in SHARED_KINDS:
             continue
         meta = doc.get("metadata") or {}
         with contextlib.suppress(KubeError, LookupError):
@@ -107,6 +118,9 @@ def try_file(
         message = (applied.stderr or applied.stdout).strip().splitlines()
         return Outcome(relative, objects, "refused", message[-1] if message else f"exit {applied.returncode}")
     jobs = [d for d in documents if d.get("kind") == "Job" and str(d.get("apiVersion")).startswith("batch.volcano.sh")]
+    flows = [d for d in documents if d.get("kind") == "JobFlow"]
+    if flows:
+        return _flow_outcome(api, relative, objects, flows, documents, wait)
     if not jobs:
         return Outcome(relative, objects, "created", applied.stdout.strip().replace("\n", "; "))
     deadline = time.monotonic() + wait
@@ -128,6 +142,30 @@ def try_file(
     )
     _cleanup(api, documents)
     return Outcome(relative, objects, result, detail)
+
+
+def _flow_outcome(
+    api: KubeApi, relative: str, objects: str, flows: list[dict[str, Any]], documents: list[dict[str, Any]], wait: float
+) -> Outcome:
+    """A JobFlow's outcome: its state once Running or Succeed (or after `wait`), and its Jobs."""
+    deadline = time.monotonic() + wait
+    while True:
+        statuses = [
+            api.get(kinds.JOBFLOW, f["metadata"]["name"], f["metadata"].get("namespace") or "default").get("status")
+            or {}
+            for f in flows
+        ]
+        phases = [(s.get("state") or {}).get("phase", "Pending") for s in statuses]
+        if all(p in ("Running", "Succeed") for p in phases) or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    detail = "; ".join(
+        f"{f['metadata']['name']}: {phase}, jobs running {s.get('runningJobs') or []},"
+        f" pending {s.get('pendingJobs') or []}"
+        for f, phase, s in zip(flows, phases, statuses, strict=True)
+    )
+    _cleanup(api, documents)
+    return Outcome(relative, objects, "/".join(sorted(set(phases))), detail)
 
 
 def run(examples: Path, wait: float, nodes: int) -> list[Outcome]:
