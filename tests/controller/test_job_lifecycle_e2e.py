@@ -189,3 +189,42 @@ def test_a_dependent_task_is_admitted_once_its_dependency_runs(
     wait_for(lambda: len(pods_of(api, "deps")) == 3, 10, "the master once the workers are ready")
     group = api.get(kinds.PODGROUP, "deps", NAMESPACE)["spec"]
     assert group["minMember"] == 3 and group["minTaskMember"] == {"master": 1, "worker": 2}
+
+
+def test_bad_input_is_refused_at_admission_and_the_controller_carries_on(
+    api: KubeApi, controller: JobController
+) -> None:
+    """JobFlow cycles, unknown plugins, bad cron, negative or > int32 replicas: each refused
+    with a message naming the field; nothing is stored and a good Job still runs."""
+    from lahar.client.errors import Invalid
+
+    cycle = {
+        "apiVersion": "flow.volcano.sh/v1alpha1",
+        "kind": "JobFlow",
+        "metadata": {"name": "loop"},
+        "spec": {
+            "flows": [{"name": "a", "dependsOn": {"targets": ["b"]}}, {"name": "b", "dependsOn": {"targets": ["a"]}}]
+        },
+    }
+    bad_cron = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "CronJob",
+        "metadata": {"name": "never"},
+        "spec": {"schedule": "61 * * * *", "jobTemplate": {"spec": job("x")["spec"]}},
+    }
+    negative, huge, plugin = job("negative"), job("huge"), job("plugin", plugins={"paddle": []})
+    negative["spec"]["tasks"][0]["replicas"] = -1
+    huge["spec"]["tasks"][0]["replicas"] = 2**31
+    for kind, obj, message in (
+        (kinds.JOBFLOW, cycle, "dependency cycle: a -> b -> a"),
+        (kinds.CRONJOB, bad_cron, "minute: 61 is out of range 0-59"),
+        (kinds.JOB, negative, "spec.tasks[0].replicas"),
+        (kinds.JOB, huge, "spec.tasks[0].replicas"),
+        (kinds.JOB, plugin, 'unsupported job plugin "paddle"'),
+    ):
+        with pytest.raises(Invalid) as refused:
+            api.create(kind, obj, NAMESPACE)
+        assert message in str(refused.value), str(refused.value)
+    assert api.list(kinds.JOB, NAMESPACE)["items"] == []
+    api.create(kinds.JOB, job("good", replicas=1), NAMESPACE)
+    wait_for(lambda: len(pods_of(api, "good")) == 1, 10, "the good job's pod")
