@@ -772,7 +772,6 @@ def run_once(
         if wave.measured:
             measured |= {pod["metadata"]["name"] for pod in wave.pods}
     samples: list[tuple[float, dict[str, int]]] = []
-    curve: list[tuple[float, int]] = []
     sim.start()
     try:
         if zones:
@@ -790,7 +789,7 @@ def run_once(
             server_before = {name: cpu_seconds(pid) for name, pid in backend.server_pids.items()}
             started = time.perf_counter()
             with process(peer.argv(backend, workdir, shape.name), log) as proc:
-                result = watch_run(workload, ledger, api, pool, proc, log, measured, started, samples, curve)
+                result = watch_run(workload, ledger, api, pool, proc, log, measured, started, samples)
                 result["scheduler_cpu_s"] = round(cpu_seconds(proc.pid), 3) if proc.poll() is None else None
                 result["peak_rss_mib"] = round(peak_rss_mib(proc.pid), 1) if proc.poll() is None else None
             for name, pid in backend.server_pids.items():
@@ -807,7 +806,6 @@ def run_once(
         result["affinity_violations"] = ledger.affinity_violations(zones_of(sim.node_names, zones))
     if result.get("scheduler_cpu_s") is not None and result["bound"]:
         result["scheduler_cpu_s_per_1000"] = round(result["scheduler_cpu_s"] * 1000 / result["bound"], 3)
-    result["curve"] = curve
     result["note"] = workload.note
     return result
 
@@ -837,7 +835,6 @@ def watch_run(
     measured: set[str],
     started: float,
     samples: list[tuple[float, dict[str, int]]],
-    curve: list[tuple[float, int]],
 ) -> dict[str, Any]:
     """Create the later waves when due, sample, and wait until every measured pod is bound, the
     scheduler exits, stalls, or the shape's limit passes."""
@@ -862,10 +859,8 @@ def watch_run(
             create_objects(api, kinds.POD, wave.pods, pool)
             created_before |= {p["metadata"]["name"] for p in wave.pods}
         count = ledger.count_bound(measured)
-        if now >= next_sample:
-            curve.append((round(now - started, 2), count))
-            if workload.queues:
-                samples.append((now - started, ledger.queue_shares()))
+        if now >= next_sample and workload.queues:
+            samples.append((now - started, ledger.queue_shares()))
             next_sample = now + SAMPLE_SECONDS
         if count == len(measured) and not pending:
             break
@@ -883,7 +878,7 @@ def watch_run(
         time.sleep(0.05)
     with ledger.lock:
         times = sorted(t for name, t in ledger.bound_at.items() if name in measured)
-    curve.append((round(time.perf_counter() - started, 2), len(times)))
+    ended = time.perf_counter() - started
     seconds = (times[-1] - measure_from) if times else None
     window = (times[-1] - times[0]) if len(times) > 1 else None
     return {
@@ -893,7 +888,21 @@ def watch_run(
         "seconds": round(seconds, 3) if seconds is not None else None,
         "first_bind_s": round(times[0] - measure_from, 3) if times else None,
         "pods_per_second": round(len(times) / window, 1) if window else None,
+        "curve": bound_curve([t - started for t in times], ended),
     }
+
+
+def bound_curve(bind_seconds: list[float], ended: float, points: int = 200) -> list[tuple[float, int]]:
+    """Pods bound over seconds since the scheduler started, from every bind time (sorted), thinned
+    to about `points` steps, from (0, 0) to the run's end."""
+    step = max(1, len(bind_seconds) // points)
+    curve = [(0.0, 0)]
+    for index in range(0, len(bind_seconds), step):
+        curve.append((round(bind_seconds[index], 3), index + 1))
+    if bind_seconds:
+        curve.append((round(bind_seconds[-1], 3), len(bind_seconds)))
+    curve.append((round(max(ended, bind_seconds[-1] if bind_seconds else 0.0), 3), len(bind_seconds)))
+    return curve
 
 
 def share_error(samples: list[tuple[float, dict[str, int]]], workload: Workload) -> float | None:
@@ -1047,16 +1056,16 @@ COLOURS = {"lahar": "#d62728", "volcano": "#1f77b4", "kube-scheduler": "#2ca02c"
 def write_svg(results: dict[str, Any], path: Path) -> None:
     """Pods bound over time, one panel per shape and backend, one line per peer (its first run)."""
     panels = [(key, by_peer) for key, by_peer in results.items() if any(e.get("runs") for e in by_peer.values())]
-    width, height, pad = 420, 260, 45
+    width, height, pad, top = 420, 260, 45, 20
     columns = 2
     rows = max(1, (len(panels) + columns - 1) // columns)
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{columns * width}" height="{rows * height}" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{columns * width}" height="{top + rows * height}" '
         'font-family="sans-serif" font-size="11">',
-        f'<rect width="{columns * width}" height="{rows * height}" fill="white"/>',
+        f'<rect width="{columns * width}" height="{top + rows * height}" fill="white"/>',
     ]
     for index, (key, by_peer) in enumerate(panels):
-        x0, y0 = (index % columns) * width, (index // columns) * height
+        x0, y0 = (index % columns) * width, top + (index // columns) * height
         curves = {p: e["runs"][0]["curve"] for p, e in by_peer.items() if e.get("runs") and e["runs"][0].get("curve")}
         t_max = max((c[-1][0] for c in curves.values()), default=1.0) or 1.0
         n_max = max((max(n for _, n in c) for c in curves.values()), default=1) or 1

@@ -208,3 +208,11 @@ def test_the_plot_is_an_svg_with_a_line_per_peer_that_ran(tmp_path: Path) -> Non
     lines = root.findall("{http://www.w3.org/2000/svg}polyline")
     assert len(lines) == 2
     assert lines[0].get("points", "").split()[-1] != lines[1].get("points", "").split()[-1]
+
+
+def test_the_bound_curve_steps_through_every_bind_and_ends_with_the_run() -> None:
+    curve = peers.bound_curve([0.5, 0.7, 2.0], ended=3.0)
+    assert curve == [(0.0, 0), (0.5, 1), (0.7, 2), (2.0, 3), (2.0, 3), (3.0, 3)]
+    thinned = peers.bound_curve([i / 100 for i in range(1000)], ended=20.0, points=10)
+    assert len(thinned) <= 14 and thinned[-2] == (9.99, 1000) and thinned[-1] == (20.0, 1000)
+    assert peers.bound_curve([], ended=5.0) == [(0.0, 0), (5.0, 0)]
