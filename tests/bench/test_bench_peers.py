@@ -112,8 +112,8 @@ def test_summaries_are_medians_and_spreads_and_targets_compare_medians() -> None
         }
 
     lahar = peers.summarize([run(130, 1.0), run(120, 1.2), run(150, 0.9, over=1)])
-    assert lahar["pods_per_second"] == {"median": 130, "spread": 30}
-    assert lahar["over_capacity"] == {"median": 0, "spread": 1}
+    assert lahar["pods_per_second"] == {"median": 130, "spread": 30, "max": 150}
+    assert lahar["over_capacity"] == {"median": 0, "spread": 1, "max": 1}
     volcano = peers.summarize([run(100, 2.0)] * 3)
     kube = peers.summarize([run(140, 0.5)] * 3)
     checks = peers.targets(
@@ -216,3 +216,12 @@ def test_the_bound_curve_steps_through_every_bind_and_ends_with_the_run() -> Non
     thinned = peers.bound_curve([i / 100 for i in range(1000)], ended=20.0, points=10)
     assert len(thinned) <= 14 and thinned[-2] == (9.99, 1000) and thinned[-1] == (20.0, 1000)
     assert peers.bound_curve([], ended=5.0) == [(0.0, 0), (5.0, 0)]
+
+
+def test_throughput_targets_do_not_apply_where_capacity_and_run_times_bound_it() -> None:
+    run = {"outcome": "all bound", "pods": 10, "bound": 10, "pods_per_second": 4.0, "partial_gangs": 0}
+    summary = peers.summarize([run])
+    checks = peers.targets({"gangs / real": {"lahar": {"summary": summary}, "volcano": {"summary": summary}}})
+    throughput = [check for check in checks if check["what"].startswith("pods/s")]
+    assert len(throughput) == 1 and throughput[0]["ok"] is None
+    assert any(check["what"] == "partial_gangs <= 0 (worst run)" and check["ok"] for check in checks)
