@@ -804,7 +804,9 @@ def run_once(
         raise RuntimeError(str(ledger.error))
     result["over_capacity"] = ledger.over_capacity
     result["partial_gangs"] = len(ledger.partial_gangs(min_members)) if peer.name != "kube-scheduler" else None
-    result["share_error"] = share_error(samples, workload) if workload.queues else None
+    if workload.queues:
+        result["queue_shares"] = mean_shares(samples, workload)
+        result["share_error"] = share_error(result["queue_shares"], workload.queues)
     if zones:
         result["affinity_violations"] = ledger.affinity_violations(zones_of(sim.node_names, zones))
     if result.get("scheduler_cpu_s") is not None and result["bound"]:
@@ -908,9 +910,9 @@ def bound_curve(bind_seconds: list[float], ended: float, points: int = 200) -> l
     return curve
 
 
-def share_error(samples: list[tuple[float, dict[str, int]]], workload: Workload) -> float | None:
-    """The largest relative gap between a queue's mean share of the allocated CPU and its weight's
-    share, over the samples in the shape's window."""
+def mean_shares(samples: list[tuple[float, dict[str, int]]], workload: Workload) -> dict[str, float]:
+    """Each queue's mean share of the CPU allocated to the queues, over the samples in the shape's
+    window ({} when nothing was allocated then)."""
     assert workload.share_window is not None
     low, high = workload.share_window
     shares: dict[str, list[float]] = defaultdict(list)
@@ -919,13 +921,15 @@ def share_error(samples: list[tuple[float, dict[str, int]]], workload: Workload)
         if low <= at <= high and total:
             for queue in workload.queues:
                 shares[queue].append(cpu.get(queue, 0) / total)
+    return {queue: round(statistics.fmean(values), 4) for queue, values in shares.items()}
+
+
+def share_error(shares: dict[str, float], weights: dict[str, int]) -> float | None:
+    """The largest relative gap between a queue's mean share and its weight's share."""
     if not shares:
         return None
-    weights = sum(workload.queues.values())
-    return round(
-        max(abs(statistics.fmean(shares[q]) - w / weights) / (w / weights) for q, w in workload.queues.items()),
-        4,
-    )
+    total = sum(weights.values())
+    return round(max(abs(shares[q] - w / total) / (w / total) for q, w in weights.items()), 4)
 
 
 # --- figures -------------------------------------------------------------------------------------------

@@ -91,13 +91,19 @@ def test_share_error_is_the_largest_relative_gap_inside_the_window() -> None:
     exact = {"q1": 1000, "q2": 2000, "q3": 3000}
     skewed = {"q1": 2000, "q2": 2000, "q3": 2000}  # q1 twice its share
     samples = [(5.0, skewed), (10.0, exact), (15.0, exact), (25.0, skewed)]
-    assert peers.share_error(samples, workload_with_queues()) == 0.0
+    weights = workload_with_queues().queues
+    shares = peers.mean_shares(samples, workload_with_queues())
+    assert shares == {"q1": round(1 / 6, 4), "q2": round(2 / 6, 4), "q3": 0.5}
+    assert peers.share_error(shares, weights) == pytest.approx(0.0, abs=1e-3)
     samples.append((20.0, skewed))  # q1: mean of 1/6, 1/6, 1/3 = 2/9 against 1/6: +33%
-    assert peers.share_error(samples, workload_with_queues()) == pytest.approx(1 / 3, abs=1e-3)
+    assert peers.share_error(peers.mean_shares(samples, workload_with_queues()), weights) == pytest.approx(
+        1 / 3, abs=1e-3
+    )
 
 
 def test_share_error_without_any_allocation_in_the_window_is_none() -> None:
-    assert peers.share_error([(1.0, {"q1": 5})], workload_with_queues()) is None
+    assert peers.mean_shares([(1.0, {"q1": 5})], workload_with_queues()) == {}
+    assert peers.share_error({}, {"q1": 1}) is None
 
 
 def test_summaries_are_medians_and_spreads_and_targets_compare_medians() -> None:
