@@ -123,6 +123,7 @@ class Scheduler:
         self.cycles = 0
         self.skipped = 0  # turns of the loop that had nothing to do (see the module docstring)
         self.last_cycle_at: float | None = None  # monotonic end of the last cycle completed or skipped
+        self.last_turn_at: float | None = None  # monotonic end of the last pass of the loop, failed ones too
         self._quiet: _Quiet | None = None  # the last cycle, when it was quiet
         self.last_session: Session | None = None
         self._reload_failures_seen = self.conf.failures
@@ -169,6 +170,19 @@ class Scheduler:
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
+    def live(self) -> tuple[bool, str]:
+        """For /livez: the loop keeps turning, whether its cycles succeed or not (an API outage
+        fails cycles, and restarting the scheduler would not end it)."""
+        if self._thread is not None and not self._thread.is_alive() and not self._stopping.is_set():
+            return False, "the scheduling loop has ended"
+        if self.last_turn_at is None:
+            return True, "starting: waiting for the API"
+        age = time.monotonic() - self.last_turn_at
+        limit = max(10 * self.period, 60.0)
+        if age > limit:
+            return False, f"the scheduling loop is stuck: no pass ended for {age:.0f}s (limit {limit:.0f}s)"
+        return True, "ok"
+
     def healthy(self) -> tuple[bool, str]:
         """For /healthz: synced with the API and cycling."""
         if not self.cache.synced:
@@ -194,6 +208,7 @@ class Scheduler:
                 self._stopping.wait(self.debounce)  # let a burst of arrivals land in this cycle
             self._work.clear()
             due = time.monotonic() + self.period
+            self.last_turn_at = time.monotonic()
             if self.idle():
                 self.skipped += 1
                 self.last_cycle_at = time.monotonic()  # the loop is alive: it found nothing to do

@@ -204,7 +204,8 @@ def run_scheduler(args: argparse.Namespace) -> int:
         else None
     )
     health = leader.health if leader is not None else scheduler.healthy
-    metrics = MetricsServer(scheduler.metrics.registry, health, args.metrics_address, args.metrics_port)
+    live = None if leader is not None else scheduler.live
+    metrics = MetricsServer(scheduler.metrics.registry, health, args.metrics_address, args.metrics_port, live=live)
     if election is None:
         open_report_endpoint()
     stopped = stop_event()

@@ -150,3 +150,22 @@ def test_the_loop_counts_skipped_turns_and_stays_healthy(tmp_path: Path) -> None
         wait_for(lambda: s.skipped >= 3, 10, "turns of the loop with nothing to do")
         assert s.healthy()[0] and s.cycles == 1
         s.stop()
+
+
+def test_failing_cycles_keep_the_loop_live_but_not_healthy(tmp_path: Path) -> None:
+    """An outage fails every cycle: /readyz says so, /livez does not (a restart would not help)."""
+    with scheduler(tmp_path) as s:
+        s.cache.add_node(node("n1"))
+        s.cache.wait_for_sync = lambda timeout=None: True  # type: ignore[method-assign]
+        s.cache.informers = []
+        assert s.live() == (True, "starting: waiting for the API")
+
+        def outage() -> None:
+            raise KubeError("connection refused")
+
+        s.run_once = outage  # type: ignore[method-assign]
+        s.start()
+        wait_for(lambda: s.metrics.cycle_failures._value.get() >= 2, 10, "failed cycles")
+        assert s.live()[0]
+        assert not s.healthy()[0]
+        s.stop()
