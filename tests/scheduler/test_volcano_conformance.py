@@ -884,3 +884,61 @@ CAPACITY_CASES = [
 def test_volcano_capacity_case(case: Case) -> None:
     session = outcome(case.objects, "enqueue, allocate", (["capacity"],))
     assert binds(session) == dict(case.expect_binds or {})
+
+
+# -- plugins/gang/gang_test.go: TestShouldSkipUnschedulableForReleasing ---------------------------------------
+# Volcano asks whether the gang plugin skips the Unschedulable condition of a gang whose pods are
+# being torn down; here: whether the PodGroup gets an Unschedulable event at the session's close.
+# ("pipelined replacement" is not expressible: a task is pipelined only inside a session.)
+
+
+def deleting(pod: dict[str, Any]) -> dict[str, Any]:
+    pod["metadata"]["deletionTimestamp"] = "2024-01-01T00:01:00Z"
+    return pod
+
+
+GANG_CASES = [
+    # (name, minMember, pods, Volcano marks it Unschedulable, Lahar does, why they differ)
+    ("partial termination", 2, ["running", "releasing"], False, False, ""),
+    ("pending replacement still needs condition", 2, ["running", "releasing", "pending"], True, True, ""),
+    (
+        "never scheduled releasing task is not counted",
+        1,
+        ["releasing-unscheduled"],
+        True,
+        False,
+        "the gang's only pod is being deleted before it was ever placed: nothing is left to schedule, so "
+        "Lahar does not call the PodGroup Unschedulable (Volcano does)",
+    ),
+    (
+        "scheduled tasks below minAvailable",
+        3,
+        ["running", "releasing"],
+        True,
+        False,
+        "a gang of 3 with one pod running and one going, nothing pending: it is being torn down and "
+        "nothing can be placed, so Lahar does not call it Unschedulable (issue 17: torn-down gangs are "
+        "not marked); Volcano does, since fewer than minAvailable ever ran",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "min_member", "pods", "volcano", "lahar", "why"), GANG_CASES)
+def test_volcano_gang_case(name: str, min_member: int, pods: list[str], volcano: bool, lahar: bool, why: str) -> None:
+    builders = {
+        "running": lambda: vc_pod("c1", "running", "n1", RUNNING, R("1", "1G"), "pg1"),
+        "releasing": lambda: deleting(vc_pod("c1", "releasing", "n2", RUNNING, R("1", "1G"), "pg1")),
+        "pending": lambda: vc_pod("c1", "replacement", "", PENDING, R("100", "1G"), "pg1"),
+        "releasing-unscheduled": lambda: deleting(vc_pod("c1", "releasing", "", PENDING, R("1", "1G"), "pg1")),
+    }
+    objects = [
+        vc_node("n1", "4", "4G"),
+        vc_node("n2", "4", "4G"),
+        vc_queue("c1"),
+        vc_podgroup("pg1", "c1", "c1", min_member, None, "Running"),
+        *(builders[pod]() for pod in pods),
+    ]
+    session = outcome(objects, "allocate", (["gang", "predicates"],))
+    marked = any(e.reason == "Unschedulable" and e.name == "pg1" for e in session.events)
+    assert marked is lahar
+    assert (volcano == lahar) is (not why), "a disagreement, and only one, says why"
