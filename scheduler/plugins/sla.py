@@ -44,6 +44,10 @@ class SlaPlugin(Plugin):
         default = self.argument(WAITING_TIME, None)
         self.default = default if default is not None and default > 0 else None
         self._deadlines: dict[str, float | None] = {}
+        if self.default is None and not any(
+            job.podgroup is not None and WAITING_TIME in job.podgroup.meta.annotations for job in session.jobs.values()
+        ):
+            return  # no job has an SLA: no callback, no cost per job
         session.add_job_order_fn(self.job_order)
         session.add_job_enqueueable_fn(self.job_enqueueable)
 
@@ -63,7 +67,8 @@ class SlaPlugin(Plugin):
     def deadline(self, job: JobInfo) -> float | None:
         """When the job's SLA runs out (seconds since the epoch), or None without one."""
         if job.key not in self._deadlines:
-            waiting, created = self.waiting_time(job), _epoch(job.creation) if job.creation else None
+            waiting = self.waiting_time(job)
+            created = _epoch(job.creation) if waiting is not None and job.creation else None
             self._deadlines[job.key] = None if waiting is None or created is None else created + waiting
         return self._deadlines[job.key]
 
