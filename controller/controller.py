@@ -357,8 +357,10 @@ class JobController:
         if not (job_obj.get("spec") or {}).get("plugins") or self._plugin_objects_synced.get(uid) == state:
             return
         namespace, selector = meta.get("namespace", ""), f"{JOB_NAME_KEY}={meta['name']}"
+        # kube-apiserver's list items carry no kind (the embedded server's do): stamp it, the
+        # plugins find their objects (the ssh key's Secret) by kind and name.
         existing = [
-            o
+            {**o, "kind": kind.kind, "apiVersion": kind.api_version}
             for kind in PLUGIN_KINDS.values()
             for o in self.api.list(kind, namespace, label_selector=selector)["items"]
         ]

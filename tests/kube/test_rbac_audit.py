@@ -50,6 +50,10 @@ LEADER_TIMINGS = (
 # a triple that no code uses does not belong here: narrow deploy/ instead.
 UNREACHED: dict[str, dict[Triple, str]] = {
     "lahar-controller": {
+        ("", "services", "patch"): "only when the svc or ray plugin's Service no longer matches what the "
+        "plugin wants (someone edited it): the plugins' Services never change with the job",
+        ("networking.k8s.io", "networkpolicies", "patch"): "only when the svc plugin's NetworkPolicy was edited "
+        "by someone else: it never changes with the job",
         ("batch.volcano.sh", "jobs/finalizers", "update"): "never a request: OwnerReferencesPermissionEnforcement "
         "admission checks it when the controller sets blockOwnerDeletion on a PodGroup's or pod's owner "
         "reference (the test control plane does not enable that plugin; such clusters do)",
@@ -260,6 +264,68 @@ def run_scenario(admin: KubeApi, admin_kubeconfig: Path, folder: Path) -> None:
         for command, phase in (("AbortJob", "Aborted"), ("ResumeJob", "Running")):
             admin.patch(kinds.JOB, "long", {"metadata": {"annotations": {"lahar.dev/command": command}}}, namespace)
             wait_for(lambda p=phase: job_phase(admin, namespace, "long") == p, TIMEOUT, f"the long job {phase}")
+
+        # A gang no node can hold: the scheduler says so in an Event (its only events here, now
+        # that finished jobs release their PodGroups instead of lingering unschedulable).
+        too_big = job("too-big", namespace, selector)
+        too_big["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "16"
+        admin.create(kinds.JOB, too_big, namespace)
+        wait_for(
+            lambda: any(
+                e.get("reason") == "Unschedulable"
+                for e in admin.list(kinds.EVENT, namespace, field_selector="involvedObject.name=too-big")["items"]
+            ),
+            TIMEOUT,
+            "the scheduler's Unschedulable event",
+        )
+        admin.delete(kinds.JOB, "too-big", namespace)
+
+        # Scaled while running: the PodGroup, the hosts ConfigMap and the ssh config follow.
+        scaled = job("scaled", namespace, selector, plugins={"svc": [], "ssh": []})
+        scaled["spec"]["tasks"][0]["template"]["metadata"]["annotations"][SIM_DURATION_ANNOTATION] = "600"
+        admin.create(kinds.JOB, scaled, namespace)
+        wait_for(lambda: job_phase(admin, namespace, "scaled") == "Running", TIMEOUT, "the scaled job Running")
+        tasks = admin.get(kinds.JOB, "scaled", namespace)["spec"]["tasks"]
+        tasks[0]["replicas"] = tasks[0]["minAvailable"] = 3
+        admin.patch(kinds.JOB, "scaled", {"spec": {"minAvailable": 3, "tasks": tasks}}, namespace)
+        wait_for(
+            lambda: admin.get(kinds.CONFIGMAP, "scaled-svc", namespace)["data"].get("VC_WORK_NUM") == "3",
+            TIMEOUT,
+            "the hosts ConfigMap of 3",
+        )
+
+        # A JobFlow of one flow makes its Job from a JobTemplate; a CronJob gets its status.
+        template = job("step", namespace, selector)
+        admin.create(
+            kinds.JOBTEMPLATE,
+            {
+                "apiVersion": "flow.volcano.sh/v1alpha1",
+                "kind": "JobTemplate",
+                "metadata": template["metadata"],
+                "spec": template["spec"],
+            },
+            namespace,
+        )
+        admin.create(
+            kinds.JOBFLOW,
+            {
+                "apiVersion": "flow.volcano.sh/v1alpha1",
+                "kind": "JobFlow",
+                "metadata": {"name": "flow"},
+                "spec": {"flows": [{"name": "step"}]},
+            },
+            namespace,
+        )
+        wait_for(lambda: job_phase(admin, namespace, "flow-step") not in ("gone", ""), TIMEOUT, "the flow's Job")
+        wait_for(
+            lambda: (admin.get(kinds.JOBTEMPLATE, "step", namespace).get("status") or {}).get("jobDependsOnList"),
+            TIMEOUT,
+            "the JobTemplate's status",
+        )
+        cron = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "CronJob", "metadata": {"name": "cron"}}
+        cron["spec"] = {"schedule": "@yearly", "jobTemplate": {"spec": template["spec"]}}
+        admin.create(kinds.CRONJOB, cron, namespace)
+        wait_for(lambda: "status" in admin.get(kinds.CRONJOB, "cron", namespace), TIMEOUT, "the CronJob's status")
 
         admin.create(
             kinds.QUEUE,
