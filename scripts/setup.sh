@@ -16,7 +16,9 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     "$PYTHON" -m venv --help >/dev/null 2>&1 || missing+=(python3-venv)
     command -v kubectl >/dev/null || missing+=(kubernetes-client)
     command -v gcc >/dev/null || missing+=(gcc)
-    command -v prometheus >/dev/null || missing+=(prometheus)  # tests/observability: a real scrape
+    command -v prometheus >/dev/null || missing+=(prometheus)  # tests/observability: a real scrape, promtool
+    # The dashboard's picture (scripts/render-dashboard.py): a headless Chromium screenshot.
+    command -v chromium-headless-shell >/dev/null || command -v chromium >/dev/null || missing+=(chromium-headless-shell)
     # The co-location benchmark's third-party online services and BE kinds (lahar bench colocation)
     command -v redis-server >/dev/null || missing+=(redis-server)
     command -v memcached >/dev/null || missing+=(memcached)

@@ -10,10 +10,15 @@ import argparse
 import importlib
 import json
 import math
+import sys
 import time
+from collections.abc import Callable
 from types import ModuleType
 
 LOAD_START_DELAY_SECONDS = 0.3  # the generator's own start-up, before its first intended send time
+REQUEST_HISTOGRAM = "online_request_duration_seconds"
+# 1 ms of work a request: from half of that to far beyond what any target allows.
+REQUEST_BUCKETS = (0.0005, 0.001, 0.0015, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0)
 
 
 def colocation() -> ModuleType:
@@ -28,6 +33,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "online-server", help="a TCP request/response server on 127.0.0.1 (a free port); prints `PORT ITERATIONS` first"
     )
     server.add_argument("--work-ms", type=float, default=1.0, help="CPU burnt per request (default 1 ms)")
+    server.add_argument(
+        "--metrics-port",
+        type=int,
+        help=f"serve {REQUEST_HISTOGRAM} (each request's service time) on 127.0.0.1:PORT/metrics",
+    )
     server.set_defaults(run=run_online_server)
     hog = roles.add_parser("cpu-hog", help="a CPU busy loop (one core)")
     hog.add_argument("--seconds", type=float, help="stop after this long (default: run until killed)")
@@ -47,8 +57,26 @@ def _positive(name: str, value: float | None) -> None:
 
 def run_online_server(args: argparse.Namespace) -> int:
     _positive("work-ms", args.work_ms)
-    colocation().serve(args.work_ms, math.inf)
+    observe = None if args.metrics_port is None else request_histogram(args.metrics_port)
+    colocation().serve(args.work_ms, math.inf, observe)
     return 0
+
+
+def request_histogram(port: int) -> Callable[[float], None] | None:
+    """A histogram of the requests' service time, served for Prometheus and the agent (the pod's
+    lahar.dev/latency-histogram). A port already taken costs the metrics, not the service."""
+    from prometheus_client import CollectorRegistry, Histogram, start_http_server
+
+    registry = CollectorRegistry()
+    histogram = Histogram(
+        REQUEST_HISTOGRAM, "Service time of one request, in seconds.", buckets=REQUEST_BUCKETS, registry=registry
+    )
+    try:
+        start_http_server(port, addr="127.0.0.1", registry=registry)
+    except OSError as exc:
+        print(f"online-server: no metrics on 127.0.0.1:{port}: {exc}", file=sys.stderr, flush=True)
+        return None
+    return histogram.observe
 
 
 def run_cpu_hog(args: argparse.Namespace) -> int:

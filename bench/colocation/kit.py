@@ -72,9 +72,10 @@ def _timed(function: Callable[[int], Any], argument: int) -> float:
     return time.perf_counter() - started
 
 
-def serve(work_ms: float, deadline: float) -> None:
+def serve(work_ms: float, deadline: float, observe: Callable[[float], None] | None = None) -> None:
     """The online service: one connection at a time, each 16-byte request answered (echoed) after
-    burning `work_ms` of CPU. Prints `port iterations` once listening."""
+    burning `work_ms` of CPU. Prints `port iterations` once listening. `observe`, when given, gets
+    each request's service time in seconds (from a whole request read to its answer sent)."""
     stop = _die_with_parent(deadline)
     iterations = calibrate(work_ms / 1000)
     listener = socket.socket()
@@ -99,8 +100,11 @@ def serve(work_ms: float, deadline: float) -> None:
                     pending += data
                     while len(pending) >= MESSAGE.size:
                         request, pending = pending[: MESSAGE.size], pending[MESSAGE.size :]
+                        started = time.perf_counter()
                         burn(iterations)
                         connection.sendall(request)
+                        if observe is not None:
+                            observe(time.perf_counter() - started)
                 except TimeoutError:
                     continue
                 except OSError:  # the generator gave up on its last answers and left

@@ -198,14 +198,15 @@ def variable_query_expression(query: str) -> str | None:
     raise PromQLError(f"unknown variable query {query!r}")
 
 
-def with_grafana_values(expr: str) -> str:
+def with_grafana_values(expr: str, overrides: dict[str, str] | None = None) -> str:
     """The expression with Grafana's variables replaced by values Prometheus accepts."""
+    values = {**GRAFANA_VALUES, **(overrides or {})}
 
     def value(match: re.Match[str]) -> str:
         name = match.group().strip("${}").split(":")[0]
-        if name not in GRAFANA_VALUES:
+        if name not in values:
             raise PromQLError(f"unknown Grafana variable {match.group()} in {expr!r}")
-        return GRAFANA_VALUES[name]
+        return values[name]
 
     return VARIABLE.sub(value, expr)
 
