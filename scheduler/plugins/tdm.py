@@ -119,6 +119,8 @@ class TdmPlugin(Plugin):
         if self.revocable.any():
             session.add_predicate_fn(self.predicate)
             session.add_node_order_fn(self.score)
+            # The pod's annotation decides, and annotations are outside its placement class.
+            session.add_class_key_fn(self.task_revocable)
         session.add_preemptable_fn(self.victims)
         session.add_victim_tasks_fn(self.victim_tasks)
         session.add_job_order_fn(lambda job: 0 if not self.job_preemptable(job) else 1)

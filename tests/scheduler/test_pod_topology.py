@@ -89,11 +89,13 @@ def test_zone_anti_affinity_spreads_a_gang_over_zones_within_one_cycle() -> None
 
 def test_an_existing_pods_anti_affinity_keeps_the_pods_it_selects_away() -> None:
     guard = labelled(fx.pod("guard", node_name="n1", phase="Running", affinity=anti(HOST, app="web")), app="guard")
-    web = labelled(fx.pod("web"), app="web")
-    other = labelled(fx.pod("other"), app="batch")  # the same placement class but for its labels
-    session = cycle([zoned("n1", "a", cpu="64"), zoned("n2", "a", cpu="2"), guard, web, other])
-    placed = fx.placed(session)
-    assert placed["web"] == "n2"  # n1 is emptier, but the guard refuses web pods
+    # The web pod goes first (older); the other pod has the same placement class but for its
+    # labels, so answers cached for the class must not carry the guard's refusal over to it.
+    web = labelled(fx.pod("web", created="2023-01-01T00:00:00Z"), app="web")
+    other = labelled(fx.pod("other"), app="batch")
+    nodes = [zoned("n1", "a", cpu="64"), *(zoned(f"n{i}", "a", cpu="2") for i in range(2, 7))]
+    placed = fx.placed(cycle([*nodes, guard, web, other]))
+    assert placed["web"] != "n1"  # n1 is emptiest, but the guard refuses web pods
     assert placed["other"] == "n1"
 
 

@@ -198,6 +198,17 @@ def test_tdm_lends_revocable_nodes_to_revocable_pods_in_their_window() -> None:
         "rev": "lent",
         "ord": "plain",
     }
+    # Alike but for the annotation (one placement class): the cached answers must not mix them.
+    # The ordinary pods go first (older), so the class's answers are first asked for them.
+    older = "2023-01-01T00:00:00Z"
+    twins = [annotated(fx.pod(f"rev-{i}"), **{ZONE: "*"}) for i in range(2)]
+    twins += [fx.pod(f"ord-{i}", created=older) for i in range(2)]
+    # Enough nodes that one placement re-evaluates one row, not the whole class (zone "none" has
+    # no window: its nodes take nobody).
+    spare = [fx.node(f"spare-{i}", labels={ZONE: "none"}) for i in range(6)]
+    wide = [fx.node("plain", cpu="2"), fx.node("lent", cpu="64", labels={ZONE: "rz"}), *spare]
+    placed = fx.placed(fx.cycle([*wide, *twins], "allocate", tdm_tiers(current)))
+    assert placed == {"rev-0": "lent", "rev-1": "lent", "ord-0": "plain", "ord-1": "plain"}
     assert fx.placed(fx.cycle([*nodes, revocable, ordinary], "allocate", tdm_tiers(shut))) in (
         {"rev": "plain"},
         {"ord": "plain"},
