@@ -185,8 +185,8 @@ def test_a_volcano_job_runs_to_completed(lahar: Lahar, place: Place) -> None:
     pods = job_pods(api, place, "done")
     assert sorted(p["status"]["phase"] for p in pods) == ["Succeeded"] * 3
     assert {p["spec"]["nodeName"] for p in pods} <= set(place.nodes.node_names)
-    [group] = api.list(kinds.PODGROUP, place.namespace)["items"]
-    assert group["spec"]["minMember"] == 3
+    # A finished job releases its PodGroup (and with it the queue's quota it reserved).
+    wait_for(lambda: not api.list(kinds.PODGROUP, place.namespace)["items"], TIMEOUT, "the PodGroup released")
     status = api.get(kinds.JOB, "done", place.namespace)["status"]
     assert status.get("succeeded") == 3 and not status.get("failed")
 
