@@ -942,3 +942,59 @@ def test_volcano_gang_case(name: str, min_member: int, pods: list[str], volcano:
     marked = any(e.reason == "Unschedulable" and e.name == "pg1" for e in session.events)
     assert marked is lahar
     assert (volcano == lahar) is (not why), "a disagreement, and only one, says why"
+
+
+# -- plugins/priority/priority_test.go: TestPreempt ---------------------------------------------------------
+
+PRIORITY_CLASSES = [vc_priority_class("low-priority", 100), vc_priority_class("high-priority", 1000)]
+PRIORITY_CASES = [
+    (
+        "enable preempt low priority: enablePreemptable:true",
+        True,
+        [
+            vc_node("node1", "6", "6G", 10),
+            vc_node("node2", "2", "2G", 10),
+            vc_pod("ns1", "preemptee1", "node1", RUNNING, R("3", "3G"), "pg1", P_TRUE),
+            vc_pod("ns1", "preemptee2", "node1", RUNNING, R("3", "3G"), "pg1", P_TRUE, priority=1000),
+        ],
+        ["ns1/preemptee1"],
+        {"ns2/preemptor1": "node1"},
+    ),
+    (
+        "disable preempt low priority: enablePreemptable:false",
+        False,
+        [
+            vc_node("node1", "3", "3G", 10),
+            vc_node("node2", "3", "3G", 10),
+            vc_pod("ns1", "preemptee1", "node1", RUNNING, R("3", "3G"), "pg1", P_TRUE),
+            vc_pod("ns1", "preemptee2", "node2", RUNNING, R("3", "3G"), "pg1", P_FALSE),
+        ],
+        [],
+        {},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "preemptable", "objects", "expected_evicted", "expected_pipelined"),
+    PRIORITY_CASES,
+    ids=[c[0] for c in PRIORITY_CASES],
+)
+def test_volcano_priority_case(
+    name: str,
+    preemptable: bool,
+    objects: list[dict[str, Any]],
+    expected_evicted: list[str],
+    expected_pipelined: dict[str, str],
+) -> None:
+    shared = [
+        *PRIORITY_CLASSES,
+        vc_queue("q1", 1, R("6", "6G")),
+        vc_podgroup("pg1", "ns1", "q1", 1, {}, INQUEUE, "low-priority"),
+        vc_podgroup("pg2", "ns2", "q1", 1, {}, INQUEUE, "high-priority"),
+        vc_pod("ns2", "preemptor1", "", PENDING, R("3", "3G"), "pg2"),
+    ]
+    plugin = {"name": "priority", "enablePreemptable": preemptable}
+    session = outcome([*objects, *shared], "allocate, preempt", ([plugin],))
+    assert evicted(session) == sorted(expected_evicted)
+    assert {f"{t.namespace}/{t.name}": t.node for t in session.pipelined} == expected_pipelined
