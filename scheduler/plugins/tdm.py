@@ -26,6 +26,7 @@ shuffle), as Volcano keeps it.
 from __future__ import annotations
 
 import math
+import re
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
@@ -43,28 +44,36 @@ MIN_AVAILABLE = "volcano.sh/jdb-min-available"
 MAX_SCORE = 100.0
 
 
+_CLOCK = re.compile(r"(\d{1,2}):(\d{2})")
+
+
 def window(value: Any) -> tuple[int, int]:
-    """`HH:MM-HH:MM` as minutes of the day (start, end)."""
-    if not isinstance(value, str) or value.count("-") != 1:
-        raise ValueError(f'must be a window such as "10:00-21:00", not {value!r}')
+    """`H:MM-H:MM` (Go's "15:04": one- or two-digit hours, two-digit minutes) as minutes of the
+    day (start, end)."""
+    parts = value.strip().split("-") if isinstance(value, str) else []
     minutes = []
-    for part in value.strip().split("-"):
-        try:
-            moment = datetime.strptime(part.strip(), "%H:%M")
-        except ValueError:
-            raise ValueError(f'must be a window such as "10:00-21:00", not {value!r}') from None
-        minutes.append(moment.hour * 60 + moment.minute)
+    for part in parts:
+        clock = _CLOCK.fullmatch(part)
+        if clock is None or int(clock.group(1)) > 23 or int(clock.group(2)) > 59:
+            break
+        minutes.append(int(clock.group(1)) * 60 + int(clock.group(2)))
+    if len(parts) != 2 or len(minutes) != 2:
+        raise ValueError(f'must be a window such as "10:00-21:00", not {value!r}')
     return minutes[0], minutes[1]
+
+
+def length(span: tuple[int, int]) -> int:
+    """The window's length in seconds: an end not after the start is on the next day."""
+    start, end = span
+    return ((end - start) if end > start else (end + 24 * 60 - start)) * 60
 
 
 def is_open(span: tuple[int, int], now: datetime) -> bool:
     """Whether `now` is in the window, as Volcano computes it: the window starts today; one whose
     end is not after its start ends tomorrow."""
-    start_minute, end_minute = span
     midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
-    start = midnight + timedelta(minutes=start_minute)
-    end = midnight + timedelta(minutes=end_minute, days=1 if end_minute <= start_minute else 0)
-    return start <= now.replace(microsecond=0) <= end
+    start = midnight + timedelta(minutes=span[0])
+    return start <= now.replace(microsecond=0) <= start + timedelta(seconds=length(span))
 
 
 def budget(job: JobInfo) -> int:

@@ -6,11 +6,13 @@ Lahar decides and why; docs/scheduler-conformance.md tallies them (and the cases
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import pytest
 
 from lahar.scheduler.conf import ConfError
+from lahar.scheduler.plugins.tdm import length, window
 from tests.scheduler.preempt_builders import cluster, conf, opened
 from tests.scheduler.volcano_cases import (
     AGREE,
@@ -998,3 +1000,60 @@ def test_volcano_priority_case(
     session = outcome([*objects, *shared], "allocate, preempt", ([plugin],))
     assert evicted(session) == sorted(expected_evicted)
     assert {f"{t.namespace}/{t.name}": t.node for t in session.pipelined} == expected_pipelined
+
+
+# -- plugins/tdm/tdm_test.go: Test_parseRevocableZone, Test_TDM --------------------------------------------
+
+WINDOWS = [
+    ("00:00_01:00", None),
+    ("00:00-01:00", 60 * 60),
+    ("0:00-23:59", 23 * 60 * 60 + 59 * 60),
+    ("0:00", None),
+    ("1:00-0:00", 23 * 60 * 60),
+    ("1:0-0:0", None),
+    ("   1:00-0:00    ", 23 * 60 * 60),
+    ("23:59-23:59", 24 * 60 * 60),
+    ("63:59-23:59", None),
+]
+
+
+@pytest.mark.parametrize(("text", "seconds"), WINDOWS)
+def test_volcano_tdm_window(text: str, seconds: int | None) -> None:
+    if seconds is None:
+        with pytest.raises(ValueError, match="must be a window"):
+            window(text)
+    else:
+        assert length(window(text)) == seconds
+
+
+TDM_CASES = [
+    ("preemptable task rz available", "p1", {"n1": 100.0, "n2": 100.0, "n3": 0.0, "n4": 0.0}),
+    ("not preemptable task", "p2", {"n3": 0.0, "n4": 0.0}),
+    ("preemptable task and multiple rz", "p3", {"n1": 100.0, "n2": 100.0, "n3": 0.0, "n4": 0.0}),
+]
+
+
+@pytest.mark.parametrize(("name", "pod", "expected"), TDM_CASES, ids=[c[0] for c in TDM_CASES])
+def test_volcano_tdm_case(name: str, pod: str, expected: dict[str, float]) -> None:
+    zone = "volcano.sh/revocable-zone"
+    built = vc_pod("c1", pod, "", PENDING, R("1", "1Gi"), "pg1")
+    if pod in ("p1", "p3"):
+        built["metadata"]["annotations"][zone] = "*"
+    nodes = [
+        vc_node("n1", "16", "64Gi", 10, {zone: "rz1"}),
+        vc_node("n2", "16", "64Gi", 10, {zone: "rz1"}),
+        vc_node("n3", "16", "64Gi", 10),
+        vc_node("n4", "16", "64Gi", 10),
+        vc_node("n5", "16", "64Gi", 10, {zone: "rz2"}),
+    ]
+    # rz1 "0:00-0:00" is open all day; rz2 "0:00-0:01" only in the first minute after midnight.
+    arguments = {"tdm.revocable-zone.rz1": "0:00-0:00", "tdm.revocable-zone.rz2": "0:00-0:01"}
+    objects = [*nodes, vc_queue("c1"), vc_podgroup("pg1", "c1", "c1", 0, None, "Pending"), built]
+    session = opened(cluster(*objects), conf("allocate", [{"name": "tdm", "arguments": arguments}]))
+    if datetime.now().strftime("%H:%M") in ("00:00", "00:01"):
+        pytest.skip("rz2's window is open this minute")
+    task = next(iter(session.jobs["c1/pg1"].tasks.values()))
+    feasible = session.predicate(task)
+    scores = session.score(task)
+    names = session.nodes.names
+    assert {names[row]: float(scores[row]) for row in range(len(names)) if feasible[row]} == expected
