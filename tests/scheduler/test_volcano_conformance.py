@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from lahar.scheduler.conf import ConfError
-from lahar.scheduler.plugins.tdm import length, window
+from lahar.scheduler.plugins.tdm import TdmPlugin, length, window
 from tests.scheduler.preempt_builders import cluster, conf, opened
 from tests.scheduler.volcano_cases import (
     AGREE,
@@ -1057,3 +1057,47 @@ def test_volcano_tdm_case(name: str, pod: str, expected: dict[str, float]) -> No
     scores = session.score(task)
     names = session.nodes.names
     assert {names[row]: float(scores[row]) for row in range(len(names)) if feasible[row]} == expected
+
+
+# Test_TDM_victimsFn: the shuffle's victims on revocable nodes out of their window, within each job's
+# disruption budget (volcano.sh/jdb-max-unavailable / jdb-min-available on the PodGroup).
+
+SHUT, OPEN = "0:00-0:01", "0:00-0:00"
+VICTIM_CASES = [
+    ("pg1 max 30%", {"pg1": ("max", "30%")}, SHUT, 2),
+    ("pg1 max 30%, zone open", {"pg1": ("max", "30%")}, OPEN, 0),
+    ("pg1 max 99%", {"pg1": ("max", "99%")}, SHUT, 3),
+    ("pg2 max 50%", {"pg2": ("max", "50%")}, SHUT, 3),
+    ("pg2 max 50%, pg1 max 90%", {"pg2": ("max", "50%"), "pg1": ("max", "90%")}, SHUT, 6),
+    ("pg2 max 3", {"pg2": ("max", "3")}, SHUT, 3),
+    ("pg2 min 3", {"pg2": ("min", "3")}, SHUT, 2),
+    ("pg2 min 30%", {"pg2": ("min", "30%")}, SHUT, 3),
+    ("pg2 min 2, pg1 max 3", {"pg2": ("min", "2"), "pg1": ("max", "3")}, SHUT, 6),
+]
+
+
+@pytest.mark.parametrize(("name", "budgets", "span", "expected"), VICTIM_CASES, ids=[c[0] for c in VICTIM_CASES])
+def test_volcano_tdm_victims_case(name: str, budgets: dict[str, tuple[str, str]], span: str, expected: int) -> None:
+    if datetime.now().strftime("%H:%M") in ("00:00", "00:01"):
+        pytest.skip("the zone's window is open this minute")
+    zone = "volcano.sh/revocable-zone"
+    # pg1: p1-p5 on n1 (p1-p3 preemptable); pg2: p6-p10 on n2 (all preemptable).
+    homes = {"pg1": ("c1", "n1", range(1, 6), {1, 2, 3}), "pg2": ("c2", "n2", range(6, 11), set(range(6, 11)))}
+    objects: list[dict[str, Any]] = []
+    for group, (kind, value) in budgets.items():
+        namespace, node, numbers, preemptable = homes[group]
+        podgroup = vc_podgroup(group, namespace, namespace, 0, None, "Running")
+        key = "volcano.sh/jdb-max-unavailable" if kind == "max" else "volcano.sh/jdb-min-available"
+        podgroup["metadata"]["annotations"] = {key: value}
+        objects += [podgroup, vc_queue(namespace), vc_node(node, "16", "64Gi", 10, {zone: "rz1"})]
+        for number in numbers:
+            pod = vc_pod(namespace, f"p{number}", node, RUNNING, R("1", "1Gi"), group)
+            pod["metadata"]["annotations"][PREEMPTABLE] = "true" if number in preemptable else "false"
+            objects.append(pod)
+    arguments = {"tdm.revocable-zone.rz1": span, "tdm.evict.period": "1s"}
+    TdmPlugin._last_shuffle = None
+    try:
+        session = outcome(objects, "shuffle", ([{"name": "tdm", "arguments": arguments}],))
+    finally:
+        TdmPlugin._last_shuffle = None
+    assert len(evicted(session)) == expected
