@@ -72,7 +72,7 @@ class StorageFullError(OSError):
     """SQLite could not write for want of disk space; nothing was written."""
 
 
-DEFAULT_HISTORY_BYTES = 256 * 1024 * 1024
+DEFAULT_HISTORY_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_OBJECT_BYTES = 3 * 1024 * 1024 // 2  # etcd's default --max-request-bytes
 
 

@@ -16,6 +16,8 @@ Scenarios (each prints its figures; a broken promise makes the exit status 1):
   scheduler receives reports again.
 - watch-410: the API server restarted (its watch history is gone) while writes go on; an
   informer that resumes gets 410 Gone, lists again and misses nothing.
+- big-patches: a 1 MiB ConfigMap patched 50 (long: 300) times; the API server's memory levels off
+  at its watch history's byte bound.
 - enospc: the API server on a small tmpfs filled up: writes answer 507 and change nothing,
   reads go on, writes succeed again once space is freed (needs root to mount; skipped otherwise).
 - load: concurrent clients mixing list, watch, create and patch; p99 latency, error rate and the
@@ -71,11 +73,31 @@ class Mode:
     load_clients: int
     load_seconds: float
     fuzz_examples: int
+    big_patches: int
+    history_mib: int  # the API server's --watch-history-mib in the big-patches scenario
 
 
-SHORT = Mode("short", crash_rounds=5, jobs=5, outages=(5.0,), load_clients=100, load_seconds=3.0, fuzz_examples=100)
+SHORT = Mode(
+    "short",
+    crash_rounds=5,
+    jobs=5,
+    outages=(5.0,),
+    load_clients=100,
+    load_seconds=3.0,
+    fuzz_examples=100,
+    big_patches=50,
+    history_mib=16,
+)
 LONG = Mode(
-    "long", crash_rounds=12, jobs=20, outages=(5.0, 60.0), load_clients=100, load_seconds=60.0, fuzz_examples=3000
+    "long",
+    crash_rounds=12,
+    jobs=20,
+    outages=(5.0, 60.0),
+    load_clients=100,
+    load_seconds=60.0,
+    fuzz_examples=3000,
+    big_patches=300,
+    history_mib=64,
 )
 MODES = {m.name: m for m in (SHORT, LONG)}
 
@@ -615,6 +637,42 @@ def enospc(mode: Mode, work: Path, rng: random.Random) -> Result:
     return result
 
 
+def big_patches(mode: Mode, work: Path, rng: random.Random) -> Result:
+    """A 1 MiB ConfigMap patched again and again (the issue's 300 times grew the server to 667 MiB):
+    the watch history keeps at most its byte bound of it, so the RSS levels off."""
+    result = Result("big-patches")
+    history_mib = mode.history_mib
+    system = Cluster(work, apiserver_args=("--watch-history-mib", str(history_mib)))
+    system.start("apiserver")
+    try:
+        url = f"{system.url}/api/v1/namespaces/{NAMESPACE}/configmaps"
+        session = requests.Session()
+        session.post(url, json={"metadata": {"name": "big"}, "data": {"x": "0"}}, timeout=30)
+        baseline = system.rss_bytes("apiserver")
+        codes: set[int] = set()
+        for round_ in range(mode.big_patches):
+            body = json.dumps({"data": {"x": f"{round_:07d}" * (1024 * 1024 // 7)}})
+            response = session.patch(
+                f"{url}/big", data=body, headers={"Content-Type": "application/merge-patch+json"}, timeout=30
+            )
+            codes.add(response.status_code)
+        after = system.rss_bytes("apiserver")
+        growth = (after - baseline) / 2**20
+        # each change is held as its JSON and its parsed object: about twice the byte bound
+        bound = 2 * history_mib + 64
+        result.figures = {
+            "1 MiB patches": mode.big_patches,
+            "answers": ", ".join(map(str, sorted(codes))),
+            "history bound": f"{history_mib} MiB",
+            "RSS before / after": f"{baseline / 2**20:.0f} / {after / 2**20:.0f} MiB",
+        }
+        result.check(codes == {200}, f"patches answered {sorted(codes)}")
+        result.check(growth < bound, f"the server grew {growth:.0f} MiB, more than {bound} MiB")
+    finally:
+        system.stop_all()
+    return result
+
+
 def load(mode: Mode, work: Path, rng: random.Random) -> Result:
     result = Result("load")
     system = Cluster(work)
@@ -705,7 +763,11 @@ CLUSTER_SCENARIOS: dict[str, Callable[[Mode, Cluster, random.Random], Result]] =
     "stream-cut": stream_cut,
     "watch-410": watch_410,
 }
-SERVER_SCENARIOS: dict[str, Callable[[Mode, Path, random.Random], Result]] = {"enospc": enospc, "load": load}
+SERVER_SCENARIOS: dict[str, Callable[[Mode, Path, random.Random], Result]] = {
+    "big-patches": big_patches,
+    "enospc": enospc,
+    "load": load,
+}
 SCENARIOS = [*CLUSTER_SCENARIOS, *SERVER_SCENARIOS, "fuzz"]
 
 

@@ -54,9 +54,9 @@ def add_server_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--watch-history-mib",
         type=int,
-        default=256,
+        default=64,
         metavar="MIB",
-        help="and at most this many MiB of objects in that history (default 256)",
+        help="and at most this many MiB of objects in that history (default 64)",
     )
     parser.add_argument(
         "--event-ttl",
