@@ -81,7 +81,7 @@ def _warn(response: web.Response, warnings: list[str]) -> web.Response:
 def _patch_document(raw: bytes, content_type: str) -> Any:
     """A merge-style patch as the object it mirrors, for field validation; None for a JSON patch
     (a list of operations) or a body the patch code will refuse anyway."""
-    if content_type == "application/json-patch+json":
+    if content_type == "application/json-patch+json" or limits.flow_too_deep(raw):
         return None
     try:
         return yaml.safe_load(raw) if content_type == "application/apply-patch+yaml" else limits.loads(raw)

@@ -120,6 +120,8 @@ def _decode_yaml(body: bytes | str) -> Any:
     text = _body_text(body)
     if not text.strip():
         raise MalformedPatchError("apply patch body is empty")
+    if limits.flow_too_deep(text.encode()):
+        raise MalformedPatchError(f"apply patch body is nested more than {limits.MAX_JSON_DEPTH} levels deep")
     try:
         document = yaml.load(text, Loader=_JsonCompatibleLoader)
     except RecursionError:
