@@ -343,7 +343,7 @@ class PodTopology:
             held[row] += sign
 
     def _moved(self, task: TaskInfo, sign: int) -> None:
-        row = self.nodes.index.get(task.node)
+        row = self.session.row_of(task)
         if row is None:
             return
         labels = task.pod.meta.labels

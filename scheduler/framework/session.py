@@ -145,6 +145,7 @@ class Session:
         self._current: PluginOption | None = None
         self._node_index: NodeIndex | None = None
         self._pod_topology: PodTopology | None = None
+        self._left: dict[str, int] = {}  # task uid -> the row an undone placement left (row_of)
         # What a class's answers depend on beyond the placement class, and which classes are
         # volatile (`add_class_key_fn`); empty for most sessions, so the key is the placement.
         self._class_key_fns: list[Callable[[TaskInfo], Hashable]] = []
@@ -621,12 +622,20 @@ class Session:
         task = self._own(task)
         row = self.nodes.index[task.node]
         self.nodes.remove_task(row, task)
+        self._left[task.uid] = row
         task.node = ""
         self.jobs[task.job].set_status(task, TaskStatus.PENDING)
         self.node_changed(row)
         for _, on_deallocate in self._handlers:
             if on_deallocate is not None:
                 on_deallocate(task)
+
+    def row_of(self, task: TaskInfo) -> int | None:
+        """The node row a task is on, or, in a deallocate handler of an undone placement (its
+        node already cleared), the row it just left; None for a task on no known node."""
+        if task.node:
+            return self.nodes.index.get(task.node)
+        return self._left.get(task.uid)
 
     def _release(self, task: TaskInfo) -> tuple[TaskInfo, TaskStatus]:
         """Mark a placed task as being evicted; its resources become future-idle. Returns the

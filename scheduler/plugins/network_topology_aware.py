@@ -110,7 +110,7 @@ class NetworkTopologyAwarePlugin(Plugin):
 
     def _moved(self, task: TaskInfo, sign: int) -> None:
         rows = self._placed.get(task.job)
-        row = self.session.nodes.index.get(task.node)
+        row = self.session.row_of(task)
         if rows is not None and row is not None:
             rows[row] += sign
 

@@ -147,7 +147,7 @@ class TaskTopologyPlugin(Plugin):
 
     def _moved(self, task: TaskInfo, sign: int) -> None:
         topology = self.jobs.get(task.job)
-        row = self.session.nodes.index.get(task.node) if topology is not None else None
+        row = self.session.row_of(task) if topology is not None else None
         if topology is None or row is None:
             return
         counts = topology.on_node.get(task.task_name)

@@ -1101,3 +1101,86 @@ def test_volcano_tdm_victims_case(name: str, budgets: dict[str, tuple[str, str]]
     finally:
         TdmPlugin._last_shuffle = None
     assert len(evicted(session)) == expected
+
+
+# -- plugins/predicates/predicates_test.go: TestEventHandler, TestNodeNum, TestPodAntiAffinity ----------------
+
+WORKER_ANTI = {
+    "podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {
+                "labelSelector": {"matchExpressions": [{"key": "role", "operator": "In", "values": ["worker"]}]},
+                "topologyKey": "kubernetes.io/hostname",
+            }
+        ]
+    }
+}
+ROLE = {"role": "worker"}
+P1_P2 = [vc_priority_class("p1", 1), vc_priority_class("p2", 2)]
+
+
+def with_affinity(pod: dict[str, Any], affinity: dict[str, Any]) -> dict[str, Any]:
+    pod["spec"]["affinity"] = affinity
+    return pod
+
+
+def hostnamed(node: dict[str, Any]) -> dict[str, Any]:
+    node["metadata"]["labels"]["kubernetes.io/hostname"] = node["metadata"]["name"]
+    return node
+
+
+def test_volcano_predicates_event_handler_pod_deallocate() -> None:
+    """The gang pg1 places worker-1 on node1, cannot place worker-2 (anti-affinity there, node2
+    too small) and is undone: worker-1's anti-affinity must leave node1 with it, so pg2's worker-3
+    goes there."""
+    objects = [
+        *P1_P2,
+        vc_queue("q1", 1),
+        hostnamed(vc_node("node1", "14", "14k", 10, {"selector": "worker"})),
+        hostnamed(vc_node("node2", "3", "3k", 10)),
+        vc_podgroup("pg1", "ns1", "q1", 2, None, INQUEUE, "p2"),
+        vc_podgroup("pg2", "ns1", "q1", 1, None, INQUEUE, "p1"),
+        with_affinity(
+            vc_pod("ns1", "worker-1", "", PENDING, R("3", "3k"), "pg1", ROLE, {"selector": "worker"}), WORKER_ANTI
+        ),
+        with_affinity(vc_pod("ns1", "worker-2", "", PENDING, R("5", "5k"), "pg1", ROLE), WORKER_ANTI),
+        with_affinity(vc_pod("ns1", "worker-3", "", PENDING, R("4", "4k"), "pg2", ROLE), WORKER_ANTI),
+    ]
+    session = outcome(objects, "allocate", (["predicates", "gang", "priority"],))
+    assert binds(session) == {"ns1/worker-3": "node1"}
+
+
+def test_volcano_predicates_node_num() -> None:
+    """Pods that ask for nothing still take a pod slot: node1 holds two."""
+    objects = [
+        *P1_P2,
+        vc_queue("q1", 1),
+        vc_node("node1", "4", "4k", 2, {"selector": "worker"}),
+        vc_podgroup("pg1", "ns1", "q1", 2, None, INQUEUE, "p2"),
+        vc_podgroup("pg2", "ns1", "q1", 1, None, INQUEUE, "p1"),
+        vc_pod("ns1", "worker-1", "", PENDING, {}, "pg1", ROLE, {"selector": "worker"}),
+        vc_pod("ns1", "worker-2", "", PENDING, {}, "pg1", ROLE),
+        vc_pod("ns1", "worker-3", "", PENDING, {}, "pg2", ROLE),
+    ]
+    session = outcome(objects, "allocate, backfill", (["predicates"],))
+    assert binds(session) == {"ns1/worker-1": "node1", "ns1/worker-2": "node1"}
+
+
+def test_volcano_predicates_pod_anti_affinity_in_preempt() -> None:
+    """Evicting the low-priority worker-2 would free a pod slot on n1, but the high-priority
+    worker-1 there still refuses worker-3 by anti-affinity: nothing is evicted or pipelined."""
+    objects = [
+        vc_priority_class("high-priority", 100000),
+        vc_priority_class("low-priority", 10),
+        vc_queue("q1", 1, R("9", "9G")),
+        hostnamed(vc_node("n1", "12", "12G", 2)),
+        vc_podgroup("pg1", "ns1", "q1", 0, None, "Running", "low-priority"),
+        vc_podgroup("pg2", "ns1", "q1", 1, None, INQUEUE, "high-priority"),
+        with_affinity(
+            vc_pod("ns1", "worker-1", "n1", RUNNING, R("3", "3G"), "pg1", ROLE, priority=100000), WORKER_ANTI
+        ),
+        vc_pod("ns1", "worker-2", "n1", RUNNING, R("3", "3G"), "pg1", priority=10),
+        with_affinity(vc_pod("ns1", "worker-3", "", PENDING, R("3", "3G"), "pg2", ROLE, priority=100000), WORKER_ANTI),
+    ]
+    session = outcome(objects, "allocate, preempt", (["predicates", "priority"],))
+    assert evicted(session) == [] and session.pipelined == [] and binds(session) == {}
