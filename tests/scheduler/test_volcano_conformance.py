@@ -1184,3 +1184,72 @@ def test_volcano_predicates_pod_anti_affinity_in_preempt() -> None:
     ]
     session = outcome(objects, "allocate, preempt", (["predicates", "priority"],))
     assert evicted(session) == [] and session.pipelined == [] and binds(session) == {}
+
+
+# -- plugins/binpack/binpack_test.go: TestNode -----------------------------------------------------------------
+
+BINPACK_CASES = [
+    (
+        "weights 10, cpu 2, memory 3, gpu 7, foo 8",
+        {
+            "binpack.weight": 10,
+            "binpack.cpu": 2,
+            "binpack.memory": 3,
+            "binpack.resources": "nvidia.com/gpu, example.com/foo",
+            "binpack.resources.nvidia.com/gpu": 7,
+            "binpack.resources.example.com/foo": 8,
+        },
+        {
+            "p1": {"n1": 700, "n2": 137.5, "n3": 0},
+            "p2": {"n1": 0, "n2": 375, "n3": 0},
+            "p3": {"n1": 0, "n2": 531.25, "n3": 0},
+            "p4": {"n1": 0, "n2": 173.076923076, "n3": 0},
+        },
+    ),
+    (
+        "weights 1, cpu 1, memory 1, gpu 23",
+        {
+            "binpack.weight": 1,
+            "binpack.cpu": 1,
+            "binpack.memory": 1,
+            "binpack.resources": "nvidia.com/gpu",
+            "binpack.resources.nvidia.com/gpu": 23,
+        },
+        {
+            "p1": {"n1": 75, "n2": 15.625, "n3": 0},
+            "p2": {"n1": 0, "n2": 37.5, "n3": 0},
+            "p3": {"n1": 0, "n2": 50.5, "n3": 0},
+            "p4": {"n1": 0, "n2": 50, "n3": 0},
+        },
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "arguments", "expected"), BINPACK_CASES, ids=[c[0] for c in BINPACK_CASES])
+def test_volcano_binpack_case(name: str, arguments: dict[str, Any], expected: dict[str, dict[str, float]]) -> None:
+    n2 = vc_node("n2", "4", "16Gi", 10)
+    n2["status"]["allocatable"]["nvidia.com/gpu"] = "4"
+    n3 = vc_node("n3", "2", "4Gi", 10)
+    n3["status"]["allocatable"]["example.com/foo"] = "16"
+    p3 = vc_pod("c1", "p3", "", PENDING, R("2", "10Gi"), "pg1")
+    p3["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "2"
+    p4 = vc_pod("c1", "p4", "", PENDING, R("3", "4Gi"), "pg1")
+    p4["spec"]["containers"][0]["resources"]["requests"]["example.com/foo"] = "3"
+    objects = [
+        vc_node("n1", "2", "4Gi", 10),
+        n2,
+        n3,
+        vc_queue("c1"),
+        vc_podgroup("pg1", "c1", "c1", 0, None, "Pending"),
+        # p1 and p2 are bound (nodeName set, not yet running): they hold their nodes' resources.
+        vc_pod("c1", "p1", "n1", PENDING, R("1", "1Gi"), "pg1"),
+        vc_pod("c1", "p2", "n3", PENDING, R("1.5", "0Gi"), "pg1"),
+        p3,
+        p4,
+    ]
+    session = opened(cluster(*objects), conf("allocate", [{"name": "binpack", "arguments": arguments}]))
+    names = session.nodes.names
+    for task in session.jobs["c1/pg1"].tasks.values():
+        scores = session.score(task)
+        got = {names[row]: float(scores[row]) for row in range(len(names))}
+        assert got == pytest.approx(expected[task.name], abs=1e-6), task.name
