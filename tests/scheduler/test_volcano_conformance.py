@@ -1253,3 +1253,123 @@ def test_volcano_binpack_case(name: str, arguments: dict[str, Any], expected: di
         scores = session.score(task)
         got = {names[row]: float(scores[row]) for row in range(len(names))}
         assert got == pytest.approx(expected[task.name], abs=1e-6), task.name
+
+
+# -- plugins/nodeorder/nodeorder_test.go: TestNodeOrderPlugin ---------------------------------------------------
+# (TestInitPlugin checks which kube-scheduler score plugins Volcano's nodeorder instantiates: internal,
+# not expressible.)
+
+NODEORDER_WEIGHTS = (
+    "leastrequested",
+    "mostrequested",
+    "balancedresource",
+    "nodeaffinity",
+    "tainttoleration",
+    "podaffinity",
+    "podtopologyspread",
+    "imagelocality",
+)
+
+
+def preferring_zone1() -> dict[str, Any]:
+    term = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["zone1"]}]}
+    return {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "preference": term}]}}
+
+
+def preferring_s1() -> dict[str, Any]:
+    term = {"labelSelector": {"matchLabels": {"service": "s1"}}, "topologyKey": "kubernetes.io/hostname"}
+    return {
+        "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": term}]}
+    }
+
+
+def spreading_foo(pod: dict[str, Any]) -> dict[str, Any]:
+    pod["spec"]["topologySpreadConstraints"] = [
+        {
+            "maxSkew": 1,
+            "topologyKey": "zone",
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": {"app": "foo"}},
+        }
+    ]
+    return pod
+
+
+def tainted(node: dict[str, Any]) -> dict[str, Any]:
+    node["spec"] = {"taints": [{"key": "key1", "value": "value1", "effect": "PreferNoSchedule"}]}
+    return node
+
+
+HOSTS = {f"n{i}": {"kubernetes.io/hostname": f"n{i}"} for i in (1, 2, 3)}
+ZONES = {f"n{i}": {"zone": f"zone{i}"} for i in (1, 2, 3)}
+NODEORDER_CASES = [
+    (
+        "leastAllocated strategy",
+        {"leastrequested": 1},
+        [vc_node("n1", "2", "4Gi"), vc_node("n2", "4", "8Gi")],
+        [],
+        "n2",
+    ),
+    ("mostAllocated strategy", {"mostrequested": 1}, [vc_node("n1", "2", "4Gi"), vc_node("n2", "4", "8Gi")], [], "n1"),
+    (
+        "balanced allocation prefers balanced node",
+        {"balancedresource": 10},
+        [vc_node("n1", "2", "2Gi"), vc_node("n2", "4", "2Gi")],
+        [],
+        "n1",
+    ),
+    (
+        "node affinity prefers labeled node",
+        {"nodeaffinity": 10},
+        [vc_node("n1", "2", "4Gi", 10, ZONES["n1"]), vc_node("n2", "2", "4Gi", 10, ZONES["n2"])],
+        [],
+        "n1",
+    ),
+    (
+        "taint toleration prefers non-tainted node",
+        {"tainttoleration": 10},
+        [vc_node("n1", "2", "4Gi"), tainted(vc_node("n2", "2", "4Gi"))],
+        [],
+        "n1",
+    ),
+    (
+        "inter-pod affinity prefers node with matching pod",
+        {"podaffinity": 10},
+        [vc_node(name, "2", "4Gi", 10, labels) for name, labels in HOSTS.items()],
+        [
+            vc_pod("c1", "p1", "n1", RUNNING, R("1", "1G"), "pg1", {"service": "s1"}),
+            vc_pod("c1", "p-noise", "n3", RUNNING, R("1", "1G"), "pg1", {"service": "s2"}),
+        ],
+        "n1",
+    ),
+    (
+        "pod topology spread prefers node to reduce skew",
+        {"podtopologyspread": 10},
+        [vc_node(name, "4", "4Gi", 10, labels) for name, labels in ZONES.items()],
+        [
+            vc_pod("c1", f"p{i}", node, RUNNING, R("1", "1G"), "pg1", {"app": "foo"})
+            for i, node in ((1, "n1"), (2, "n1"), (3, "n2"))
+        ],
+        "n3",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "weights", "nodes", "running", "expected"), NODEORDER_CASES, ids=[c[0] for c in NODEORDER_CASES]
+)
+def test_volcano_nodeorder_case(
+    name: str, weights: dict[str, int], nodes: list[dict[str, Any]], running: list[dict[str, Any]], expected: str
+) -> None:
+    pending = vc_pod("c1", "p-new", "", PENDING, R("1", "1Gi" if "balanced" in name else "1G"), "pg1")
+    if "node affinity" in name:
+        pending["spec"]["affinity"] = preferring_zone1()
+    if "inter-pod" in name:
+        pending["spec"]["affinity"] = preferring_s1()
+    if "spread" in name:
+        pending["metadata"]["labels"] = {"app": "foo"}
+        spreading_foo(pending)
+    arguments = {f"{key}.weight": weights.get(key, 0) for key in NODEORDER_WEIGHTS}
+    objects = [*nodes, *running, pending, vc_queue("c1"), vc_podgroup("pg1", "c1", "c1", 0, None, INQUEUE)]
+    session = outcome(objects, "allocate", (["gang", {"name": "nodeorder", "arguments": arguments}],))
+    assert binds(session) == {"c1/p-new": expected}
