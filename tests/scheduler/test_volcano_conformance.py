@@ -1373,3 +1373,118 @@ def test_volcano_nodeorder_case(
     objects = [*nodes, *running, pending, vc_queue("c1"), vc_podgroup("pg1", "c1", "c1", 0, None, INQUEUE)]
     session = outcome(objects, "allocate", (["gang", {"name": "nodeorder", "arguments": arguments}],))
     assert binds(session) == {"c1/p-new": expected}
+
+
+# -- plugins/resource-strategy-fit/resource_strategy_fit_test.go: TestScore -----------------------------------
+# Volcano scores one task on one node (used, allocatable) with a plugin weight and per-resource
+# strategies; here the node's usage is a running pod, and amounts are millicores and bytes.
+
+LEAST, MOST = "LeastAllocated", "MostAllocated"
+
+
+def strategies(cpu: tuple[str, int] | None, memory: tuple[str, int] | None) -> dict[str, Any]:
+    found = {}
+    for name, given in (("cpu", cpu), ("memory", memory)):
+        if given is not None:
+            found[name] = {"type": given[0], "weight": given[1]}
+    return found
+
+
+FIT_CASES = [
+    # (name, task cpu/memory, node used, node allocatable, weight, cpu, memory, pod annotations, want)
+    ("test1", (100, 100), (200, 200), (500, 500), 10, (LEAST, 1), (LEAST, 1), {}, 400),
+    ("test2", (100, 100), (200, 200), (400, 400), 10, (LEAST, 1), (LEAST, 1), {}, 250),
+    ("test3", (100, 100), (200, 200), (500, 500), 10, (MOST, 1), (MOST, 1), {}, 600),
+    ("test4", (100, 100), (200, 200), (400, 400), 10, (MOST, 1), (MOST, 1), {}, 750),
+    ("test5", (100, 100), (200, 200), (500, 500), 10, (LEAST, 2), (MOST, 1), {}, 466.66666667),
+    ("test6", (100, 100), (200, 200), (500, 500), 10, (LEAST, 1), (MOST, 2), {}, 533.33333333),
+    ("test7", (0, 100), (200, 200), (500, 500), 10, (LEAST, 1), (MOST, 2), {}, 600),
+    ("test8", (100, 100), (200, 200), (0, 400), 10, (LEAST, 1), (MOST, 2), {}, 500),
+    ("test9", (100, 100), (200, 200), (500, 500), 10, None, (MOST, 2), {}, 600),
+    (
+        "pod-level-scoring-least-allocated",
+        (100, 100),
+        (200, 200),
+        (500, 500),
+        10,
+        (LEAST, 1),
+        (LEAST, 1),
+        {"type": LEAST, "weight": '{"cpu": 2, "memory": 1}'},
+        400,
+    ),
+    (
+        "pod-level-scoring-most-allocated",
+        (100, 100),
+        (200, 200),
+        (500, 500),
+        10,
+        (LEAST, 1),
+        (LEAST, 1),
+        {"type": MOST, "weight": '{"cpu": 1, "memory": 2}'},
+        600,
+    ),
+    (
+        "pod-level-scoring-invalid-json",
+        (100, 100),
+        (200, 200),
+        (500, 500),
+        10,
+        (LEAST, 1),
+        (LEAST, 1),
+        {"type": LEAST, "weight": "invalid-json"},
+        0,
+    ),
+    (
+        "pod-level-scoring-missing-resource-weight",
+        (100, 100),
+        (200, 200),
+        (500, 500),
+        10,
+        (LEAST, 1),
+        (LEAST, 1),
+        {"type": LEAST, "weight": '{"cpu": 2}'},
+        400,
+    ),
+    ("zero-resources-requested", (0, 0), (200, 200), (500, 500), 10, (LEAST, 1), (LEAST, 1), {}, 0),
+    ("node-fully-allocated", (100, 100), (500, 500), (500, 500), 10, (LEAST, 1), (LEAST, 1), {}, 0),
+    ("mixed-scoring-strategies", (100, 100), (200, 200), (500, 500), 10, (LEAST, 3), (MOST, 1), {}, 450),
+    ("high-weight-scenario", (100, 100), (200, 200), (500, 500), 20, (LEAST, 5), (LEAST, 5), {}, 800),
+]
+
+
+def amounts(cpu: int, memory: int) -> dict[str, str]:
+    return {k: v for k, v in (("cpu", f"{cpu}m"), ("memory", str(memory))) if not v.startswith("0")}
+
+
+@pytest.mark.parametrize(
+    ("name", "task", "used", "allocatable", "weight", "cpu", "memory", "pod_level", "want"),
+    FIT_CASES,
+    ids=[c[0] for c in FIT_CASES],
+)
+def test_volcano_resource_strategy_fit_score(
+    name: str,
+    task: tuple[int, int],
+    used: tuple[int, int],
+    allocatable: tuple[int, int],
+    weight: int,
+    cpu: tuple[str, int] | None,
+    memory: tuple[str, int] | None,
+    pod_level: dict[str, str],
+    want: float,
+) -> None:
+    node = vc_node("n1", f"{allocatable[0]}m", str(allocatable[1]), 10)
+    pending = vc_pod("c1", "task", "", PENDING, amounts(*task), "pg1")
+    if pod_level:
+        pending["metadata"]["annotations"]["volcano.sh/resource-strategy-scoring-type"] = pod_level["type"]
+        pending["metadata"]["annotations"]["volcano.sh/resource-strategy-weight"] = pod_level["weight"]
+    objects = [
+        node,
+        vc_queue("c1"),
+        vc_podgroup("pg1", "c1", "c1", 0, None, INQUEUE),
+        vc_pod("c1", "user", "n1", RUNNING, amounts(*used), "pg1"),
+        pending,
+    ]
+    arguments = {"resourceStrategyFitWeight": weight, "resources": strategies(cpu, memory)}
+    session = opened(cluster(*objects), conf("allocate", [{"name": "resource-strategy-fit", "arguments": arguments}]))
+    task_info = next(t for t in session.jobs["c1/pg1"].tasks.values() if t.name == "task")
+    assert float(session.score(task_info)[0]) == pytest.approx(want, abs=1e-6)
