@@ -23,6 +23,9 @@ from lahar.apiserver.store import Entry, Store, resource_key
 
 # Kinds whose server-side strategy keeps the status given at create (as kube-apiserver does for them).
 KINDS_BY_RESOURCE = {resource_key(k): k for k in kinds.ALL_KINDS}
+KINDS_BY_VERSION_KIND = {(k.api_version, k.kind): k for k in kinds.ALL_KINDS}
+PROPAGATION_POLICIES = ("Background", "Foreground", "Orphan")
+FOREGROUND_FINALIZER = "foregroundDeletion"
 SYSTEM_PRIORITY_CLASSES = {"system-node-critical": 2_000_001_000, "system-cluster-critical": 2_000_000_000}
 PROTECTED_NAMESPACES = {"default", "kube-system", "kube-public"}
 DEFAULT_GRACE_SECONDS = 30
@@ -369,11 +372,59 @@ class Registry:
             raise errors.forbidden(f'{resource} "{name}" is forbidden: {behaviour.undeletable[name]}')
         if dry_run:
             return current.obj
+        policy = options.get("propagationPolicy") or "Background"
+        if policy not in PROPAGATION_POLICIES:
+            raise errors.bad_request(
+                f"propagationPolicy must be one of {', '.join(PROPAGATION_POLICIES)}, not {policy!r}"
+            )
+        if policy == "Foreground" and self.store.dependents(meta["uid"]):
+            return self._delete_foreground(kind, current)
         if behaviour.grace_seconds is not None:
             grace = behaviour.grace_seconds(current.obj, options)
             if grace > 0:
                 return self._mark_terminating(current, grace)
-        return self._remove(kind, current, options.get("propagationPolicy") != "Orphan")
+        if policy == "Orphan":
+            self._orphan_dependents(meta["uid"])
+        return self._remove(kind, current, policy != "Orphan")
+
+    def _delete_foreground(self, kind: Kind, current: Entry) -> dict[str, Any]:
+        """Foreground deletion: the owner stays, marked (deletionTimestamp, the foregroundDeletion
+        finalizer), until its dependents are gone; each dependent is deleted in the foreground too.
+        The last dependent's removal removes the owner (_release_foreground_owners)."""
+        obj = _copy(current.obj)
+        meta = obj["metadata"]
+        meta.setdefault("deletionTimestamp", now_rfc3339())
+        meta["deletionGracePeriodSeconds"] = 0
+        meta["finalizers"] = [*(meta.get("finalizers") or []), FOREGROUND_FINALIZER]
+        marked = self.store.put(kind, self._stamp(obj)).obj
+        for resource, namespace, name in self.store.dependents(meta["uid"]):
+            dependent = self.store.get(KINDS_BY_RESOURCE[resource], namespace, name)
+            if dependent is not None and not dependent.obj["metadata"].get("deletionTimestamp"):
+                self.delete(KINDS_BY_RESOURCE[resource], namespace, name, {"propagationPolicy": "Foreground"})
+        self._release_foreground_owner(kind, meta["namespace"] if kind.namespaced else "", meta["name"])
+        return marked
+
+    def _release_foreground_owner(self, kind: Kind, namespace: str, name: str) -> None:
+        entry = self.store.get(kind, namespace, name)
+        if entry is None or FOREGROUND_FINALIZER not in (entry.obj["metadata"].get("finalizers") or []):
+            return
+        if not self.store.dependents(entry.obj["metadata"]["uid"]):
+            self._remove(kind, entry, cascade=False)
+
+    def _orphan_dependents(self, owner_uid: str) -> None:
+        """Orphan deletion: dependents stay, without the ownerReference to the deleted owner."""
+        for resource, namespace, name in self.store.dependents(owner_uid):
+            dependent_kind = KINDS_BY_RESOURCE[resource]
+            entry = self.store.get(dependent_kind, namespace, name)
+            if entry is None:
+                continue
+            obj = _copy(entry.obj)
+            refs = [r for r in obj["metadata"].get("ownerReferences") or [] if r.get("uid") != owner_uid]
+            if refs:
+                obj["metadata"]["ownerReferences"] = refs
+            else:
+                obj["metadata"].pop("ownerReferences", None)
+            self.store.put(dependent_kind, self._stamp(obj))
 
     @staticmethod
     def _pod_grace(pod: dict[str, Any], options: dict[str, Any]) -> int:
@@ -419,6 +470,12 @@ class Registry:
             after_remove(meta["name"])
         if cascade:
             self._collect_dependents(meta["uid"])
+        # An owner deleted in the foreground goes when its last dependent does.
+        for ref in meta.get("ownerReferences") or []:
+            owner_kind = KINDS_BY_VERSION_KIND.get((ref.get("apiVersion", ""), ref.get("kind", "")))
+            if owner_kind is not None:
+                namespace = meta.get("namespace", "") if owner_kind.namespaced else ""
+                self._release_foreground_owner(owner_kind, namespace, ref.get("name", ""))
         return removed.obj
 
     def _empty_namespace(self, namespace: str) -> None:

@@ -137,6 +137,13 @@ class Binder:
         started = time.perf_counter()
         error = bind_error(self.api, task, gpu_index)
         state.bind_seconds.append(time.perf_counter() - started)
+        if error is None:  # as kube-scheduler says it, on the pod (`kubectl describe pod`)
+            self.events.record(
+                ObjectRef(kinds.POD, task.namespace, task.name, task.uid),
+                "Normal",
+                "Scheduled",
+                f"Successfully assigned {task.namespace}/{task.name} to {task.node}",
+            )
         if state.finish(task, error):
             self._complete(state)
 

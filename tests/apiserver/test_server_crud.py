@@ -995,7 +995,36 @@ def test_orphan_propagation_keeps_dependents(k8s: client.ApiClient, ns: str) -> 
     core.create_namespaced_config_map(ns, {"metadata": {"name": "dep", **_owned_by(owner, "ConfigMap", "v1")}})
     core.delete_namespaced_config_map("o", ns, propagation_policy="Orphan")
     time.sleep(0.2)
-    assert core.read_namespaced_config_map("dep", ns).metadata.name == "dep"
+    orphan = core.read_namespaced_config_map("dep", ns)
+    assert orphan.metadata.name == "dep" and not orphan.metadata.owner_references, "the reference goes, as in kube"
+
+
+def test_foreground_deletion_keeps_the_owner_until_its_dependents_are_gone(k8s: client.ApiClient, ns: str) -> None:
+    core = client.CoreV1Api(k8s)
+    owner = k8s.sanitize_for_serialization(core.create_namespaced_config_map(ns, {"metadata": {"name": "fg"}}))
+    pod = pod_body("fg-pod")
+    pod["metadata"].update(_owned_by(owner, "ConfigMap", "v1"))
+    core.create_namespaced_pod(ns, pod)
+    core.create_namespaced_pod_binding(
+        "fg-pod", ns, {"metadata": {"name": "fg-pod"}, "target": {"kind": "Node", "name": "n1"}}, _preload_content=False
+    )
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "fg-cm", **_owned_by(owner, "ConfigMap", "v1")}})
+    core.delete_namespaced_config_map("fg", ns, propagation_policy="Foreground")
+    # The bound pod has its grace period: the owner waits, marked, with kube's finalizer.
+    marked = core.read_namespaced_config_map("fg", ns).metadata
+    assert marked.deletion_timestamp is not None and marked.finalizers == ["foregroundDeletion"]
+    expect_error(404, lambda: core.read_namespaced_config_map("fg-cm", ns), "NotFound")
+    assert core.read_namespaced_pod("fg-pod", ns).metadata.deletion_timestamp is not None
+    core.delete_namespaced_pod("fg-pod", ns, grace_period_seconds=0)  # what the kubelet does at the end
+    wait_gone(lambda: core.read_namespaced_config_map("fg", ns))
+
+
+def test_an_unknown_propagation_policy_is_refused(core: client.CoreV1Api, ns: str) -> None:
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "kept"}})
+    expect_error(
+        400, lambda: core.delete_namespaced_config_map("kept", ns, propagation_policy="Sideways"), "BadRequest"
+    )
+    assert core.read_namespaced_config_map("kept", ns).metadata.name == "kept"
 
 
 def test_default_queue_exists_and_cannot_be_deleted(custom: client.CustomObjectsApi) -> None:
