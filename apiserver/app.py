@@ -28,7 +28,7 @@ from lahar.api.selectors import (
     parse_field_selector,
     parse_label_selector,
 )
-from lahar.apiserver import discovery, errors, limits, openapi, protobuf, scale
+from lahar.apiserver import authorization, discovery, errors, limits, openapi, podlogs, protobuf, scale
 from lahar.apiserver.errors import ApiError
 from lahar.apiserver.registry import Registry
 from lahar.apiserver.store import (
@@ -110,8 +110,10 @@ class ApiServer:
         max_watch_seconds: float = 1800.0,
         event_ttl: float = DEFAULT_EVENT_TTL_SECONDS,
         body_timeout: float = limits.BODY_TIMEOUT_SECONDS,
+        pod_logs: podlogs.LogFinder | None = None,  # lahar up's: where its runtime keeps container logs
     ) -> None:
         self.store = store
+        self.pod_logs = pod_logs
         self.token = token
         self.bookmark_interval = bookmark_interval
         self.max_watch_seconds = max_watch_seconds
@@ -196,6 +198,14 @@ class ApiServer:
                 return _respond(document)
             if parts[:1] == ["openapi"]:
                 return self._openapi(parts, request)
+        if (
+            parts[:3] == ["apis", *authorization.GROUP_VERSION.split("/")]
+            and parts[3:]
+            and parts[3] in authorization.RESOURCES
+        ):
+            if request.method != "POST" or len(parts) != 4:
+                raise ApiError(405, "MethodNotAllowed", f"{parts[3]} may only be created")
+            return _respond(authorization.review(parts[3], await self._json_body(request)), 201)
         target = self._target(parts)
         if target is None:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
@@ -301,6 +311,9 @@ class ApiServer:
                 return _respond(self.registry.delete(kind, ns, name, options, dry_run))
         elif sub == "scale":
             return await self._scale(request, target, dry_run)
+        elif sub == "log" and method == "GET":
+            pod = self.registry.require(kind, ns or "", name).obj
+            return await podlogs.serve_log(request, pod, self.pod_logs)
         elif method == "POST" and sub == "binding":
             self.registry.bind(ns or "", name, await self._json_body(request))
             return _success_status()

@@ -7,6 +7,7 @@ from typing import Any
 
 import lahar
 from lahar.api.kinds import ALL_KINDS, Kind, group_versions
+from lahar.apiserver import authorization
 
 OBJECT_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 SUBRESOURCE_KINDS = {
@@ -14,6 +15,7 @@ SUBRESOURCE_KINDS = {
     "eviction": ("Eviction", ["create"]),
     "status": (None, ["get", "patch", "update"]),
     "scale": ("Scale", ["get", "patch", "update"]),
+    "log": ("Pod", ["get"]),
 }
 # The Kubernetes version whose REST semantics the embedded server follows.
 KUBE_MINOR = "32"
@@ -65,6 +67,13 @@ def _subresource(kind: Kind, sub: str) -> dict[str, Any]:
 
 
 def resource_list(api_version: str) -> dict[str, Any] | None:
+    if api_version == authorization.GROUP_VERSION:  # create-only reviews, never stored
+        return {
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": api_version,
+            "resources": authorization.discovery_resources(),
+        }
     served = group_versions().get(api_version)
     if served is None:
         return None
@@ -84,7 +93,8 @@ def core_versions(server_address: str) -> dict[str, Any]:
 
 
 def group_list() -> dict[str, Any]:
-    groups: dict[str, list[str]] = {}
+    group, version = authorization.GROUP_VERSION.split("/")
+    groups: dict[str, list[str]] = {group: [version]}
     for kind in ALL_KINDS:
         if kind.group:
             versions = groups.setdefault(kind.group, [])

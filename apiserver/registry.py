@@ -25,6 +25,17 @@ from lahar.apiserver.store import Entry, Store, resource_key
 KINDS_BY_RESOURCE = {resource_key(k): k for k in kinds.ALL_KINDS}
 KINDS_BY_VERSION_KIND = {(k.api_version, k.kind): k for k in kinds.ALL_KINDS}
 PROPAGATION_POLICIES = ("Background", "Foreground", "Orphan")
+# Kinds whose strategy keeps metadata.generation (kube-apiserver's: workloads, pods, PDBs, and
+# every custom resource); ConfigMaps, Secrets, Namespaces, Nodes, Events, Leases... have none.
+GENERATION_KINDS = {
+    kinds.POD,
+    kinds.PDB,
+    kinds.DEPLOYMENT,
+    kinds.REPLICA_SET,
+    kinds.JOB,
+    kinds.PODGROUP,
+    kinds.QUEUE,
+}
 FOREGROUND_FINALIZER = "foregroundDeletion"
 SYSTEM_PRIORITY_CLASSES = {"system-node-critical": 2_000_001_000, "system-cluster-critical": 2_000_000_000}
 PROTECTED_NAMESPACES = {"default", "kube-system", "kube-public"}
@@ -209,7 +220,8 @@ class Registry:
         meta = obj["metadata"]
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = now_rfc3339()
-        meta["generation"] = 1
+        if kind in GENERATION_KINDS:
+            meta["generation"] = 1
         if dry_run:
             meta["resourceVersion"] = ""
             return obj
@@ -300,7 +312,8 @@ class Registry:
         new_meta.pop("generation", None)
         new = self._admit(kind, new, old)
         # generation counts changes of the (defaulted) spec; a write that changes nothing is no write.
-        new["metadata"]["generation"] = old_meta.get("generation", 1) + (_spec_part(new) != _spec_part(old))
+        if kind in GENERATION_KINDS:
+            new["metadata"]["generation"] = old_meta.get("generation", 1) + (_spec_part(new) != _spec_part(old))
         new["metadata"]["resourceVersion"] = old_meta["resourceVersion"]
         if dry_run or new == old:
             return old if new == old else new

@@ -16,6 +16,7 @@ from aiohttp import web
 
 from lahar.apiserver import limits
 from lahar.apiserver.app import ApiServer
+from lahar.apiserver.podlogs import LogFinder
 from lahar.apiserver.store import DEFAULT_HISTORY_BYTES, Store
 from lahar.endpoints import EMBEDDED_HOST, EMBEDDED_PORT, is_explicit_loopback
 from lahar.tls import TlsFiles, ensure_self_signed
@@ -46,6 +47,7 @@ class ServerConfig:
     body_timeout: float = limits.BODY_TIMEOUT_SECONDS  # and its body within this
     tls_cert_file: Path | None = None
     tls_key_file: Path | None = None
+    pod_logs: LogFinder | None = None  # lahar up's: finds its runtime's container logs (pods/log)
 
     def token(self) -> str | None:
         """The bearer token; required on any address but an explicit loopback one (127.0.0.1,
@@ -134,7 +136,13 @@ async def serve(
         fsync=config.fsync,
         history_bytes=config.watch_history_bytes,
     )
-    server = ApiServer(store, token=token, event_ttl=config.event_ttl, body_timeout=config.body_timeout)
+    server = ApiServer(
+        store,
+        token=token,
+        event_ttl=config.event_ttl,
+        body_timeout=config.body_timeout,
+        pod_logs=config.pod_logs,
+    )
     runner = web.AppRunner(server.make_app(), access_log=None, handle_signals=False, shutdown_timeout=5)
     await runner.setup()
     site = limits.GuardedSite(

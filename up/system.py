@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import fcntl
 import logging
 import os
@@ -43,6 +44,7 @@ from lahar import examples, log_format
 from lahar.client.kubeconfig import embedded_kubeconfig
 from lahar.endpoints import free_loopback_port
 from lahar.node.cgroups import DEFAULT_PARENT
+from lahar.node.logs import find_pod_logs
 from lahar.node.simulated import SimNodeSize
 from lahar.up import DEFAULT_DATA_DIR
 
@@ -262,7 +264,12 @@ class System:
         self.options = options
         self.data_dir = options.server.data_dir
         self.components_dir = self.data_dir / COMPONENTS_DIR
-        self.apiserver = ApiServerThread(options.server)
+        # `kubectl logs` reads what this machine's runtime wrote (node/logs.py's layout).
+        data_dir = self.data_dir
+        server_config = dataclasses.replace(
+            options.server, pod_logs=lambda namespace, name: find_pod_logs(data_dir, namespace, name)
+        )
+        self.apiserver = ApiServerThread(server_config)
         self.url = ""
         self.kubeconfig = self.data_dir / "kubeconfig"
         self.report_address = f"{LOOPBACK}:{free_loopback_port()}"

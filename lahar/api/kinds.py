@@ -53,7 +53,7 @@ POD = Kind(
     "pods",
     True,
     ("po",),
-    ("status", "binding", "eviction"),
+    ("status", "binding", "eviction", "log"),
     ("spec.nodeName", "spec.schedulerName", "spec.restartPolicy", "status.phase", "status.podIP"),
     ("all",),
 )
