@@ -301,9 +301,22 @@ class ApiServer:
                 return _warn(_respond(self.registry.update(kind, ns, name, body, sub, dry_run)), warnings)
             if method == "PATCH":
                 raw = await limits.read_body(request)
-                warnings = openapi.field_problems(
-                    kind, _patch_document(raw, request.content_type), params.get("fieldValidation", "")
-                )
+                document = _patch_document(raw, request.content_type)
+                warnings = openapi.field_problems(kind, document, params.get("fieldValidation", ""))
+                if (
+                    request.content_type == "application/apply-patch+yaml"
+                    and not sub
+                    and isinstance(document, dict)
+                    and self.store.get(kind, ns or "" if kind.namespaced else "", name) is None
+                ):
+                    # Server-side apply of an object that does not exist creates it (kubectl apply --server-side).
+                    document.setdefault("metadata", {}).setdefault("name", name)
+                    if document["metadata"]["name"] != name:
+                        raise errors.bad_request(
+                            f"the name of the object ({document['metadata']['name']}) "
+                            f"does not match the name on the URL ({name})"
+                        )
+                    return _warn(_respond(self.registry.create(kind, ns, document, dry_run), 201), warnings)
                 patched = self.registry.patch(kind, ns, name, raw, request.content_type, sub, dry_run)
                 return _warn(_respond(patched), warnings)
             if method == "DELETE" and not sub:

@@ -212,3 +212,19 @@ def test_api_resources(kubectl: Any) -> None:
     assert "queues" in by_name and "false" in by_name["queues"]
     assert "podgroups" in by_name and "true" in by_name["podgroups"]
     assert "vcjob" in by_name["jobs"][1]
+
+
+def test_server_side_apply_creates_then_changes(kubectl: Any, ns: str) -> None:
+    def manifest(value: str) -> str:
+        return yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "ssa", "namespace": ns},
+                "data": {"a": value},
+            }
+        )
+
+    assert "serverside-applied" in kubectl("apply", "--server-side", "-f", "-", stdin=manifest("1")).stdout
+    kubectl("apply", "--server-side", "-f", "-", stdin=manifest("2"))
+    assert kubectl("get", "configmap", "ssa", "-n", ns, "-o", "jsonpath={.data.a}").stdout == "2"
