@@ -1488,3 +1488,165 @@ def test_volcano_resource_strategy_fit_score(
     session = opened(cluster(*objects), conf("allocate", [{"name": "resource-strategy-fit", "arguments": arguments}]))
     task_info = next(t for t in session.jobs["c1/pg1"].tasks.values() if t.name == "task")
     assert float(session.score(task_info)[0]) == pytest.approx(want, abs=1e-6)
+
+
+# -- plugins/capacity/capacity_test.go: Test_capacityPlugin_OnSessionOpenWithHierarchy (cases 0-7) -------------
+
+
+def hq(name: str, parent: str, deserved: dict[str, str] | None = None, capability: dict[str, str] | None = None) -> Any:
+    """buildQueueWithParents(name, parent, deserved, capability)."""
+    queue = vc_queue(name, 1, capability, deserved=deserved)
+    if parent:
+        queue["spec"]["parent"] = parent
+    return queue
+
+
+def hpg(name: str, queue: str, min_member: int, phase: str) -> dict[str, Any]:
+    return vc_podgroup(name, "ns1", queue, min_member, None, phase)
+
+
+def hpod(name: str, node: str, cpu: str, memory: str, group: str, **labels: str) -> dict[str, Any]:
+    return vc_pod("ns1", name, node, RUNNING if node else PENDING, R(cpu, memory), group, labels)
+
+
+PODS4 = {"pods": "4"}
+Q3_FAMILY = [
+    hq("q3", "root", {**R("4", "4Gi"), "pods": "10"}, {**R("4", "4Gi"), "pods": "10"}),
+    hq("q31", "q3", {**R("2", "2Gi"), "pods": "2"}, {**R("4", "4Gi"), **PODS4}),
+    hq("q32", "q3", {**R("2", "2Gi"), "pods": "2"}, {**R("4", "4Gi"), **PODS4}),
+]
+HIERARCHY_CASES = [
+    Case(
+        "capacity_test.go hierarchy",
+        "case0: Pod allocatable when queue is leaf queue",
+        [
+            hq("root", ""),
+            hq("q1", "root", None, R("4", "4Gi")),
+            hq("q2", "root", None, R("4", "4Gi")),
+            hq("q11", "q1", None, R("1", "1Gi")),
+            hq("q12", "q1", None, R("3", "3Gi")),
+            hpg("pg1", "q11", 1, INQUEUE),
+            hpod("p1", "", "1", "1Gi", "pg1"),
+        ],
+        expect_binds={"ns1/p1": "n1"},
+    ),
+    Case(
+        "capacity_test.go hierarchy",
+        "case1: Pod not allocatable when queue is not leaf queue",
+        [
+            hq("root", ""),
+            hq("q1", "root", None, R("4", "4Gi")),
+            hq("q2", "root", None, R("4", "4Gi")),
+            hq("q11", "q1", None, R("1", "1Gi")),
+            hq("q12", "q1", None, R("3", "3Gi")),
+            hpg("pg2", "q1", 1, "Pending"),
+            hpod("p2", "", "1", "1Gi", "pg2"),
+        ],
+        expect_binds={},
+    ),
+    Case(
+        "capacity_test.go hierarchy",
+        "case2: Pod allocatable when queue has not exceed capability",
+        [
+            hq("root", ""),
+            *Q3_FAMILY,
+            hq("q4", "root", {**R("2", "2Gi"), "pods": "1"}, {**R("4", "4Gi"), **PODS4}),
+            hpg("pg3", "q31", 2, INQUEUE),
+            hpod("p3", "", "2", "2Gi", "pg3"),
+            hpod("p4", "", "2", "2Gi", "pg3"),
+        ],
+        expect_binds={"ns1/p3": "n1", "ns1/p4": "n1"},
+    ),
+    Case(
+        "capacity_test.go hierarchy",
+        "case3: Can reclaim from other queues when allocated < deserved",
+        [
+            hq("root", ""),
+            *Q3_FAMILY,
+            hq("q4", "root", {**R("2", "2Gi"), "pods": "1"}, {**R("4", "4Gi"), **PODS4}),
+            hpg("pg4", "q4", 1, "Running"),
+            hpg("pg5", "q31", 1, "Running"),
+            hpg("pg6", "q32", 1, INQUEUE),
+            hpod("p5", "n1", "4", "4Gi", "pg4"),
+            hpod("p6", "n1", "2", "2Gi", "pg5", **{PREEMPTABLE: "false"}),
+            hpod("p7", "n1", "2", "2Gi", "pg5"),
+            hpod("p8", "", "2", "2Gi", "pg6"),
+        ],
+        expect_evicted=["ns1/p7"],
+        extra={"pipelined": {"ns1/p8": "n1"}},
+    ),
+    Case(
+        "capacity_test.go hierarchy",
+        "case4: Pod is not allocatable when ancestor queue's real capability not enough",
+        [
+            hq("root", ""),
+            *Q3_FAMILY,
+            hq("q33", "q3", {**R("0", "0Gi"), "pods": "2"}, {**R("4", "4Gi"), **PODS4}),
+            hpg("pg5", "q31", 1, "Running"),
+            hpg("pg7", "q32", 1, "Running"),
+            hpg("pg8", "q33", 1, INQUEUE),
+            hpod("p6", "n1", "2", "2Gi", "pg5", **{PREEMPTABLE: "false"}),
+            hpod("p9", "n1", "2", "2Gi", "pg7"),
+            hpod("p10", "", "3", "3Gi", "pg8"),
+        ],
+        expect_binds={},
+    ),
+    Case(
+        "capacity_test.go hierarchy",
+        "case5: If the capability cpu or memory is not specified, the value should be inherited from parent queue",
+        [
+            hq("root", ""),
+            hq("q5", "root", None, {"memory": "4Gi"}),
+            hq("q51", "q5", None, {"memory": "2Gi"}),
+            hpg("pg9", "q51", 1, "Running"),
+            vc_pod("ns1", "p11", "", PENDING, {"cpu": "1"}, "pg9"),
+        ],
+        expect_binds={"ns1/p11": "n1"},
+    ),
+    Case(
+        "capacity_test.go hierarchy",
+        "case6: podgroup can't be enqueued when any ancestor queue's capability is not enough",
+        [
+            hq("root", ""),
+            hq("q6", "root", None, R("2", "4Gi")),
+            hq("q61", "q6"),
+            hq("q62", "q6"),
+            hpg("pg10", "q61", 1, "Pending"),
+            hpg("pg11", "q62", 1, "Pending"),
+        ],
+        extra={"status": {"ns1/pg10": "Inqueue", "ns1/pg11": "Pending"}, "min": R("2", "4Gi")},
+    ),
+    Case(
+        "capacity_test.go hierarchy",
+        "case7: the sum of sub queue 71 and 72's guarantee exceeds the capacity of queue7, but should not panic",
+        [hq("root", ""), hq("q7", "root", None, R("6", "4Gi")), hq("q71", "q7", None, R("6", "4Gi"))],
+        expect_binds={},
+        extra={"guarantee": {"q71": R("4", "3Gi"), "q72": R("4", "3Gi")}},
+    ),
+]
+for case in HIERARCHY_CASES:
+    if "min" in case.extra:
+        for obj in case.objects:
+            if obj["kind"] == "PodGroup":
+                obj["spec"]["minResources"] = case.extra["min"]
+    if "guarantee" in case.extra:
+        case.objects = [*case.objects, hq("q72", "q7", None, R("6", "4Gi"))]
+        for obj in case.objects:
+            wanted = case.extra["guarantee"].get(obj["metadata"]["name"])
+            if obj["kind"] == "Queue" and wanted:
+                obj["spec"]["guarantee"] = {"resource": wanted}
+
+
+@pytest.mark.parametrize("case", HIERARCHY_CASES, ids=[c.name[:5] for c in HIERARCHY_CASES])
+def test_volcano_capacity_hierarchy_case(case: Case) -> None:
+    objects = [vc_node("n1", "8", "8Gi", 11), *case.objects]
+    tiers = ([{"name": "capacity", "enableHierarchy": True}, "predicates", "gang"],)
+    session = outcome(objects, "enqueue, reclaim, allocate", tiers)
+    if case.expect_binds is not None:
+        assert binds(session) == dict(case.expect_binds)
+    if case.expect_evicted is not None:
+        assert evicted(session) == sorted(case.expect_evicted)
+    if "pipelined" in case.extra:
+        assert {f"{t.namespace}/{t.name}": t.node for t in session.pipelined} == case.extra["pipelined"]
+    for key, phase in case.extra.get("status", {}).items():
+        assert session.jobs[key].phase.value == phase
