@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -435,6 +436,77 @@ def test_a_be_pods_cgroups_get_the_agents_qos_values(up: LaharUp) -> None:
         30,
         "the BE pod to go",
     )
+
+
+def test_a_deployment_runs_local_pods_and_is_collected(up: LaharUp) -> None:
+    """kubectl as a user runs an online service: the workload controllers and the Lahar scheduler
+    run a Deployment's pods on this machine, kubectl logs reads them, deleting the Deployment
+    collects its ReplicaSet and pods."""
+    kubectl_path = shutil.which("kubectl")
+    if kubectl_path is None:
+        pytest.skip("kubectl is not installed")
+
+    def kubectl(*args: str, stdin: str | None = None) -> str:
+        done = subprocess.run(
+            [kubectl_path, f"--kubeconfig={up.kubeconfig}", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+        assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
+        return done.stdout
+
+    def manifest(message: str) -> str:
+        container = {
+            "name": "web",
+            "image": "busybox",
+            "command": ["sh", "-c", f"echo {message}; sleep 600"],
+            "env": [{"name": MARK_ENV, "value": up.mark}],
+        }
+        template = {
+            "metadata": {"labels": {"app": "web"}},
+            "spec": {
+                "nodeSelector": {"lahar.dev/local": "true"},
+                "terminationGracePeriodSeconds": 1,
+                "containers": [container],
+            },
+        }
+        deployment = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}, "template": template},
+        }
+        return yaml.safe_dump(deployment)
+
+    api = up.api()
+
+    def running_pods() -> list[dict[str, Any]]:
+        pods = api.list(kinds.POD, "default", label_selector="app=web")["items"]
+        return [p for p in pods if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")]
+
+    kubectl("apply", "-f", "-", stdin=manifest("v1"))
+    assert "successfully rolled out" in kubectl("rollout", "status", "deployment/web", "--timeout=90s")
+    pods = running_pods()
+    assert len(pods) == 2 and {p["spec"]["nodeName"] for p in pods} == {platform_node(api)}
+    wait_for(lambda: "v1" in kubectl("logs", pods[0]["metadata"]["name"]), 30, "the pod's log")
+    # (scale, rolling updates and rollout undo: tests/controller/test_workloads_e2e.py, faster)
+    kubectl("delete", "deployment", "web")
+    wait_for(
+        lambda: (
+            not api.list(kinds.REPLICA_SET, "default")["items"]
+            and not api.list(kinds.POD, "default", label_selector="app=web")["items"]
+        ),
+        60,
+        "the Deployment's ReplicaSets and pods to be collected",
+    )
+
+
+def platform_node(api: KubeApi) -> str:
+    """The local node's name (the one labelled lahar.dev/local)."""
+    (local,) = api.list(kinds.NODE, label_selector="lahar.dev/local=true")["items"]
+    return str(local["metadata"]["name"])
 
 
 # --- restarts and failures ---------------------------------------------------------------------------
