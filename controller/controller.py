@@ -11,6 +11,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
@@ -45,6 +46,7 @@ JOB_INDEX = "job"  # pods by "<namespace>/<job name>" (their job-name label)
 QUEUE_INDEX = "queue"  # Jobs and PodGroups by the queue they name
 COMMAND_ANNOTATION = "lahar.dev/command"  # AbortJob / ResumeJob, written by `lahar job suspend|resume`
 CRASH_LOOP_EVENT = "PodCrashLooping"
+POD_WRITERS = 8
 PODGROUP_PENDING_EVENT = "PodGroupPending"  # Volcano's reason for the scheduler's word on the gang
 
 
@@ -139,6 +141,8 @@ class JobController:
         self.loop_health = LoopHealth("reconcile loop")
         # Volcano's CronJobs make Jobs on a schedule; they run in the same process, beside the Jobs.
         self.cronjobs = CronJobController(api, clock)
+        # A job's pod creations and deletions go out together (the API client pools 10 connections).
+        self._writers = ThreadPoolExecutor(max_workers=POD_WRITERS, thread_name_prefix="job-controller-writes")
         self.jobflows = JobFlowController(api)  # and JobFlows make them from JobTemplates
         # Job uid -> (generation, active) its plugin objects were last made to match, so pod
         # events do not re-list them each time.
@@ -166,6 +170,7 @@ class JobController:
             self._worker.join(10)
         for informer in self._informers:
             informer.stop()
+        self._writers.shutdown(wait=True)
 
     def live(self) -> tuple[bool, str]:
         """For /livez: the worker runs and is not stuck in one reconcile (a restart cures that)."""
@@ -426,19 +431,22 @@ class JobController:
             self._record_event(job_obj, "FailedPodWrites", "; ".join(failures), "Warning")
             raise WritesFailed(failures)
 
-    @staticmethod
-    def _each(items: list[Any], write: Callable[[Any], Any]) -> list[tuple[Any, KubeError]]:
-        """Apply `write` to every item, carrying on past failures; the failures, with their errors.
-        NotFound (already deleted) and AlreadyExists (already created) are what was wanted."""
-        failed: list[tuple[Any, KubeError]] = []
-        for item in items:
+    def _each(self, items: list[Any], write: Callable[[Any], Any]) -> list[tuple[Any, KubeError]]:
+        """Apply `write` to every item, concurrently (as Volcano creates a job's pods), carrying on
+        past failures; the failures, with their errors. NotFound (already deleted) and
+        AlreadyExists (already created) are what was wanted."""
+
+        def attempt(item: Any) -> KubeError | None:
             try:
                 write(item)
             except (NotFound, AlreadyExists):
-                pass
+                return None
             except KubeError as exc:
-                failed.append((item, exc))
-        return failed
+                return exc
+            return None
+
+        results = list(self._writers.map(attempt, items)) if len(items) > 1 else [attempt(i) for i in items]
+        return [(item, error) for item, error in zip(items, results, strict=True) if error is not None]
 
     def _announce(self, job_obj: dict[str, Any], old_state: dict[str, Any], decision: Decision) -> None:
         """Log and record an Event for a new phase, or a new reason in the same phase."""
