@@ -593,7 +593,9 @@ histograms the code updates also expose `_created` timestamps.
 The Grafana dashboard in `deploy/grafana/lahar-dashboard.json` is built on these metrics (a test
 checks that every query uses a metric listed here); [qos-tuning.md](qos-tuning.md) explains how to
 read the QoS ones while tuning the agent; [alerts.md](alerts.md) is the runbook of the alerts in
-`deploy/monitoring/prometheus-rules.yaml`.
+`deploy/monitoring/prometheus-rules.yaml`. [dashboard.png](dashboard.png) is the dashboard drawn
+from a `lahar up --demo` run (`scripts/render-dashboard.py`; `tests/observability/test_dashboard_demo.py`
+requires data from every panel on such a run).
 
 ## Other projects' names
 
@@ -604,8 +606,12 @@ twice: under Lahar's name (base units) and under the other project's name, label
 - **Volcano** (`volcano_*`, the scheduler): every family Volcano's scheduler exports
   (pkg/scheduler/metrics), same names, labels, units (milliseconds, millicores) and bucket ranges,
   derived from each cycle's session (`scheduler/volcano_metrics.py` says how each is made where
-  Lahar's model differs). Not exported: `volcano_vgpu_device_*` (Volcano's vGPU device plugin;
-  Lahar hands out whole GPUs) and `volcano_goroutines` (a Go runtime figure).
+  Lahar's model differs). Stages Lahar has: `volcano_task_scheduling_latency_milliseconds` for
+  `Assumed` (placed in a cycle) and `Bound`, `volcano_scheduling_stage_duration_milliseconds` for
+  `Bind` (Lahar's predicates and scores run over all nodes at once, not per task, so there is no
+  per-task `Predicate` or `Scoring` time, nor `Watched` or `PreBound`). Not exported:
+  `volcano_vgpu_device_*` (Volcano's vGPU device plugin; Lahar hands out whole GPUs) and
+  `volcano_goroutines` (a Go runtime figure).
 - **NVIDIA DCGM exporter** (`DCGM_FI_DEV_*`, the agent): utilization in percent, framebuffer
   memory in MiB, power in watts, temperature in °C, labels `gpu`, `UUID`, `device`, `modelName`,
   `Hostname`.
