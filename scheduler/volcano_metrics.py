@@ -110,8 +110,8 @@ def volcano_units(session: Session, vector: np.ndarray) -> dict[str, float]:
 
 def dominant_share(allocated: np.ndarray, total: np.ndarray, columns: np.ndarray) -> float:
     """The largest allocated / total over the quota resources (DRF's share), 0 with no capacity."""
-    shares = [allocated[c] / total[c] for c in columns if total[c] > 0]
-    return float(max(shares, default=0.0))
+    counted = columns[total[columns] > 0]
+    return float((allocated[counted] / total[counted]).max()) if len(counted) else 0.0
 
 
 def volcano_cycle(session: Session, now: float) -> VolcanoCycle:
