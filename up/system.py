@@ -446,7 +446,8 @@ class System:
 
     def _program(self, name: str, args: list[str]) -> Program:
         verbose: tuple[str, ...] = ("-v",) if self.options.verbose else ()
-        flags = (*verbose, "--log-format", self.options.log_format)
+        fmt: tuple[str, ...] = () if self.options.log_format == "text" else ("--log-format", self.options.log_format)
+        flags = (*verbose, *fmt)  # none by default: `lahar agent ...`, as a user would type it
         return Program(name, args, free_loopback_port(), self.components_dir / f"{name}.log", flags)
 
     def _local_node_name(self) -> str:

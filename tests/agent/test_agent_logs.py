@@ -49,7 +49,7 @@ def test_lahar_up_passes_verbose_and_the_log_format_to_every_program(tmp_path: P
         argv = system._program(name, ["--x"]).argv
         assert argv[argv.index("lahar") + 1 : argv.index(name)] == ["-v", "--log-format", "json"]
     argv = System(UpOptions(ServerConfig(tmp_path)))._program("agent", []).argv
-    assert argv[argv.index("lahar") + 1 : argv.index("agent")] == ["--log-format", "text"]
+    assert argv[argv.index("lahar") + 1 : argv.index("agent")] == []  # the defaults: no flags
 
 
 def test_a_repeated_change_is_said_at_most_once_a_period() -> None:

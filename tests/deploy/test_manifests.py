@@ -50,6 +50,7 @@ K8S_VERSIONS = ("1.25", latest_version())
 # Prometheus Operator's ServiceMonitor (checked against the subset of its schema used here).
 LAHAR_KINDS = {(k.api_version, k.kind): k for k in (kinds.JOB, kinds.PODGROUP, kinds.QUEUE, kinds.HYPERNODE)}
 SERVICE_MONITOR = ("monitoring.coreos.com/v1", "ServiceMonitor")
+PROMETHEUS_RULE = ("monitoring.coreos.com/v1", "PrometheusRule")  # promtool checks its rules
 CLUSTER_SCOPED = {
     "Namespace",
     "CustomResourceDefinition",
@@ -302,6 +303,9 @@ def test_every_manifest_is_a_valid_kubernetes_object(entry: tuple[Path, Obj], ve
         return
     if key == SERVICE_MONITOR:
         return  # test_service_monitors_select_the_metrics_ports
+    if key == PROMETHEUS_RULE:
+        jsonschema.validate(obj, PROMETHEUS_RULE_SCHEMA)  # and tests/observability/test_prometheus_rules.py
+        return
     since = SINCE_VERSION.get(obj["kind"])
     if since and tuple(map(int, version.split(".")[:2])) < tuple(map(int, since.split("."))):
         pytest.skip(f"{obj['kind']} is GA since Kubernetes {since}")
@@ -315,6 +319,53 @@ def test_every_manifest_is_a_valid_kubernetes_object(entry: tuple[Path, Obj], ve
 
 # The fields of monitoring.coreos.com/v1 ServiceMonitor these manifests use, as the operator's CRD
 # types them; anything else is refused so a typo cannot slip through.
+# The operator's PrometheusRule as these manifests use it: groups of alerting or recording rules.
+PROMETHEUS_RULE_SCHEMA: Obj = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "additionalProperties": False,
+    "properties": {
+        "apiVersion": {"const": "monitoring.coreos.com/v1"},
+        "kind": {"const": "PrometheusRule"},
+        "metadata": {"type": "object", "required": ["name", "namespace"]},
+        "spec": {
+            "type": "object",
+            "required": ["groups"],
+            "additionalProperties": False,
+            "properties": {
+                "groups": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["name", "rules"],
+                        "additionalProperties": False,
+                        "properties": {
+                            "name": {"type": "string"},
+                            "interval": {"type": "string"},
+                            "rules": {
+                                "type": "array",
+                                "items": {
+                                    "type": "object",
+                                    "required": ["expr"],
+                                    "oneOf": [{"required": ["alert"]}, {"required": ["record"]}],
+                                    "additionalProperties": False,
+                                    "properties": {
+                                        "alert": {"type": "string"},
+                                        "record": {"type": "string"},
+                                        "expr": {"type": "string"},
+                                        "for": {"type": "string"},
+                                        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                                        "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
+                                    },
+                                },
+                            },
+                        },
+                    },
+                }
+            },
+        },
+    },
+}
 SERVICE_MONITOR_SCHEMA: Obj = {
     "type": "object",
     "required": ["apiVersion", "kind", "metadata", "spec"],
