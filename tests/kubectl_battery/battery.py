@@ -240,15 +240,12 @@ INTENDED: dict[str, str] = {
     "token volume (there are no tokens to mount in single-machine mode)",
     "get all": "`lahar apiserver` alone runs no controllers, so the Deployment makes no ReplicaSet or pods "
     "(under `lahar up` the workload controllers do); the real cluster runs kube-controller-manager",
-    "get deployment wide": "no controllers behind `lahar apiserver` alone: the Deployment's status stays empty",
+    "get deployment wide": "no controllers behind `lahar apiserver` alone: the Deployment's status stays "
+    "empty (kube-controller-manager fills it on the real cluster; lahar up's workload controllers do here)",
     "get queue wide": "Lahar's admission defaults a Queue's state (Open) and parent (root) as its scheduler "
     "reads them; deploy/'s CRD has no such defaults, so the real server leaves them empty",
     "get queue yaml": "the same defaults: the stored Queue has a status and spec.parent",
-    "get vcjob wide": "Lahar's admission defaults a Job's status (Pending, counts) at create",
     "get podgroup wide": "Lahar's admission defaults a PodGroup's status (Pending, counts) at create",
-    "describe vcjob": "the same defaults show in describe",
-    "logs of an unscheduled pod": "kube-apiserver answers an unscheduled pod's log as empty; the embedded "
-    "server too, but kubectl's default-container message differs when the pod has one container",
 }
 
 

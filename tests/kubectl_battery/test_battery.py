@@ -1,6 +1,7 @@
 """The differential kubectl battery (battery.py) runs: on the embedded server always, and against
-a real kube-apiserver too (e2e), where it prints the table of differences. Differences are
-findings, not failures; a battery that cannot run is a failure."""
+a real kube-apiserver too (e2e), where it prints the table of differences. A difference must be
+an intended one (battery.INTENDED, with its reason); an unexplained one fails, as does a battery
+that cannot run."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.kubectl_battery.battery import Session, compare, normalise, report, run_session, steps
+from tests.kubectl_battery.battery import Session, compare, normalise, reason, report, run_session, steps
 
 KUBECTL = shutil.which("kubectl")
 needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
@@ -73,3 +74,5 @@ def test_the_battery_compares_the_embedded_server_with_kube_apiserver(
         assert real_by_name[name].returncode == 0, real_by_name[name].text
     with capsys.disabled():
         print("\n" + report(same, different, "kubectl", "kube-apiserver"))
+    unexplained = [d.step for d in different if not reason(d.step)]
+    assert not unexplained, f"differences with no reason in battery.INTENDED: {unexplained}"
