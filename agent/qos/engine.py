@@ -44,6 +44,7 @@ log = logging.getLogger("lahar.agent.qos")
 ACTIVE, DRY_RUN, WAITING, UNAVAILABLE, FAILING = "active", "dry-run", "waiting", "unavailable", "failing"
 # (reclaimable, what the Node carries or None to read it) -> what it carries after: node_allocatable.py
 AllocatablePatch = Callable[[Mapping[str, int], "Mapping[str, int] | None"], dict[str, int]]
+CAP_KNOB = "cpu.max"  # the knob of the BE CPU cap (knobs.py)
 ALLOCATABLE_RESYNC_SECONDS = 300.0  # read the Node again now and then: someone may have changed it
 
 
@@ -210,6 +211,11 @@ class QosEngine:
         """One line for what a tick wrote (nothing at steady state; each write is a debug line)."""
         wrote = {knob: count - before.get(knob, 0) for knob, count in self.executor.writes.items()}
         wrote = {knob: count for knob, count in wrote.items() if count}
+        if wrote.pop(CAP_KNOB, 0):  # the BE cap, moving with the controller: summed up as its changes are
+            cap = self._figures().get("be_cpu_quota_cores")
+            summary = self._cap_summary.changed(self.clock(), f"now {_cores(cap)} cores (written by the tick)")
+            if summary:
+                log.info("%s", summary)
         if wrote:
             listed = ", ".join(f"{knob} x{count}" for knob, count in sorted(wrote.items()))
             log.info(

@@ -85,6 +85,8 @@ def test_the_agent_is_quiet_at_steady_state(node: Node, caplog: pytest.LogCaptur
             at += 1.5
             engine.interference_step(Signal(at, share, be_cores=1.5))
     assert engine.cap_changes >= 10
+    for tick in range(12, 16):  # the ticks between write the moving cap too: summed up with the rest
+        engine.step(node.report(), node.pods, float(tick))
     lines = info_lines(caplog)
     assert len(lines) == 1 and lines[0].startswith("BE CPU cap changed: now "), lines
     assert any(r.levelno == logging.DEBUG and r.getMessage().startswith("cgroup ") for r in caplog.records)
