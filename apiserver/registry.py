@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from lahar.api import admission, kinds
+from lahar.api import admission, hypernode, kinds, queue
 from lahar.api.errors import ValidationError
 from lahar.api.kinds import Kind
 from lahar.apiserver import errors
@@ -99,7 +99,15 @@ class Registry:
             kinds.POD: KindBehaviour(
                 on_create=self._resolve_priority, check_update=self._check_pod_update, grace_seconds=self._pod_grace
             ),
-            kinds.QUEUE: KindBehaviour(undeletable={"default": "the default queue may not be deleted"}),
+            kinds.QUEUE: KindBehaviour(
+                on_create=lambda obj: self._refuse_queue_loop(obj["metadata"]["name"], obj),
+                check_update=lambda old, new: self._refuse_queue_loop(old["metadata"]["name"], new),
+                undeletable={"default": "the default queue may not be deleted"},
+            ),
+            kinds.HYPERNODE: KindBehaviour(
+                on_create=lambda obj: self._refuse_hypernode_loop(obj["metadata"]["name"], obj),
+                check_update=lambda old, new: self._refuse_hypernode_loop(old["metadata"]["name"], new),
+            ),
         }
 
     def behaviour(self, kind: Kind) -> KindBehaviour:
@@ -256,6 +264,37 @@ class Registry:
         if priority_class:
             spec["priorityClassName"] = priority_class["metadata"]["name"]
             spec.setdefault("preemptionPolicy", priority_class.get("preemptionPolicy", "PreemptLowerPriority"))
+
+    def _refuse_queue_loop(self, name: str, obj: dict[str, Any]) -> None:
+        """Loops in the queue tree span several Queues, so no one object's validation sees them:
+        refuse the write that would close one."""
+        parents = {e.obj["metadata"]["name"]: queue.parent_of(e.obj) for e in self.store.entries(kinds.QUEUE)}
+        loop = queue.parent_loop(name, queue.parent_of(obj), parents)
+        if loop:
+            raise errors.invalid(
+                kinds.QUEUE,
+                name,
+                [("spec.parent", f"the queue tree would loop: {' -> '.join(map(str, loop))}", "FieldValueInvalid")],
+            )
+
+    def _refuse_hypernode_loop(self, name: str, obj: dict[str, Any]) -> None:
+        """As for queues: refuse the HyperNode write that would close a loop of members."""
+        members_of = {
+            e.obj["metadata"]["name"]: hypernode.member_hypernodes(e.obj) for e in self.store.entries(kinds.HYPERNODE)
+        }
+        loop = hypernode.member_loop(name, hypernode.member_hypernodes(obj), members_of)
+        if loop:
+            raise errors.invalid(
+                kinds.HYPERNODE,
+                name,
+                [
+                    (
+                        "spec.members",
+                        f"the HyperNode tree would loop: {' -> '.join(map(str, loop))}",
+                        "FieldValueInvalid",
+                    )
+                ],
+            )
 
     # -- update ----------------------------------------------------------------------------------
 

@@ -15,13 +15,14 @@ spec:
 ```
 
 A HyperNode member is named (`exactMatch`); regex and label selection are for nodes, as Volcano
-allows. Loops between HyperNodes span several objects, so the API server cannot refuse them; the
-scheduler reports a HyperNode in a loop (an `InvalidHyperNode` event) and leaves it out."""
+allows. A loop between HyperNodes spans several objects: `member_loop` finds the one a write would
+close, and the embedded API server refuses that write; objects that loop anyway (written through
+another API server) are reported by the scheduler (an `InvalidHyperNode` event) and left out."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lahar.api.errors import Field, FieldError
@@ -51,6 +52,40 @@ class HyperNode(MetaAccessors):
     @property
     def members(self) -> list[Mapping[str, Any]]:
         return [m for m in self.spec.get("members") or () if isinstance(m, Mapping)]
+
+
+def member_hypernodes(obj: Mapping[str, Any]) -> list[str]:
+    """The names of a HyperNode dict's HyperNode members (those named by exactMatch); malformed
+    members are skipped (validation reports them)."""
+    spec = obj.get("spec")
+    members = spec.get("members") if isinstance(spec, Mapping) else None
+    names = []
+    for member in members if isinstance(members, list) else ():
+        if not isinstance(member, Mapping):
+            continue
+        selector = member.get("selector")
+        exact = selector.get("exactMatch") if isinstance(selector, Mapping) else None
+        name = exact.get("name") if isinstance(exact, Mapping) else None
+        if member.get("type") == "HyperNode" and isinstance(name, str):
+            names.append(name)
+    return names
+
+
+def member_loop(name: str, members: Sequence[str], members_of: Mapping[str, Sequence[str]]) -> list[str] | None:
+    """The loop that giving HyperNode `name` the HyperNode members `members` closes, as the path
+    from `name` back to itself (`[s0, s1, s0]`), or None. `members_of` maps the other HyperNodes to
+    their HyperNode members. Depth first, each HyperNode visited once."""
+    seen: set[str] = set()
+    stack: list[tuple[str, list[str]]] = [(member, [name, member]) for member in reversed(members)]
+    while stack:
+        current, path = stack.pop()
+        if current == name:
+            return path
+        if current in seen:
+            continue
+        seen.add(current)
+        stack.extend((child, [*path, child]) for child in reversed(members_of.get(current, ())))
+    return None
 
 
 def _validate_member(member: Field, own_name: Any) -> None:

@@ -106,6 +106,30 @@ def _check_within(bounded: Field, bound: dict[str, Quantity], bound_name: str, a
             bounded.child(name).report(f"must not be greater than {bound_name}.{name} ({limit})")
 
 
+def parent_of(obj: Mapping[str, Any]) -> str:
+    """A Queue dict's spec.parent, or "" when absent or malformed (validation reports that)."""
+    spec = obj.get("spec")
+    parent = spec.get("parent") if isinstance(spec, Mapping) else None
+    return parent if isinstance(parent, str) else ""
+
+
+def parent_loop(name: str, parent: str, parents: Mapping[str, str]) -> list[str] | None:
+    """The loop that giving queue `name` the parent `parent` closes, as the chain from `name` back
+    to itself (`[a, b, a]`), or None when the chain ends at root or at a queue that does not exist.
+    `parents` maps the other queues to their parents. A loop among other queues that `name` merely
+    hangs under is not this write's doing, and is not reported here."""
+    chain = [name]
+    current = parent
+    while current and current != ROOT_QUEUE:
+        if current == name:
+            return [*chain, name]
+        if current in chain:
+            return None
+        chain.append(current)
+        current = parents.get(current, "")
+    return None
+
+
 def validate(obj: dict[str, Any], old: dict[str, Any] | None = None) -> list[FieldError]:
     root = Field(obj)
     spec = root.child("spec")

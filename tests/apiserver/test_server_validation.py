@@ -213,6 +213,67 @@ def test_queue_defaults(custom: client.CustomObjectsApi) -> None:
     assert created["spec"]["reclaimable"] is True
 
 
+def queue_body(name: str, parent: str = "") -> dict[str, Any]:
+    return {"metadata": {"name": name}, "spec": {"parent": parent} if parent else {}}
+
+
+def test_queue_tree_loop_across_queues_is_refused_on_create_and_update(custom: client.CustomObjectsApi) -> None:
+    """a <- b <- c is a chain; a write that makes it a loop is refused naming the loop, and the
+    stored queues stay as they were."""
+    a, b, c = (f"q{letter}-{uuid.uuid4().hex[:6]}" for letter in "abc")
+    custom.create_cluster_custom_object(*SCHED, "queues", queue_body(a))
+    custom.create_cluster_custom_object(*SCHED, "queues", queue_body(b, a))
+    custom.create_cluster_custom_object(*SCHED, "queues", queue_body(c, b))
+    status = refused(
+        lambda: custom.patch_cluster_custom_object(*SCHED, "queues", a, {"spec": {"parent": c}}), "spec.parent"
+    )
+    assert f"the queue tree would loop: {a} -> {c} -> {b} -> {a}" in status["message"]
+    current = custom.get_cluster_custom_object(*SCHED, "queues", a)
+    body = copy.deepcopy(current)
+    body["spec"]["parent"] = b
+    refused(lambda: custom.replace_cluster_custom_object(*SCHED, "queues", a, body), "spec.parent")
+    assert custom.get_cluster_custom_object(*SCHED, "queues", a) == current
+    # Reparenting without a loop is fine, and a new queue under the chain is too.
+    custom.patch_cluster_custom_object(*SCHED, "queues", c, {"spec": {"parent": a}})
+    custom.create_cluster_custom_object(*SCHED, "queues", queue_body(f"{c}-leaf", c))
+
+
+def hypernode_body(name: str, *members: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "topology.volcano.sh/v1alpha1",
+        "kind": "HyperNode",
+        "metadata": {"name": name},
+        "spec": {
+            "tier": 2,
+            "members": [{"type": "HyperNode", "selector": {"exactMatch": {"name": m}}} for m in members],
+        },
+    }
+
+
+def test_hypernode_loop_across_objects_is_refused_on_create_and_update(custom: client.CustomObjectsApi) -> None:
+    topo = ("topology.volcano.sh", "v1alpha1")
+    x, y, z = (f"h{letter}-{uuid.uuid4().hex[:6]}" for letter in "xyz")
+    custom.create_cluster_custom_object(*topo, "hypernodes", hypernode_body(y, z))
+    custom.create_cluster_custom_object(*topo, "hypernodes", hypernode_body(x, y))
+    # z does not exist yet; creating it with x as a member closes z -> x -> y -> z.
+    status = refused(
+        lambda: custom.create_cluster_custom_object(*topo, "hypernodes", hypernode_body(z, x)), "spec.members"
+    )
+    assert f"the HyperNode tree would loop: {z} -> {x} -> {y} -> {z}" in status["message"]
+    with pytest.raises(ApiException) as caught:
+        custom.get_cluster_custom_object(*topo, "hypernodes", z)
+    assert caught.value.status == 404
+    before = custom.get_cluster_custom_object(*topo, "hypernodes", y)
+    refused(
+        lambda: custom.replace_cluster_custom_object(
+            *topo, "hypernodes", y, {**hypernode_body(y, z, x), "metadata": before["metadata"]}
+        ),
+        "spec.members",
+    )
+    assert custom.get_cluster_custom_object(*topo, "hypernodes", y) == before
+    custom.create_cluster_custom_object(*topo, "hypernodes", hypernode_body(z, f"{z}-leaf"))
+
+
 def test_podgroup_negative_min_member(custom: client.CustomObjectsApi, ns: str) -> None:
     body = {
         "apiVersion": "scheduling.volcano.sh/v1beta1",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lahar.api import hypernode
+from lahar.api import hypernode, queue
 from lahar.api.node import Node
 from lahar.scheduler.framework.hypernodes import hypernode_tree
 from lahar.scheduler.model import NodeTable, Resources
@@ -122,3 +122,16 @@ def test_the_cache_keeps_hypernodes_for_the_sessions() -> None:
     assert sorted(h["metadata"]["name"] for h in cache.snapshot().hypernodes) == ["s0", "s1", "top"]
     cache.delete_hypernode(TREE[0])
     assert len(cache.snapshot().hypernodes) == 2
+
+
+def test_the_loop_a_write_would_close_is_found_across_objects() -> None:
+    members_of = {"x": ["y"], "y": ["z"], "w": ["w2"], "w2": ["w"]}
+    assert hypernode.member_loop("z", ["x"], members_of) == ["z", "x", "y", "z"]
+    assert hypernode.member_loop("z", ["w"], members_of) is None  # a loop z only hangs above
+    assert hypernode.member_loop("z", [], members_of) is None
+    assert hypernode.member_hypernodes(hyper("all", 2, "s0", "s1", kind="HyperNode")) == ["s0", "s1"]
+    assert hypernode.member_hypernodes({"spec": ["not", "a", "mapping"]}) == []
+    parents = {"b": "a", "c": "b", "x": "y", "y": "x"}
+    assert queue.parent_loop("a", "c", parents) == ["a", "c", "b", "a"]
+    assert queue.parent_loop("n", "x", parents) is None  # under a loop of others, not closing one
+    assert queue.parent_loop("a", "root", parents) is None and queue.parent_loop("a", "gone", parents) is None
