@@ -110,3 +110,17 @@ def order_key(root: Node, path: list[tuple[str, float]]) -> tuple[tuple[bool, fl
         node = node.children.get(name) or Node(name)
         key.append((node.saturated, node.share / node.weight))
     return tuple(key)
+
+
+def compare(root: Node, left: list[tuple[str, float]], right: list[tuple[str, float]]) -> float:
+    """Volcano's compareQueues: down both paths while the nodes tie, an unsaturated node before a
+    saturated one (-1 / 1), else the difference of share / weight; 0 when the common levels tie.
+    Negative when the left queue goes first."""
+    for (left_saturated, left_share), (right_saturated, right_share) in zip(
+        order_key(root, left), order_key(root, right), strict=False
+    ):
+        if left_saturated != right_saturated:
+            return 1.0 if left_saturated else -1.0
+        if left_share != right_share:
+            return left_share - right_share
+    return 0.0

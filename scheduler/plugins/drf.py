@@ -10,10 +10,14 @@ With `enableHierarchy: true`, queues are ordered by hierarchical DRF over the tr
 annotations `volcano.sh/hierarchy` and `volcano.sh/hierarchy-weights` describe
 (`framework/hdrf.py` holds the tree and Volcano's rules); the tree is rebuilt after each change
 of the jobs' allocations, so the order follows the placements (cost: the jobs, per queue turn).
-Not implemented: Volcano's hdrf reclaim filter (reclaim follows the other tiers' plugins).
+Reclaim, as Volcano's hdrf filter: with the reclaimer's task counted as placed, a candidate is a
+victim when, with that one task evicted, the reclaimer's queue comes strictly before the
+candidate's in the hierarchical order (one tree per candidate: cost the jobs, per candidate).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -43,24 +47,48 @@ class DrfPlugin(Plugin):
         self._tree: hdrf.Node | None = None
         if self.switches_on & self.SWITCHES_HONOURED:
             session.add_queue_order_fn(self.queue_key)
+            session.add_reclaimable_fn(self.hierarchical_victims)
 
     def queue_key(self, queue: QueueInfo) -> tuple[tuple[bool, float], ...]:
         """Hierarchical DRF: the queue's (saturated, share / weight) down its path."""
         if self._tree is None:
-            columns, jobs = self._columns, self.session.jobs
-            every = tuple(TaskStatus)
-            leaves = [
-                hdrf.Leaf(
-                    key,
-                    self._path(job.queue),
-                    self._of(key)[columns],
-                    job.requested(every)[columns],
-                )
-                for key, job in jobs.items()
-                if job.queue in self.session.queues
-            ]
-            self._tree = hdrf.build(leaves, self._total)
+            self._tree = self._build_tree({})
         return hdrf.order_key(self._tree, self._path(queue.name))
+
+    def _build_tree(self, changes: Mapping[str, np.ndarray]) -> hdrf.Node:
+        """The hdrf tree over the jobs' allocations, each job in `changes` holding that much more."""
+        columns, jobs = self._columns, self.session.jobs
+        every = tuple(TaskStatus)
+        leaves = [
+            hdrf.Leaf(
+                key,
+                self._path(job.queue),
+                (self._of(key) + changes[key] if key in changes else self._of(key))[columns],
+                job.requested(every)[columns],
+            )
+            for key, job in jobs.items()
+            if job.queue in self.session.queues
+        ]
+        return hdrf.build(leaves, self._total)
+
+    def hierarchical_victims(self, reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        """Volcano's hdrf reclaim filter (see the module's note); a task whose job or queue the
+        session lacks is no victim."""
+        jobs, queues = self.session.jobs, self.session.queues
+        own = jobs.get(reclaimer.job)
+        if own is None or own.queue not in queues:
+            return []
+        own_path = self._path(own.queue)
+        chosen = []
+        for victim in candidates:
+            job = jobs.get(victim.job)
+            if job is None or job.queue not in queues:
+                continue
+            changes = {reclaimer.job: reclaimer.request.copy()}
+            changes[victim.job] = changes.get(victim.job, np.zeros_like(victim.request)) - victim.request
+            if hdrf.compare(self._build_tree(changes), own_path, self._path(job.queue)) < 0:
+                chosen.append(victim)
+        return chosen
 
     def _path(self, name: str) -> list[tuple[str, float]]:
         queue = self.session.queues[name].queue
