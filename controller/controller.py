@@ -193,8 +193,12 @@ class JobController:
         last_resync = time.monotonic()
         while not self._stop.is_set():
             if time.monotonic() - last_resync > self.resync_seconds:  # a safety net for missed events
-                for obj in (*self.jobs.list(), *self.queues.list()):
+                jobs = self.jobs.list()
+                for obj in (*jobs, *self.queues.list()):
                     self.queue.add(_key(obj))
+                # Forget the plugin objects of jobs that are gone (their objects went with them).
+                alive = {job["metadata"].get("uid") for job in jobs}
+                self._plugin_objects_synced = {u: s for u, s in self._plugin_objects_synced.items() if u in alive}
                 last_resync = time.monotonic()
             self.loop_health.turned()
             key = self.queue.get()
