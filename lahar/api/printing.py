@@ -102,8 +102,7 @@ _WORKLOAD_WIDE: list[tuple[str, str, int, Cell]] = [
     ("Selector", "string", 1, _selector),
 ]
 
-# (name, type, priority, cell) per kind; Name first and Age after the priority-0 columns are added
-# for every kind (kubectl's order: `-o wide` columns come after Age).
+# (name, type, priority, cell) per kind; Name first and Age are added for every kind (see columns()).
 COLUMNS: dict[Kind, list[tuple[str, str, int, Cell]]] = {
     kinds.POD: [
         ("Ready", "string", 0, _pod_ready),
@@ -169,12 +168,12 @@ COLUMNS: dict[Kind, list[tuple[str, str, int, Cell]]] = {
 
 def columns(kind: Kind) -> list[tuple[str, str, int, Cell]]:
     own = COLUMNS.get(kind, [])
-    return [
-        ("Name", "string", 0, _path("metadata.name")),
-        *(c for c in own if c[2] == 0),
-        ("Age", "string", 0, lambda o: human_age(_get(o, "metadata.creationTimestamp"))),
-        *(c for c in own if c[2] != 0),
-    ]
+    age: tuple[str, str, int, Cell] = ("Age", "string", 0, lambda o: human_age(_get(o, "metadata.creationTimestamp")))
+    name: tuple[str, str, int, Cell] = ("Name", "string", 0, _path("metadata.name"))
+    if kind.group in (kinds.VOLCANO_BATCH, kinds.VOLCANO_SCHEDULING):
+        return [name, *own, age]  # the CRDs' additionalPrinterColumns order: Age last
+    # Built-in kinds as kube-apiserver prints them: `-o wide` columns after Age.
+    return [name, *(c for c in own if c[2] == 0), age, *(c for c in own if c[2] != 0)]
 
 
 def aligned(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
