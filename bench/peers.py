@@ -12,7 +12,8 @@ bench watches the pods until every measured pod is bound (or the shape's time li
 
 Measured per run, from the scheduler's start to the last measured pod bound:
   seconds          time to all bound (the scheduler's start-up and first list included);
-  pods_per_second  measured pods / (last bind - first bind): the binding rate once it schedules;
+  pods_per_second  measured pods / (last bind - first bind): the binding rate once it schedules
+                   (for a wave created while the scheduler runs, from its creation);
   scheduler_cpu_s  the scheduler process's user+system CPU seconds (/proc/PID/stat), and the same
                    per 1,000 measured pods; apiserver_cpu_s and etcd_cpu_s likewise;
   peak_rss_mib     the scheduler's VmHWM (/proc/PID/status);
@@ -885,7 +886,10 @@ def watch_run(
         times = sorted(t for name, t in ledger.bound_at.items() if name in measured)
     ended = time.perf_counter() - started
     seconds = (times[-1] - measure_from) if times else None
-    window = (times[-1] - times[0]) if len(times) > 1 else None
+    # The rate counts from the measured wave's creation when it arrives while the scheduler runs
+    # (preemption), else from the first bind: a scheduler's start-up and first list are not its
+    # throughput (they are in `seconds`).
+    window = (times[-1] - (times[0] if measure_from == started else measure_from)) if len(times) > 1 else None
     return {
         "outcome": outcome,
         "pods": len(measured),
