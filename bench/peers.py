@@ -14,8 +14,9 @@ Measured per run, from the scheduler's start to the last measured pod bound:
   seconds          time to all bound (the scheduler's start-up and first list included);
   pods_per_second  measured pods / (last bind - first bind): the binding rate once it schedules
                    (for a wave created while the scheduler runs, from its creation);
-  scheduler_cpu_s  the scheduler process's user+system CPU seconds (/proc/PID/stat), and the same
-                   per 1,000 measured pods; apiserver_cpu_s and etcd_cpu_s likewise;
+  scheduler_cpu_s  the scheduler process's user+system CPU seconds (/proc/PID/stat) from its start
+                   (for a wave created while it runs, from that wave's creation) to the last bind,
+                   and the same per 1,000 measured pods; apiserver_cpu_s and etcd_cpu_s likewise;
   peak_rss_mib     the scheduler's VmHWM (/proc/PID/status);
   over_capacity    binds that took a node past its allocatable CPU, memory or pod count, replayed
                    from the watch in etcd order (a pod holds its node until it ends or is deleted);
@@ -790,14 +791,14 @@ def run_once(
                 f"  {len(sim.node_names)} nodes, {sum(len(w.pods) for w in timed)} pods created; starting {peer.name}"
             )
             log = workdir / f"{peer.name}.log"
-            server_before = {name: cpu_seconds(pid) for name, pid in backend.server_pids.items()}
             started = time.perf_counter()
             with process(peer.argv(backend, workdir, shape.name), log) as proc:
-                result = watch_run(workload, ledger, api, pool, proc, log, measured, started, samples)
-                result["scheduler_cpu_s"] = round(cpu_seconds(proc.pid), 3) if proc.poll() is None else None
-                result["peak_rss_mib"] = round(peak_rss_mib(proc.pid), 1) if proc.poll() is None else None
-            for name, pid in backend.server_pids.items():
-                result[f"{name}_cpu_s"] = round(cpu_seconds(pid) - server_before[name], 3)
+                pids = {"scheduler": proc.pid, **backend.server_pids}
+                before = {name: cpu_seconds(pid) for name, pid in backend.server_pids.items()} | {"scheduler": 0.0}
+                result = watch_run(workload, ledger, api, pool, proc, log, measured, started, samples, pids, before)
+                for name, pid in pids.items():  # from the start, or the measured wave's creation
+                    result[f"{name}_cpu_s"] = round(cpu_seconds(pid) - before[name], 3)
+                result["peak_rss_mib"] = round(peak_rss_mib(proc.pid), 1)
     finally:
         ledger.stop()
         sim.stop()
@@ -841,9 +842,12 @@ def watch_run(
     measured: set[str],
     started: float,
     samples: list[tuple[float, dict[str, int]]],
+    pids: dict[str, int],
+    cpu_before: dict[str, float],
 ) -> dict[str, Any]:
     """Create the later waves when due, sample, and wait until every measured pod is bound, the
-    scheduler exits, stalls, or the shape's limit passes."""
+    scheduler exits, stalls, or the shape's limit passes. A measured wave created while the
+    scheduler runs moves `cpu_before` to that moment: its CPU figures are that wave's."""
     pending = [w for w in workload.waves if w.at > 0 or w.after_bound]
     created_before: set[str] = {p["metadata"]["name"] for w in workload.waves if w not in pending for p in w.pods}
     measure_from = started
@@ -860,6 +864,7 @@ def watch_run(
         ):
             wave = pending.pop(0)
             if wave.after_bound and wave.measured:
+                cpu_before.update({name: cpu_seconds(pid) for name, pid in pids.items()})
                 measure_from = time.perf_counter()
             create_objects(api, kinds.PODGROUP, wave.podgroups, pool)
             create_objects(api, kinds.POD, wave.pods, pool)
