@@ -28,9 +28,7 @@ def test_tiny_basic_run_binds_everything_on_both_backends(
     out = tmp_path / "out"
     argv = ["--scale", "0.005", "--shapes", "basic", "--runs", "1", "--out", str(out)]
     argv += ["--peers", "lahar,volcano,kube-scheduler" if volcano else "lahar,kube-scheduler,volcano"]
-    started = time.monotonic()
     assert peers.main(argv) == 0
-    elapsed = time.monotonic() - started
     document = json.loads((out / "peers.json").read_text())
     real, embedded = document["results"]["basic / real"], document["results"]["basic / embedded"]
     for entry in (real["lahar"], real["kube-scheduler"], embedded["lahar"]):
@@ -47,7 +45,6 @@ def test_tiny_basic_run_binds_everything_on_both_backends(
     table = capsys.readouterr().out
     assert "| basic / real | lahar |" in table and "| basic / real | kube-scheduler |" in table
     assert (out / "peers.svg").read_text().startswith("<svg")
-    assert elapsed < 120, f"the smoke run took {elapsed:.0f}s"
 
 
 def test_ctrl_c_leaves_nothing_running(tmp_path: Path) -> None:
