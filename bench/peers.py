@@ -1041,6 +1041,7 @@ def print_table(results: dict[str, Any], out: Any = None) -> None:
         "over-cap",
         "partial",
         "share err",
+        "affinity viol.",
     )
     names = (
         "pods_per_second",
@@ -1053,6 +1054,7 @@ def print_table(results: dict[str, Any], out: Any = None) -> None:
         "over_capacity",
         "partial_gangs",
         "share_error",
+        "affinity_violations",
     )
     print("| shape / backend | peer | " + " | ".join(columns) + " |", file=out)
     print("|---|---|" + "---|" * len(columns), file=out)
