@@ -8,8 +8,11 @@ other jobs in the same queue whose job has a lower priority, as `Session.preempt
 reverse task order) and only until the task fits, on the future state (what the evicted tasks
 free) and the queue allows it (`Session.allocatable`); then the task is pipelined there. The
 job's evictions and pipelines are committed only if the job is then pipelined
-(`Session.job_pipelined`), else undone. A second phase lets pending tasks of a starving job
-preempt lower-priority running tasks of the same job, one task at a time.
+(`Session.job_pipelined`), else undone. A job with a hard `networkTopology` makes its room within
+one HyperNode: its victims and its pipelined tasks are kept to one candidate HyperNode at a time
+(`in_one_domain`, best first), as Volcano's topology-aware gang eviction. A second phase lets
+pending tasks of a starving job preempt lower-priority running tasks of the same job, one task at
+a time.
 
 Lahar only ever preempts downwards: a victim's job priority (or, within a job, its task
 priority) must be strictly lower than the preemptor's, whatever the preemptable callbacks say.
@@ -451,14 +454,34 @@ class VictimSearch:
                 statement.evict(member, self.reason, task)
 
 
-def commit_if_pipelined(session: Session, job: JobInfo, statements: list[Statement]) -> None:
+def commit_if_pipelined(session: Session, job: JobInfo, statements: list[Statement]) -> bool:
     """A gang's evictions and pipelines stand only if the whole gang is then pipelined."""
     if session.job_pipelined(job):
         for statement in statements:
             statement.commit()
-    else:
-        for statement in reversed(statements):
-            statement.discard()
+        return True
+    for statement in reversed(statements):
+        statement.discard()
+    return False
+
+
+def in_one_domain(session: Session, job: JobInfo, attempt: Callable[[], list[Statement]]) -> None:
+    """Run `attempt` (it evicts and pipelines for the job's tasks, returning its statements) and
+    keep what it did only if the job is then pipelined. A job a plugin keeps within one node group
+    (`Session.job_domains`: a hard `networkTopology`'s HyperNodes) is tried in each group in turn,
+    best first, victims and placements alike kept inside the group, until it is pipelined in one
+    (Volcano's topology-aware gang eviction: a whole job's room is made within one HyperNode)."""
+    domains = session.job_domains(job)
+    if domains is None:
+        commit_if_pipelined(session, job, attempt())
+        return
+    try:
+        for domain in domains:
+            session.enter_domain(job, domain)
+            if commit_if_pipelined(session, job, attempt()):
+                return
+    finally:
+        session.enter_domain(job, None)
 
 
 class VictimAction(Action):
@@ -533,20 +556,24 @@ class Preempt(VictimAction):
         pending = preemptors(session, job)
         if not pending or not search.can_hold(pending, still_needed(job), selection_of):
             return
-        statements: list[Statement] = []
-        for task in pending:
-            if not session.job_starving(job):
-                break
-            statement = search.place(
-                task,
-                *selection_of(task),
-                lambda victim: victim.job != job.key,
-                session.preemptable,
-                partial(session.allocatable, queue, task),
-            )
-            if statement is not None:
-                statements.append(statement)
-        commit_if_pipelined(session, job, statements)
+
+        def attempt() -> list[Statement]:
+            statements: list[Statement] = []
+            for task in pending:
+                if not session.job_starving(job):
+                    break
+                statement = search.place(
+                    task,
+                    *selection_of(task),
+                    lambda victim: victim.job != job.key,
+                    session.preemptable,
+                    partial(session.allocatable, queue, task),
+                )
+                if statement is not None:
+                    statements.append(statement)
+            return statements
+
+        in_one_domain(session, job, attempt)
 
     @staticmethod
     def _within_job(session: Session, search: VictimSearch, queue: QueueInfo, job: JobInfo) -> None:

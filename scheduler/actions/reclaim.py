@@ -9,7 +9,8 @@ proportion plugin keeps victims to queues above their deserved share and never b
 guarantee; gang never breaks another gang below minMember). A BE task reclaims only from BE
 tasks, as in preempt. Victims go lowest first until the task fits on the future state; then the
 task is pipelined there. The job's evictions and pipelines are committed only if the job is then
-pipelined, else undone. The node search is preempt's (`VictimSearch`), over a different pool.
+pipelined, else undone; a job with a hard `networkTopology` makes its room within one HyperNode
+(`in_one_domain`). The node search is preempt's (`VictimSearch`), over a different pool.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from lahar.scheduler.actions.preempt import (
     VictimAction,
     VictimSearch,
     anyone,
-    commit_if_pipelined,
+    in_one_domain,
     preemptors,
     still_needed,
 )
@@ -70,13 +71,17 @@ class Reclaim(VictimAction):
         pending = preemptors(session, job)
         if not pending or not search.can_hold(pending, still_needed(job), selection_of):
             return
-        statements: list[Statement] = []
-        for task in pending:
-            if not session.job_starving(job):
-                break
-            if not session.preemptive(queue, task):
-                continue  # the queue may still take a smaller task (Volcano's rule)
-            statement = search.place(task, *selection_of(task), anyone, session.reclaimable, _always)
-            if statement is not None:
-                statements.append(statement)
-        commit_if_pipelined(session, job, statements)
+
+        def attempt() -> list[Statement]:
+            statements: list[Statement] = []
+            for task in pending:
+                if not session.job_starving(job):
+                    break
+                if not session.preemptive(queue, task):
+                    continue  # the queue may still take a smaller task (Volcano's rule)
+                statement = search.place(task, *selection_of(task), anyone, session.reclaimable, _always)
+                if statement is not None:
+                    statements.append(statement)
+            return statements
+
+        in_one_domain(session, job, attempt)

@@ -19,10 +19,12 @@ classes are volatile (each placement moves every node's score). A HyperNode whos
 name a HyperNode that does not exist is reported once per session (an `InvalidHyperNode` Warning
 event) and holds no nodes; everything else is scheduled.
 
+Preempt and reclaim use the same domains: a hard job makes its room within one HyperNode at a
+time (victims and pipelined tasks alike, `actions.preempt.in_one_domain`), so a gang is never
+pipelined across HyperNodes nor evicts where it could not run.
+
 Not implemented: Volcano's hypernode-binpack scoring weights, the `enabledHyperNodeOrder` /
-`HyperNodeGradient` callbacks, and topology-aware preempt and reclaim of whole jobs (preempt and
-reclaim keep a hard job's pipelined tasks within its candidate HyperNodes, and allocate places
-them within one in a later cycle).
+`HyperNodeGradient` callbacks.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from lahar.api.node import Node
 from lahar.scheduler.framework.hypernodes import hypernode_tree
 from lahar.scheduler.model import NodeTable, Resources
 from tests.scheduler import cluster_fixtures as fx
-from tests.scheduler.preempt_builders import cluster, conf, run
+from tests.scheduler.preempt_builders import cluster, conf, priority_class, run
 
 Obj = dict[str, Any]
 TIERS = (["priority", "gang"], ["predicates", "proportion", "nodeorder", "network-topology-aware"])
@@ -135,3 +135,76 @@ def test_the_loop_a_write_would_close_is_found_across_objects() -> None:
     assert queue.parent_loop("a", "c", parents) == ["a", "c", "b", "a"]
     assert queue.parent_loop("n", "x", parents) is None  # under a loop of others, not closing one
     assert queue.parent_loop("a", "root", parents) is None and queue.parent_loop("a", "gone", parents) is None
+
+
+# -- preempt and reclaim for a hard job: room is made within one HyperNode ---------------------------
+
+EVICTING = (["priority", "gang", "conformance"], ["predicates", "proportion", "nodeorder", "network-topology-aware"])
+
+
+def low(where: dict[str, str], anchor: str, queue_name: str = "default") -> list[Obj]:
+    """Running 2-CPU pods of priority 1 (name -> node) in one gang of minMember 1, whose member
+    asking no CPU stays on `anchor`: each of them may go (the gang keeps its minimum)."""
+    podgroup = fx.podgroup("low", 1, queue=queue_name, phase="Running")
+    podgroup["spec"]["priorityClassName"] = "low"
+    members = [fx.pod(n, "2", group="low", node_name=node, phase="Running", priority=1) for n, node in where.items()]
+    members.append(fx.pod("anchor", None, group="low", node_name=anchor, phase="Running", priority=1))
+    return [podgroup, *members]
+
+
+def urgent_gang(name: str, size: int, queue_name: str = "default") -> list[Obj]:
+    group, *pods = topology_gang(name, size, "hard", 1, cpu="2")
+    group["spec"]["priorityClassName"] = "high"
+    group["spec"]["queue"] = queue_name
+    for pod in pods:
+        pod["spec"]["priority"] = 100
+    return [group, *pods]
+
+
+CLASSES = [priority_class("low", 1), priority_class("high", 100)]
+
+
+def evicting(action: str, objects: list[Any]) -> Any:
+    flat: list[Obj] = []
+    for obj in objects:
+        flat.extend(obj if isinstance(obj, list) else [obj])
+    return run(cluster(*flat), conf(action, *EVICTING))
+
+
+def evicted_pods(session: Any) -> set[str]:
+    return {e.task.name for e in session.evictions}
+
+
+def pipelined_nodes(session: Any) -> set[str]:
+    return {t.node for t in session.jobs["default/g"].tasks.values() if t.status.name == "PIPELINED"}
+
+
+def test_preempt_for_a_hard_gang_evicts_within_one_hypernode() -> None:
+    # n0, n1 (s0) and n2 (s1) hold victims; n3 holds a pod the gang may not take. Only s0 can
+    # make room for both members: preempt evicts there and nowhere else.
+    keeper = fx.pod("keeper", "2", node_name="n3", phase="Running", priority=1000)
+    objects = [*NODES, *TREE, *CLASSES, *low({"v0": "n0", "v1": "n1", "v2": "n2"}, "n3"), keeper]
+    session = evicting("preempt", [*objects, urgent_gang("g", 2)])
+    assert evicted_pods(session) == {"v0", "v1"}
+    assert pipelined_nodes(session) == {"n0", "n1"}
+
+
+def test_preempt_evicts_nothing_when_no_one_hypernode_can_hold_the_gang() -> None:
+    # Without the HyperNodes the gang would take n0 and n2; across s0 and s1 it may not.
+    keepers = [fx.pod(f"keeper{i}", "2", node_name=f"n{i}", phase="Running", priority=1000) for i in (1, 3)]
+    objects = [*NODES, *TREE, *CLASSES, *low({"v0": "n0", "v2": "n2"}, "n3"), *keepers]
+    assert evicted_pods(evicting("preempt", [*objects, urgent_gang("g", 2)])) == set()
+    flat = [o for o in objects if o.get("kind") != "HyperNode"]
+    free_gang = [o for o in urgent_gang("g", 2)]
+    del free_gang[0]["spec"]["networkTopology"]
+    assert evicted_pods(evicting("preempt", [*flat, free_gang])) == {"v0", "v2"}
+
+
+def test_reclaim_for_a_hard_gang_takes_from_one_hypernode() -> None:
+    queues = [fx.queue("mine", weight=3), fx.queue("theirs", weight=1)]  # mine deserves the 4 CPUs it asks
+    keeper = fx.pod("keeper", "2", node_name="n0", phase="Running", priority=1000)
+    victims = low({"v1": "n1", "v2": "n2", "v3": "n3"}, "n0", queue_name="theirs")
+    objects = [*NODES, *TREE, *CLASSES, *queues, keeper, *victims]
+    session = evicting("reclaim", [*objects, urgent_gang("g", 2, queue_name="mine")])
+    assert evicted_pods(session) == {"v2", "v3"}
+    assert pipelined_nodes(session) == {"n2", "n3"}
