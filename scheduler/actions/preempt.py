@@ -244,6 +244,10 @@ class VictimSearch:
         self.pool = pool
         self.reason = reason
         self.max_nodes = max_nodes
+        # gangpreempt's and gangreclaim's arguments: candidate HyperNodes tried per job (None: all),
+        # and whether a victim gang at its minMember may be taken whole.
+        self.max_domains: int | None = None
+        self.allow_whole = True
         # Predicates asked about nodes with nothing on them: everything but usage, per class.
         self._empty = session.nodes.what_if(empty=True)
         # The nodes once the tasks being evicted are gone (the bound of NO_VICTIMS), kept current.
@@ -407,6 +411,8 @@ class VictimSearch:
         """Every running member of `job`, when all of them may be evicted for `preemptor` (each
         in the pool's selection, passing `also` and the victim filters), else None."""
         members = list(job.with_status(*EVICTABLE))
+        if not self.allow_whole:
+            return None
         if job.count(READY) - job.count((TaskStatus.SUCCEEDED,)) != len(members):
             return None  # some member is still being placed: it cannot be taken back
         if not all(self.pool.selected(key, member) and also(member) for member in members):
@@ -465,18 +471,21 @@ def commit_if_pipelined(session: Session, job: JobInfo, statements: list[Stateme
     return False
 
 
-def in_one_domain(session: Session, job: JobInfo, attempt: Callable[[], list[Statement]]) -> None:
+def in_one_domain(
+    session: Session, job: JobInfo, attempt: Callable[[], list[Statement]], max_domains: int | None = None
+) -> None:
     """Run `attempt` (it evicts and pipelines for the job's tasks, returning its statements) and
     keep what it did only if the job is then pipelined. A job a plugin keeps within one node group
     (`Session.job_domains`: a hard `networkTopology`'s HyperNodes) is tried in each group in turn,
     best first, victims and placements alike kept inside the group, until it is pipelined in one
-    (Volcano's topology-aware gang eviction: a whole job's room is made within one HyperNode)."""
+    (Volcano's topology-aware gang eviction: a whole job's room is made within one HyperNode), at
+    most `max_domains` of them."""
     domains = session.job_domains(job)
     if domains is None:
         commit_if_pipelined(session, job, attempt())
         return
     try:
-        for domain in domains:
+        for domain in domains[:max_domains]:
             session.enter_domain(job, domain)
             if commit_if_pipelined(session, job, attempt()):
                 return
@@ -498,6 +507,9 @@ class VictimAction(Action):
     def serve(self, session: Session, search: VictimSearch, queue: QueueInfo, jobs: list[JobInfo]) -> None:
         raise NotImplementedError
 
+    def configure(self, search: VictimSearch) -> None:
+        """Settings of the search an action's arguments give (none by default)."""
+
     def execute(self, session: Session) -> None:
         starving = starving_jobs(session)
         if not starving:
@@ -516,6 +528,7 @@ class VictimAction(Action):
         search = VictimSearch(
             session, pool, self.name, int(self.arguments.get("maxCandidateNodes", DEFAULT_MAX_CANDIDATE_NODES))
         )
+        self.configure(search)
         for queue in queues_in_order(session, starving):
             self.serve(session, search, queue, starving[queue.name])
 
@@ -573,7 +586,7 @@ class Preempt(VictimAction):
                     statements.append(statement)
             return statements
 
-        in_one_domain(session, job, attempt)
+        in_one_domain(session, job, attempt, search.max_domains)
 
     @staticmethod
     def _within_job(session: Session, search: VictimSearch, queue: QueueInfo, job: JobInfo) -> None:

@@ -84,4 +84,4 @@ class Reclaim(VictimAction):
                     statements.append(statement)
             return statements
 
-        in_one_domain(session, job, attempt)
+        in_one_domain(session, job, attempt, search.max_domains)

@@ -6,9 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+import yaml
+
 from lahar.api import hypernode, queue
 from lahar.api.node import Node
+from lahar.scheduler.conf import parse_conf
 from lahar.scheduler.framework.hypernodes import hypernode_tree
+from lahar.scheduler.framework.plugin import ConfError
 from lahar.scheduler.model import NodeTable, Resources
 from tests.scheduler import cluster_fixtures as fx
 from tests.scheduler.preempt_builders import cluster, conf, priority_class, run
@@ -139,13 +144,18 @@ def test_the_loop_a_write_would_close_is_found_across_objects() -> None:
 
 # -- preempt and reclaim for a hard job: room is made within one HyperNode ---------------------------
 
-EVICTING = (["priority", "gang", "conformance"], ["predicates", "proportion", "nodeorder", "network-topology-aware"])
+# As Volcano's default tiers: gang decides no victims (the actions keep gangs at their minimum).
+UNFILTERING_GANG = {"name": "gang", "enablePreemptable": False, "enableReclaimable": False}
+EVICTING: tuple[list[Any], ...] = (
+    ["priority", UNFILTERING_GANG, "conformance"],
+    ["predicates", "proportion", "nodeorder", "network-topology-aware"],
+)
 
 
-def low(where: dict[str, str], anchor: str, queue_name: str = "default") -> list[Obj]:
-    """Running 2-CPU pods of priority 1 (name -> node) in one gang of minMember 1, whose member
-    asking no CPU stays on `anchor`: each of them may go (the gang keeps its minimum)."""
-    podgroup = fx.podgroup("low", 1, queue=queue_name, phase="Running")
+def low(where: dict[str, str], anchor: str, queue_name: str = "default", min_member: int = 1) -> list[Obj]:
+    """Running 2-CPU pods of priority 1 (name -> node) in one gang (minMember 1: each of them may
+    go), and its member asking no CPU on `anchor`."""
+    podgroup = fx.podgroup("low", min_member, queue=queue_name, phase="Running")
     podgroup["spec"]["priorityClassName"] = "low"
     members = [fx.pod(n, "2", group="low", node_name=node, phase="Running", priority=1) for n, node in where.items()]
     members.append(fx.pod("anchor", None, group="low", node_name=anchor, phase="Running", priority=1))
@@ -164,11 +174,16 @@ def urgent_gang(name: str, size: int, queue_name: str = "default") -> list[Obj]:
 CLASSES = [priority_class("low", 1), priority_class("high", 100)]
 
 
-def evicting(action: str, objects: list[Any]) -> Any:
+def evicting(action: str, objects: list[Any], arguments: dict[str, Any] | None = None) -> Any:
     flat: list[Obj] = []
     for obj in objects:
         flat.extend(obj if isinstance(obj, list) else [obj])
-    return run(cluster(*flat), conf(action, *EVICTING))
+    document = {
+        "actions": action,
+        "tiers": [{"plugins": [{"name": p} if isinstance(p, str) else p for p in tier]} for tier in EVICTING],
+        "configurations": [{"name": action, "arguments": arguments or {}}],
+    }
+    return run(cluster(*flat), parse_conf(yaml.safe_dump(document)))
 
 
 def evicted_pods(session: Any) -> set[str]:
@@ -202,9 +217,46 @@ def test_preempt_evicts_nothing_when_no_one_hypernode_can_hold_the_gang() -> Non
 
 def test_reclaim_for_a_hard_gang_takes_from_one_hypernode() -> None:
     queues = [fx.queue("mine", weight=3), fx.queue("theirs", weight=1)]  # mine deserves the 4 CPUs it asks
-    keeper = fx.pod("keeper", "2", node_name="n0", phase="Running", priority=1000)
+    keeper = fx.pod("keeper", "2", node_name="n0", phase="Running", annotations={"volcano.sh/preemptable": "false"})
     victims = low({"v1": "n1", "v2": "n2", "v3": "n3"}, "n0", queue_name="theirs")
     objects = [*NODES, *TREE, *CLASSES, *queues, keeper, *victims]
     session = evicting("reclaim", [*objects, urgent_gang("g", 2, queue_name="mine")])
     assert evicted_pods(session) == {"v2", "v3"}
     assert pipelined_nodes(session) == {"n2", "n3"}
+
+
+# -- gangpreempt and gangreclaim: Volcano's action names and arguments ------------------------------
+
+
+def test_gangpreempt_tries_at_most_max_domains_hypernodes() -> None:
+    # s0 (tried first) cannot make room: its n0 runs a pod the gang may not take; s1 can.
+    keeper = fx.pod("keeper", "2", node_name="n0", phase="Running", priority=1000)
+    objects = [*NODES, *TREE, *CLASSES, *low({"v1": "n1", "v2": "n2", "v3": "n3"}, "n0"), keeper]
+    assert evicted_pods(evicting("gangpreempt", [*objects, urgent_gang("g", 2)])) == {"v2", "v3"}
+    one = evicting("gangpreempt", [*objects, urgent_gang("g", 2)], {"maxDomains": 1})
+    assert evicted_pods(one) == set()
+
+
+@pytest.mark.parametrize("action", ["gangpreempt", "gangreclaim", "preempt"])
+def test_allow_whole_bundle_false_keeps_victim_gangs_at_their_minimum(action: str) -> None:
+    # The victim gang runs at its minimum (3): the gang of 2 takes it whole, or nothing.
+    queue_name = "default" if action != "gangreclaim" else "theirs"
+    keepers = [fx.pod(f"keeper{i}", "2", node_name=f"n{i}", phase="Running", priority=1000) for i in (2, 3)]
+    victims = low({"v0": "n0", "v1": "n1"}, "n2", queue_name=queue_name, min_member=3)
+    queues = [fx.queue("mine", weight=3), fx.queue("theirs", weight=1)]
+    objects = [*NODES, *CLASSES, *queues, *victims, *keepers]
+    gang_ = urgent_gang("g", 2, queue_name="default" if action != "gangreclaim" else "mine")
+    del gang_[0]["spec"]["networkTopology"]
+    assert evicted_pods(evicting(action, [*objects, gang_])) == {"v0", "v1", "anchor"}
+    if action != "preempt":
+        assert evicted_pods(evicting(action, [*objects, gang_], {"allowWholeBundle": False})) == set()
+
+
+def test_volcanos_gang_eviction_configuration_is_accepted() -> None:
+    text = (
+        'actions: "enqueue, allocate, gangpreempt, gangreclaim, backfill"\n'
+        "configurations:\n- name: gangpreempt\n  arguments: {maxDomains: 4, allowWholeBundle: false}\n"
+    )
+    assert not parse_conf(text).warnings
+    with pytest.raises(ConfError, match="maxDomains"):
+        parse_conf('actions: "gangreclaim"\nconfigurations:\n- name: gangreclaim\n  arguments: {maxDomains: 0}\n')
