@@ -15,9 +15,8 @@ says how it is made:
 - `volcano_job_retry_counts{job_id}`: as Volcano's gang plugin, one per cycle a job stays
   gang-unschedulable;
 - `volcano_eviction_transactions_total{action}`: one per preemptor (or reclaimer) job whose
-  victims a cycle evicted, by the eviction's reason; Lahar's gangpreempt and gangreclaim actions
-  evict with the reasons preempt and reclaim, so their transactions count there, and the
-  `gangpreempt` and `gangreclaim` series stay at 0;
+  victims a cycle evicted, under the action's name (`gangpreempt` and `gangreclaim` under
+  theirs, when configured);
 - `volcano_namespace_weight` is 1 (Lahar has no namespace weights), so the weighted share is the
   share.
 
