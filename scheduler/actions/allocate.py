@@ -142,16 +142,18 @@ class _Allocation:
             return self._allocate_in(job, queue)
         pending = self._pending_of(job)
         tasks = list(pending.tasks)
+        ready_before = job.ready_count
         for domain in domains:
             session.enter_domain(job, domain)
             pending.tasks[:] = tasks
             left = self._allocate_in(job, queue)
-            if session.job_ready(job):
+            # A job ready already (its running tasks) keeps a group only if it placed more there.
+            if session.job_ready(job) and job.ready_count > ready_before:
                 self.domain_of[job.key] = domain
                 return left
         session.enter_domain(job, None)
         pending.tasks.clear()
-        if domains and not job.unschedulable_message:
+        if domains and not job.unschedulable_message and not session.job_ready(job):
             job.set_unschedulable(job.min_member - job.ready_count, "no node group the job may use can hold it")
         return False
 
