@@ -8,7 +8,8 @@ A PodGroup says `networkTopology: {mode: hard|soft, highestTierAllowed: N}` (N d
   candidate HyperNodes in turn (`Session.add_job_domains_fn`): lowest tier first, then the one
   with the fewest nodes, a job already holding nodes only in those that contain them; the first
   where the gang becomes ready keeps it (a job ready already: the first where more of it is
-  placed). With no HyperNode that qualifies the job waits, its message saying so. Nodes under no HyperNode never take such a job.
+  placed). With no HyperNode that qualifies the job waits, its message saying so. Nodes under no
+  HyperNode never take such a job.
 - soft: a preference: each node scores `100 × (T − t + 1) / T` where t is the lowest tier of a
   HyperNode holding both the node and one of the job's placed tasks and T the highest tier in the
   cluster (0 where it shares none), × `weight`; the job's first task goes where the plugin's other

@@ -232,7 +232,10 @@ def test_gangpreempt_tries_at_most_max_domains_hypernodes() -> None:
     # s0 (tried first) cannot make room: its n0 runs a pod the gang may not take; s1 can.
     keeper = fx.pod("keeper", "2", node_name="n0", phase="Running", priority=1000)
     objects = [*NODES, *TREE, *CLASSES, *low({"v1": "n1", "v2": "n2", "v3": "n3"}, "n0"), keeper]
-    assert evicted_pods(evicting("gangpreempt", [*objects, urgent_gang("g", 2)])) == {"v2", "v3"}
+    session = evicting("gangpreempt", [*objects, urgent_gang("g", 2)])
+    assert evicted_pods(session) == {"v2", "v3"}
+    # Evictions carry the action's name: volcano_eviction_transactions_total{action="gangpreempt"}.
+    assert {e.reason for e in session.evictions} == {"gangpreempt"}
     one = evicting("gangpreempt", [*objects, urgent_gang("g", 2)], {"maxDomains": 1})
     assert evicted_pods(one) == set()
 
