@@ -109,9 +109,16 @@ def group_list() -> dict[str, Any]:
                 "versions": [{"groupVersion": f"{group}/{v}", "version": v} for v in versions],
                 "preferredVersion": {"groupVersion": f"{group}/{versions[0]}", "version": versions[0]},
             }
-            for group, versions in groups.items()
+            for group, versions in sorted(groups.items(), key=lambda item: _is_custom(item[0]))
         ],
     }
+
+
+def _is_custom(group: str) -> bool:
+    """Whether a group is a custom resource's (Volcano's) rather than Kubernetes' own. kube-apiserver
+    lists its own groups first, and kubectl resolves a name both serve (`jobs`: batch/v1 and
+    batch.volcano.sh) to the first group listing it."""
+    return "." in group and not group.endswith(".k8s.io")
 
 
 def group(name: str) -> dict[str, Any] | None:

@@ -32,6 +32,7 @@ GENERATION_KINDS = {
     kinds.PDB,
     kinds.DEPLOYMENT,
     kinds.REPLICA_SET,
+    kinds.BATCH_JOB,
     kinds.JOB,
     kinds.PODGROUP,
     kinds.QUEUE,
@@ -42,7 +43,7 @@ PROTECTED_NAMESPACES = {"default", "kube-system", "kube-public"}
 DEFAULT_GRACE_SECONDS = 30
 # Kinds that strategic merge patch serves (built-in kinds); custom resources answer 415, as in k8s.
 STRATEGIC_KINDS = {
-    k for k in kinds.ALL_KINDS if k.group in ("", "apps", "policy", "scheduling.k8s.io", "coordination.k8s.io")
+    k for k in kinds.ALL_KINDS if k.group in ("", "apps", "batch", "policy", "scheduling.k8s.io", "coordination.k8s.io")
 }
 
 

@@ -1,5 +1,5 @@
-"""Runs the workload controllers (Deployment, ReplicaSet) for single-machine mode: informers on
-Deployments, ReplicaSets and Pods feed one work queue; each reconcile asks a kind's `plan` what
+"""Runs the workload controllers (Deployment, ReplicaSet, batch/v1 Job) for single-machine mode:
+informers on Deployments, ReplicaSets, Jobs and Pods feed one work queue; each reconcile asks a kind's `plan` what
 should be and writes it through the API. On a real cluster kube-controller-manager does this, so
 `lahar controller` runs them only with `--workloads` (which `lahar up` passes)."""
 
@@ -17,13 +17,13 @@ from lahar.client.errors import AlreadyExists, KubeError, NotFound
 from lahar.client.events import EventRecorder, ObjectRef
 from lahar.client.informer import Informer, by_owner
 from lahar.controller.controller import WorkQueue
-from lahar.controller.workloads import deployment, replicaset
+from lahar.controller.workloads import deployment, job, replicaset
 
 log = logging.getLogger("lahar.controller.workloads")
 
 OWNER_INDEX = "owner"
 UID_INDEX = "uid"
-DEPLOYMENT_TAG, REPLICA_SET_TAG = "deployment", "replicaset"
+DEPLOYMENT_TAG, REPLICA_SET_TAG, JOB_TAG = "deployment", "replicaset", "job"
 
 
 def _uid(obj: dict[str, Any]) -> tuple[str, ...]:
@@ -52,6 +52,12 @@ class WorkloadControllers:
             on_update=lambda old, new: self._replica_set_changed(new),
             on_delete=self._replica_set_changed,
         )
+        self.jobs = Informer(
+            kinds.BATCH_JOB,
+            api,
+            on_add=lambda obj, *_: self._enqueue(JOB_TAG, obj),
+            on_update=lambda old, new: self._enqueue(JOB_TAG, new),
+        )
         self.pods = Informer(
             kinds.POD,
             api,
@@ -61,9 +67,9 @@ class WorkloadControllers:
         )
         for informer in (self.replica_sets, self.pods):
             informer.add_index(OWNER_INDEX, by_owner)
-        for informer in (self.deployments, self.replica_sets):
+        for informer in (self.deployments, self.replica_sets, self.jobs):
             informer.add_index(UID_INDEX, _uid)
-        self._informers = (self.deployments, self.replica_sets, self.pods)
+        self._informers = (self.deployments, self.replica_sets, self.jobs, self.pods)
         self._stop = threading.Event()
         self._worker: threading.Thread | None = None
 
@@ -78,6 +84,8 @@ class WorkloadControllers:
             self._enqueue(DEPLOYMENT_TAG, obj)
         for obj in self.replica_sets.list():
             self._enqueue(REPLICA_SET_TAG, obj)
+        for obj in self.jobs.list():
+            self._enqueue(JOB_TAG, obj)
         self._worker = threading.Thread(target=self._run, name="workload-controllers", daemon=True)
         self._worker.start()
 
@@ -106,6 +114,7 @@ class WorkloadControllers:
 
     def _pod_changed(self, obj: dict[str, Any], *_: Any) -> None:
         self._enqueue_owner(obj, self.replica_sets, REPLICA_SET_TAG)
+        self._enqueue_owner(obj, self.jobs, JOB_TAG)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -116,6 +125,8 @@ class WorkloadControllers:
             try:
                 if tag == DEPLOYMENT_TAG:
                     self._sync_deployment(namespace, name)
+                elif tag == JOB_TAG:
+                    self._sync_job(namespace, name)
                 else:
                     self._sync_replica_set(namespace, name)
             except (KubeError, OSError) as exc:  # a conflict or a lost connection: try again shortly
@@ -208,3 +219,31 @@ class WorkloadControllers:
             condition["lastTransitionTime"] = condition.get("lastTransitionTime") or _now()
         if (obj.get("status") or {}) != status:
             self.api.update_status(kinds.DEPLOYMENT, {**obj, "status": status})
+
+    # -- Jobs ----------------------------------------------------------------------------------------
+
+    def _sync_job(self, namespace: str, name: str) -> None:
+        obj = self.jobs.get(name, namespace)
+        if obj is None or obj["metadata"].get("deletionTimestamp"):
+            return
+        pods = self.pods.by_index(OWNER_INDEX, obj["metadata"]["uid"])
+        decided = job.plan(obj, pods, datetime.now(UTC))
+        ref = ObjectRef(kinds.BATCH_JOB, namespace, name, obj["metadata"]["uid"])
+        if decided.create and not self._still_there(kinds.BATCH_JOB, obj):
+            return
+        for _ in range(decided.create):
+            pod = self.api.create(kinds.POD, job.job_pod(obj), namespace)
+            self.events.record(ref, "Normal", "SuccessfulCreate", f"Created pod: {pod['metadata']['name']}")
+        for pod in decided.delete:
+            pod_name = pod["metadata"]["name"]
+            try:
+                self.api.delete(kinds.POD, pod_name, namespace, uid=pod["metadata"]["uid"])
+            except NotFound:
+                continue
+            self.events.record(ref, "Normal", "SuccessfulDelete", f"Deleted pod: {pod_name}")
+        if (obj.get("status") or {}) != decided.status:
+            self.api.update_status(kinds.BATCH_JOB, {**obj, "status": decided.status})
+        for event_type, reason, message in decided.events:
+            self.events.record(ref, event_type, reason, message)
+        if decided.requeue_after is not None:
+            self._enqueue(JOB_TAG, obj, decided.requeue_after + 0.5)

@@ -101,6 +101,8 @@ SERVICE_ACCOUNT = Kind("", "v1", "ServiceAccount", "serviceaccounts", True, ("sa
 # Workloads, run by controller/workloads in single-machine mode (kube-controller-manager on a cluster).
 DEPLOYMENT = Kind("apps", "v1", "Deployment", "deployments", True, ("deploy",), ("status", "scale"), (), ("all",))
 REPLICA_SET = Kind("apps", "v1", "ReplicaSet", "replicasets", True, ("rs",), ("status", "scale"), (), ("all",))
+# Kubernetes' own Job (Volcano's is JOB above, which `jobs` names first; `jobs.batch` names this one).
+BATCH_JOB = Kind("batch", "v1", "Job", "jobs", True, (), ("status",), (), ("all",))
 
 ALL_KINDS: tuple[Kind, ...] = (
     POD,
@@ -124,6 +126,7 @@ ALL_KINDS: tuple[Kind, ...] = (
     SERVICE_ACCOUNT,
     DEPLOYMENT,
     REPLICA_SET,
+    BATCH_JOB,
 )
 
 
