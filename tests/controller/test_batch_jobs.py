@@ -70,7 +70,7 @@ def test_the_template_may_not_change_but_parallelism_may() -> None:
     admission.validate(kinds.BATCH_JOB, scaled, old)
     changed = make_job(completions=4, parallelism=2)
     changed["spec"]["template"]["spec"]["containers"][0]["image"] = "perl:2"
-    with pytest.raises(ValidationError, match="spec.template"):
+    with pytest.raises(ValidationError, match=r"spec\.template"):
         admission.validate(kinds.BATCH_JOB, changed, old)
 
 
