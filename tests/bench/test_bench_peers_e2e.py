@@ -18,6 +18,10 @@ import pytest
 
 from lahar.bench import peers
 
+# About 40 s on an idle 2-core machine (two control plane starts and stops, three runs); much
+# more when other test runs share the cores.
+pytestmark = pytest.mark.timeout(360)
+
 
 def test_tiny_basic_run_binds_everything_on_both_backends(
     k8s_binaries: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
