@@ -33,6 +33,7 @@ GENERATION_KINDS = {
     kinds.DEPLOYMENT,
     kinds.REPLICA_SET,
     kinds.BATCH_JOB,
+    kinds.BATCH_CRONJOB,
     kinds.JOB,
     kinds.PODGROUP,
     kinds.QUEUE,

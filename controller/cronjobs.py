@@ -44,6 +44,22 @@ TOO_MANY_MISSED = 100
 SCAN_LIMIT = 10_000  # scheduled times walked through before starting from a day ago
 
 
+@dataclass(frozen=True)
+class CronFlavour:
+    """The kind of CronJob and of the Jobs it makes, and how such a Job is read: Volcano's here,
+    batch/v1's in controller/workloads/cronjob.py."""
+
+    cronjob_kind: kinds.Kind
+    job_kind: kinds.Kind
+    outcome: Callable[[Mapping[str, Any]], str | None]  # "succeeded", "failed", or None while active
+    finished_at: Callable[[Mapping[str, Any]], datetime | None]
+
+
+def _volcano_outcome(job: Mapping[str, Any]) -> str | None:
+    phase = job_phase(job)
+    return "succeeded" if phase in SUCCEEDED else "failed" if phase in FAILED else None
+
+
 @dataclass
 class CronDecision:
     create: dict[str, Any] | None = None
@@ -86,15 +102,19 @@ def due_time(
     return latest, missed, upcoming
 
 
-def cron_step(cronjob: Mapping[str, Any], jobs: Iterable[Mapping[str, Any]], now: datetime) -> CronDecision:
+def cron_step(
+    cronjob: Mapping[str, Any], jobs: Iterable[Mapping[str, Any]], now: datetime, flavour: CronFlavour | None = None
+) -> CronDecision:
+    flavour = flavour or VOLCANO
     meta, spec = cronjob.get("metadata") or {}, cronjob.get("spec") or {}
     status = cronjob.get("status") or {}
     name = str(meta.get("name", ""))
     decision = CronDecision()
     jobs = sorted(jobs, key=_created)
-    active = [j for j in jobs if job_phase(j) not in SUCCEEDED | FAILED]
-    succeeded = [j for j in jobs if job_phase(j) in SUCCEEDED]
-    failed = [j for j in jobs if job_phase(j) in FAILED]
+    outcomes = [(j, flavour.outcome(j)) for j in jobs]
+    active = [j for j, outcome in outcomes if outcome is None]
+    succeeded = [j for j, outcome in outcomes if outcome == "succeeded"]
+    failed = [j for j, outcome in outcomes if outcome == "failed"]
     # History: the oldest finished Jobs past each limit go.
     for finished, limit in (
         (succeeded, spec.get("successfulJobsHistoryLimit", 3)),
@@ -103,11 +123,11 @@ def cron_step(cronjob: Mapping[str, Any], jobs: Iterable[Mapping[str, Any]], now
         extra = len(finished) - int(limit if limit is not None else len(finished))
         decision.delete += [j["metadata"]["name"] for j in finished[: max(extra, 0)]]
     new_status: dict[str, Any] = {
-        "active": [_reference(j) for j in active],
+        "active": [_reference(j, flavour) for j in active],
         "lastScheduleTime": status.get("lastScheduleTime"),
         "lastSuccessfulTime": status.get("lastSuccessfulTime"),
     }
-    finish_times = [t for t in map(_finished_at, succeeded) if t is not None]
+    finish_times = [t for t in map(flavour.finished_at, succeeded) if t is not None]
     if finish_times:
         new_status["lastSuccessfulTime"] = format_time(max(finish_times))
     decision.status = {k: v for k, v in new_status.items() if v is not None}
@@ -138,7 +158,7 @@ def cron_step(cronjob: Mapping[str, Any], jobs: Iterable[Mapping[str, Any]], now
     if active and policy == "Replace":
         decision.delete += [j["metadata"]["name"] for j in active]
         decision.status["active"] = []
-    decision.create = _job_from_template(cronjob, wanted)
+    decision.create = _job_from_template(cronjob, wanted, flavour)
     decision.status["lastScheduleTime"] = format_time(scheduled)
     decision.status["active"] = [
         *decision.status["active"],
@@ -148,10 +168,10 @@ def cron_step(cronjob: Mapping[str, Any], jobs: Iterable[Mapping[str, Any]], now
     return decision
 
 
-def _reference(job: Mapping[str, Any]) -> dict[str, Any]:
+def _reference(job: Mapping[str, Any], flavour: CronFlavour) -> dict[str, Any]:
     meta = job.get("metadata") or {}
     return {
-        "apiVersion": kinds.JOB.api_version,
+        "apiVersion": flavour.job_kind.api_version,
         "kind": "Job",
         "name": meta.get("name"),
         "namespace": meta.get("namespace"),
@@ -159,12 +179,12 @@ def _reference(job: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _job_from_template(cronjob: Mapping[str, Any], name: str) -> dict[str, Any]:
+def _job_from_template(cronjob: Mapping[str, Any], name: str, flavour: CronFlavour) -> dict[str, Any]:
     meta, template = cronjob.get("metadata") or {}, (cronjob.get("spec") or {}).get("jobTemplate") or {}
     template_meta = template.get("metadata") or {}
     return {
-        "apiVersion": kinds.JOB.api_version,
-        "kind": kinds.JOB.kind,
+        "apiVersion": flavour.job_kind.api_version,
+        "kind": flavour.job_kind.kind,
         "metadata": {
             "name": name,
             "namespace": meta.get("namespace"),
@@ -172,8 +192,8 @@ def _job_from_template(cronjob: Mapping[str, Any], name: str) -> dict[str, Any]:
             "annotations": dict(template_meta.get("annotations") or {}),
             "ownerReferences": [
                 {
-                    "apiVersion": kinds.CRONJOB.api_version,
-                    "kind": kinds.CRONJOB.kind,
+                    "apiVersion": flavour.cronjob_kind.api_version,
+                    "kind": flavour.cronjob_kind.kind,
                     "name": meta.get("name"),
                     "uid": meta.get("uid"),
                     "controller": True,
@@ -183,6 +203,9 @@ def _job_from_template(cronjob: Mapping[str, Any], name: str) -> dict[str, Any]:
         },
         "spec": dict(template.get("spec") or {}),
     }
+
+
+VOLCANO = CronFlavour(kinds.CRONJOB, kinds.JOB, _volcano_outcome, _finished_at)
 
 
 class CronJobController(ReconcileLoop):

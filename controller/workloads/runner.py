@@ -1,7 +1,7 @@
-"""Runs the workload controllers (Deployment, ReplicaSet, batch/v1 Job) for single-machine mode:
-informers on Deployments, ReplicaSets, Jobs and Pods feed one work queue; each reconcile asks a kind's `plan` what
-should be and writes it through the API. On a real cluster kube-controller-manager does this, so
-`lahar controller` runs them only with `--workloads` (which `lahar up` passes)."""
+"""Runs the workload controllers (Deployment, ReplicaSet, batch/v1 Job and CronJob) for single-machine
+mode: informers on Deployments, ReplicaSets, Jobs, CronJobs and Pods feed one work queue; each
+reconcile asks a kind's `plan` what should be and writes it through the API. On a real cluster
+kube-controller-manager does this, so `lahar controller` runs them only with `--workloads` (which `lahar up` passes)."""
 
 from __future__ import annotations
 
@@ -17,13 +17,13 @@ from lahar.client.errors import AlreadyExists, KubeError, NotFound
 from lahar.client.events import EventRecorder, ObjectRef
 from lahar.client.informer import Informer, by_owner
 from lahar.controller.controller import WorkQueue
-from lahar.controller.workloads import deployment, job, replicaset
+from lahar.controller.workloads import cronjob, deployment, job, replicaset
 
 log = logging.getLogger("lahar.controller.workloads")
 
 OWNER_INDEX = "owner"
 UID_INDEX = "uid"
-DEPLOYMENT_TAG, REPLICA_SET_TAG, JOB_TAG = "deployment", "replicaset", "job"
+DEPLOYMENT_TAG, REPLICA_SET_TAG, JOB_TAG, CRONJOB_TAG = "deployment", "replicaset", "job", "cronjob"
 
 
 def _uid(obj: dict[str, Any]) -> tuple[str, ...]:
@@ -55,8 +55,15 @@ class WorkloadControllers:
         self.jobs = Informer(
             kinds.BATCH_JOB,
             api,
-            on_add=lambda obj, *_: self._enqueue(JOB_TAG, obj),
-            on_update=lambda old, new: self._enqueue(JOB_TAG, new),
+            on_add=self._job_changed,
+            on_update=lambda old, new: self._job_changed(new),
+            on_delete=self._job_changed,
+        )
+        self.cronjobs = Informer(
+            kinds.BATCH_CRONJOB,
+            api,
+            on_add=lambda obj, *_: self._enqueue(CRONJOB_TAG, obj),
+            on_update=lambda old, new: self._enqueue(CRONJOB_TAG, new),
         )
         self.pods = Informer(
             kinds.POD,
@@ -65,11 +72,11 @@ class WorkloadControllers:
             on_update=lambda old, new: self._pod_changed(new),
             on_delete=self._pod_changed,
         )
-        for informer in (self.replica_sets, self.pods):
+        for informer in (self.replica_sets, self.jobs, self.pods):
             informer.add_index(OWNER_INDEX, by_owner)
-        for informer in (self.deployments, self.replica_sets, self.jobs):
+        for informer in (self.deployments, self.replica_sets, self.jobs, self.cronjobs):
             informer.add_index(UID_INDEX, _uid)
-        self._informers = (self.deployments, self.replica_sets, self.jobs, self.pods)
+        self._informers = (self.deployments, self.replica_sets, self.jobs, self.cronjobs, self.pods)
         self._stop = threading.Event()
         self._worker: threading.Thread | None = None
 
@@ -86,6 +93,8 @@ class WorkloadControllers:
             self._enqueue(REPLICA_SET_TAG, obj)
         for obj in self.jobs.list():
             self._enqueue(JOB_TAG, obj)
+        for obj in self.cronjobs.list():
+            self._enqueue(CRONJOB_TAG, obj)
         self._worker = threading.Thread(target=self._run, name="workload-controllers", daemon=True)
         self._worker.start()
 
@@ -112,6 +121,11 @@ class WorkloadControllers:
         self._enqueue(REPLICA_SET_TAG, obj)
         self._enqueue_owner(obj, self.deployments, DEPLOYMENT_TAG)
 
+    def _job_changed(self, obj: dict[str, Any], *_: Any) -> None:
+        if not obj["metadata"].get("deletionTimestamp"):
+            self._enqueue(JOB_TAG, obj)
+        self._enqueue_owner(obj, self.cronjobs, CRONJOB_TAG)
+
     def _pod_changed(self, obj: dict[str, Any], *_: Any) -> None:
         self._enqueue_owner(obj, self.replica_sets, REPLICA_SET_TAG)
         self._enqueue_owner(obj, self.jobs, JOB_TAG)
@@ -127,6 +141,8 @@ class WorkloadControllers:
                     self._sync_deployment(namespace, name)
                 elif tag == JOB_TAG:
                     self._sync_job(namespace, name)
+                elif tag == CRONJOB_TAG:
+                    self._sync_cronjob(namespace, name)
                 else:
                     self._sync_replica_set(namespace, name)
             except (KubeError, OSError) as exc:  # a conflict or a lost connection: try again shortly
@@ -247,3 +263,27 @@ class WorkloadControllers:
             self.events.record(ref, event_type, reason, message)
         if decided.requeue_after is not None:
             self._enqueue(JOB_TAG, obj, decided.requeue_after + 0.5)
+
+    # -- CronJobs ------------------------------------------------------------------------------------
+
+    def _sync_cronjob(self, namespace: str, name: str) -> None:
+        obj = self.cronjobs.get(name, namespace)
+        if obj is None or obj["metadata"].get("deletionTimestamp"):
+            return
+        owned = self.jobs.by_index(OWNER_INDEX, obj["metadata"]["uid"])
+        decided = cronjob.plan(obj, owned, datetime.now(UTC))
+        for victim in decided.delete:
+            with contextlib.suppress(NotFound):
+                self.api.delete(kinds.BATCH_JOB, victim, namespace)
+        if decided.create is not None and self._still_there(kinds.BATCH_CRONJOB, obj):
+            with contextlib.suppress(AlreadyExists):  # made by an earlier pass the cache has not seen
+                self.api.create(kinds.BATCH_JOB, decided.create, namespace)
+        current = obj.get("status") or {}
+        if decided.status != {key: value for key, value in current.items() if key in decided.status}:
+            with contextlib.suppress(NotFound):
+                self.api.patch(kinds.BATCH_CRONJOB, name, {"status": decided.status}, namespace, subresource="status")
+        ref = ObjectRef(kinds.BATCH_CRONJOB, namespace, name, obj["metadata"]["uid"])
+        for event_type, reason, message in decided.events:
+            self.events.record(ref, event_type, reason, message)
+        if decided.requeue_after is not None:
+            self._enqueue(CRONJOB_TAG, obj, decided.requeue_after)

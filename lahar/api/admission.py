@@ -12,6 +12,7 @@ from typing import Any
 from lahar.api import batch, cronjob, hypernode, job, jobflow, lease, node, pod, podgroup, queue, secret, workloads
 from lahar.api.errors import Field, FieldError, ValidationError
 from lahar.api.kinds import (
+    BATCH_CRONJOB,
     BATCH_JOB,
     CRONJOB,
     DEPLOYMENT,
@@ -68,6 +69,7 @@ _RULES: dict[Kind, KindRules] = {
     DEPLOYMENT: KindRules(workloads.deployment_defaults, workloads.validate_deployment),
     REPLICA_SET: KindRules(workloads.replica_set_defaults, workloads.validate_replica_set),
     BATCH_JOB: KindRules(batch.job_defaults, batch.validate_job),
+    BATCH_CRONJOB: KindRules(batch.cronjob_defaults, batch.validate_cronjob),
     NAMESPACE: KindRules(name_check=dns1123_label_problems),
     SERVICE: KindRules(name_check=dns1035_label_problems),
     EVENT: KindRules(name_check=path_segment_problems),

@@ -1,15 +1,18 @@
-"""Kubernetes' Job (`batch/v1`): its defaults and validation as kube-apiserver applies them.
-Defaults: parallelism 1, completions 1 when neither is given (a work queue, completions unset,
-when only parallelism is), backoffLimit 6, completionMode NonIndexed, suspend false; the pod
-template as a pod's. Validation: the counts are not negative, the template's restartPolicy is
-OnFailure or Never (a Job's pods finish), and the template is a valid pod template; the template
-and completions may not change after create (parallelism may: it is how a Job is scaled)."""
+"""Kubernetes' Job and CronJob (`batch/v1`). The CronJob's rules are Volcano's CronJob's
+(lahar.api.cronjob: schedule, time zone, policy, limits) with this Job's for its template.
+The Job's defaults, as kube-apiserver's: parallelism 1, completions 1 when neither is given (only
+parallelism makes a work queue, completions unset), backoffLimit 6, completionMode NonIndexed,
+suspend false; the pod template as a pod's. Validation: the counts are not negative, the
+template's restartPolicy is OnFailure or Never (a Job's pods finish), and the template is a valid
+pod template; the template and completions may not change after create (parallelism may: it is
+how a Job is scaled)."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
+from lahar.api import cronjob
 from lahar.api.errors import Field, FieldError, child_dict, set_default
 from lahar.api.pod import default_pod_spec, validate_pod_template
 
@@ -59,3 +62,11 @@ def validate_job(obj: dict[str, Any], old: dict[str, Any] | None = None) -> list
             if old_spec.get(name) != new_spec.get(name):
                 spec.child(name).report("field is immutable")
     return root.errors
+
+
+def cronjob_defaults(obj: dict[str, Any]) -> dict[str, Any]:
+    return cronjob.defaults(obj, job_defaults)
+
+
+def validate_cronjob(obj: dict[str, Any], old: dict[str, Any] | None = None) -> list[FieldError]:
+    return cronjob.validate(obj, old, validate_job)

@@ -8,6 +8,7 @@ under spec.jobTemplate.spec)."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -23,7 +24,12 @@ DEFAULT_FAILED_HISTORY = 1
 NAME_MAX = job_api.JOB_NAME_MAX - 11
 
 
-def defaults(obj: dict[str, Any]) -> dict[str, Any]:
+JobDefaults = Callable[[dict[str, Any]], dict[str, Any]]
+JobValidator = Callable[[dict[str, Any], "dict[str, Any] | None"], list[FieldError]]
+
+
+def defaults(obj: dict[str, Any], job_defaults: JobDefaults = job_api.defaults) -> dict[str, Any]:
+    """Volcano's CronJob defaults; batch/v1's CronJob (lahar.api.batch) passes its own Job's."""
     result = copy.deepcopy(obj)
     spec = child_dict(result, "spec")
     if spec is None:
@@ -34,11 +40,13 @@ def defaults(obj: dict[str, Any]) -> dict[str, Any]:
     set_default(spec, "failedJobsHistoryLimit", DEFAULT_FAILED_HISTORY)
     template = child_dict(spec, "jobTemplate")
     if template is not None and isinstance(template.get("spec"), dict):
-        template["spec"] = job_api.defaults({"spec": template["spec"]})["spec"]
+        template["spec"] = job_defaults({"spec": template["spec"]})["spec"]
     return result
 
 
-def validate(obj: dict[str, Any], old: dict[str, Any] | None = None) -> list[FieldError]:
+def validate(
+    obj: dict[str, Any], old: dict[str, Any] | None = None, validate_job: JobValidator = job_api.validate
+) -> list[FieldError]:
     root = Field(obj)
     name = root.child("metadata").child("name").value
     if isinstance(name, str) and len(name) > NAME_MAX:
@@ -72,7 +80,7 @@ def validate(obj: dict[str, Any], old: dict[str, Any] | None = None) -> list[Fie
         job_spec = template.child("spec")
         if job_spec.require_present() and job_spec.as_mapping() is not None:
             job = {"metadata": {"name": name if isinstance(name, str) else ""}, "spec": job_spec.value}
-            for problem in job_api.validate(job):
+            for problem in validate_job(job, None):
                 if problem.field.startswith("spec"):
                     root.errors.append(FieldError(f"spec.jobTemplate.{problem.field}", problem.message, problem.reason))
     return root.errors

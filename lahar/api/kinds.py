@@ -103,6 +103,7 @@ DEPLOYMENT = Kind("apps", "v1", "Deployment", "deployments", True, ("deploy",), 
 REPLICA_SET = Kind("apps", "v1", "ReplicaSet", "replicasets", True, ("rs",), ("status", "scale"), (), ("all",))
 # Kubernetes' own Job (Volcano's is JOB above, which `jobs` names first; `jobs.batch` names this one).
 BATCH_JOB = Kind("batch", "v1", "Job", "jobs", True, (), ("status",), (), ("all",))
+BATCH_CRONJOB = Kind("batch", "v1", "CronJob", "cronjobs", True, ("cj",), ("status",), (), ("all",))
 
 ALL_KINDS: tuple[Kind, ...] = (
     POD,
@@ -127,6 +128,7 @@ ALL_KINDS: tuple[Kind, ...] = (
     DEPLOYMENT,
     REPLICA_SET,
     BATCH_JOB,
+    BATCH_CRONJOB,
 )
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from lahar.api import admission, kinds
 from lahar.api.errors import ValidationError
-from lahar.controller.workloads import job
+from lahar.controller.workloads import cronjob, job
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -155,3 +155,77 @@ def test_job_pods_carry_the_job_labels_and_owner() -> None:
     assert labels[job.JOB_NAME_LABEL] == labels["job-name"] == "pi"
     assert labels[job.CONTROLLER_UID_LABEL] == "j-uid" and made["metadata"]["generateName"] == "pi-"
     assert made["metadata"]["ownerReferences"][0]["kind"] == "Job" and made["spec"]["restartPolicy"] == "Never"
+
+
+# -- CronJob ----------------------------------------------------------------------------------------------
+
+
+def make_cronjob(**spec: Any) -> dict[str, Any]:
+    obj = {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {
+            "name": "nightly",
+            "namespace": "lab",
+            "uid": "cj-uid",
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+        },
+        "spec": {
+            "schedule": "*/5 * * * *",
+            "jobTemplate": {
+                "spec": {
+                    "template": {"spec": {"restartPolicy": "OnFailure", "containers": [{"name": "c", "image": "perl"}]}}
+                }
+            },
+            **spec,
+        },
+    }
+    return admission.apply_defaults(kinds.BATCH_CRONJOB, obj)
+
+
+def finished_job(name: str, condition: str, at: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "uid": f"{name}-uid", "creationTimestamp": at},
+        "status": {"completionTime": at, "conditions": [{"type": condition, "status": "True"}]},
+    }
+
+
+def test_cronjob_defaults_and_refusals_reuse_the_cron_rules_with_a_batch_job_template() -> None:
+    obj = make_cronjob()
+    assert obj["spec"]["concurrencyPolicy"] == "Allow" and obj["spec"]["successfulJobsHistoryLimit"] == 3
+    assert obj["spec"]["jobTemplate"]["spec"]["backoffLimit"] == 6, "the template defaulted as a batch/v1 Job"
+    admission.validate(kinds.BATCH_CRONJOB, obj)
+    with pytest.raises(ValidationError, match="schedule"):
+        admission.validate(kinds.BATCH_CRONJOB, make_cronjob(schedule="61 * * * *"))
+    always = make_cronjob()
+    always["spec"]["jobTemplate"]["spec"]["template"]["spec"]["restartPolicy"] = "Always"
+    with pytest.raises(ValidationError, match=r"spec\.jobTemplate\.spec\.template\.spec\.restartPolicy"):
+        admission.validate(kinds.BATCH_CRONJOB, always)
+
+
+def test_a_due_cronjob_makes_a_batch_job_owned_by_it() -> None:
+    decided = cronjob.plan(make_cronjob(), [], datetime(2026, 1, 1, 0, 7, tzinfo=UTC))
+    assert decided.create is not None
+    made = decided.create
+    assert (made["apiVersion"], made["kind"]) == ("batch/v1", "Job")
+    assert made["metadata"]["ownerReferences"][0]["kind"] == "CronJob"
+    assert made["metadata"]["ownerReferences"][0]["apiVersion"] == "batch/v1"
+    assert made["spec"]["template"]["spec"]["restartPolicy"] == "OnFailure"
+    assert decided.status["lastScheduleTime"] == "2026-01-01T00:05:00Z"
+    admission.validate(kinds.BATCH_JOB, admission.apply_defaults(kinds.BATCH_JOB, made))
+
+
+def test_finished_batch_jobs_are_read_by_their_conditions() -> None:
+    jobs = [
+        finished_job("nightly-1", "Complete", "2026-01-01T00:01:00Z"),
+        finished_job("nightly-2", "Failed", "2026-01-01T00:02:00Z"),
+        finished_job("nightly-3", "Failed", "2026-01-01T00:03:00Z"),
+        {"metadata": {"name": "nightly-4", "uid": "4", "creationTimestamp": "2026-01-01T00:04:00Z"}, "status": {}},
+    ]
+    decided = cronjob.plan(make_cronjob(suspend=True), jobs, datetime(2026, 1, 1, 0, 7, tzinfo=UTC))
+    assert decided.delete == ["nightly-2"], "failedJobsHistoryLimit 1: the older failed Job goes"
+    assert [ref["name"] for ref in decided.status["active"]] == ["nightly-4"]
+    assert decided.status["active"][0]["apiVersion"] == "batch/v1"
+    assert decided.status["lastSuccessfulTime"] == "2026-01-01T00:01:00Z"
+    forbid = cronjob.plan(make_cronjob(concurrencyPolicy="Forbid"), jobs, datetime(2026, 1, 1, 0, 7, tzinfo=UTC))
+    assert forbid.create is None, "Forbid: the unfinished Job keeps the next one from starting"

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -120,3 +121,34 @@ def test_jobs_complete_fail_at_their_backoff_limit_and_are_collected(
     wait_for(lambda: not api.list(kinds.POD, "default")["items"], timeout=20)
     reasons = {e["reason"] for e in json.loads(kubectl("get", "events", "-o", "json"))["items"]}
     assert {"SuccessfulCreate", "Completed", "BackoffLimitExceeded"} <= reasons
+
+
+def test_a_due_cronjob_runs_a_batch_job_to_completion(
+    kubeconfig: Path, api: KubeApi, workloads: WorkloadControllers
+) -> None:
+    assert KUBECTL is not None
+    done = subprocess.run(
+        [KUBECTL, f"--kubeconfig={kubeconfig}", "create", "cronjob", "tick", "--image=busybox", "--schedule=* * * * *"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    # Its last run two minutes ago: a scheduled minute is due now, without waiting for the clock.
+    before = datetime.now(UTC) - timedelta(minutes=2)
+    status = {"lastScheduleTime": before.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    api.patch(kinds.BATCH_CRONJOB, "tick", {"status": status}, "default", subresource="status")
+
+    def finished() -> list[dict[str, Any]]:
+        jobs = api.list(kinds.BATCH_JOB, "default")["items"]
+        return [j for j in jobs if any(c["type"] == "Complete" for c in (j.get("status") or {}).get("conditions", []))]
+
+    wait_for(lambda: finished(), timeout=30)
+    (job,) = finished()
+    assert job["metadata"]["ownerReferences"][0]["name"] == "tick"
+    wait_for(
+        lambda: (api.get(kinds.BATCH_CRONJOB, "tick", "default").get("status") or {}).get("lastSuccessfulTime"),
+        timeout=20,
+    )
+    api.delete(kinds.BATCH_CRONJOB, "tick", "default")
+    wait_for(lambda: not api.list(kinds.BATCH_JOB, "default")["items"], timeout=20)
