@@ -34,6 +34,7 @@ GENERATION_KINDS = {
     kinds.REPLICA_SET,
     kinds.BATCH_JOB,
     kinds.BATCH_CRONJOB,
+    kinds.STATEFUL_SET,
     kinds.JOB,
     kinds.PODGROUP,
     kinds.QUEUE,

@@ -1,4 +1,4 @@
-"""Runs the workload controllers (Deployment, ReplicaSet, batch/v1 Job and CronJob) for single-machine
+"""Runs the workload controllers (Deployment, ReplicaSet, StatefulSet, batch/v1 Job and CronJob) for single-machine
 mode: informers on Deployments, ReplicaSets, Jobs, CronJobs and Pods feed one work queue; each
 reconcile asks a kind's `plan` what should be and writes it through the API. On a real cluster
 kube-controller-manager does this, so `lahar controller` runs them only with `--workloads` (which `lahar up` passes)."""
@@ -17,13 +17,14 @@ from lahar.client.errors import AlreadyExists, KubeError, NotFound
 from lahar.client.events import EventRecorder, ObjectRef
 from lahar.client.informer import Informer, by_owner
 from lahar.controller.controller import WorkQueue
-from lahar.controller.workloads import cronjob, deployment, job, replicaset
+from lahar.controller.workloads import cronjob, deployment, job, replicaset, statefulset
 
 log = logging.getLogger("lahar.controller.workloads")
 
 OWNER_INDEX = "owner"
 UID_INDEX = "uid"
 DEPLOYMENT_TAG, REPLICA_SET_TAG, JOB_TAG, CRONJOB_TAG = "deployment", "replicaset", "job", "cronjob"
+STATEFUL_SET_TAG = "statefulset"
 
 
 def _uid(obj: dict[str, Any]) -> tuple[str, ...]:
@@ -65,6 +66,12 @@ class WorkloadControllers:
             on_add=lambda obj, *_: self._enqueue(CRONJOB_TAG, obj),
             on_update=lambda old, new: self._enqueue(CRONJOB_TAG, new),
         )
+        self.stateful_sets = Informer(
+            kinds.STATEFUL_SET,
+            api,
+            on_add=lambda obj, *_: self._enqueue(STATEFUL_SET_TAG, obj),
+            on_update=lambda old, new: self._enqueue(STATEFUL_SET_TAG, new),
+        )
         self.pods = Informer(
             kinds.POD,
             api,
@@ -74,9 +81,16 @@ class WorkloadControllers:
         )
         for informer in (self.replica_sets, self.jobs, self.pods):
             informer.add_index(OWNER_INDEX, by_owner)
-        for informer in (self.deployments, self.replica_sets, self.jobs, self.cronjobs):
+        for informer in (self.deployments, self.replica_sets, self.jobs, self.cronjobs, self.stateful_sets):
             informer.add_index(UID_INDEX, _uid)
-        self._informers = (self.deployments, self.replica_sets, self.jobs, self.cronjobs, self.pods)
+        self._informers = (
+            self.deployments,
+            self.replica_sets,
+            self.jobs,
+            self.cronjobs,
+            self.stateful_sets,
+            self.pods,
+        )
         self._stop = threading.Event()
         self._worker: threading.Thread | None = None
 
@@ -95,6 +109,8 @@ class WorkloadControllers:
             self._enqueue(JOB_TAG, obj)
         for obj in self.cronjobs.list():
             self._enqueue(CRONJOB_TAG, obj)
+        for obj in self.stateful_sets.list():
+            self._enqueue(STATEFUL_SET_TAG, obj)
         self._worker = threading.Thread(target=self._run, name="workload-controllers", daemon=True)
         self._worker.start()
 
@@ -129,6 +145,7 @@ class WorkloadControllers:
     def _pod_changed(self, obj: dict[str, Any], *_: Any) -> None:
         self._enqueue_owner(obj, self.replica_sets, REPLICA_SET_TAG)
         self._enqueue_owner(obj, self.jobs, JOB_TAG)
+        self._enqueue_owner(obj, self.stateful_sets, STATEFUL_SET_TAG)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -143,6 +160,8 @@ class WorkloadControllers:
                     self._sync_job(namespace, name)
                 elif tag == CRONJOB_TAG:
                     self._sync_cronjob(namespace, name)
+                elif tag == STATEFUL_SET_TAG:
+                    self._sync_stateful_set(namespace, name)
                 else:
                     self._sync_replica_set(namespace, name)
             except (KubeError, OSError) as exc:  # a conflict or a lost connection: try again shortly
@@ -287,3 +306,33 @@ class WorkloadControllers:
             self.events.record(ref, event_type, reason, message)
         if decided.requeue_after is not None:
             self._enqueue(CRONJOB_TAG, obj, decided.requeue_after)
+
+    # -- StatefulSets --------------------------------------------------------------------------------
+
+    def _sync_stateful_set(self, namespace: str, name: str) -> None:
+        obj = self.stateful_sets.get(name, namespace)
+        if obj is None or obj["metadata"].get("deletionTimestamp"):
+            return
+        pods = self.pods.by_index(OWNER_INDEX, obj["metadata"]["uid"])
+        decided = statefulset.plan(obj, pods)
+        ref = ObjectRef(kinds.STATEFUL_SET, namespace, name, obj["metadata"]["uid"])
+        if decided.create and not self._still_there(kinds.STATEFUL_SET, obj):
+            return
+        for index in decided.create:
+            try:
+                pod = self.api.create(kinds.POD, statefulset.stateful_pod(obj, index), namespace)
+            except AlreadyExists:
+                continue  # the old pod of that name is still going; its deletion brings us back
+            message = f"create Pod {pod['metadata']['name']} in StatefulSet {name} successful"
+            self.events.record(ref, "Normal", "SuccessfulCreate", message)
+        for pod in decided.delete:
+            pod_name = pod["metadata"]["name"]
+            try:
+                self.api.delete(kinds.POD, pod_name, namespace, uid=pod["metadata"]["uid"])
+            except NotFound:
+                continue
+            self.events.record(
+                ref, "Normal", "SuccessfulDelete", f"delete Pod {pod_name} in StatefulSet {name} successful"
+            )
+        if (obj.get("status") or {}) != decided.status:
+            self.api.update_status(kinds.STATEFUL_SET, {**obj, "status": decided.status})

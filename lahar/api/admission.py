@@ -30,6 +30,7 @@ from lahar.api.kinds import (
     REPLICA_SET,
     SECRET,
     SERVICE,
+    STATEFUL_SET,
     Kind,
 )
 from lahar.api.meta import (
@@ -69,6 +70,7 @@ _RULES: dict[Kind, KindRules] = {
     DEPLOYMENT: KindRules(workloads.deployment_defaults, workloads.validate_deployment),
     REPLICA_SET: KindRules(workloads.replica_set_defaults, workloads.validate_replica_set),
     BATCH_JOB: KindRules(batch.job_defaults, batch.validate_job),
+    STATEFUL_SET: KindRules(workloads.statefulset_defaults, workloads.validate_statefulset),
     BATCH_CRONJOB: KindRules(batch.cronjob_defaults, batch.validate_cronjob),
     NAMESPACE: KindRules(name_check=dns1123_label_problems),
     SERVICE: KindRules(name_check=dns1035_label_problems),

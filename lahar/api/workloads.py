@@ -14,6 +14,7 @@ from lahar.api.pod import default_pod_spec, validate_pod_template
 from lahar.api.selectors import SelectorError, label_selector_from_dict
 
 ROLLING_UPDATE, RECREATE = "RollingUpdate", "Recreate"
+ORDERED_READY, PARALLEL = "OrderedReady", "Parallel"
 DEFAULT_SURGE = DEFAULT_UNAVAILABLE = "25%"
 _PERCENT = re.compile(r"^(\d+)%$")
 
@@ -31,6 +32,21 @@ def replica_set_defaults(obj: dict[str, Any]) -> dict[str, Any]:
     if spec is not None:
         set_default(spec, "replicas", 1)
         _default_template(spec)
+    return result
+
+
+def statefulset_defaults(obj: dict[str, Any]) -> dict[str, Any]:
+    result = copy.deepcopy(obj)
+    spec = child_dict(result, "spec")
+    if spec is None:
+        return result
+    set_default(spec, "replicas", 1)
+    set_default(spec, "podManagementPolicy", ORDERED_READY)
+    set_default(spec, "revisionHistoryLimit", 10)
+    strategy = child_dict(spec, "updateStrategy", create=True)
+    if strategy is not None:
+        set_default(strategy, "type", ROLLING_UPDATE)
+    _default_template(spec)
     return result
 
 
@@ -147,4 +163,19 @@ def validate_deployment(obj: dict[str, Any], old: dict[str, Any] | None = None) 
         unavailable = _validate_int_or_percent(rolling.child("maxUnavailable"))
         if surge in (0, "0%") and unavailable in (0, "0%"):
             rolling.child("maxUnavailable").report("may not be 0 when `maxSurge` is 0")
+    return root.errors
+
+
+def validate_statefulset(obj: dict[str, Any], old: dict[str, Any] | None = None) -> list[FieldError]:
+    root = Field(obj)
+    _validate_replicated(root, old)
+    spec = root.child("spec")
+    if spec.as_mapping() is None:
+        return root.errors
+    spec.child("podManagementPolicy").as_choice((ORDERED_READY, PARALLEL), "pod management policy")
+    spec.child("revisionHistoryLimit").as_int(minimum=0)
+    if old is not None:
+        for name in ("serviceName", "podManagementPolicy"):
+            if (old.get("spec") or {}).get(name) != (obj.get("spec") or {}).get(name):
+                spec.child(name).report("field is immutable")
     return root.errors

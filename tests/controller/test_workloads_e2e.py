@@ -109,3 +109,44 @@ def test_a_deployment_rolls_scales_undoes_and_is_collected(
     wait_for(lambda: not replica_sets() and not api.list(kinds.POD, "default")["items"], timeout=20)
     reasons = {e["reason"] for e in json.loads(kubectl("get", "events", "-o", "json"))["items"]}
     assert {"ScalingReplicaSet", "SuccessfulCreate", "SuccessfulDelete"} <= reasons
+
+
+def test_a_statefulset_makes_stable_names_scales_and_is_collected(
+    kubeconfig: Path, api: KubeApi, workloads: WorkloadControllers
+) -> None:
+    assert KUBECTL is not None
+    manifest = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": "db", "namespace": "default"},
+        "spec": {
+            "replicas": 3,
+            "serviceName": "db",
+            "selector": {"matchLabels": {"app": "db"}},
+            "template": {
+                "metadata": {"labels": {"app": "db"}},
+                "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+            },
+        },
+    }
+
+    def kubectl(*args: str, stdin: str | None = None) -> str:
+        done = subprocess.run(
+            [KUBECTL, f"--kubeconfig={kubeconfig}", *args], capture_output=True, text=True, timeout=60, input=stdin
+        )
+        assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
+        return done.stdout
+
+    def names() -> set[str]:
+        return {p["metadata"]["name"] for p in api.list(kinds.POD, "default")["items"]}
+
+    kubectl("apply", "-f", "-", stdin=json.dumps(manifest))
+    wait_for(lambda: names() == {"db-0", "db-1", "db-2"}, timeout=30)
+    wait_for(
+        lambda: (api.get(kinds.STATEFUL_SET, "db", "default").get("status") or {}).get("readyReplicas") == 3, timeout=20
+    )
+    assert api.get(kinds.POD, "db-1", "default")["spec"]["hostname"] == "db-1"
+    kubectl("scale", "statefulset", "db", "--replicas=1")
+    wait_for(lambda: names() == {"db-0"}, timeout=30)
+    kubectl("delete", "statefulset", "db")
+    wait_for(lambda: not names(), timeout=20)
