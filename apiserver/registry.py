@@ -35,6 +35,7 @@ GENERATION_KINDS = {
     kinds.BATCH_JOB,
     kinds.BATCH_CRONJOB,
     kinds.STATEFUL_SET,
+    kinds.DAEMON_SET,
     kinds.JOB,
     kinds.PODGROUP,
     kinds.QUEUE,

@@ -1,5 +1,5 @@
-"""Runs the workload controllers (Deployment, ReplicaSet, StatefulSet, batch/v1 Job and CronJob) for single-machine
-mode: informers on Deployments, ReplicaSets, Jobs, CronJobs and Pods feed one work queue; each
+"""Runs the workload controllers (Deployment, ReplicaSet, StatefulSet, DaemonSet, batch/v1 Job
+and CronJob) for single-machine mode: informers on those kinds, Nodes and Pods feed one work queue; each
 reconcile asks a kind's `plan` what should be and writes it through the API. On a real cluster
 kube-controller-manager does this, so `lahar controller` runs them only with `--workloads` (which `lahar up` passes)."""
 
@@ -17,14 +17,14 @@ from lahar.client.errors import AlreadyExists, KubeError, NotFound
 from lahar.client.events import EventRecorder, ObjectRef
 from lahar.client.informer import Informer, by_owner
 from lahar.controller.controller import WorkQueue
-from lahar.controller.workloads import cronjob, deployment, job, replicaset, statefulset
+from lahar.controller.workloads import cronjob, daemonset, deployment, job, replicaset, statefulset
 
 log = logging.getLogger("lahar.controller.workloads")
 
 OWNER_INDEX = "owner"
 UID_INDEX = "uid"
 DEPLOYMENT_TAG, REPLICA_SET_TAG, JOB_TAG, CRONJOB_TAG = "deployment", "replicaset", "job", "cronjob"
-STATEFUL_SET_TAG = "statefulset"
+STATEFUL_SET_TAG, DAEMON_SET_TAG = "statefulset", "daemonset"
 
 
 def _uid(obj: dict[str, Any]) -> tuple[str, ...]:
@@ -72,6 +72,20 @@ class WorkloadControllers:
             on_add=lambda obj, *_: self._enqueue(STATEFUL_SET_TAG, obj),
             on_update=lambda old, new: self._enqueue(STATEFUL_SET_TAG, new),
         )
+        self.daemon_sets = Informer(
+            kinds.DAEMON_SET,
+            api,
+            on_add=lambda obj, *_: self._enqueue(DAEMON_SET_TAG, obj),
+            on_update=lambda old, new: self._enqueue(DAEMON_SET_TAG, new),
+        )
+        # Any node added, changed or removed may change where every DaemonSet runs.
+        self.nodes = Informer(
+            kinds.NODE,
+            api,
+            on_add=self._node_changed,
+            on_update=lambda old, new: self._node_changed(new),
+            on_delete=self._node_changed,
+        )
         self.pods = Informer(
             kinds.POD,
             api,
@@ -81,7 +95,14 @@ class WorkloadControllers:
         )
         for informer in (self.replica_sets, self.jobs, self.pods):
             informer.add_index(OWNER_INDEX, by_owner)
-        for informer in (self.deployments, self.replica_sets, self.jobs, self.cronjobs, self.stateful_sets):
+        for informer in (
+            self.deployments,
+            self.replica_sets,
+            self.jobs,
+            self.cronjobs,
+            self.stateful_sets,
+            self.daemon_sets,
+        ):
             informer.add_index(UID_INDEX, _uid)
         self._informers = (
             self.deployments,
@@ -89,6 +110,8 @@ class WorkloadControllers:
             self.jobs,
             self.cronjobs,
             self.stateful_sets,
+            self.daemon_sets,
+            self.nodes,
             self.pods,
         )
         self._stop = threading.Event()
@@ -111,6 +134,8 @@ class WorkloadControllers:
             self._enqueue(CRONJOB_TAG, obj)
         for obj in self.stateful_sets.list():
             self._enqueue(STATEFUL_SET_TAG, obj)
+        for obj in self.daemon_sets.list():
+            self._enqueue(DAEMON_SET_TAG, obj)
         self._worker = threading.Thread(target=self._run, name="workload-controllers", daemon=True)
         self._worker.start()
 
@@ -146,6 +171,11 @@ class WorkloadControllers:
         self._enqueue_owner(obj, self.replica_sets, REPLICA_SET_TAG)
         self._enqueue_owner(obj, self.jobs, JOB_TAG)
         self._enqueue_owner(obj, self.stateful_sets, STATEFUL_SET_TAG)
+        self._enqueue_owner(obj, self.daemon_sets, DAEMON_SET_TAG)
+
+    def _node_changed(self, obj: dict[str, Any], *_: Any) -> None:
+        for daemon in self.daemon_sets.list():
+            self._enqueue(DAEMON_SET_TAG, daemon)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -162,6 +192,8 @@ class WorkloadControllers:
                     self._sync_cronjob(namespace, name)
                 elif tag == STATEFUL_SET_TAG:
                     self._sync_stateful_set(namespace, name)
+                elif tag == DAEMON_SET_TAG:
+                    self._sync_daemon_set(namespace, name)
                 else:
                     self._sync_replica_set(namespace, name)
             except (KubeError, OSError) as exc:  # a conflict or a lost connection: try again shortly
@@ -336,3 +368,27 @@ class WorkloadControllers:
             )
         if (obj.get("status") or {}) != decided.status:
             self.api.update_status(kinds.STATEFUL_SET, {**obj, "status": decided.status})
+
+    # -- DaemonSets ----------------------------------------------------------------------------------
+
+    def _sync_daemon_set(self, namespace: str, name: str) -> None:
+        obj = self.daemon_sets.get(name, namespace)
+        if obj is None or obj["metadata"].get("deletionTimestamp"):
+            return
+        pods = self.pods.by_index(OWNER_INDEX, obj["metadata"]["uid"])
+        decided = daemonset.plan(obj, self.nodes.list(), pods)
+        ref = ObjectRef(kinds.DAEMON_SET, namespace, name, obj["metadata"]["uid"])
+        if decided.create and not self._still_there(kinds.DAEMON_SET, obj):
+            return
+        for node_name in decided.create:
+            pod = self.api.create(kinds.POD, daemonset.daemon_pod(obj, node_name), namespace)
+            self.events.record(ref, "Normal", "SuccessfulCreate", f"Created pod: {pod['metadata']['name']}")
+        for pod in decided.delete:
+            pod_name = pod["metadata"]["name"]
+            try:
+                self.api.delete(kinds.POD, pod_name, namespace, uid=pod["metadata"]["uid"])
+            except NotFound:
+                continue
+            self.events.record(ref, "Normal", "SuccessfulDelete", f"Deleted pod: {pod_name}")
+        if (obj.get("status") or {}) != decided.status:
+            self.api.update_status(kinds.DAEMON_SET, {**obj, "status": decided.status})

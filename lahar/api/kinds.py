@@ -102,6 +102,7 @@ SERVICE_ACCOUNT = Kind("", "v1", "ServiceAccount", "serviceaccounts", True, ("sa
 DEPLOYMENT = Kind("apps", "v1", "Deployment", "deployments", True, ("deploy",), ("status", "scale"), (), ("all",))
 REPLICA_SET = Kind("apps", "v1", "ReplicaSet", "replicasets", True, ("rs",), ("status", "scale"), (), ("all",))
 STATEFUL_SET = Kind("apps", "v1", "StatefulSet", "statefulsets", True, ("sts",), ("status", "scale"), (), ("all",))
+DAEMON_SET = Kind("apps", "v1", "DaemonSet", "daemonsets", True, ("ds",), ("status",), (), ("all",))
 # Kubernetes' own Job (Volcano's is JOB above, which `jobs` names first; `jobs.batch` names this one).
 BATCH_JOB = Kind("batch", "v1", "Job", "jobs", True, (), ("status",), (), ("all",))
 BATCH_CRONJOB = Kind("batch", "v1", "CronJob", "cronjobs", True, ("cj",), ("status",), (), ("all",))
@@ -131,6 +132,7 @@ ALL_KINDS: tuple[Kind, ...] = (
     BATCH_JOB,
     BATCH_CRONJOB,
     STATEFUL_SET,
+    DAEMON_SET,
 )
 
 

@@ -50,6 +50,19 @@ def statefulset_defaults(obj: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def daemonset_defaults(obj: dict[str, Any]) -> dict[str, Any]:
+    result = copy.deepcopy(obj)
+    spec = child_dict(result, "spec")
+    if spec is None:
+        return result
+    set_default(spec, "revisionHistoryLimit", 10)
+    strategy = child_dict(spec, "updateStrategy", create=True)
+    if strategy is not None:
+        set_default(strategy, "type", ROLLING_UPDATE)
+    _default_template(spec)
+    return result
+
+
 def deployment_defaults(obj: dict[str, Any]) -> dict[str, Any]:
     result = copy.deepcopy(obj)
     spec = child_dict(result, "spec")
@@ -178,4 +191,17 @@ def validate_statefulset(obj: dict[str, Any], old: dict[str, Any] | None = None)
         for name in ("serviceName", "podManagementPolicy"):
             if (old.get("spec") or {}).get(name) != (obj.get("spec") or {}).get(name):
                 spec.child(name).report("field is immutable")
+    return root.errors
+
+
+def validate_daemonset(obj: dict[str, Any], old: dict[str, Any] | None = None) -> list[FieldError]:
+    """A DaemonSet has no replicas (one pod per node); the rest is a replicated workload's."""
+    root = Field(obj)
+    replicas = (obj.get("spec") or {}).get("replicas") if isinstance(obj.get("spec"), dict) else None
+    if replicas is not None:
+        root.child("spec").child("replicas").report("a DaemonSet has no replicas: it runs one pod per node")
+    _validate_replicated(root, old)
+    spec = root.child("spec")
+    if spec.as_mapping() is not None:
+        spec.child("revisionHistoryLimit").as_int(minimum=0)
     return root.errors

@@ -17,6 +17,7 @@ import pytest
 from lahar.api import kinds
 from lahar.client.api import KubeApi
 from lahar.client.errors import KubeError
+from lahar.controller.workloads.daemonset import target_node
 from lahar.controller.workloads.runner import WorkloadControllers
 from tests.support import wait_for
 
@@ -28,7 +29,7 @@ NODE = "node-1"
 def _ready(api: KubeApi, pod: dict[str, Any]) -> None:
     name, namespace = pod["metadata"]["name"], pod["metadata"]["namespace"]
     if not pod["spec"].get("nodeName"):
-        api.bind(namespace, name, NODE)
+        api.bind(namespace, name, target_node(pod) or NODE)  # a daemon pod names its node
     condition = {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}
     status = {"phase": "Running", "conditions": [condition]}
     api.patch(kinds.POD, name, {"status": status}, namespace, subresource="status")
@@ -150,3 +151,38 @@ def test_a_statefulset_makes_stable_names_scales_and_is_collected(
     wait_for(lambda: names() == {"db-0"}, timeout=30)
     kubectl("delete", "statefulset", "db")
     wait_for(lambda: not names(), timeout=20)
+
+
+def test_a_daemonset_runs_one_pod_per_node_as_nodes_come_and_go(
+    kubeconfig: Path, api: KubeApi, workloads: WorkloadControllers
+) -> None:
+    def node(name: str) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"role": "worker"}}}
+
+    for name in ("w1", "w2"):
+        api.create(kinds.NODE, node(name))
+    manifest = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "agent", "namespace": "default"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "agent"}},
+            "template": {
+                "metadata": {"labels": {"app": "agent"}},
+                "spec": {"nodeSelector": {"role": "worker"}, "containers": [{"name": "c", "image": "busybox"}]},
+            },
+        },
+    }
+    api.create(kinds.DAEMON_SET, manifest, "default")
+
+    def placed() -> list[str]:
+        pods = api.list(kinds.POD, "default")["items"]
+        return sorted(p["spec"].get("nodeName", "") for p in pods if not p["metadata"].get("deletionTimestamp"))
+
+    wait_for(lambda: placed() == ["w1", "w2"], timeout=30)
+    api.create(kinds.NODE, node("w3"))
+    wait_for(lambda: placed() == ["w1", "w2", "w3"], timeout=30)
+    api.delete(kinds.NODE, "w1")
+    wait_for(lambda: placed() == ["w2", "w3"], timeout=30)
+    status = lambda: api.get(kinds.DAEMON_SET, "agent", "default").get("status") or {}  # noqa: E731
+    wait_for(lambda: status().get("numberReady") == 2 and status().get("desiredNumberScheduled") == 2, timeout=20)
