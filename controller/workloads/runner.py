@@ -24,7 +24,8 @@ log = logging.getLogger("lahar.controller.workloads")
 OWNER_INDEX = "owner"
 UID_INDEX = "uid"
 DEPLOYMENT_TAG, REPLICA_SET_TAG, JOB_TAG, CRONJOB_TAG = "deployment", "replicaset", "job", "cronjob"
-STATEFUL_SET_TAG, DAEMON_SET_TAG = "statefulset", "daemonset"
+STATEFUL_SET_TAG, DAEMON_SET_TAG, NAMESPACE_TAG = "statefulset", "daemonset", "namespace"
+DEFAULT_SERVICE_ACCOUNT = "default"
 
 
 def _uid(obj: dict[str, Any]) -> tuple[str, ...]:
@@ -86,6 +87,18 @@ class WorkloadControllers:
             on_update=lambda old, new: self._node_changed(new),
             on_delete=self._node_changed,
         )
+        # Kubernetes' ServiceAccount controller: every namespace gets a `default` ServiceAccount.
+        self.namespaces = Informer(
+            kinds.NAMESPACE,
+            api,
+            on_add=lambda obj, *_: self._enqueue(NAMESPACE_TAG, obj),
+            on_update=lambda old, new: self._enqueue(NAMESPACE_TAG, new),
+        )
+        self.service_accounts = Informer(
+            kinds.SERVICE_ACCOUNT,
+            api,
+            on_delete=lambda obj, *_: self.queue.add((f"{NAMESPACE_TAG}/", obj["metadata"]["namespace"])),
+        )
         self.pods = Informer(
             kinds.POD,
             api,
@@ -112,6 +125,8 @@ class WorkloadControllers:
             self.stateful_sets,
             self.daemon_sets,
             self.nodes,
+            self.namespaces,
+            self.service_accounts,
             self.pods,
         )
         self._stop = threading.Event()
@@ -136,6 +151,8 @@ class WorkloadControllers:
             self._enqueue(STATEFUL_SET_TAG, obj)
         for obj in self.daemon_sets.list():
             self._enqueue(DAEMON_SET_TAG, obj)
+        for obj in self.namespaces.list():
+            self._enqueue(NAMESPACE_TAG, obj)
         self._worker = threading.Thread(target=self._run, name="workload-controllers", daemon=True)
         self._worker.start()
 
@@ -194,6 +211,8 @@ class WorkloadControllers:
                     self._sync_stateful_set(namespace, name)
                 elif tag == DAEMON_SET_TAG:
                     self._sync_daemon_set(namespace, name)
+                elif tag == NAMESPACE_TAG:
+                    self._sync_namespace(name)
                 else:
                     self._sync_replica_set(namespace, name)
             except (KubeError, OSError) as exc:  # a conflict or a lost connection: try again shortly
@@ -392,3 +411,22 @@ class WorkloadControllers:
             self.events.record(ref, "Normal", "SuccessfulDelete", f"Deleted pod: {pod_name}")
         if (obj.get("status") or {}) != decided.status:
             self.api.update_status(kinds.DAEMON_SET, {**obj, "status": decided.status})
+
+    # -- Namespaces ----------------------------------------------------------------------------------
+
+    def _sync_namespace(self, name: str) -> None:
+        """Make the namespace's `default` ServiceAccount when it lacks one (and is not going away)."""
+        obj = self.namespaces.get(name)
+        if obj is None or obj["metadata"].get("deletionTimestamp"):
+            return
+        if (obj.get("status") or {}).get("phase") == "Terminating":
+            return
+        if self.service_accounts.get(DEFAULT_SERVICE_ACCOUNT, name) is not None:
+            return
+        account = {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": DEFAULT_SERVICE_ACCOUNT, "namespace": name},
+        }
+        with contextlib.suppress(AlreadyExists):
+            self.api.create(kinds.SERVICE_ACCOUNT, account, name)

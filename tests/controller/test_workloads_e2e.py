@@ -186,3 +186,17 @@ def test_a_daemonset_runs_one_pod_per_node_as_nodes_come_and_go(
     wait_for(lambda: placed() == ["w2", "w3"], timeout=30)
     status = lambda: api.get(kinds.DAEMON_SET, "agent", "default").get("status") or {}  # noqa: E731
     wait_for(lambda: status().get("numberReady") == 2 and status().get("desiredNumberScheduled") == 2, timeout=20)
+
+
+def test_every_namespace_gets_a_default_service_account(api: KubeApi, workloads: WorkloadControllers) -> None:
+    def account() -> dict[str, Any] | None:
+        found = [a for a in api.list(kinds.SERVICE_ACCOUNT, "team-a")["items"] if a["metadata"]["name"] == "default"]
+        return found[0] if found else None
+
+    api.create(kinds.NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}})
+    wait_for(lambda: account() is not None, timeout=20)
+    first = account()
+    assert first is not None
+    api.delete(kinds.SERVICE_ACCOUNT, "default", "team-a")
+    wait_for(lambda: (account() or first)["metadata"]["uid"] != first["metadata"]["uid"], timeout=20)
+    assert any(a["metadata"]["name"] == "default" for a in api.list(kinds.SERVICE_ACCOUNT, "default")["items"])
