@@ -79,6 +79,40 @@ def _path(path: str, default: Any = "") -> Cell:
     return lambda obj: _get(obj, path, default)
 
 
+def _selector_text(selector: dict[str, str]) -> str:
+    return ",".join(f"{key}={value}" for key, value in sorted(selector.items())) or "<none>"
+
+
+def _job_status(job: dict[str, Any]) -> str:
+    """kubectl's Job STATUS: the finished condition, else Suspended or Running."""
+    for condition in _get(job, "status.conditions", []) or []:
+        if condition.get("status") == "True" and condition.get("type") in ("Complete", "Failed"):
+            return str(condition["type"])
+    return "Suspended" if _get(job, "spec.suspend", False) else "Running"
+
+
+def _job_completions(job: dict[str, Any]) -> str:
+    succeeded, completions = _get(job, "status.succeeded", 0), _get(job, "spec.completions", None)
+    if completions is None:  # a work queue: kubectl shows how many of parallelism succeeded
+        return f"{succeeded}/1 of {_get(job, 'spec.parallelism', 1)}"
+    return f"{succeeded}/{completions}"
+
+
+def _job_duration(job: dict[str, Any]) -> str:
+    start = _get(job, "status.startTime", None)
+    if not start:
+        return ""
+    end = _get(job, "status.completionTime", None)
+    if not end:
+        return human_age(start)
+    finished = datetime.strptime(end, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+    return human_age(start, finished)
+
+
+def _since(moment: str | None) -> str:
+    return human_age(moment) if moment else "<none>"
+
+
 def _readiness_gates(pod: dict[str, Any]) -> str:
     gates = _get(pod, "spec.readinessGates", []) or []
     if not gates:
@@ -156,6 +190,32 @@ COLUMNS: dict[Kind, list[tuple[str, str, int, Cell]]] = {
         ("Current", "integer", 0, _path("status.replicas", 0)),
         ("Ready", "integer", 0, _path("status.readyReplicas", 0)),
         *_WORKLOAD_WIDE,
+    ],
+    kinds.STATEFUL_SET: [
+        ("Ready", "string", 0, lambda o: f"{_get(o, 'status.readyReplicas', 0)}/{_get(o, 'spec.replicas', 0)}"),
+        *_WORKLOAD_WIDE,
+    ],
+    kinds.DAEMON_SET: [
+        ("Desired", "integer", 0, _path("status.desiredNumberScheduled", 0)),
+        ("Current", "integer", 0, _path("status.currentNumberScheduled", 0)),
+        ("Ready", "integer", 0, _path("status.numberReady", 0)),
+        ("Up-to-date", "integer", 0, _path("status.updatedNumberScheduled", 0)),
+        ("Available", "integer", 0, _path("status.numberAvailable", 0)),
+        ("Node Selector", "string", 0, lambda o: _selector_text(_get(o, "spec.template.spec.nodeSelector", {}))),
+        *_WORKLOAD_WIDE,
+    ],
+    kinds.BATCH_JOB: [
+        ("Status", "string", 0, lambda o: _job_status(o)),
+        ("Completions", "string", 0, lambda o: _job_completions(o)),
+        ("Duration", "string", 0, lambda o: _job_duration(o)),
+        *_WORKLOAD_WIDE,
+    ],
+    kinds.BATCH_CRONJOB: [
+        ("Schedule", "string", 0, _path("spec.schedule")),
+        ("Timezone", "string", 0, _path("spec.timeZone", "<none>")),
+        ("Suspend", "boolean", 0, _path("spec.suspend", False)),
+        ("Active", "integer", 0, lambda o: len(_get(o, "status.active", []) or [])),
+        ("Last Schedule", "string", 0, lambda o: _since(_get(o, "status.lastScheduleTime"))),
     ],
     kinds.EVENT: [
         ("Type", "string", 0, _path("type")),

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from lahar.api import admission, kinds
+from lahar.api import admission, kinds, printing
 from lahar.api.errors import ValidationError
 from lahar.controller.workloads import cronjob, job
 
@@ -229,3 +229,20 @@ def test_finished_batch_jobs_are_read_by_their_conditions() -> None:
     assert decided.status["lastSuccessfulTime"] == "2026-01-01T00:01:00Z"
     forbid = cronjob.plan(make_cronjob(concurrencyPolicy="Forbid"), jobs, datetime(2026, 1, 1, 0, 7, tzinfo=UTC))
     assert forbid.create is None, "Forbid: the unfinished Job keeps the next one from starting"
+
+
+def test_jobs_and_cronjobs_print_kubectls_columns() -> None:
+    finished = {
+        **make_job(completions=2),
+        "status": {
+            "succeeded": 2,
+            "startTime": "2026-01-01T12:00:00Z",
+            "completionTime": "2026-01-01T12:01:30Z",
+            "conditions": [{"type": "Complete", "status": "True"}],
+        },
+    }
+    lines = printing.text_table(kinds.BATCH_JOB, [finished]).splitlines()
+    assert lines[0].split()[:4] == ["NAME", "STATUS", "COMPLETIONS", "DURATION"]
+    assert lines[1].split()[:4] == ["pi", "Complete", "2/2", "90s"]
+    header = printing.text_table(kinds.BATCH_CRONJOB, [make_cronjob()]).splitlines()
+    assert header[1].split()[:3] == ["nightly", "*/5", "*"]
