@@ -47,6 +47,7 @@ QUEUE_INDEX = "queue"  # Jobs and PodGroups by the queue they name
 COMMAND_ANNOTATION = "lahar.dev/command"  # AbortJob / ResumeJob, written by `lahar job suspend|resume`
 CRASH_LOOP_EVENT = "PodCrashLooping"
 POD_WRITERS = 8
+DEFAULT_WORKERS = 4  # reconciles at once: each spends most of its time waiting on the API
 PODGROUP_PENDING_EVENT = "PodGroupPending"  # Volcano's reason for the scheduler's word on the gang
 
 
@@ -100,8 +101,12 @@ class JobController:
         admission_required: bool = True,
         resync_seconds: float = 30.0,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        workers: int = DEFAULT_WORKERS,
     ) -> None:
+        if workers < 1:
+            raise ValueError(f"workers must be at least 1, not {workers}")
         self.api = api
+        self.workers = workers
         self.admission_required = admission_required
         self.resync_seconds = resync_seconds
         self.clock = clock
@@ -137,16 +142,22 @@ class JobController:
         self._informers = (self.jobs, self.podgroups, self.pods, self.queues)
         self.metrics = ControllerMetrics(self.jobs.list)
         self._stop = threading.Event()
-        self._worker: threading.Thread | None = None
+        self._workers: list[threading.Thread] = []
+        self._resync_lock = threading.Lock()  # one worker resyncs; the others go on reconciling
+        self._last_resync = time.monotonic()
+        # The limits each worker's health is judged by; every worker has its own (worker_health),
+        # so one wedged worker is not hidden by the others turning.
         self.loop_health = LoopHealth("reconcile loop")
+        self.worker_health: list[LoopHealth] = []
         # Volcano's CronJobs make Jobs on a schedule; they run in the same process, beside the Jobs.
         self.cronjobs = CronJobController(api, clock)
         # A job's pod creations and deletions go out together (the API client pools 10 connections).
         self._writers = ThreadPoolExecutor(max_workers=POD_WRITERS, thread_name_prefix="job-controller-writes")
         self.jobflows = JobFlowController(api)  # and JobFlows make them from JobTemplates
         # Job uid -> (generation, active) its plugin objects were last made to match, so pod
-        # events do not re-list them each time.
+        # events do not re-list them each time. Shared by the workers: under its lock.
         self._plugin_objects_synced: dict[str, tuple[int, bool]] = {}
+        self._plugin_objects_lock = threading.Lock()
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -156,27 +167,40 @@ class JobController:
         for informer in self._informers:
             if not informer.wait_for_sync(sync_timeout):
                 log.warning("%s informer not synced after %ss; reconciling as it fills", informer.name, sync_timeout)
-        self._worker = threading.Thread(target=self._run, name="job-controller", daemon=True)
-        self._worker.start()
+        self.start_workers()
         self.cronjobs.start()
         self.jobflows.start()
+
+    def start_workers(self) -> None:
+        """The reconcile workers, each with its own health under loop_health's limits."""
+        limits = self.loop_health
+        self.worker_health = [
+            LoopHealth(f"reconcile worker {n}", limits.stall_seconds, limits.failing_seconds, limits.clock)
+            for n in range(self.workers)
+        ]
+        self._workers = [
+            threading.Thread(target=self._run, args=(health,), name=f"job-controller-{n}", daemon=True)
+            for n, health in enumerate(self.worker_health)
+        ]
+        for worker in self._workers:
+            worker.start()
 
     def stop(self) -> None:
         self.jobflows.stop()
         self.cronjobs.stop()
         self._stop.set()
         self.queue.close()
-        if self._worker is not None:
-            self._worker.join(10)
+        for worker in self._workers:
+            worker.join(10)
         for informer in self._informers:
             informer.stop()
         self._writers.shutdown(wait=True)
 
     def live(self) -> tuple[bool, str]:
-        """For /livez: the worker runs and is not stuck in one reconcile (a restart cures that)."""
-        if self._worker is None or not self._worker.is_alive():
+        """For /livez: every worker runs and the loop is not stuck (a restart cures that)."""
+        if not self._workers or not all(worker.is_alive() for worker in self._workers):
             return False, "the reconcile loop is not running"
-        return self.loop_health.live()
+        return next((verdict for verdict in (h.live() for h in self.worker_health) if not verdict[0]), (True, "ok"))
 
     def healthy(self) -> tuple[bool, str]:
         """For /healthz and /readyz: live, every informer has listed once, and reconciles do not
@@ -187,36 +211,56 @@ class JobController:
         unsynced = [informer.name for informer in self._informers if not informer.has_synced]
         if unsynced:
             return False, f"not synced yet: {', '.join(unsynced)}"
-        return self.loop_health.ready()
+        return self.workers_ready()
 
-    def _run(self) -> None:
-        last_resync = time.monotonic()
+    def workers_ready(self) -> tuple[bool, str]:
+        """Not ready while a worker's every reconcile has failed for longer than the limit."""
+        return next((verdict for verdict in (h.ready() for h in self.worker_health) if not verdict[0]), (True, "ok"))
+
+    def _run(self, health: LoopHealth) -> None:
+        """One worker: keys off the queue, which never hands a key to two workers at once."""
         while not self._stop.is_set():
-            if time.monotonic() - last_resync > self.resync_seconds:  # a safety net for missed events
-                jobs = self.jobs.list()
-                for obj in (*jobs, *self.queues.list()):
-                    self.queue.add(_key(obj))
-                # Forget the plugin objects of jobs that are gone (their objects went with them).
-                alive = {job["metadata"].get("uid") for job in jobs}
-                self._plugin_objects_synced = {u: s for u, s in self._plugin_objects_synced.items() if u in alive}
-                last_resync = time.monotonic()
-            self.loop_health.turned()
+            self._maybe_resync()
+            health.turned()
             key = self.queue.get()
             if key is None:
                 continue
-            self.loop_health.turned(f"{key[0]}/{key[1]}" if key[0] else f"queue {key[1]}")
+            health.turned(f"{key[0]}/{key[1]}" if key[0] else f"queue {key[1]}")
             try:
                 with self.metrics.reconciling(JOB_KIND if key[0] else QUEUE_KIND):
                     self.reconcile(key)
-                self.loop_health.succeeded()
+                health.succeeded()
             except KubeError as exc:
                 log.warning("reconcile %s/%s: %s; retrying", key[0], key[1], exc)
-                self.loop_health.failed(str(exc))
+                health.failed(str(exc))
                 self.queue.add(key, after=1.0)
             except Exception as exc:  # a bug in one job must not stop the others
                 log.exception("reconcile %s/%s failed", *key)
-                self.loop_health.failed(f"{type(exc).__name__}: {exc}")
+                health.failed(f"{type(exc).__name__}: {exc}")
                 self.queue.add(key, after=5.0)
+            finally:
+                self.queue.done(key)
+
+    def _maybe_resync(self) -> None:
+        """Every resync_seconds, one worker (whichever comes first) queues every job and queue:
+        a safety net for missed events."""
+        if time.monotonic() - self._last_resync <= self.resync_seconds:
+            return
+        if not self._resync_lock.acquire(blocking=False):
+            return  # another worker is at it
+        try:
+            if time.monotonic() - self._last_resync <= self.resync_seconds:
+                return  # it just did
+            jobs = self.jobs.list()
+            for obj in (*jobs, *self.queues.list()):
+                self.queue.add(_key(obj))
+            # Forget the plugin objects of jobs that are gone (their objects went with them).
+            alive = {job["metadata"].get("uid") for job in jobs}
+            with self._plugin_objects_lock:
+                self._plugin_objects_synced = {u: s for u, s in self._plugin_objects_synced.items() if u in alive}
+            self._last_resync = time.monotonic()
+        finally:
+            self._resync_lock.release()
 
     def _enqueue_owner(self, obj: dict[str, Any], *_: Any) -> None:
         meta = obj.get("metadata") or {}
@@ -363,7 +407,9 @@ class JobController:
         (Volcano's OnJobDelete) and made again if it starts over."""
         meta = job_obj["metadata"]
         uid, state = meta.get("uid", ""), (meta.get("generation", 0), active)
-        if not (job_obj.get("spec") or {}).get("plugins") or self._plugin_objects_synced.get(uid) == state:
+        with self._plugin_objects_lock:
+            synced = self._plugin_objects_synced.get(uid)
+        if not (job_obj.get("spec") or {}).get("plugins") or synced == state:
             return
         namespace, selector = meta.get("namespace", ""), f"{JOB_NAME_KEY}={meta['name']}"
         # kube-apiserver's list items carry no kind (the embedded server's do): stamp it, the
@@ -383,7 +429,8 @@ class JobController:
                     self.api.patch(kind, write.name, write.body, namespace)
                 else:
                     self.api.delete(kind, write.name, namespace)
-        self._plugin_objects_synced[uid] = state
+        with self._plugin_objects_lock:
+            self._plugin_objects_synced[uid] = state
 
     def _apply(self, job_obj: dict[str, Any], decision: Decision) -> None:
         """Status first, then pods: a restart that is recorded (Restarting, retryCount, the pods

@@ -7,6 +7,7 @@ import heapq
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,11 +19,16 @@ Key = tuple[str, str]  # (namespace, name); ("", name) for a cluster-scoped obje
 
 
 class WorkQueue:
-    """Job keys to reconcile: each key at most once in the queue, optionally after a delay."""
+    """Job keys to reconcile, for any number of workers: each key at most once in the queue and
+    never handed to two workers at once (client-go's workqueue). `get` moves a key from the
+    dirty set (wanted) to the processing set; the worker calls `done(key)` when its reconcile
+    ends. A key added while it is being processed is only marked dirty, and queued again by
+    `done`, so the change is reconciled after the current pass rather than beside it."""
 
     def __init__(self) -> None:
-        self._ready: list[Key] = []
-        self._queued: set[Key] = set()
+        self._ready: deque[Key] = deque()
+        self._dirty: set[Key] = set()  # wanted: queued, or to queue when its processing is done
+        self._processing: set[Key] = set()  # handed to a worker, not yet done
         self._delayed: list[tuple[float, Key]] = []
         self._cond = threading.Condition()
         self._closed = False
@@ -31,12 +37,12 @@ class WorkQueue:
         with self._cond:
             if after > 0:
                 heapq.heappush(self._delayed, (time.monotonic() + after, key))
-            elif key not in self._queued:
-                self._queued.add(key)
-                self._ready.append(key)
+            else:
+                self._mark_dirty(key)
             self._cond.notify()
 
     def get(self, timeout: float = 0.5) -> Key | None:
+        """The next key, now in processing (call `done` with it), or None after `timeout`."""
         with self._cond:
             self._promote()
             if not self._ready and not self._closed:
@@ -45,17 +51,37 @@ class WorkQueue:
                 self._promote()
             if not self._ready:
                 return None
-            key = self._ready.pop(0)
-            self._queued.discard(key)
+            key = self._ready.popleft()
+            self._dirty.discard(key)
+            self._processing.add(key)
             return key
+
+    def done(self, key: Key) -> None:
+        """The worker finished `key`: queue it again if it was added meanwhile."""
+        with self._cond:
+            self._processing.discard(key)
+            if key in self._dirty:
+                self._ready.append(key)
+                self._cond.notify()
+
+    def __len__(self) -> int:
+        """Keys waiting for a worker (not those in processing or delayed)."""
+        with self._cond:
+            return len(self._ready)
+
+    def _mark_dirty(self, key: Key) -> None:
+        """Under _cond: want `key` reconciled; queue it unless it is queued or being processed."""
+        if key in self._dirty:
+            return
+        self._dirty.add(key)
+        if key not in self._processing:
+            self._ready.append(key)
 
     def _promote(self) -> None:
         now = time.monotonic()
         while self._delayed and self._delayed[0][0] <= now:
             _, key = heapq.heappop(self._delayed)
-            if key not in self._queued:
-                self._queued.add(key)
-                self._ready.append(key)
+            self._mark_dirty(key)
 
     def close(self) -> None:
         with self._cond:
@@ -108,6 +134,8 @@ class ReconcileLoop:
             except Exception:  # a bug in one object must not stop the others
                 log.exception("%s %s/%s failed", self.name, *key)
                 self.queue.add(key, after=5.0)
+            finally:
+                self.queue.done(key)
 
 
 def object_key(obj: Mapping[str, Any]) -> Key:

@@ -221,6 +221,8 @@ class WorkloadControllers:
             except Exception:
                 log.exception("%s %s/%s failed", tag, namespace, name)
                 self.queue.add(key, 5.0)
+            finally:
+                self.queue.done(key)
 
     def _still_there(self, kind: kinds.Kind, obj: dict[str, Any]) -> bool:
         """Whether an owner still exists, asked of the API: the cache may not have seen its

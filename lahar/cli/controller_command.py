@@ -27,6 +27,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         action="store_true",
         help="also run the Deployment and ReplicaSet controllers (single-machine mode: no kube-controller-manager)",
     )
+    controller.add_argument(
+        "--workers",
+        type=int,
+        default=4,
+        help="reconciles at once (default 4); one job is never reconciled by two at the same time",
+    )
     controller.add_argument("--resync", type=float, default=30.0, help="seconds between full re-checks (default 30)")
     controller.add_argument(
         "--metrics-port",
@@ -47,11 +53,15 @@ def run_controller(args: argparse.Namespace) -> int:
 
     if args.resync <= 0:
         raise ValueError(f"--resync must be positive, not {args.resync}")
+    if args.workers < 1:
+        raise ValueError(f"--workers must be at least 1, not {args.workers}")
     if not 0 <= args.metrics_port <= 65535:
         raise ValueError(f"--metrics-port must be between 0 and 65535, not {args.metrics_port}")
     election = leader_election.election_config(args)
     api = KubeApi(new_api_client(args.kubeconfig))
-    job_controller = JobController(api, admission_required=not args.no_admission, resync_seconds=args.resync)
+    job_controller = JobController(
+        api, admission_required=not args.no_admission, resync_seconds=args.resync, workers=args.workers
+    )
     controller = job_controller if not args.workloads else _WithWorkloads(job_controller, api)
     leader = (
         leader_election.LeaderRun(api, election, "controller", controller.start, controller.stop, controller.healthy)

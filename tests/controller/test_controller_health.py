@@ -44,8 +44,7 @@ def controller_with(reconcile: Any, stall: float, failing: float = 60.0) -> JobC
     controller = JobController(None)  # no API: the informers are never started here
     controller.loop_health = LoopHealth("reconcile loop", stall_seconds=stall, failing_seconds=failing)
     controller.reconcile = reconcile  # type: ignore[method-assign]
-    controller._worker = threading.Thread(target=controller._run, daemon=True)
-    controller._worker.start()
+    controller.start_workers()
     return controller
 
 
@@ -61,7 +60,9 @@ def test_a_wedged_reconcile_makes_the_controller_not_live() -> None:
         release.set()
         controller._stop.set()
         controller.queue.close()
-    wait_for(lambda: controller.live()[0] or not controller._worker.is_alive(), timeout=5, what="recovery")
+    wait_for(
+        lambda: controller.live()[0] or not any(w.is_alive() for w in controller._workers), timeout=5, what="recovery"
+    )
 
 
 def test_failing_reconciles_are_not_ready_but_live() -> None:
@@ -72,9 +73,9 @@ def test_failing_reconciles_are_not_ready_but_live() -> None:
     try:
         for _ in range(3):
             controller.queue.add(("team", "job"))
-        wait_for(lambda: controller.loop_health.failures > 0, timeout=5, what="a failure")
-        wait_for(lambda: not controller.loop_health.ready()[0], timeout=5, what="not ready")
-        assert "the API is gone" in controller.loop_health.ready()[1]
+        wait_for(lambda: any(h.failures for h in controller.worker_health), timeout=5, what="a failure")
+        wait_for(lambda: not controller.workers_ready()[0], timeout=5, what="not ready")
+        assert "the API is gone" in controller.workers_ready()[1]
         assert controller.live()[0]
     finally:
         controller._stop.set()
