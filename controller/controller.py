@@ -37,7 +37,7 @@ from lahar.controller.naming import JOB_NAME_KEY, podgroup_name
 from lahar.controller.plugins import apply_on_pod, job_objects
 from lahar.controller.plugins.objects import PLUGIN_KINDS, plugin_object_writes
 from lahar.controller.queues import QUEUE_COMMAND_ANNOTATION, current_state, queue_command, queue_status
-from lahar.controller.workqueue import Key, WorkQueue
+from lahar.controller.workqueue import Key, WorkQueue, still_there
 from lahar.loop_health import LoopHealth
 
 log = logging.getLogger("lahar.controller")
@@ -347,6 +347,13 @@ class JobController:
             mutators=[_plugin_mutator],
             queue_state=queue_state,
         )
+        makes_podgroup = decision.keeps_podgroup and podgroup is None and decision.reason not in QUEUE_HOLD_REASONS
+        if (
+            not decision.delete_job
+            and (makes_podgroup or decision.pods_to_create)
+            and not still_there(self.api, kinds.JOB, job_obj)
+        ):
+            return None  # deleted, and our cache has not seen it yet: what we made would outlive it
         if not decision.delete_job:
             # Before the pods: their env reads the svc ConfigMap, and the PodGroup names their gang.
             # On finishing, before the status too (Volcano's OnJobDelete comes first).

@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
-from lahar.client.errors import KubeError
+from lahar.client.errors import KubeError, NotFound
 
 log = logging.getLogger("lahar.controller")
 
@@ -136,6 +136,18 @@ class ReconcileLoop:
                 self.queue.add(key, after=5.0)
             finally:
                 self.queue.done(key)
+
+
+def still_there(api: Any, kind: Any, obj: Mapping[str, Any]) -> bool:
+    """Whether an owner still exists, asked of the API: the cache may not have seen its deletion
+    yet, and dependents made for a deleted owner would outlive it (the API's garbage collector
+    removed its dependents when it was deleted, not the ones made after)."""
+    meta = obj["metadata"]
+    try:
+        live = api.get(kind, meta["name"], meta.get("namespace", ""))
+    except NotFound:
+        return False
+    return bool(live["metadata"]["uid"] == meta.get("uid") and not live["metadata"].get("deletionTimestamp"))
 
 
 def object_key(obj: Mapping[str, Any]) -> Key:

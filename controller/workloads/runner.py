@@ -18,6 +18,7 @@ from lahar.client.events import EventRecorder, ObjectRef
 from lahar.client.informer import Informer, by_owner
 from lahar.controller.controller import WorkQueue
 from lahar.controller.workloads import cronjob, daemonset, deployment, job, replicaset, statefulset
+from lahar.controller.workqueue import still_there
 
 log = logging.getLogger("lahar.controller.workloads")
 
@@ -225,14 +226,7 @@ class WorkloadControllers:
                 self.queue.done(key)
 
     def _still_there(self, kind: kinds.Kind, obj: dict[str, Any]) -> bool:
-        """Whether an owner still exists, asked of the API: the cache may not have seen its
-        deletion yet, and dependents made for a deleted owner would outlive it."""
-        meta = obj["metadata"]
-        try:
-            live = self.api.get(kind, meta["name"], meta["namespace"])
-        except NotFound:
-            return False
-        return bool(live["metadata"]["uid"] == meta["uid"] and not live["metadata"].get("deletionTimestamp"))
+        return still_there(self.api, kind, obj)
 
     # -- ReplicaSets ---------------------------------------------------------------------------------
 
