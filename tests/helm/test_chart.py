@@ -97,6 +97,7 @@ def test_optional_parts_can_be_left_out(helm: Path):
         "MutatingAdmissionPolicy",
         "MutatingAdmissionPolicyBinding",
         "ServiceMonitor",
+        "PrometheusRule",
     }
     assert set(rendered) < set(kustomization_objects(DEPLOY))
 

@@ -69,11 +69,14 @@ UNREACHED: dict[str, dict[Triple, str]] = {
         "(scheduler/binder.py): needs a bind to fail mid-gang",
         ("", "pods", "patch"): "the lahar.dev/gpu-index annotation before a GPU pod's bind (scheduler/binder.py): "
         "simulated nodes here have no GPUs",
+        ("", "events", "patch"): "a repeat of one event within 10 minutes counts on the first (lahar/client/"
+        "events.py): a pod that stays unschedulable; here every pod fits",
     },
     "lahar-agent": {
         ("", "pods/eviction", "create"): "QoS's last resort under pressure (agent/qos/eviction.py); the agent "
         "runs in --dry-run here (no cgroup writes or evictions on a shared test machine)",
         ("", "events", "create"): "one event per eviction, which --dry-run does not make",
+        ("", "events", "patch"): "a repeated eviction event counts on the first; --dry-run makes none",
         ("", "nodes/status", "patch"): "batch-cpu/batch-memory in the Node's allocatable "
         "(agent/qos/node_allocatable.py), which --dry-run leaves unwritten",
     },
