@@ -74,9 +74,10 @@ def member_hypernodes(obj: Mapping[str, Any]) -> list[str]:
 def member_loop(name: str, members: Sequence[str], members_of: Mapping[str, Sequence[str]]) -> list[str] | None:
     """The loop that giving HyperNode `name` the HyperNode members `members` closes, as the path
     from `name` back to itself (`[s0, s1, s0]`), or None. `members_of` maps the other HyperNodes to
-    their HyperNode members. Depth first, each HyperNode visited once."""
+    their HyperNode members. Depth first, each HyperNode visited once. Listing itself is left to
+    `validate`, whose message says so plainly."""
     seen: set[str] = set()
-    stack: list[tuple[str, list[str]]] = [(member, [name, member]) for member in reversed(members)]
+    stack: list[tuple[str, list[str]]] = [(member, [name, member]) for member in reversed(members) if member != name]
     while stack:
         current, path = stack.pop()
         if current == name:

@@ -117,7 +117,10 @@ def parent_loop(name: str, parent: str, parents: Mapping[str, str]) -> list[str]
     """The loop that giving queue `name` the parent `parent` closes, as the chain from `name` back
     to itself (`[a, b, a]`), or None when the chain ends at root or at a queue that does not exist.
     `parents` maps the other queues to their parents. A loop among other queues that `name` merely
-    hangs under is not this write's doing, and is not reported here."""
+    hangs under is not this write's doing, and is not reported here. A queue naming itself is left
+    to `validate`, whose message says so plainly (as the cluster's admission policy does)."""
+    if parent == name:
+        return None
     chain = [name]
     current = parent
     while current and current != ROOT_QUEUE:
