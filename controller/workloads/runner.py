@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -42,70 +43,31 @@ class WorkloadControllers:
         self.api = api
         self.events = EventRecorder(api, "lahar-workloads")
         self.queue = WorkQueue()
-        self.deployments = Informer(
-            kinds.DEPLOYMENT,
-            api,
-            on_add=lambda obj, *_: self._enqueue(DEPLOYMENT_TAG, obj),
-            on_update=lambda old, new: self._enqueue(DEPLOYMENT_TAG, new),
-        )
-        self.replica_sets = Informer(
-            kinds.REPLICA_SET,
-            api,
-            on_add=self._replica_set_changed,
-            on_update=lambda old, new: self._replica_set_changed(new),
-            on_delete=self._replica_set_changed,
-        )
-        self.jobs = Informer(
-            kinds.BATCH_JOB,
-            api,
-            on_add=self._job_changed,
-            on_update=lambda old, new: self._job_changed(new),
-            on_delete=self._job_changed,
-        )
-        self.cronjobs = Informer(
-            kinds.BATCH_CRONJOB,
-            api,
-            on_add=lambda obj, *_: self._enqueue(CRONJOB_TAG, obj),
-            on_update=lambda old, new: self._enqueue(CRONJOB_TAG, new),
-        )
-        self.stateful_sets = Informer(
-            kinds.STATEFUL_SET,
-            api,
-            on_add=lambda obj, *_: self._enqueue(STATEFUL_SET_TAG, obj),
-            on_update=lambda old, new: self._enqueue(STATEFUL_SET_TAG, new),
-        )
-        self.daemon_sets = Informer(
-            kinds.DAEMON_SET,
-            api,
-            on_add=lambda obj, *_: self._enqueue(DAEMON_SET_TAG, obj),
-            on_update=lambda old, new: self._enqueue(DAEMON_SET_TAG, new),
-        )
+        self.deployments = self._tagged(kinds.DEPLOYMENT, DEPLOYMENT_TAG)
+        self.replica_sets = self._handled(kinds.REPLICA_SET, self._replica_set_changed)
+        self.jobs = self._handled(kinds.BATCH_JOB, self._job_changed)
+        self.cronjobs = self._tagged(kinds.BATCH_CRONJOB, CRONJOB_TAG)
+        self.stateful_sets = self._tagged(kinds.STATEFUL_SET, STATEFUL_SET_TAG)
+        self.daemon_sets = self._tagged(kinds.DAEMON_SET, DAEMON_SET_TAG)
         # Any node added, changed or removed may change where every DaemonSet runs.
-        self.nodes = Informer(
-            kinds.NODE,
-            api,
-            on_add=self._node_changed,
-            on_update=lambda old, new: self._node_changed(new),
-            on_delete=self._node_changed,
-        )
+        self.nodes = self._handled(kinds.NODE, self._node_changed)
         # Kubernetes' ServiceAccount controller: every namespace gets a `default` ServiceAccount.
-        self.namespaces = Informer(
-            kinds.NAMESPACE,
-            api,
-            on_add=lambda obj, *_: self._enqueue(NAMESPACE_TAG, obj),
-            on_update=lambda old, new: self._enqueue(NAMESPACE_TAG, new),
-        )
+        self.namespaces = self._tagged(kinds.NAMESPACE, NAMESPACE_TAG)
         self.service_accounts = Informer(
             kinds.SERVICE_ACCOUNT,
             api,
             on_delete=lambda obj, *_: self.queue.add((f"{NAMESPACE_TAG}/", obj["metadata"]["namespace"])),
         )
-        self.pods = Informer(
-            kinds.POD,
-            api,
-            on_add=self._pod_changed,
-            on_update=lambda old, new: self._pod_changed(new),
-            on_delete=self._pod_changed,
+        self.pods = self._handled(kinds.POD, self._pod_changed)
+        # What start() queues once the caches are synced: each object under its kind's tag.
+        self._tagged_informers = (
+            (self.deployments, DEPLOYMENT_TAG),
+            (self.replica_sets, REPLICA_SET_TAG),
+            (self.jobs, JOB_TAG),
+            (self.cronjobs, CRONJOB_TAG),
+            (self.stateful_sets, STATEFUL_SET_TAG),
+            (self.daemon_sets, DAEMON_SET_TAG),
+            (self.namespaces, NAMESPACE_TAG),
         )
         for informer in (self.replica_sets, self.jobs, self.pods):
             informer.add_index(OWNER_INDEX, by_owner)
@@ -140,20 +102,9 @@ class WorkloadControllers:
             informer.start()
         for informer in self._informers:
             informer.wait_for_sync(sync_timeout)
-        for obj in self.deployments.list():
-            self._enqueue(DEPLOYMENT_TAG, obj)
-        for obj in self.replica_sets.list():
-            self._enqueue(REPLICA_SET_TAG, obj)
-        for obj in self.jobs.list():
-            self._enqueue(JOB_TAG, obj)
-        for obj in self.cronjobs.list():
-            self._enqueue(CRONJOB_TAG, obj)
-        for obj in self.stateful_sets.list():
-            self._enqueue(STATEFUL_SET_TAG, obj)
-        for obj in self.daemon_sets.list():
-            self._enqueue(DAEMON_SET_TAG, obj)
-        for obj in self.namespaces.list():
-            self._enqueue(NAMESPACE_TAG, obj)
+        for informer, tag in self._tagged_informers:
+            for obj in informer.list():
+                self._enqueue(tag, obj)
         self._worker = threading.Thread(target=self._run, name="workload-controllers", daemon=True)
         self._worker.start()
 
@@ -166,6 +117,20 @@ class WorkloadControllers:
             informer.stop()
 
     # -- events --------------------------------------------------------------------------------------
+
+    def _tagged(self, kind: kinds.Kind, tag: str) -> Informer:
+        """An informer that queues each added or changed object under `tag` (deletes need nothing:
+        the garbage collector removes what the object owned)."""
+        return Informer(
+            kind,
+            self.api,
+            on_add=lambda obj, *_: self._enqueue(tag, obj),
+            on_update=lambda old, new: self._enqueue(tag, new),
+        )
+
+    def _handled(self, kind: kinds.Kind, changed: Callable[..., None]) -> Informer:
+        """An informer that calls `changed(obj)` on every add, update and delete."""
+        return Informer(kind, self.api, on_add=changed, on_update=lambda old, new: changed(new), on_delete=changed)
 
     def _enqueue(self, tag: str, obj: dict[str, Any], after: float = 0.0) -> None:
         meta = obj.get("metadata") or {}
