@@ -113,9 +113,7 @@ class JobController:
         self.events = EventRecorder(api, "lahar-controller", clock=clock)
         self.queue = WorkQueue()
         enqueue_job = lambda obj, *_: self.queue.add(_key(obj))  # noqa: E731
-        self.jobs = Informer(
-            kinds.JOB, api, on_add=enqueue_job, on_update=lambda old, new: enqueue_job(new), on_delete=enqueue_job
-        )
+        self.jobs = Informer(kinds.JOB, api, on_change=enqueue_job)
         self.podgroups = Informer(
             kinds.PODGROUP,
             api,

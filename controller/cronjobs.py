@@ -219,16 +219,8 @@ class CronJobController(ReconcileLoop):
         self.clock = clock
         self.events = EventRecorder(api, "lahar-controller", clock=clock)
         enqueue = lambda obj, *_: self.queue.add(object_key(obj))  # noqa: E731
-        self.cronjobs = Informer(
-            kinds.CRONJOB, api, on_add=enqueue, on_update=lambda old, new: enqueue(new), on_delete=enqueue
-        )
-        self.jobs = Informer(
-            kinds.JOB,
-            api,
-            on_add=self._job_changed,
-            on_update=lambda old, new: self._job_changed(new),
-            on_delete=self._job_changed,
-        )
+        self.cronjobs = Informer(kinds.CRONJOB, api, on_change=enqueue)
+        self.jobs = Informer(kinds.JOB, api, on_change=self._job_changed)
         self.jobs.add_index(OWNER_INDEX, by_owner)
         self.informers = [self.cronjobs, self.jobs]
 

@@ -172,22 +172,14 @@ class JobFlowController(ReconcileLoop):
         self.api = api
         self.events = EventRecorder(api, "lahar-controller")
         enqueue = lambda obj, *_: self.queue.add(object_key(obj))  # noqa: E731
-        self.jobflows = Informer(
-            kinds.JOBFLOW, api, on_add=enqueue, on_update=lambda old, new: enqueue(new), on_delete=enqueue
-        )
+        self.jobflows = Informer(kinds.JOBFLOW, api, on_change=enqueue)
         self.templates = Informer(
             kinds.JOBTEMPLATE,
             api,
             on_add=self._template_changed,
             on_update=lambda old, new: self._template_changed(new),
         )
-        self.jobs = Informer(
-            kinds.JOB,
-            api,
-            on_add=self._job_changed,
-            on_update=lambda old, new: self._job_changed(new),
-            on_delete=self._job_changed,
-        )
+        self.jobs = Informer(kinds.JOB, api, on_change=self._job_changed)
         self.jobs.add_index(OWNER_INDEX, by_owner)
         self.informers = [self.jobflows, self.templates, self.jobs]
 

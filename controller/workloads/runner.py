@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -44,13 +43,13 @@ class WorkloadControllers:
         self.events = EventRecorder(api, "lahar-workloads")
         self.queue = WorkQueue()
         self.deployments = self._tagged(kinds.DEPLOYMENT, DEPLOYMENT_TAG)
-        self.replica_sets = self._handled(kinds.REPLICA_SET, self._replica_set_changed)
-        self.jobs = self._handled(kinds.BATCH_JOB, self._job_changed)
+        self.replica_sets = Informer(kinds.REPLICA_SET, api, on_change=self._replica_set_changed)
+        self.jobs = Informer(kinds.BATCH_JOB, api, on_change=self._job_changed)
         self.cronjobs = self._tagged(kinds.BATCH_CRONJOB, CRONJOB_TAG)
         self.stateful_sets = self._tagged(kinds.STATEFUL_SET, STATEFUL_SET_TAG)
         self.daemon_sets = self._tagged(kinds.DAEMON_SET, DAEMON_SET_TAG)
         # Any node added, changed or removed may change where every DaemonSet runs.
-        self.nodes = self._handled(kinds.NODE, self._node_changed)
+        self.nodes = Informer(kinds.NODE, api, on_change=self._node_changed)
         # Kubernetes' ServiceAccount controller: every namespace gets a `default` ServiceAccount.
         self.namespaces = self._tagged(kinds.NAMESPACE, NAMESPACE_TAG)
         self.service_accounts = Informer(
@@ -58,7 +57,7 @@ class WorkloadControllers:
             api,
             on_delete=lambda obj, *_: self.queue.add((f"{NAMESPACE_TAG}/", obj["metadata"]["namespace"])),
         )
-        self.pods = self._handled(kinds.POD, self._pod_changed)
+        self.pods = Informer(kinds.POD, api, on_change=self._pod_changed)
         # What start() queues once the caches are synced: each object under its kind's tag.
         self._tagged_informers = (
             (self.deployments, DEPLOYMENT_TAG),
@@ -127,10 +126,6 @@ class WorkloadControllers:
             on_add=lambda obj, *_: self._enqueue(tag, obj),
             on_update=lambda old, new: self._enqueue(tag, new),
         )
-
-    def _handled(self, kind: kinds.Kind, changed: Callable[..., None]) -> Informer:
-        """An informer that calls `changed(obj)` on every add, update and delete."""
-        return Informer(kind, self.api, on_add=changed, on_update=lambda old, new: changed(new), on_delete=changed)
 
     def _enqueue(self, tag: str, obj: dict[str, Any], after: float = 0.0) -> None:
         meta = obj.get("metadata") or {}

@@ -132,6 +132,7 @@ class Informer:
         on_add: AddHandler | None = None,
         on_update: UpdateHandler | None = None,
         on_delete: DeleteHandler | None = None,
+        on_change: AddHandler | None = None,
         watch_timeout: int = DEFAULT_WATCH_TIMEOUT,
         page_size: int = DEFAULT_PAGE_SIZE,
         backoff: Backoff | None = None,
@@ -147,6 +148,9 @@ class Informer:
         self.relists = 0  # lists made, the first included
         self.watches = 0  # watch requests opened
         self._handlers: builtins.list[EventHandler] = []
+        if on_change is not None:  # one callback for all three, with the object (the new one on updates)
+            on_add, on_delete = on_add or on_change, on_delete or on_change
+            on_update = on_update or (lambda old, new: on_change(new))
         if on_add or on_update or on_delete:
             self.add_handler(on_add, on_update, on_delete)
         self._cache: dict[Key, Obj] = {}
