@@ -17,9 +17,10 @@ the agent's QoS (`lahar bench colocation --matrix`; docs/qos.md has the figures)
   DaemonSet pod it is, 51 shares for 50m). Every cell runs `runs` rounds; the median is reported.
 - Figures per cell: p50/p99/p999 per mode, ratios, harvest (BE CPU used / CPU the online pod and
   other tenants left idle) for kubelet and lahar, the agent's BE cap changes and its own CPU, and
-  the verdicts of the issue's targets. In the lahar phase a time series (every 50 ms: the online
-  pod's CPU wait from its own cpu.pressure in the cgroup2 mirror, BE cap, BE usage, BE weight) is
-  kept, drawn as an SVG and written as CSV per cell.
+  the verdicts of the issue's targets. Every phase is sampled every 50 ms alike (the online pod's
+  CPU wait from its own cpu.pressure in the cgroup2 mirror, BE cap, BE usage, BE weight): the
+  wait share's spread is reported per mode, and the last Lahar phase's series drawn as an SVG and
+  written as CSV per cell.
 - `--reaction`: a low -> high load step beside BE under kubelet and under Lahar (how long until
   the online wait is back at its pre-step level) and a quiet period at the low load under Lahar
   (BE cap changes: none is the target where nothing interferes).
@@ -658,6 +659,7 @@ def run_cell(
     result: dict[str, Any] = {"cell": cell.name, "online": cell.online, "load": cell.load, "rate": rate, "be": cell.be}
     agent_cores: list[float] = []
     note = isolation_notes(cell.be, scratch)
+    waits: dict[str, list[float]] = {mode: [] for mode in MODES}
     try:
         run.start()
         for _ in range(runs):
@@ -665,7 +667,11 @@ def run_cell(
                 run.be_running(mode != "solo")
                 if mode != "lahar":
                     time.sleep(0.5)
-                    rounds[mode].append(run.measure(rate))
+                    # Sampled in every mode, not only Lahar's: the sampler's own wake-ups must
+                    # cost every phase alike (it ran in the Lahar phase only until 2026-11-26)
+                    with Series(run) as sampled:
+                        rounds[mode].append(run.measure(rate))
+                    waits[mode] += [point.wait_share for point in sampled.points]
                     continue
                 with lahar_agent(run, config) as agent:
                     time.sleep(max(settle - 0.5, 0.0))
@@ -674,6 +680,7 @@ def run_cell(
                     used, began = run.tree.tree.cpu_seconds(agent_dir), time.monotonic()
                     with Series(run) as series:
                         rounds[mode].append(run.measure(rate))
+                    waits[mode] += [point.wait_share for point in series.points]
                     cap_changes.append(agent.qos.cap_changes - before)
                     agent_cores.append((run.tree.tree.cpu_seconds(agent_dir) - used) / (time.monotonic() - began))
     finally:
@@ -686,8 +693,8 @@ def run_cell(
     # The agent's own cost, its threads' cgroup over the measured Lahar phases (the issue: <= 1% of a core)
     result["agent_cpu_cores"] = agent = median(agent_cores, 4)
     result["verdicts"]["agent_cost"] = None if agent is None else agent <= AGENT_COST_BAR_CORES
-    if series is not None and series.points:
-        result["online_wait_share_50ms"] = spread([point.wait_share for point in series.points])  # last lahar phase
+    # The online pod's CPU wait share per 50 ms sample, every round of each mode
+    result["online_wait_share_50ms"] = {mode: spread(samples) for mode, samples in waits.items()}
     if out is not None and series is not None:
         (out / f"{cell.name}.svg").write_text(plot(f"{cell.name}: under Lahar", series.points))
         (out / f"{cell.name}.csv").write_text(series_csv(series.points))
