@@ -28,7 +28,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from lahar.api import kinds
-from lahar.api.cron import CronError, parse_schedule
+from lahar.api.cron import CronError, EverySchedule, parse_schedule
 from lahar.api.job import JobPhase, job_phase
 from lahar.client.api import KubeApi
 from lahar.client.errors import AlreadyExists, NotFound
@@ -87,8 +87,15 @@ def due_time(
     """(the latest scheduled time in (since, now] not past the deadline, how many were missed,
     the next scheduled time after now)."""
     schedule = parse_schedule(schedule_text)
-    tz = ZoneInfo(zone) if zone else UTC
     start = since if deadline is None else max(since, now - timedelta(seconds=deadline))
+    if isinstance(schedule, EverySchedule):
+        # A chain from the start, one delay apart (robfig's Next applied again and again): no
+        # walk needed, and no time zone (the delay is absolute).
+        base = start.replace(microsecond=0)
+        count = max((now - base) // schedule.delay, 0)
+        latest = base + count * schedule.delay if count else None
+        return latest, count, base + (count + 1) * schedule.delay
+    tz = ZoneInfo(zone) if zone else UTC
     current = start.astimezone(tz)
     latest, missed = None, 0
     while True:

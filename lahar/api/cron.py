@@ -1,16 +1,21 @@
 """Cron schedules as Kubernetes' (and Volcano's) CronJob reads them: five fields (minute, hour,
 day of month, month, day of week) with `*`, `?` (as `*`), lists, ranges, steps and month/day
 names, or a descriptor (`@yearly`, `@annually`, `@monthly`, `@weekly`, `@daily`, `@midnight`,
-`@hourly`). As in cron, when both day fields are restricted a day matching either runs. A
-`TZ=`/`CRON_TZ=` prefix is refused: the CronJob's `timeZone` field says that.
+`@hourly`), or `@every <Go duration>` (`@every 1h30m`: robfig/cron's constant delay, which
+Kubernetes and Volcano accept). As in cron, when both day fields are restricted a day matching
+either runs. A `TZ=`/`CRON_TZ=` prefix is refused: the CronJob's `timeZone` field says that.
 
-`parse_schedule` raises CronError with a message naming the bad field; `Schedule.next_after`
-gives the first matching minute strictly after a moment, in the schedule's time zone."""
+`parse_schedule` raises CronError with a message naming the bad field; `next_after` gives the
+first scheduled time strictly after a moment: a whole minute in the schedule's time zone for the
+five fields, the moment (to the second) plus the delay for `@every`."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+
+from lahar.api.job import parse_duration
 
 DESCRIPTORS = {
     "@yearly": "0 0 1 1 *",
@@ -35,6 +40,8 @@ FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (
     ("day of week", 0, 6, DAY_NAMES),
 )
 SEARCH_YEARS = 5  # a schedule that matches nothing within this long (Feb 30) never runs
+EVERY = "@every "
+GO_MAX_DURATION_SECONDS = (2**63 - 1) / 1e9  # time.Duration's range, which robfig/cron parses into
 
 
 class CronError(ValueError):
@@ -78,6 +85,34 @@ class Schedule:
         return None
 
 
+@dataclass(frozen=True)
+class EverySchedule:
+    """`@every <duration>`: a run every `delay` after the last one, as robfig/cron's
+    ConstantDelaySchedule: whole seconds (a fraction is dropped, less than a second is one), the
+    next time is the moment less its fraction of a second plus the delay."""
+
+    delay: timedelta
+
+    def next_after(self, moment: datetime) -> datetime:
+        return moment.replace(microsecond=0) + self.delay
+
+
+def _every(spec: str) -> EverySchedule:
+    duration_text = spec[len(EVERY) :].strip()
+    try:
+        seconds = parse_duration(duration_text)
+    except ValueError:
+        raise CronError(
+            f'@every: "{duration_text}" is not a duration (a Go duration such as "90s", "15m" or "1h30m")'
+        ) from None
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise CronError(f'@every: the interval must be positive, not "{duration_text}"')
+    if seconds > GO_MAX_DURATION_SECONDS:
+        raise CronError(f'@every: "{duration_text}" is longer than a Go duration holds (about 292 years)')
+    # robfig/cron: under a second runs every second; a fraction of a second is dropped.
+    return EverySchedule(timedelta(seconds=max(1, int(seconds))))
+
+
 def _value(text: str, field: str, low: int, high: int, names: dict[str, int]) -> int:
     value = names.get(text.lower())
     if value is None:
@@ -116,13 +151,15 @@ def _field(text: str, field: str, low: int, high: int, names: dict[str, int]) ->
     return frozenset(values)
 
 
-def parse_schedule(text: str) -> Schedule:
+def parse_schedule(text: str) -> Schedule | EverySchedule:
     spec = text.strip()
     if spec.upper().startswith(("TZ=", "CRON_TZ=")):
         raise CronError("a time zone in the schedule is not allowed: set spec.timeZone")
+    if spec.lower().startswith(EVERY):
+        return _every(spec)
     spec = DESCRIPTORS.get(spec.lower(), spec)
     if spec.startswith("@"):
-        raise CronError(f'unknown descriptor "{spec}" (known: {", ".join(DESCRIPTORS)})')
+        raise CronError(f'unknown descriptor "{spec}" (known: {", ".join(DESCRIPTORS)}, @every <duration>)')
     parts = spec.split()
     if len(parts) != len(FIELDS):
         raise CronError(f'expected 5 fields (minute hour day-of-month month day-of-week), got {len(parts)} in "{text}"')

@@ -58,6 +58,11 @@ def owned_job(name: str, phase: str, minutes_ago: int) -> dict[str, Any]:
         ("0 9 * * mon-fri", datetime(2026, 11, 27, 10, tzinfo=UTC), datetime(2026, 11, 30, 9, tzinfo=UTC)),
         ("0 0 1,15 * 3", datetime(2026, 4, 2, tzinfo=UTC), datetime(2026, 4, 8, tzinfo=UTC)),  # 1st, 15th or Wed
         ("30 2 * * 7", datetime(2026, 3, 1, 3, tzinfo=UTC), datetime(2026, 3, 8, 2, 30, tzinfo=UTC)),  # 7 = Sunday
+        # @every: the moment (less its fraction of a second) plus the delay, as robfig/cron.
+        ("@every 1h30m", datetime(2026, 1, 1, 10, 3, 7, 500, tzinfo=UTC), datetime(2026, 1, 1, 11, 33, 7, tzinfo=UTC)),
+        ("@every 90s", datetime(2026, 1, 1, 10, 3, tzinfo=UTC), datetime(2026, 1, 1, 10, 4, 30, tzinfo=UTC)),
+        ("@every 2.5s", datetime(2026, 1, 1, 10, 3, tzinfo=UTC), datetime(2026, 1, 1, 10, 3, 2, tzinfo=UTC)),
+        ("@every 300ms", datetime(2026, 1, 1, 10, 3, tzinfo=UTC), datetime(2026, 1, 1, 10, 3, 1, tzinfo=UTC)),
     ],
 )
 def test_next_scheduled_time(schedule: str, after: datetime, expected: datetime) -> None:
@@ -73,6 +78,12 @@ def test_next_scheduled_time(schedule: str, after: datetime, expected: datetime)
         ("5-1 * * * *", 'range "5-1" runs backwards'),
         ("TZ=UTC 0 * * * *", "set spec.timeZone"),
         ("0 0 * foo *", 'month: "foo" is not a number or a name'),
+        ("@every", 'unknown descriptor "@every"'),
+        ("@every 10 minutes", '@every: "10 minutes" is not a duration'),
+        ("@every 5d", '@every: "5d" is not a duration'),
+        ("@every -5m", "@every: the interval must be positive"),
+        ("@every 0s", "@every: the interval must be positive"),
+        ("@every 3000000h", "longer than a Go duration holds"),
     ],
 )
 def test_bad_schedules_say_what_is_wrong(schedule: str, message: str) -> None:
@@ -101,6 +112,27 @@ def test_only_the_latest_missed_time_runs_and_names_the_job() -> None:
     assert decision.create["metadata"]["ownerReferences"][0]["kind"] == "CronJob"
     assert decision.status["lastScheduleTime"] == format_time(scheduled)
     assert decision.requeue_after == pytest.approx(150.5)  # 12:10:00 is next
+
+
+def test_every_runs_the_latest_time_of_its_chain_from_the_last_run() -> None:
+    # Created 12:00:10; every 2m: 12:02:10, 12:04:10, 12:06:10 are due by 12:07:30, the latest runs.
+    decision = cron_step(cronjob("@every 2m", created=datetime(2026, 3, 10, 12, 0, 10, 250, tzinfo=UTC)), [], NOW)
+    scheduled = datetime(2026, 3, 10, 12, 6, 10, tzinfo=UTC)
+    assert decision.create is not None and decision.create["metadata"]["name"] == job_name("nightly", scheduled)
+    assert decision.status["lastScheduleTime"] == format_time(scheduled)
+    assert decision.requeue_after == pytest.approx(40.5)  # 12:08:10 is next
+    # Run at 12:06:10: the chain goes on from there, and nothing is due before 12:08:10.
+    ran = cronjob("@every 2m", created=datetime(2026, 3, 10, 12, 0, 10, tzinfo=UTC))
+    ran["status"] = {"lastScheduleTime": format_time(scheduled)}
+    again = cron_step(ran, [], NOW)
+    assert again.create is None and again.requeue_after == pytest.approx(40.5)
+
+
+def test_every_left_alone_for_years_is_one_step_not_a_walk() -> None:
+    old = cronjob("@every 1s", created=NOW - timedelta(days=3 * 365))
+    decision = cron_step(old, [], NOW)
+    assert decision.status["lastScheduleTime"] == format_time(NOW.replace(microsecond=0))
+    assert any(reason == "TooManyMissedTimes" for _, reason, _ in decision.events)
 
 
 def test_the_starting_deadline_skips_a_time_too_old() -> None:
