@@ -11,6 +11,7 @@ from lahar.cli import (
     agent_command,
     bench_command,
     controller_command,
+    flow_commands,
     job_commands,
     logs_command,
     object_commands,
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     server_commands.register(commands)
     object_commands.register(commands)
     job_commands.register(commands)
+    flow_commands.register(commands)
     logs_command.register(commands)
     agent_command.register(commands)
     controller_command.register(commands)
