@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Write deploy/admission/: the ValidatingAdmissionPolicies (CEL) that make a real kube-apiserver
-refuse the Jobs, PodGroups and Queues the embedded server refuses (lahar/api/job.py, podgroup.py,
-queue.py), with the same field paths and messages, and the MutatingAdmissionPolicies that fill
-in the defaults a CRD schema cannot express. The policy rules repeat for job- and task-level
+refuse the Jobs, PodGroups, Queues, JobTemplates, JobFlows and Volcano CronJobs the embedded
+server refuses (lahar/api/job.py, podgroup.py, queue.py, jobflow.py, cronjob.py), with the same
+field paths and messages where CEL can say them, and the MutatingAdmissionPolicies that fill in
+the defaults a CRD schema cannot express. The policy rules repeat for job- and task-level
 lifecycle policies and for each immutable field, so they are written once here.
 
     scripts/gen-admission-policies.py           write the files
@@ -44,6 +45,8 @@ IMMUTABLE_SPEC_FIELDS = (
 IMMUTABLE_TASK_FIELDS = ("dependsOn", "name", "partitionPolicy", "policies", "template", "topologyPolicy")
 
 TASKS = "object.spec.tasks"
+CRONJOB_NAME_MAX = 52  # lahar/api/cronjob.py NAME_MAX: a Job name (63) less the 11 its CronJob adds
+REACH_STEPS = 8  # JobFlow cycles through up to 2^8 flows are found in CEL
 
 
 def has_events(p: str) -> str:
@@ -165,34 +168,50 @@ def validation(expression: str, message: str) -> dict[str, Any]:
     return {"expression": expression, "messageExpression": message, "reason": "Invalid"}
 
 
-def first_task(condition: str) -> str:
+def first_task(condition: str, tasks: str = TASKS) -> str:
     """The index of the first task (variable t, index i) matching, -1 when none or no tasks."""
-    return f"has({TASKS}) ? {index_of_first(TASKS, 'i', 't', condition)} : -1"
+    return f"has({tasks}) ? {index_of_first(tasks, 'i', 't', condition)} : -1"
 
 
-def job_rules() -> tuple[list[dict[str, str]], list[dict[str, Any]]]:
-    total = f"{TASKS}.map(t, {replicas('t')}).sum()"
-    variables = [variable("totalReplicas", f"has({TASKS}) ? {total} : -1")]
+def job_spec_rules(
+    spec: str = "object.spec", path: str = "spec", present: str = "true"
+) -> tuple[list[dict[str, str]], list[dict[str, Any]]]:
+    """The cross-field rules of a Volcano Job spec at `spec` (a CEL expression), its errors under
+    `path`: a Job's own spec, a JobTemplate's, a CronJob's job template. `present` guards the
+    variables where the spec itself may be absent."""
+    tasks = f"{spec}.tasks"
+    total = f"{tasks}.map(t, {replicas('t')}).sum()"
+    has_tasks = f"has({tasks})" if present == "true" else f"{present} && has({tasks})"
+    variables = [variable("totalReplicas", f"{has_tasks} ? {total} : -1")]
     validations = []
+
+    def guarded(expression: str) -> str:
+        """True where the spec is absent (its own rule reports that)."""
+        return expression if present == "true" else f"!({present}) || {expression}"
+
     for field in ("minAvailable", "minSuccess"):
-        value = f"object.spec.{field}"
+        value = f"{spec}.{field}"
         validations.append(
             validation(
-                f"!has({value}) || variables.totalReplicas < 0 || {value} <= variables.totalReplicas",
-                f"'spec.{field}: {field} (' + string({value}) + "
+                guarded(f"!has({value}) || variables.totalReplicas < 0 || {value} <= variables.totalReplicas"),
+                f"'{path}.{field}: {field} (' + string({value}) + "
                 "') must not be greater than the total replicas (' + string(variables.totalReplicas) + ')'",
             )
         )
 
+    def first(condition: str) -> str:
+        found = first_task(condition, tasks)
+        return found if present == "true" else f"!({present}) ? -1 : ({found})"
+
     def task_rule(name: str, condition: str, message: str) -> None:
-        variables.append(variable(name, first_task(condition)))
+        variables.append(variable(name, first(condition)))
         validations.append(validation(f"variables.{name} < 0", message))
 
     def task_at(name: str) -> str:
-        return f"{TASKS}[variables.{name}]"
+        return f"{tasks}[variables.{name}]"
 
     def task_path(name: str) -> str:
-        return f"'spec.tasks[' + string(variables.{name}) + ']"
+        return f"'{path}.tasks[' + string(variables.{name}) + ']"
 
     over = task_at("taskMinAvailableOverReplicas")
     task_rule(
@@ -203,7 +222,7 @@ def job_rules() -> tuple[list[dict[str, str]], list[dict[str, Any]]]:
     )
     task_rule(
         "taskDuplicateName",
-        f"has(t.name) && {TASKS}.exists(k, u, k < i && has(u.name) && u.name == t.name)",
+        f"has(t.name) && {tasks}.exists(k, u, k < i && has(u.name) && u.name == t.name)",
         f"{task_path('taskDuplicateName')}.name: duplicate task name \"' + {task_at('taskDuplicateName')}.name + '\"'",
     )
     itself = task_at("taskDependsOnItself")
@@ -213,7 +232,7 @@ def job_rules() -> tuple[list[dict[str, str]], list[dict[str, Any]]]:
         f"{task_path('taskDependsOnItself')}.dependsOn.name[' + "
         f"string({itself}.dependsOn.name.indexOf({itself}.name)) + ']: a task cannot depend on itself'",
     )
-    unknown = f"!{TASKS}.exists(u, has(u.name) && u.name == n)"
+    unknown = f"!{tasks}.exists(u, has(u.name) && u.name == n)"
     task_rule(
         "taskDependsOnUnknown",
         f"has(t.dependsOn) && t.dependsOn.name.exists(n, {unknown})",
@@ -229,21 +248,27 @@ def job_rules() -> tuple[list[dict[str, str]], list[dict[str, Any]]]:
         )
     )
 
-    job_policies = "object.spec.policies"
+    job_policies = f"{spec}.policies"
     for rule in POLICY_RULES:
         name = f"policy{rule.name}"
-        variables.append(variable(name, f"has({job_policies}) ? {rule.first(job_policies)} : -1"))
+        has_policies = f"has({job_policies})" if present == "true" else f"{present} && has({job_policies})"
+        variables.append(variable(name, f"{has_policies} ? {rule.first(job_policies)} : -1"))
         validations.append(
-            validation(f"variables.{name} < 0", rule.message(job_policies, f"variables.{name}", "'spec.policies'"))
+            validation(f"variables.{name} < 0", rule.message(job_policies, f"variables.{name}", f"'{path}.policies'"))
         )
     for rule in POLICY_RULES:
         task, at = f"taskPolicy{rule.name}", f"taskPolicy{rule.name}At"
-        policies = f"{TASKS}[variables.{task}].policies"
-        variables.append(variable(task, first_task(f"has(t.policies) && {rule.first('t.policies')} >= 0")))
+        policies = f"{tasks}[variables.{task}].policies"
+        variables.append(variable(task, first(f"has(t.policies) && {rule.first('t.policies')} >= 0")))
         variables.append(variable(at, f"variables.{task} < 0 ? -1 : {rule.first(policies)}"))
-        prefix = f"'spec.tasks[' + string(variables.{task}) + '].policies'"
+        prefix = f"'{path}.tasks[' + string(variables.{task}) + '].policies'"
         validations.append(validation(f"variables.{task} < 0", rule.message(policies, f"variables.{at}", prefix)))
+    return variables, validations
 
+
+def job_rules() -> tuple[list[dict[str, str]], list[dict[str, Any]]]:
+    """A Job: its spec's rules, and the fields an update may not change."""
+    variables, validations = job_spec_rules()
     update = "request.operation != 'UPDATE'"
     for name in IMMUTABLE_SPEC_FIELDS:
         new, old = f"object.spec.{name}", f"oldObject.spec.{name}"
@@ -271,6 +296,188 @@ def job_rules() -> tuple[list[dict[str, str]], list[dict[str, Any]]]:
                 f"'spec.tasks[' + string({index_of_first(TASKS, 'i', 't', changed)}) + '].{name}: field is immutable'",
             )
         )
+    return variables, validations
+
+
+INT32_MAX = 2**31 - 1
+
+
+def open_spec_rules(spec: str, path: str, present: str) -> tuple[list[dict[str, str]], list[dict[str, Any]]]:
+    """A Job spec kept under an open schema (a JobTemplate's spec, a CronJob's job template): no
+    CRD schema types its counts, so the policy refuses negative and past-int32 replicas and
+    minAvailable as the Job CRD's schema and the embedded server do, then the Job spec's rules."""
+    tasks = f"{spec}.tasks"
+    variables, validations = [], []
+    for field in ("replicas", "minAvailable"):
+        name = f"task{field[0].upper()}{field[1:]}OutOfRange"
+        bad = f"has(t.{field}) && (t.{field} < 0 || t.{field} > {INT32_MAX})"
+        variables.append(variable(name, f"!({present}) ? -1 : ({first_task(bad, tasks)})"))
+        value = f"{tasks}[variables.{name}].{field}"
+        validations.append(
+            validation(
+                f"variables.{name} < 0",
+                f"'{path}.tasks[' + string(variables.{name}) + '].{field}: ' + ({value} < 0 ? "
+                f"'must be greater than or equal to 0' : "
+                f"'must be between -2147483648 and {INT32_MAX}, inclusive (an int32)')",
+            )
+        )
+    more_variables, more_validations = job_spec_rules(spec, path, present)
+    return variables + more_variables, validations + more_validations
+
+
+def jobtemplate_rules() -> tuple[list[dict[str, str]], list[dict[str, Any]]]:
+    variables, validations = open_spec_rules("object.spec", "spec", "has(object.spec)")
+    return variables, [validation("has(object.spec)", "'spec: is required'"), *validations]
+
+
+# A cron schedule's five fields as lahar/api/cron.py reads them (values in range, names, steps
+# above 0), a descriptor, or `@every <Go duration>`; a range running backwards passes here.
+_NUMBER = {
+    "minute": "[0-5]?[0-9]",
+    "hour": "[01]?[0-9]|2[0-3]",
+    "day of month": "0?[1-9]|[12][0-9]|3[01]",
+    "month": "0?[1-9]|1[0-2]|jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec",
+    "day of week": "0?[0-7]|sun|mon|tue|wed|thu|fri|sat",
+}
+
+
+def _cron_field(values: str) -> str:
+    value = f"(?:{values})"
+    item = rf"(?:\*|\?|{value}(?:-{value})?)(?:/0*[1-9][0-9]*)?"
+    return f"{item}(?:,{item})*"
+
+
+CRON_FIELDS = r"^\s*" + r"\s+".join(_cron_field(v) for v in _NUMBER.values()) + r"\s*$"
+CRON_DESCRIPTORS = r"^\s*@(yearly|annually|monthly|weekly|daily|midnight|hourly)\s*$"
+GO_DURATION = r"^[-+]?(0|((\d+(\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h))+)$"
+
+
+def cronjob_rules() -> tuple[list[dict[str, str]], list[dict[str, Any]]]:
+    schedule = "object.spec.schedule"
+    every = f"{schedule}.trim().lowerAscii().startsWith('@every ')"
+    interval = f"{schedule}.trim().substring(7).trim()"
+    variables = [
+        variable(
+            "scheduleProblem",
+            f"{every} ? (!{interval}.matches(r'{GO_DURATION}') ? '@every: \"' + {interval} + "
+            '\'" is not a duration (a Go duration such as "90s", "15m" or "1h30m")\' : '
+            f"duration({interval}) <= duration('0s') ? "
+            f"'@every: the interval must be positive, not \"' + {interval} + '\"' : '') : "
+            f"({schedule}.upperAscii().startsWith('TZ=') || {schedule}.upperAscii().startsWith('CRON_TZ=')) ? "
+            "'a time zone in the schedule is not allowed: set spec.timeZone' : "
+            f"({schedule}.lowerAscii().matches(r'{CRON_DESCRIPTORS}') || "
+            f"{schedule}.lowerAscii().matches(r'{CRON_FIELDS}')) ? '' : "
+            "'expected 5 fields (minute hour day-of-month month day-of-week) with values in range, "
+            "a descriptor such as @hourly, or @every <duration>'",
+        )
+    ]
+    validations = [
+        validation(
+            f"size(object.metadata.name) <= {CRONJOB_NAME_MAX}",
+            f"'metadata.name: must be no more than {CRONJOB_NAME_MAX} characters "
+            "(its Jobs add 11 to it, and a Job name holds 63)'",
+        ),
+        validation(
+            "variables.scheduleProblem == ''",
+            f"'spec.schedule: invalid schedule \"' + {schedule} + '\": ' + variables.scheduleProblem",
+        ),
+        validation("has(object.spec.jobTemplate.spec)", "'spec.jobTemplate.spec: is required'"),
+    ]
+    more_variables, more_validations = open_spec_rules(
+        "object.spec.jobTemplate.spec", "spec.jobTemplate.spec", "has(object.spec.jobTemplate.spec)"
+    )
+    return variables + more_variables, validations + more_validations
+
+
+FLOWS = "object.spec.flows"
+
+
+def jobflow_rules() -> tuple[list[dict[str, str]], list[dict[str, Any]]]:
+    """Flows named once each, targets that are other flows of the JobFlow, and no cycle. CEL has
+    no recursion: reachability is squared REACH_STEPS times (paths of up to 2^REACH_STEPS flows)."""
+    flows = f"(has(object.spec) && has({FLOWS}) ? {FLOWS} : [])"
+    variables = [
+        variable("flows", flows),
+        variable("names", "variables.flows.map(f, has(f.name) ? string(f.name) : '')"),
+        variable(
+            "targets",
+            "variables.flows.map(f, has(f.dependsOn) && has(f.dependsOn.targets) ? f.dependsOn.targets : [])",
+        ),
+        variable("unnamed", "variables.names.indexOf('')"),
+        variable(
+            "duplicate",
+            "variables.names.transformList(i, n, n != '' && variables.names.indexOf(n) < i).indexOf(true)",
+        ),
+        variable("selfTarget", "variables.targets.transformList(i, ts, variables.names[i] in ts).indexOf(true)"),
+        variable(
+            "unknownTarget",
+            "variables.targets.transformList(i, ts, ts.exists(t, t != variables.names[i] && "
+            "!(t in variables.names))).indexOf(true)",
+        ),
+        variable(
+            "unknownName",
+            "variables.unknownTarget < 0 ? '' : variables.targets[variables.unknownTarget].filter(t, "
+            "t != variables.names[variables.unknownTarget] && !(t in variables.names))[0]",
+        ),
+        variable("reach0", "variables.targets"),
+    ]
+    for step in range(REACH_STEPS):
+        now = f"variables.reach{step}"
+        variables.append(
+            variable(
+                f"reach{step + 1}",
+                f"variables.names.transformList(i, n, variables.names.filter(m, m in {now}[i] || "
+                f"{now}[i].exists(x, x in variables.names && m in {now}[variables.names.indexOf(x)])))",
+            )
+        )
+    reach = f"variables.reach{REACH_STEPS}"
+    variables.append(variable("inCycle", f"variables.names.transformList(i, n, n in {reach}[i]).indexOf(true)"))
+    cycle_member = "variables.names[variables.inCycle]"
+    members = (
+        f"variables.names.transformList(i, n, n == {cycle_member} || "
+        f"(n in {reach}[variables.inCycle] && {cycle_member} in {reach}[i]))"
+    )
+    variables.append(
+        variable(
+            "cycle",
+            f"variables.inCycle < 0 ? [] : variables.names.filter(n, {members}[variables.names.indexOf(n)])",
+        )
+    )
+    retain = "object.spec.jobRetainPolicy"
+    validations = [
+        validation("has(object.spec)", "'spec: is required'"),
+        validation("size(variables.flows) > 0", "'spec.flows: at least one flow is required'"),
+        validation(
+            f"!has({retain}) || {retain} == '' || {retain} in ['retain', 'delete']",
+            f"'spec.jobRetainPolicy: unsupported job retain policy \"' + string({retain}) + "
+            '\'" (supported: "retain", "delete")\'',
+        ),
+        validation(
+            "variables.unnamed < 0",
+            "'spec.flows[' + string(variables.unnamed) + '].name: is required'",
+        ),
+        validation(
+            "variables.duplicate < 0",
+            "'spec.flows[' + string(variables.duplicate) + '].name: duplicate flow \"' + "
+            "variables.names[variables.duplicate] + '\"'",
+        ),
+        validation(
+            "variables.selfTarget < 0",
+            "'spec.flows[' + string(variables.selfTarget) + '].dependsOn.targets[' + "
+            "string(variables.targets[variables.selfTarget].indexOf(variables.names[variables.selfTarget])) + "
+            "']: a flow cannot depend on itself'",
+        ),
+        validation(
+            "variables.unknownTarget < 0",
+            "'spec.flows[' + string(variables.unknownTarget) + '].dependsOn.targets[' + "
+            "string(variables.targets[variables.unknownTarget].indexOf(variables.unknownName)) + "
+            "']: unknown flow \"' + variables.unknownName + '\" (flows: ' + variables.names.join(', ') + ')'",
+        ),
+        validation(
+            "variables.inCycle < 0",
+            "'spec.flows: dependency cycle among ' + variables.cycle.join(', ')",
+        ),
+    ]
     return variables, validations
 
 
@@ -460,6 +667,22 @@ def documents() -> dict[str, list[dict]]:
             "v1beta1",
             "podgroups",
             replace_empty("queue", "default"),
+        ),
+        "jobtemplate-policy.yaml": validating(
+            "lahar-jobtemplate.flow.volcano.sh", "flow.volcano.sh", "v1alpha1", "jobtemplates", jobtemplate_rules()
+        ),
+        "jobtemplate-defaults.yaml": mutating(
+            "lahar-jobtemplate-defaults.flow.volcano.sh",
+            "flow.volcano.sh",
+            "v1alpha1",
+            "jobtemplates",
+            job_default_patches(),
+        ),
+        "jobflow-policy.yaml": validating(
+            "lahar-jobflow.flow.volcano.sh", "flow.volcano.sh", "v1alpha1", "jobflows", jobflow_rules()
+        ),
+        "cronjob-policy.yaml": validating(
+            "lahar-cronjob.batch.volcano.sh", "batch.volcano.sh", "v1alpha1", "cronjobs", cronjob_rules()
         ),
         "queue-policy.yaml": validating(
             "lahar-queue.scheduling.volcano.sh", "scheduling.volcano.sh", "v1beta1", "queues", queue_rules()

@@ -1,8 +1,9 @@
-"""One table of bad Jobs, Queues and PodGroups, refused by both backends: the embedded API server
-(lahar/api admission) and a real kube-apiserver with deploy/'s CRDs (schema) and
-deploy/admission's ValidatingAdmissionPolicies (CEL). Each case names the field and the message
-both servers must say; where the real server words a schema error its own way, `real_message`
-is what it says instead (docs/admission.md describes these differences)."""
+"""One table of bad Jobs, Queues, PodGroups, JobTemplates, JobFlows and CronJobs, refused by
+both backends: the embedded API server (lahar/api admission) and a real kube-apiserver with
+deploy/'s CRDs (schema) and deploy/admission's ValidatingAdmissionPolicies (CEL). Each case
+names the field and the message both servers must say; where the real server words a schema
+error its own way, `real_message` is what it says instead (docs/admission.md describes these
+differences)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ Obj = dict[str, Any]
 JOBS = ("batch.volcano.sh", "v1alpha1", "jobs")
 PODGROUPS = ("scheduling.volcano.sh", "v1beta1", "podgroups")
 QUEUES = ("scheduling.volcano.sh", "v1beta1", "queues")
+TEMPLATES = ("flow.volcano.sh", "v1alpha1", "jobtemplates")
+FLOWS = ("flow.volcano.sh", "v1alpha1", "jobflows")
+CRONJOBS = ("batch.volcano.sh", "v1alpha1", "cronjobs")
 
 
 def pod_template(name: str = "main") -> Obj:
@@ -42,6 +46,50 @@ def job(**spec: Any) -> Obj:
 def with_task(index: int, **changes: Any) -> Obj:
     obj = job()
     obj["spec"]["tasks"][index].update(changes)
+    return obj
+
+
+def template(**spec: Any) -> Obj:
+    """A JobTemplate: a Job's spec under another kind."""
+    return {
+        "apiVersion": "flow.volcano.sh/v1alpha1",
+        "kind": "JobTemplate",
+        "metadata": {"name": "bad-template"},
+        "spec": job(**spec)["spec"],
+    }
+
+
+def template_task(index: int, **changes: Any) -> Obj:
+    obj = template()
+    obj["spec"]["tasks"][index].update(changes)
+    return obj
+
+
+def jobflow(*flows: Obj, **spec: Any) -> Obj:
+    return {
+        "apiVersion": "flow.volcano.sh/v1alpha1",
+        "kind": "JobFlow",
+        "metadata": {"name": "bad-flow"},
+        "spec": {"flows": list(flows), **spec},
+    }
+
+
+def flow(name: str, *targets: str) -> Obj:
+    return {"name": name, "dependsOn": {"targets": list(targets)}} if targets else {"name": name}
+
+
+def cronjob(schedule: str = "*/5 * * * *", name: str = "bad-cron", **job_spec: Any) -> Obj:
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "CronJob",
+        "metadata": {"name": name},
+        "spec": {"schedule": schedule, "jobTemplate": {"spec": job(**job_spec)["spec"]}},
+    }
+
+
+def cron_task(index: int, **changes: Any) -> Obj:
+    obj = cronjob()
+    obj["spec"]["jobTemplate"]["spec"]["tasks"][index].update(changes)
     return obj
 
 
@@ -316,7 +364,140 @@ CASES: list[Case] = [
         real_message="Invalid value: 0: spec.weight in body should be greater than or equal to 1",
         enforced_by="schema",
     ),
+    # --- JobTemplates: a Job spec under an open schema (lahar-jobtemplate) -------------------------
+    Case(
+        "template minAvailable above its replicas",
+        TEMPLATES,
+        template(minAvailable=5),
+        "spec.minAvailable",
+        "minAvailable (5) must not be greater than the total replicas (3)",
+    ),
+    Case(
+        "template with negative replicas",
+        TEMPLATES,
+        template_task(0, replicas=-1),
+        "spec.tasks[0].replicas",
+        "must be greater than or equal to 0",
+    ),
+    Case(
+        "template with replicas beyond int32",
+        TEMPLATES,
+        template_task(1, replicas=2**31),
+        "spec.tasks[1].replicas",
+        "must be between -2147483648 and 2147483647, inclusive (an int32)",
+    ),
+    Case(
+        "template with duplicate task names",
+        TEMPLATES,
+        template_task(1, name="master"),
+        "spec.tasks[1].name",
+        'duplicate task name "master"',
+    ),
+    # --- JobFlows: the DAG of flows (lahar-jobflow) -----------------------------------------------
+    Case(
+        "jobflow with a cycle",
+        FLOWS,
+        jobflow(flow("a", "b"), flow("b", "a"), flow("c", "a")),
+        "spec.flows",
+        "dependency cycle: a -> b -> a",
+        real_message="dependency cycle among a, b",
+    ),
+    Case(
+        "jobflow with a longer cycle",
+        FLOWS,
+        jobflow(flow("a"), flow("b", "a", "d"), flow("c", "b"), flow("d", "c")),
+        "spec.flows",
+        "dependency cycle: b -> d -> c -> b",
+        real_message="dependency cycle among b, c, d",
+    ),
+    Case(
+        "jobflow target that is not a flow",
+        FLOWS,
+        jobflow(flow("a"), flow("b", "a", "x")),
+        "spec.flows[1].dependsOn.targets[1]",
+        'unknown flow "x" (flows: a, b)',
+    ),
+    Case(
+        "jobflow depending on itself",
+        FLOWS,
+        jobflow(flow("a", "a")),
+        "spec.flows[0].dependsOn.targets[0]",
+        "a flow cannot depend on itself",
+    ),
+    Case(
+        "jobflow naming a flow twice",
+        FLOWS,
+        jobflow(flow("a"), flow("a")),
+        "spec.flows[1].name",
+        'duplicate flow "a"',
+    ),
+    Case(
+        "jobflow without flows",
+        FLOWS,
+        jobflow(),
+        "spec.flows",
+        "at least one flow is required",
+    ),
+    Case(
+        "jobflow with an unknown retain policy",
+        FLOWS,
+        jobflow(flow("a"), jobRetainPolicy="keep"),
+        "spec.jobRetainPolicy",
+        'unsupported job retain policy "keep" (supported: "retain", "delete")',
+    ),
+    # --- Volcano CronJobs (lahar-cronjob) ---------------------------------------------------------
+    Case(
+        "cronjob schedule out of range",
+        CRONJOBS,
+        cronjob("61 * * * *"),
+        "spec.schedule",
+        'invalid schedule "61 * * * *": minute: 61 is out of range 0-59',
+        real_message='invalid schedule "61 * * * *": expected 5 fields',
+    ),
+    Case(
+        "cronjob schedule of four fields",
+        CRONJOBS,
+        cronjob("*/5 * * *"),
+        "spec.schedule",
+        'invalid schedule "*/5 * * *": expected 5 fields',
+    ),
+    Case(
+        "cronjob @every that is not a duration",
+        CRONJOBS,
+        cronjob("@every 10 minutes"),
+        "spec.schedule",
+        'invalid schedule "@every 10 minutes": @every: "10 minutes" is not a duration',
+    ),
+    Case(
+        "cronjob @every not positive",
+        CRONJOBS,
+        cronjob("@every -5m"),
+        "spec.schedule",
+        'invalid schedule "@every -5m": @every: the interval must be positive, not "-5m"',
+    ),
+    Case(
+        "cronjob name too long for its jobs",
+        CRONJOBS,
+        cronjob(name="c" * 53),
+        "metadata.name",
+        "must be no more than 52 characters (its Jobs add 11 to it, and a Job name holds 63)",
+    ),
+    Case(
+        "cronjob template with negative replicas",
+        CRONJOBS,
+        cron_task(0, replicas=-1),
+        "spec.jobTemplate.spec.tasks[0].replicas",
+        "must be greater than or equal to 0",
+    ),
+    Case(
+        "cronjob template minAvailable above its replicas",
+        CRONJOBS,
+        cronjob(minAvailable=5),
+        "spec.jobTemplate.spec.minAvailable",
+        "minAvailable (5) must not be greater than the total replicas (3)",
+    ),
 ]
+
 
 # Defaults both backends fill in (Volcano's mutating webhook): (resource, object, {path: value}).
 # Paths are dotted, list indexes as numbers.
@@ -368,6 +549,50 @@ DEFAULTED: list[tuple[str, tuple[str, str, str], Obj, dict[str, Any]]] = [
             "spec": {},
         },
         {"spec.weight": 1, "spec.reclaimable": True},
+    ),
+    (
+        "jobtemplate defaults",
+        TEMPLATES,
+        {
+            "apiVersion": "flow.volcano.sh/v1alpha1",
+            "kind": "JobTemplate",
+            "metadata": {"name": "defaulted-template"},
+            "spec": {"queue": "", "tasks": [{"replicas": 2, "template": pod_template()}]},
+        },
+        {
+            "spec.schedulerName": "lahar",
+            "spec.queue": "default",
+            "spec.minAvailable": 2,
+            "spec.tasks.0.name": "default0",
+            "spec.tasks.0.minAvailable": 2,
+        },
+    ),
+    (
+        "jobflow defaults",
+        FLOWS,
+        {
+            "apiVersion": "flow.volcano.sh/v1alpha1",
+            "kind": "JobFlow",
+            "metadata": {"name": "defaulted-flow"},
+            "spec": {"flows": [{"name": "a"}]},
+        },
+        {"spec.jobRetainPolicy": "retain"},
+    ),
+    (
+        "cronjob defaults",
+        CRONJOBS,
+        {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "CronJob",
+            "metadata": {"name": "defaulted-cron"},
+            "spec": {"schedule": "@every 1h", "jobTemplate": {"spec": job()["spec"]}},
+        },
+        {
+            "spec.concurrencyPolicy": "Allow",
+            "spec.suspend": False,
+            "spec.successfulJobsHistoryLimit": 3,
+            "spec.failedJobsHistoryLimit": 1,
+        },
     ),
 ]
 
