@@ -563,8 +563,10 @@ DEFAULTED: list[tuple[str, tuple[str, str, str], Obj, dict[str, Any]]] = [
             "spec.schedulerName": "lahar",
             "spec.queue": "default",
             "spec.minAvailable": 2,
+            "spec.maxRetry": 3,
             "spec.tasks.0.name": "default0",
             "spec.tasks.0.minAvailable": 2,
+            "spec.tasks.0.maxRetry": 3,
         },
     ),
     (
