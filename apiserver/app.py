@@ -28,8 +28,20 @@ from lahar.api.selectors import (
     parse_field_selector,
     parse_label_selector,
 )
-from lahar.apiserver import authorization, discovery, errors, limits, openapi, podlogs, protobuf, scale
+from lahar.apiserver import (
+    authorization,
+    discovery,
+    errors,
+    fieldmanager,
+    limits,
+    openapi,
+    podexec,
+    podlogs,
+    protobuf,
+    scale,
+)
 from lahar.apiserver.errors import ApiError
+from lahar.apiserver.fieldmanager import Manager
 from lahar.apiserver.registry import Registry
 from lahar.apiserver.store import (
     ADDED,
@@ -97,6 +109,25 @@ def _query_bool(params: Any, name: str) -> bool:
     return params.get(name, "").lower() in ("true", "1")
 
 
+def _manager(request: web.Request, subresource: str = "", apply: bool = False) -> Manager:
+    """The write's field manager: the fieldManager parameter, else the first word of the
+    User-Agent (as kube-apiserver names managers); an apply must name one."""
+    name = request.query.get("fieldManager", "")
+    force = request.query.get("force", "")
+    if force and not apply:
+        raise errors.bad_request("force is only allowed with server-side apply")
+    if force not in ("", "true", "false"):
+        raise errors.bad_request(f"force must be true or false, not {force!r}")
+    if apply and not name:
+        raise errors.bad_request("PATCH with apply type requires a fieldManager")
+    if not name:
+        name = request.headers.get("User-Agent", "").split("/", 1)[0]
+    if len(name) > fieldmanager.MAX_MANAGER_LENGTH:
+        raise errors.bad_request(f"fieldManager may not be longer than {fieldmanager.MAX_MANAGER_LENGTH} characters")
+    operation = fieldmanager.APPLY if apply else fieldmanager.UPDATE
+    return Manager(name, operation, subresource, force == "true")
+
+
 def _event_line(kind: str, raw: bytes) -> bytes:
     return b'{"type":"' + kind.encode() + b'","object":' + raw + b"}\n"
 
@@ -111,14 +142,17 @@ class ApiServer:
         event_ttl: float = DEFAULT_EVENT_TTL_SECONDS,
         body_timeout: float = limits.BODY_TIMEOUT_SECONDS,
         pod_logs: podlogs.LogFinder | None = None,  # lahar up's: where its runtime keeps container logs
+        pod_exec: podexec.ExecFinder | None = None,  # lahar up's: its runtime's running containers
     ) -> None:
         self.store = store
         self.pod_logs = pod_logs
+        self.pod_exec = pod_exec
         self.token = token
         self.bookmark_interval = bookmark_interval
         self.max_watch_seconds = max_watch_seconds
         self.body_timeout = body_timeout
         self.registry = Registry(store, self._call_at)
+        self.objects = self.registry.store  # the store with events.k8s.io/v1 Events in their own shape
         self.events = EventExpiry(
             store, lambda ns, name: self.registry.delete(EVENT, ns, name), self._call_at, ttl=event_ttl
         )
@@ -289,7 +323,8 @@ class ApiServer:
             if method == "POST":
                 body = await self._json_body(request)
                 warnings = openapi.field_problems(kind, body, params.get("fieldValidation", ""))
-                return _warn(_respond(self.registry.create(kind, ns, body, dry_run), 201), warnings)
+                created = self.registry.create(kind, ns, body, dry_run, _manager(request))
+                return _warn(_respond(created, 201), warnings)
             if method == "DELETE":
                 return self._delete_collection(request, target, dry_run)
         elif sub in ("", "status"):
@@ -298,26 +333,19 @@ class ApiServer:
             if method == "PUT":
                 body = await self._json_body(request)
                 warnings = openapi.field_problems(kind, body, params.get("fieldValidation", ""))
-                return _warn(_respond(self.registry.update(kind, ns, name, body, sub, dry_run)), warnings)
+                updated = self.registry.update(kind, ns, name, body, sub, dry_run, _manager(request, sub))
+                return _warn(_respond(updated), warnings)
             if method == "PATCH":
                 raw = await limits.read_body(request)
                 document = _patch_document(raw, request.content_type)
                 warnings = openapi.field_problems(kind, document, params.get("fieldValidation", ""))
-                if (
-                    request.content_type == "application/apply-patch+yaml"
-                    and not sub
-                    and isinstance(document, dict)
-                    and self.store.get(kind, ns or "" if kind.namespaced else "", name) is None
-                ):
-                    # Server-side apply of an object that does not exist creates it (kubectl apply --server-side).
-                    document.setdefault("metadata", {}).setdefault("name", name)
-                    if document["metadata"]["name"] != name:
-                        raise errors.bad_request(
-                            f"the name of the object ({document['metadata']['name']}) "
-                            f"does not match the name on the URL ({name})"
-                        )
-                    return _warn(_respond(self.registry.create(kind, ns, document, dry_run), 201), warnings)
-                patched = self.registry.patch(kind, ns, name, raw, request.content_type, sub, dry_run)
+                if request.content_type == "application/apply-patch+yaml":
+                    # Server-side apply; of an object that does not exist, a create (kubectl apply --server-side).
+                    manager = _manager(request, sub, apply=True)
+                    applied, created = self.registry.apply(kind, ns, name, raw, manager, sub, dry_run)
+                    return _warn(_respond(applied, 201 if created else 200), warnings)
+                manager = _manager(request, sub)
+                patched = self.registry.patch(kind, ns, name, raw, request.content_type, sub, dry_run, manager)
                 return _warn(_respond(patched), warnings)
             if method == "DELETE" and not sub:
                 options = await self._delete_options(request)
@@ -327,6 +355,10 @@ class ApiServer:
         elif sub == "log" and method == "GET":
             pod = self.registry.require(kind, ns or "", name).obj
             return await podlogs.serve_log(request, pod, self.pod_logs)
+        elif sub in ("exec", "attach") and method in ("GET", "POST"):
+            pod = self.registry.require(kind, ns or "", name).obj
+            serve = podexec.serve_exec if sub == "exec" else podexec.serve_attach
+            return await serve(request, pod, self.pod_exec)
         elif method == "POST" and sub == "binding":
             self.registry.bind(ns or "", name, await self._json_body(request))
             return _success_status()
@@ -356,7 +388,8 @@ class ApiServer:
         if given_rv and given_rv != current["metadata"]["resourceVersion"]:
             raise errors.stale(kind, name)
         updated = {**current, "spec": {**(current.get("spec") or {}), "replicas": replicas}}
-        return _respond(scale.scale_of(self.registry.update(kind, ns, name, updated, "", dry_run)))
+        manager = _manager(request, "scale")
+        return _respond(scale.scale_of(self.registry.update(kind, ns, name, updated, "", dry_run, manager)))
 
     # -- bodies ----------------------------------------------------------------------------------
 
@@ -421,7 +454,7 @@ class ApiServer:
 
     def _selected(self, request: web.Request, target: Target) -> list[Entry]:
         labels, fields = self._selectors(request, target.kind)
-        return [e for e in self.store.entries(target.kind, target.namespace) if _matches(e.obj, labels, fields)]
+        return [e for e in self.objects.entries(target.kind, target.namespace) if _matches(e.obj, labels, fields)]
 
     def _list(self, request: web.Request, target: Target) -> web.Response:
         limit, after, list_rv = self._page_args(request)
@@ -480,20 +513,20 @@ class ApiServer:
         bookmarks = _query_bool(request.query, "allowWatchBookmarks")
         queue: asyncio.Queue[Change | None] = asyncio.Queue()
         # Subscribing and reading the backlog happen with no await between them: nothing is missed.
-        unsubscribe = self.store.subscribe(target.kind, queue.put_nowait)
+        unsubscribe = self.objects.subscribe(target.kind, queue.put_nowait)
         self._watches.add(queue)
         try:
             expired = False
             if since == 0:  # "any version": start with the current objects, as k8s does
                 lines = [
                     _event_line(ADDED, self._event_body(request, target.kind, e))
-                    for e in self.store.entries(target.kind, target.namespace)
+                    for e in self.objects.entries(target.kind, target.namespace)
                     if _matches(e.obj, labels, fields)
                 ]
             else:
                 try:
                     lines = self._watch_lines(
-                        self.store.changes_since(target.kind, since), target, labels, fields, request
+                        self.objects.changes_since(target.kind, since), target, labels, fields, request
                     )
                 except TooOldError as exc:
                     lines, expired = [_event_line("ERROR", encode(errors.gone(str(exc)).status()))], True

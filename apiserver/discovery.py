@@ -16,6 +16,8 @@ SUBRESOURCE_KINDS = {
     "status": (None, ["get", "patch", "update"]),
     "scale": ("Scale", ["get", "patch", "update"]),
     "log": ("Pod", ["get"]),
+    "exec": ("PodExecOptions", ["create", "get"]),
+    "attach": ("PodAttachOptions", ["create", "get"]),
 }
 # The Kubernetes version whose REST semantics the embedded server follows.
 KUBE_MINOR = "32"

@@ -7,9 +7,9 @@ Four patch formats, chosen by the request's Content-Type (see :func:`apply_patch
 * ``application/strategic-merge-patch+json`` - Kubernetes strategic merge patch
   (:func:`strategic_merge_patch`), only for built-in kinds: for custom resources the server
   answers 415 like the real apiserver, so :func:`apply_patch` raises :class:`UnsupportedPatchError`;
-* ``application/apply-patch+yaml`` - server-side apply. Lahar does not track field managers, so
-  the applied configuration (YAML or JSON) is treated as a JSON merge patch of the live object:
-  fields it names are set, ``null`` deletes, lists it names replace the live ones whole.
+* ``application/apply-patch+yaml`` - server-side apply, which the registry runs with field
+  managers (fieldmanager.py); :func:`decode_apply` reads its body. Here (the scale subresource,
+  which has no managedFields of its own) it is read as a JSON merge patch.
 
 No function mutates its inputs, and results share no structure with them.  Every failure raises
 :class:`PatchError` (the server answers 422, or 400 for an unreadable body) with a message naming
@@ -75,7 +75,7 @@ def apply_patch(
             raise PatchError(f"a JSON patch must be a JSON array of operations, got {_json_type(operations)}")
         return json_patch(target, operations)
     if media_type == APPLY_PATCH:
-        return json_merge_patch(target, _expect_object(_decode_yaml(body), "apply patch"))
+        return json_merge_patch(target, _expect_object(decode_apply(body), "apply patch"))
     raise UnsupportedPatchError(
         f"the body of the request was in an unknown format ({content_type!r}) - accepted media types "
         f"include: {', '.join(_accepted_media_types(strategic_supported))}"
@@ -116,7 +116,8 @@ _JsonCompatibleLoader.yaml_implicit_resolvers = {
 }
 
 
-def _decode_yaml(body: bytes | str) -> Any:
+def decode_apply(body: bytes | str) -> Any:
+    """An applied configuration (YAML or JSON), bounded and JSON-compatible as kube reads it."""
     text = _body_text(body)
     if not text.strip():
         raise MalformedPatchError("apply patch body is empty")

@@ -15,11 +15,13 @@ from typing import Any
 from lahar.api import admission, hypernode, kinds, queue
 from lahar.api.errors import ValidationError
 from lahar.api.kinds import Kind
-from lahar.apiserver import errors
+from lahar.apiserver import errors, fieldmanager
 from lahar.apiserver.disruption import eviction_refusal
 from lahar.apiserver.errors import ApiError
-from lahar.apiserver.patch import MalformedPatchError, PatchError, UnsupportedPatchError, apply_patch
+from lahar.apiserver.fieldmanager import Manager
+from lahar.apiserver.patch import MalformedPatchError, PatchError, UnsupportedPatchError, apply_patch, decode_apply
 from lahar.apiserver.store import Entry, Store, resource_key
+from lahar.apiserver.views import VIEWS, ViewStore
 
 # Kinds whose server-side strategy keeps the status given at create (as kube-apiserver does for them).
 KINDS_BY_RESOURCE = {resource_key(k): k for k in kinds.ALL_KINDS}
@@ -90,7 +92,7 @@ def _namespace_active(namespace: dict[str, Any]) -> None:
 
 class Registry:
     def __init__(self, store: Store, call_at: Callable[[float, Callable[[], None]], None] | None = None) -> None:
-        self.store = store
+        self.store = ViewStore(store)  # events.k8s.io/v1 Events read and written as the core/v1 ones they are
         # Runs a function at a wall-clock time: the end of a pod's grace period.
         self.call_at = call_at or (lambda *_: None)
         self.behaviours: dict[Kind, KindBehaviour] = {
@@ -208,7 +210,11 @@ class Registry:
 
     # -- create ----------------------------------------------------------------------------------
 
-    def create(self, kind: Kind, namespace: str | None, body: Any, dry_run: bool = False) -> dict[str, Any]:
+    def create(
+        self, kind: Kind, namespace: str | None, body: Any, dry_run: bool = False, manager: Manager | None = None
+    ) -> dict[str, Any]:
+        """Create an object; with a manager its managedFields record the write (an Update that owns
+        every field set), without one (the server's own objects, an apply) they stay as given."""
         obj = self._check_identity(kind, _copy(body) if isinstance(body, dict) else body, namespace)
         meta = obj["metadata"]
         if not meta.get("name") and meta.get("generateName"):
@@ -234,6 +240,9 @@ class Registry:
         meta["creationTimestamp"] = now_rfc3339()
         if kind in GENERATION_KINDS:
             meta["generation"] = 1
+        if manager is not None:
+            entries = fieldmanager.prior_entries(None, body if isinstance(body, dict) else None)
+            _set_managed_fields(obj, fieldmanager.record_update(kind, None, obj, entries, manager))
         if dry_run:
             meta["resourceVersion"] = ""
             return obj
@@ -303,15 +312,31 @@ class Registry:
     # -- update ----------------------------------------------------------------------------------
 
     def update(
-        self, kind: Kind, namespace: str | None, name: str, body: Any, subresource: str = "", dry_run: bool = False
+        self,
+        kind: Kind,
+        namespace: str | None,
+        name: str,
+        body: Any,
+        subresource: str = "",
+        dry_run: bool = False,
+        manager: Manager | None = None,
     ) -> dict[str, Any]:
         obj = self._check_identity(kind, _copy(body) if isinstance(body, dict) else body, namespace)
         current = self.require(kind, namespace or "", name)
-        return self._replace(kind, current, obj, subresource, dry_run)
+        return self._replace(kind, current, obj, subresource, dry_run, manager)
 
     def _replace(
-        self, kind: Kind, current: Entry, obj: dict[str, Any], subresource: str, dry_run: bool
+        self,
+        kind: Kind,
+        current: Entry,
+        obj: dict[str, Any],
+        subresource: str,
+        dry_run: bool,
+        manager: Manager | None = None,
+        managed_fields: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
+        """Write obj over current. managedFields: those an apply computed, else those an Update by
+        manager leaves, else (the server's own writes) the current ones."""
         old = current.obj
         old_meta, meta = old["metadata"], obj["metadata"]
         name = old_meta["name"]
@@ -354,6 +379,10 @@ class Registry:
                 new_meta.pop(server_field, None)
         new_meta.pop("generation", None)
         new = self._admit(kind, new, old)
+        if managed_fields is None and manager is not None:
+            entries = fieldmanager.prior_entries(old, obj)
+            managed_fields = fieldmanager.record_update(kind, old, new, entries, manager)
+        _set_managed_fields(new, managed_fields if managed_fields is not None else old_meta.get("managedFields"))
         # generation counts changes of the (defaulted) spec; a write that changes nothing is no write.
         if kind in GENERATION_KINDS:
             new["metadata"]["generation"] = old_meta.get("generation", 1) + (_spec_part(new) != _spec_part(old))
@@ -390,6 +419,7 @@ class Registry:
         content_type: str,
         subresource: str = "",
         dry_run: bool = False,
+        manager: Manager | None = None,
     ) -> dict[str, Any]:
         current = self.require(kind, namespace or "", name)
         try:
@@ -401,7 +431,48 @@ class Registry:
         except PatchError as exc:
             raise ApiError(422, "Invalid", str(exc)) from exc
         patched = self._check_identity(kind, patched, namespace)
-        return self._replace(kind, current, patched, subresource, dry_run)
+        return self._replace(kind, current, patched, subresource, dry_run, manager)
+
+    def apply(
+        self,
+        kind: Kind,
+        namespace: str | None,
+        name: str,
+        body: bytes,
+        manager: Manager,
+        subresource: str = "",
+        dry_run: bool = False,
+    ) -> tuple[dict[str, Any], bool]:
+        """Server-side apply (application/apply-patch+yaml): (the object, whether it was created).
+        An object that does not exist is created from the configuration."""
+        try:
+            config = decode_apply(body)
+        except MalformedPatchError as exc:
+            raise errors.bad_request(str(exc)) from exc
+        if not isinstance(config, dict):
+            raise errors.bad_request("the applied configuration must be an object")
+        for field_name in ("apiVersion", "kind"):
+            if not config.get(field_name):
+                raise errors.bad_request(f"{field_name} must be set in an applied configuration")
+        config = self._check_identity(kind, config, namespace)
+        given = config["metadata"].get("name")
+        if given is not None and given != name:
+            raise errors.bad_request(f"the name of the object ({given}) does not match the name on the URL ({name})")
+        config["metadata"]["name"] = name
+        current = self.store.get(kind, config["metadata"].get("namespace", "") if kind.namespaced else "", name)
+        if current is None and subresource:
+            raise errors.not_found(kind, name)
+        try:
+            merged, managed_fields = fieldmanager.apply(kind, current.obj if current else None, config, manager)
+        except fieldmanager.ConflictError as exc:
+            raise ApiError(409, "Conflict", str(exc), {"causes": exc.causes}) from exc
+        except fieldmanager.FieldManagerError as exc:
+            raise errors.bad_request(str(exc)) from exc
+        if current is None:
+            _set_managed_fields(merged, managed_fields)
+            return self.create(kind, namespace, merged, dry_run), True
+        merged = self._check_identity(kind, merged, namespace)
+        return self._replace(kind, current, merged, subresource, dry_run, None, managed_fields), False
 
     # -- delete ----------------------------------------------------------------------------------
 
@@ -536,7 +607,7 @@ class Registry:
 
     def _empty_namespace(self, namespace: str) -> None:
         for kind in kinds.ALL_KINDS:
-            if kind.namespaced:
+            if kind.namespaced and kind not in VIEWS:  # a view's objects go with the kind stored
                 for entry in list(self.store.entries(kind, namespace)):
                     self._remove(kind, entry, cascade=True)
 
@@ -607,6 +678,14 @@ class Registry:
                     {"causes": [{"reason": "DisruptionBudget", "message": message}]},
                 )
         self.delete(kinds.POD, namespace, name, options)
+
+
+def _set_managed_fields(obj: dict[str, Any], managed_fields: Any) -> None:
+    """managedFields last in metadata, as kube-apiserver writes them; none when empty."""
+    meta = obj["metadata"]
+    meta.pop("managedFields", None)
+    if managed_fields:
+        meta["managedFields"] = managed_fields
 
 
 def _parse_time(text: str) -> float:

@@ -16,6 +16,7 @@ from aiohttp import web
 
 from lahar.apiserver import limits
 from lahar.apiserver.app import ApiServer
+from lahar.apiserver.podexec import ExecFinder
 from lahar.apiserver.podlogs import LogFinder
 from lahar.apiserver.store import DEFAULT_HISTORY_BYTES, Store
 from lahar.endpoints import EMBEDDED_HOST, EMBEDDED_PORT, is_explicit_loopback
@@ -48,6 +49,7 @@ class ServerConfig:
     tls_cert_file: Path | None = None
     tls_key_file: Path | None = None
     pod_logs: LogFinder | None = None  # lahar up's: finds its runtime's container logs (pods/log)
+    pod_exec: ExecFinder | None = None  # lahar up's: finds its runtime's running containers (pods/exec, attach)
 
     def token(self) -> str | None:
         """The bearer token; required on any address but an explicit loopback one (127.0.0.1,
@@ -142,6 +144,7 @@ async def serve(
         event_ttl=config.event_ttl,
         body_timeout=config.body_timeout,
         pod_logs=config.pod_logs,
+        pod_exec=config.pod_exec,
     )
     runner = web.AppRunner(server.make_app(), access_log=None, handle_signals=False, shutdown_timeout=5)
     await runner.setup()

@@ -11,6 +11,7 @@ from typing import Any
 from lahar.api import printing
 from lahar.api.kinds import Kind
 from lahar.apiserver import openapi
+from lahar.apiserver.views import VIEWS
 
 _STEP = re.compile(r"\.([A-Za-z0-9_-]+)|\[(\d+)\]")
 
@@ -40,6 +41,16 @@ def _cell(column: dict[str, Any], obj: dict[str, Any]) -> Any:
 def table(
     kind: Kind, objects: Iterable[dict[str, Any]], resource_version: str, include_object: bool, continue_token: str = ""
 ) -> dict[str, Any]:
+    view = VIEWS.get(kind)
+    if view is not None:  # printed as the kind stored (kube prints its internal object), shown in its own shape
+        shown = list(objects)
+        printed = printing.table(
+            view.stored, [view.to_stored(o) for o in shown], resource_version, include_object, continue_token
+        )
+        if include_object:
+            for row, obj in zip(printed["rows"], shown, strict=True):
+                row["object"] = obj
+        return printed
     columns = openapi.crd_printer_columns().get((kind.api_version, kind.kind))
     if columns is None:
         return printing.table(kind, objects, resource_version, include_object, continue_token)

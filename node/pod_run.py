@@ -15,8 +15,8 @@ import secrets
 import shutil
 import signal
 import subprocess
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ from lahar.node.lifecycle import (
     restart_wanted,
 )
 from lahar.node.process import (
+    JOIN_CGROUPS,
     LOCAL_IP,
     ConfigError,
     Lookup,
@@ -91,10 +92,40 @@ class ContainerRun:
     cgroup: str | None = None  # relative to each hierarchy
     not_before: float = 0.0  # no new instance before this (restart backoff)
     ends: int = 0  # instances that ended in a row without running `reset_after`
+    env: dict[str, str] = field(default_factory=dict)  # the running instance's, for exec
+    cwd: Path | None = None
 
     @property
     def name(self) -> str:
         return self.record.name
+
+
+@dataclass(frozen=True)
+class ExecTarget:
+    """A running container as `kubectl exec` needs it: a command runs with the container's
+    environment and working directory, inside its cgroups (apiserver/podexec.py)."""
+
+    run: ContainerRun
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    cgroup_procs: tuple[Path, ...]
+
+    @property
+    def env(self) -> dict[str, str]:
+        return dict(self.run.env)
+
+    @property
+    def cwd(self) -> Path:
+        return self.run.cwd or Path("/")
+
+    def argv(self, command: Sequence[str]) -> list[str]:
+        if not self.cgroup_procs:
+            return list(command)
+        return ["/bin/sh", "-c", JOIN_CGROUPS, "lahar-join-cgroups", *map(str, self.cgroup_procs), "--", *command]
+
+    def running(self) -> bool:
+        """Still the same instance, not yet seen to end (only the runtime's loop reaps it)."""
+        return self.run.process is self.process and self.process.returncode is None
 
 
 class PodRun:
@@ -244,6 +275,7 @@ class PodRun:
             cwd = self._working_dir(run.spec)
             procs = self._container_cgroup(run, container_id)
             process = spawn(argv, env, cwd, logs.container_log(self.log_dir, run.name), procs)
+            run.env, run.cwd = env, cwd
         except ConfigError as exc:
             run.record.wait(CONFIG_ERROR, str(exc))
             run.not_before = now + CONFIG_RETRY_SECONDS
@@ -421,3 +453,15 @@ def remove_pod_files(context: RuntimeContext, namespace: str, name: str, uid: st
 def _close(fd: int) -> None:
     with contextlib.suppress(OSError):
         os.close(fd)
+
+
+def exec_target(run: PodRun, container: str) -> ExecTarget | None:
+    """The running app container `container` of a pod, as exec needs it; None when not running."""
+    for container_run in run.app:
+        process = container_run.process
+        if container_run.name != container or process is None:
+            continue
+        cgroups = run.context.cgroups
+        procs = tuple(cgroups.procs_files(container_run.cgroup)) if cgroups and container_run.cgroup else ()
+        return ExecTarget(container_run, process, logs.container_log(run.log_dir, container), procs)
+    return None

@@ -41,7 +41,7 @@ from lahar.node import node_object
 from lahar.node.api_writer import ApiWriter
 from lahar.node.cgroups import CGROUP_ROOT, DEFAULT_PARENT, CgroupLimits, CgroupsUnavailable, CgroupTree
 from lahar.node.lifecycle import RestartBackoff
-from lahar.node.pod_run import PodRun, RuntimeContext, remove_pod_files
+from lahar.node.pod_run import ExecTarget, PodRun, RuntimeContext, exec_target, remove_pod_files
 from lahar.node.process import LOCAL_IP, open_pidfd
 
 log = logging.getLogger("lahar.node.runtime")
@@ -106,6 +106,14 @@ class LocalNode:
         self._pidfds = probe is not None  # else process exits are noticed by polling
         if probe is not None:
             os.close(probe)
+
+    def exec_target(self, namespace: str, name: str, container: str) -> ExecTarget | None:
+        """A running container of a pod on this node, for `kubectl exec` and `attach` (called from
+        the API server's thread: it reads a snapshot of the runs)."""
+        for run in dict(self._runs).values():
+            if run.namespace == namespace and run.name == name and not run.finished:
+                return exec_target(run, container)
+        return None
 
     # --- lifecycle -------------------------------------------------------------------------------
 

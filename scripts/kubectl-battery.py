@@ -65,7 +65,7 @@ def embedded_server(workdir: Path) -> Iterator[Path]:
         log.close()
 
 
-def _wait_healthy(url: str, server: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+def _wait_healthy(url: str, server: subprocess.Popen[bytes], timeout: float = 120.0) -> None:
     import time
     import urllib.request
 

@@ -45,6 +45,7 @@ from lahar.client.kubeconfig import embedded_kubeconfig
 from lahar.endpoints import free_loopback_port
 from lahar.node.cgroups import DEFAULT_PARENT
 from lahar.node.logs import find_pod_logs
+from lahar.node.pod_run import ExecTarget
 from lahar.node.simulated import SimNodeSize
 from lahar.up import DEFAULT_DATA_DIR
 
@@ -267,7 +268,9 @@ class System:
         # `kubectl logs` reads what this machine's runtime wrote (node/logs.py's layout).
         data_dir = self.data_dir
         server_config = dataclasses.replace(
-            options.server, pod_logs=lambda namespace, name: find_pod_logs(data_dir, namespace, name)
+            options.server,
+            pod_logs=lambda namespace, name: find_pod_logs(data_dir, namespace, name),
+            pod_exec=self._exec_target,  # `kubectl exec` and `attach` run in the local node's containers
         )
         self.apiserver = ApiServerThread(server_config)
         self.url = ""
@@ -283,6 +286,10 @@ class System:
         self._log_handler: logging.Handler | None = None
         self._handler_levels: dict[logging.Handler, int] = {}
         self._started = False
+
+    def _exec_target(self, namespace: str, name: str, container: str) -> ExecTarget | None:
+        node = self.local_node
+        return node.exec_target(namespace, name, container) if node is not None else None
 
     @property
     def pids_file(self) -> Path:

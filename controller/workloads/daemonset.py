@@ -4,7 +4,15 @@ is tolerated (the template's tolerations plus those Kubernetes gives every daemo
 unreachable, unschedulable and the pressure taints). Each pod names its node by a required
 `matchFields metadata.name` node affinity, as Kubernetes' controller does, so the Lahar scheduler
 places it like any other pod. Pods on nodes no longer eligible (or gone), and a node's extra
-pods, are deleted. `plan` decides from the set, the nodes and the pods; the runner performs it."""
+pods, are deleted.
+
+Template updates: each pod carries its template's hash (`controller-revision-hash`) and the
+set's generation (`pod-template-generation`). With the RollingUpdate strategy (the default) pods
+of an older template are replaced node by node: unavailable ones at once, available ones while
+at most `maxUnavailable` nodes lack an available pod; with `maxSurge` the new pod starts beside
+the old one, which goes once the new one is Ready. With OnDelete a pod takes the new template
+only when someone deletes it. `plan` decides from the set, the nodes and the pods; the runner
+performs it."""
 
 from __future__ import annotations
 
@@ -14,6 +22,7 @@ from typing import Any
 
 from lahar.api.node import Taint
 from lahar.api.pod import Toleration
+from lahar.controller.workloads.deployment import template_hash
 from lahar.controller.workloads.replicaset import controlled_by, is_active, is_ready, pod_from_template
 
 # Tolerations Kubernetes adds to every DaemonSet pod (pkg/controller/daemon/util).
@@ -25,6 +34,11 @@ DAEMON_TOLERATIONS: tuple[dict[str, str], ...] = (
     {"key": "node.kubernetes.io/pid-pressure", "operator": "Exists", "effect": "NoSchedule"},
     {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
 )
+
+
+REVISION_LABEL = "controller-revision-hash"
+GENERATION_LABEL = "pod-template-generation"
+ON_DELETE = "OnDelete"
 
 
 @dataclass
@@ -85,7 +99,27 @@ def daemon_pod(daemon_set: dict[str, Any], node_name: str) -> dict[str, Any]:
         "nodeSelectorTerms": [term]
     }
     pod["spec"] = spec
+    pod["metadata"]["labels"].update(
+        {REVISION_LABEL: revision(daemon_set), GENERATION_LABEL: str(daemon_set["metadata"].get("generation", 1))}
+    )
     return pod
+
+
+def revision(daemon_set: dict[str, Any]) -> str:
+    return template_hash((daemon_set.get("spec") or {}).get("template") or {})
+
+
+def _updated(pod: dict[str, Any], wanted_revision: str) -> bool:
+    return (pod["metadata"].get("labels") or {}).get(REVISION_LABEL) == wanted_revision
+
+
+def scaled(value: Any, total: int, default: int) -> int:
+    """An int-or-percent budget against `total`, a percentage rounded up, as kube scales them."""
+    if value is None:
+        return default
+    if isinstance(value, str) and value.endswith("%"):
+        return -(-int(value[:-1]) * total // 100)
+    return int(value)
 
 
 def plan(daemon_set: dict[str, Any], nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> DaemonSetPlan:
@@ -97,25 +131,78 @@ def plan(daemon_set: dict[str, Any], nodes: list[dict[str, Any]], pods: list[dic
     for pod in live:
         by_node.setdefault(target_node(pod) or "", []).append(pod)
     result = DaemonSetPlan()
+    wanted_revision = revision(daemon_set)
+    kept: dict[str, dict[str, Any]] = {}  # node -> the pod that stays (the newest template's, else the oldest)
     for node_name, on_node in sorted(by_node.items()):
         if node_name not in wanted:
             result.delete += on_node  # misscheduled, or the node is gone
-        else:  # keep the oldest; a second pod on a node is one too many
-            on_node = sorted(on_node, key=lambda p: p["metadata"].get("creationTimestamp", ""))
-            result.delete += on_node[1:]
+            continue
+        by_age = sorted(on_node, key=lambda p: p["metadata"].get("creationTimestamp", ""))
+        updated = [p for p in by_age if _updated(p, wanted_revision)]
+        old = [p for p in by_age if not _updated(p, wanted_revision)]
+        if updated and old and not is_ready(updated[0]):  # a surge: the old pod serves until the new one is Ready
+            kept[node_name] = old[0]
+            result.delete += updated[1:] + old[1:]
+        else:  # one pod per node, the newest template's if there is one
+            keep = updated[0] if updated else old[0]
+            kept[node_name] = keep
+            result.delete += [p for p in by_age if p is not keep]
     result.create = [name for name in wanted if name not in by_node]
-    kept = [by_node[name][0] for name in wanted if name in by_node]
-    scheduled = [p for p in kept if (p.get("spec") or {}).get("nodeName")]
-    ready = sum(1 for p in kept if is_ready(p))
+    _roll(daemon_set, wanted, by_node, kept, wanted_revision, result)
+    scheduled = [p for p in kept.values() if _bound(p)]
+    ready = sum(1 for p in kept.values() if is_ready(p))
     misscheduled = sum(len(pods_) for name, pods_ in by_node.items() if name not in wanted)
     result.status = {
         "observedGeneration": meta.get("generation", 1),
         "desiredNumberScheduled": len(wanted),
         "currentNumberScheduled": len(scheduled),
-        "updatedNumberScheduled": len(scheduled),
+        "updatedNumberScheduled": sum(
+            1 for name in wanted if any(_updated(p, wanted_revision) and _bound(p) for p in by_node.get(name, []))
+        ),
         "numberMisscheduled": misscheduled,
         "numberReady": ready,
         "numberAvailable": ready,
         "numberUnavailable": len(wanted) - ready,
     }
     return result
+
+
+def _bound(pod: dict[str, Any]) -> bool:
+    return bool((pod.get("spec") or {}).get("nodeName"))
+
+
+def _surging(on_node: list[dict[str, Any]], wanted_revision: str) -> bool:
+    """A node where a new pod has started beside an old one and is not Ready yet."""
+    return len(on_node) > 1 and any(_updated(p, wanted_revision) and not is_ready(p) for p in on_node)
+
+
+def _roll(
+    daemon_set: dict[str, Any],
+    wanted: list[str],
+    by_node: dict[str, list[dict[str, Any]]],
+    kept: dict[str, dict[str, Any]],
+    wanted_revision: str,
+    result: DaemonSetPlan,
+) -> None:
+    """Replace pods of an older template within the strategy's budgets."""
+    strategy = (daemon_set.get("spec") or {}).get("updateStrategy") or {}
+    if strategy.get("type") == ON_DELETE:
+        return
+    rolling = strategy.get("rollingUpdate") or {}
+    surge = scaled(rolling.get("maxSurge"), len(wanted), 0)
+    unavailable_budget = scaled(rolling.get("maxUnavailable"), len(wanted), 1) if not surge else 0
+    old = [name for name in wanted if name in kept and not _updated(kept[name], wanted_revision)]
+    if surge:
+        surging = sum(1 for name in wanted if _surging(by_node.get(name, []), wanted_revision))
+        for name in old:
+            if len(by_node[name]) == 1 and surging < surge:
+                result.create.append(name)  # the new pod first; the old one goes when it is Ready
+                surging += 1
+        return
+    unavailable = sum(1 for name in wanted if name not in kept or not is_ready(kept[name]))
+    for name in old:
+        if not is_ready(kept[name]):  # already unavailable: replacing it costs nothing
+            result.delete.append(kept[name])
+        elif unavailable < unavailable_budget:
+            result.delete.append(kept[name])
+            unavailable += 1

@@ -9,7 +9,21 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lahar.api import batch, cronjob, hypernode, job, jobflow, lease, node, pod, podgroup, queue, secret, workloads
+from lahar.api import (
+    batch,
+    cronjob,
+    events,
+    hypernode,
+    job,
+    jobflow,
+    lease,
+    node,
+    pod,
+    podgroup,
+    queue,
+    secret,
+    workloads,
+)
 from lahar.api.errors import Field, FieldError, ValidationError
 from lahar.api.kinds import (
     BATCH_CRONJOB,
@@ -18,6 +32,7 @@ from lahar.api.kinds import (
     DAEMON_SET,
     DEPLOYMENT,
     EVENT,
+    EVENTS_V1,
     HYPERNODE,
     JOB,
     JOBFLOW,
@@ -77,6 +92,7 @@ _RULES: dict[Kind, KindRules] = {
     NAMESPACE: KindRules(name_check=dns1123_label_problems),
     SERVICE: KindRules(name_check=dns1035_label_problems),
     EVENT: KindRules(name_check=path_segment_problems),
+    EVENTS_V1: KindRules(validate=events.validate_v1),
 }
 _METADATA_ONLY = KindRules()
 

@@ -53,7 +53,7 @@ POD = Kind(
     "pods",
     True,
     ("po",),
-    ("status", "binding", "eviction", "log"),
+    ("status", "binding", "eviction", "log", "exec", "attach"),
     ("spec.nodeName", "spec.schedulerName", "spec.restartPolicy", "status.phase", "status.podIP"),
     ("all",),
 )
@@ -78,6 +78,29 @@ EVENT = Kind(
         "reason",
         "reportingComponent",
         "source",
+        "type",
+    ),
+)
+# events.k8s.io/v1 Events: the same stored objects as core/v1 Events in another shape (regarding,
+# note, reportingController...), as kube-apiserver serves them (apiserver/views.py converts).
+EVENTS_V1 = Kind(
+    "events.k8s.io",
+    "v1",
+    "Event",
+    "events",
+    True,
+    ("ev",),
+    (),
+    (
+        "regarding.kind",
+        "regarding.namespace",
+        "regarding.name",
+        "regarding.uid",
+        "regarding.apiVersion",
+        "regarding.resourceVersion",
+        "regarding.fieldPath",
+        "reason",
+        "reportingController",
         "type",
     ),
 )
@@ -112,6 +135,7 @@ ALL_KINDS: tuple[Kind, ...] = (
     NODE,
     NAMESPACE,
     EVENT,
+    EVENTS_V1,
     SERVICE,
     CONFIGMAP,
     SECRET,
@@ -157,7 +181,7 @@ def lookup(name: str) -> Kind:
             continue
         if resource in (kind.plural, kind.singular, *kind.short_names):
             return kind
-    known = ", ".join(sorted(k.plural for k in ALL_KINDS))
+    known = ", ".join(sorted({k.plural for k in ALL_KINDS}))
     raise UnknownKindError(f'unknown resource type "{name}" (known: {known})')
 
 

@@ -13,7 +13,7 @@ from lahar.api.errors import Field, FieldError, child_dict, set_default
 from lahar.api.pod import default_pod_spec, validate_pod_template
 from lahar.api.selectors import SelectorError, label_selector_from_dict
 
-ROLLING_UPDATE, RECREATE = "RollingUpdate", "Recreate"
+ROLLING_UPDATE, RECREATE, ON_DELETE = "RollingUpdate", "Recreate", "OnDelete"
 ORDERED_READY, PARALLEL = "OrderedReady", "Parallel"
 DEFAULT_SURGE = DEFAULT_UNAVAILABLE = "25%"
 _PERCENT = re.compile(r"^(\d+)%$")
@@ -46,6 +46,10 @@ def statefulset_defaults(obj: dict[str, Any]) -> dict[str, Any]:
     strategy = child_dict(spec, "updateStrategy", create=True)
     if strategy is not None:
         set_default(strategy, "type", ROLLING_UPDATE)
+        if strategy["type"] == ROLLING_UPDATE:
+            rolling = child_dict(strategy, "rollingUpdate", create=True)
+            if rolling is not None:
+                set_default(rolling, "partition", 0)
     _default_template(spec)
     return result
 
@@ -59,6 +63,11 @@ def daemonset_defaults(obj: dict[str, Any]) -> dict[str, Any]:
     strategy = child_dict(spec, "updateStrategy", create=True)
     if strategy is not None:
         set_default(strategy, "type", ROLLING_UPDATE)
+        if strategy["type"] == ROLLING_UPDATE:
+            rolling = child_dict(strategy, "rollingUpdate", create=True)
+            if rolling is not None:
+                set_default(rolling, "maxUnavailable", 1)
+                set_default(rolling, "maxSurge", 0)
     _default_template(spec)
     return result
 
@@ -187,6 +196,9 @@ def validate_statefulset(obj: dict[str, Any], old: dict[str, Any] | None = None)
         return root.errors
     spec.child("podManagementPolicy").as_choice((ORDERED_READY, PARALLEL), "pod management policy")
     spec.child("revisionHistoryLimit").as_int(minimum=0)
+    rolling = _validate_update_strategy(spec.child("updateStrategy"))
+    if rolling is not None:
+        rolling.child("partition").as_int(minimum=0)
     if old is not None:
         for name in ("serviceName", "podManagementPolicy"):
             if (old.get("spec") or {}).get(name) != (obj.get("spec") or {}).get(name):
@@ -204,4 +216,22 @@ def validate_daemonset(obj: dict[str, Any], old: dict[str, Any] | None = None) -
     spec = root.child("spec")
     if spec.as_mapping() is not None:
         spec.child("revisionHistoryLimit").as_int(minimum=0)
+        rolling = _validate_update_strategy(spec.child("updateStrategy"))
+        if rolling is not None:
+            surge = _validate_int_or_percent(rolling.child("maxSurge"))
+            unavailable = _validate_int_or_percent(rolling.child("maxUnavailable"))
+            if surge in (0, "0%", None) and unavailable in (0, "0%"):
+                rolling.child("maxUnavailable").report("cannot be 0 when maxSurge is 0")
+            elif surge not in (0, "0%", None) and unavailable not in (0, "0%", None):
+                rolling.child("maxSurge").report("may not be set when maxUnavailable is non-zero")
     return root.errors
+
+
+def _validate_update_strategy(strategy: Field) -> Field | None:
+    """A StatefulSet's or DaemonSet's updateStrategy: RollingUpdate (its rollingUpdate returned to
+    check) or OnDelete, which takes no rollingUpdate."""
+    kind = strategy.child("type").as_choice((ROLLING_UPDATE, ON_DELETE), "update strategy type")
+    rolling = strategy.child("rollingUpdate")
+    if kind == ON_DELETE and rolling.value is not None:
+        rolling.report("only allowed for updateStrategy 'RollingUpdate'", "FieldValueForbidden")
+    return rolling if kind == ROLLING_UPDATE and rolling.as_mapping() is not None else None

@@ -33,16 +33,24 @@ def node(name: str, labels: dict[str, str] | None = None, taints: list[dict[str,
     return {"metadata": {"name": name, "labels": labels or {}}, "spec": {"taints": taints or []}}
 
 
-def pod(name: str, node_name: str, owner: str = "d-uid", created: str = "2026-01-01T00:00:00Z") -> dict[str, Any]:
+def pod(
+    name: str,
+    node_name: str,
+    owner: str = "d-uid",
+    created: str = "2026-01-01T00:00:00Z",
+    revision: str | None = None,
+    ready: bool = True,
+) -> dict[str, Any]:
     return {
         "metadata": {
             "name": name,
             "uid": name,
             "creationTimestamp": created,
             "ownerReferences": [{"uid": owner, "controller": True}],
+            "labels": {daemonset.REVISION_LABEL: revision or daemonset.revision(make_set())},
         },
         "spec": {"nodeName": node_name},
-        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
     }
 
 
@@ -101,3 +109,68 @@ def test_admission_refuses_replicas_and_a_bad_selector() -> None:
     mismatched["spec"]["selector"] = {"matchLabels": {"app": "other"}}
     with pytest.raises(ValidationError, match="selector"):
         admission.validate(kinds.DAEMON_SET, mismatched)
+
+
+def updated_set(**strategy: Any) -> dict[str, Any]:
+    changed = make_set()
+    changed["spec"]["template"]["spec"]["containers"][0]["image"] = "agent:2"
+    changed["metadata"]["generation"] = 2
+    if strategy:
+        changed["spec"]["updateStrategy"] = strategy
+    return admission.apply_defaults(kinds.DAEMON_SET, changed)
+
+
+def names(pods: list[dict[str, Any]]) -> list[str]:
+    return sorted(p["metadata"]["name"] for p in pods)
+
+
+def test_rolling_update_replaces_within_max_unavailable() -> None:
+    changed = updated_set()
+    new = daemonset.revision(changed)
+    nodes = [node("a"), node("b"), node("c")]
+    decided = daemonset.plan(changed, nodes, [pod("pa", "a"), pod("pb", "b"), pod("pc", "c")])
+    assert names(decided.delete) == ["pa"], "maxUnavailable 1 (the default): one node at a time"
+    assert decided.status["updatedNumberScheduled"] == 0
+    # pa's replacement runs but is not Ready: no more budget.
+    replaced = [pod("pa2", "a", revision=new, ready=False), pod("pb", "b"), pod("pc", "c")]
+    assert daemonset.plan(changed, nodes, replaced).delete == []
+    # An old pod that is not Ready goes at once, whatever the budget.
+    broken = [pod("pa2", "a", revision=new, ready=False), pod("pb", "b", ready=False), pod("pc", "c")]
+    assert names(daemonset.plan(changed, nodes, broken).delete) == ["pb"]
+    done = daemonset.plan(changed, nodes, [pod(f"p{n}2", n, revision=new) for n in "abc"])
+    assert done.delete == [] and done.status["updatedNumberScheduled"] == 3 and done.status["numberAvailable"] == 3
+    assert daemonset.daemon_pod(changed, "a")["metadata"]["labels"] == {
+        "app": "agent",
+        daemonset.REVISION_LABEL: new,
+        daemonset.GENERATION_LABEL: "2",
+    }
+
+
+def test_percent_budget_surge_and_on_delete() -> None:
+    nodes = [node(n) for n in "abcd"]
+    old_pods = [pod(f"p{n}", n) for n in "abcd"]
+    half = updated_set(type="RollingUpdate", rollingUpdate={"maxUnavailable": "50%", "maxSurge": 0})
+    assert len(daemonset.plan(half, nodes, old_pods).delete) == 2
+    surge = updated_set(type="RollingUpdate", rollingUpdate={"maxUnavailable": 0, "maxSurge": 1})
+    new = daemonset.revision(surge)
+    started = daemonset.plan(surge, nodes, old_pods)
+    assert started.create == ["a"] and started.delete == [], "the new pod starts beside the old one"
+    beside = [*old_pods, pod("pa2", "a", revision=new, ready=False)]
+    assert daemonset.plan(surge, nodes, beside).create == [] and daemonset.plan(surge, nodes, beside).delete == []
+    ready = [*old_pods, pod("pa2", "a", revision=new)]
+    decided = daemonset.plan(surge, nodes, ready)
+    assert names(decided.delete) == ["pa"] and decided.create == ["b"]
+    on_delete = updated_set(type="OnDelete")
+    assert daemonset.plan(on_delete, nodes, old_pods).delete == []
+
+
+def test_update_strategy_defaults_and_refusals() -> None:
+    assert make_set()["spec"]["updateStrategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0},
+    }
+    both_zero = updated_set(type="RollingUpdate", rollingUpdate={"maxUnavailable": 0, "maxSurge": 0})
+    with pytest.raises(ValidationError, match="maxUnavailable"):
+        admission.validate(kinds.DAEMON_SET, both_zero)
+    with pytest.raises(ValidationError, match=r"updateStrategy\.type"):
+        admission.validate(kinds.DAEMON_SET, updated_set(type="Never"))

@@ -32,12 +32,15 @@ def make_set(replicas: int = 3, **spec: Any) -> dict[str, Any]:
     return admission.apply_defaults(kinds.STATEFUL_SET, obj)
 
 
-def pod(index: int, phase: str = "Running", ready: bool = True, owner: str = "s-uid") -> dict[str, Any]:
+def pod(
+    index: int, phase: str = "Running", ready: bool = True, owner: str = "s-uid", revision: str | None = None
+) -> dict[str, Any]:
     return {
         "metadata": {
             "name": f"web-{index}",
             "uid": f"p{index}",
             "ownerReferences": [{"uid": owner, "controller": True}],
+            "labels": {statefulset.REVISION_LABEL: revision or statefulset.update_revision(make_set())},
         },
         "status": {"phase": phase, "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
     }
@@ -95,3 +98,56 @@ def test_stateful_pods_have_stable_identity() -> None:
     labels = made["metadata"]["labels"]
     assert labels[statefulset.POD_NAME_LABEL] == "web-2" and labels[statefulset.POD_INDEX_LABEL] == "2"
     assert made["metadata"]["ownerReferences"][0]["kind"] == "StatefulSet"
+
+
+def new_image(replicas: int = 3, **spec: Any) -> dict[str, Any]:
+    changed = make_set(replicas, **spec)
+    changed["spec"]["template"]["spec"]["containers"][0]["image"] = "nginx:2"
+    changed["metadata"]["generation"] = 2
+    return changed
+
+
+def names(pods: list[dict[str, Any]]) -> list[str]:
+    return [p["metadata"]["name"] for p in pods]
+
+
+def test_rolling_update_replaces_the_highest_ordinal_first_one_at_a_time() -> None:
+    old = statefulset.update_revision(make_set())
+    changed = {**new_image(), "status": {"currentRevision": old}}
+    new = statefulset.update_revision(changed)
+    assert new != old and new.startswith("web-")
+    decided = statefulset.plan(changed, [pod(0), pod(1), pod(2)])
+    assert names(decided.delete) == ["web-2"]
+    assert decided.status["updateRevision"] == new and decided.status["currentRevision"] == old
+    assert decided.status["updatedReplicas"] == 0 and decided.status["currentReplicas"] == 3
+    # web-2 came back at the new revision but is not Ready: wait.
+    waiting = statefulset.plan(changed, [pod(0), pod(1), pod(2, ready=False, revision=new)])
+    assert waiting.delete == [] and waiting.status["updatedReplicas"] == 1
+    assert names(statefulset.plan(changed, [pod(0), pod(1), pod(2, revision=new)]).delete) == ["web-1"]
+    done = statefulset.plan(changed, [pod(i, revision=new) for i in range(3)])
+    assert done.delete == [] and done.status["currentRevision"] == new and done.status["currentReplicas"] == 3
+    assert statefulset.stateful_pod(changed, 2)["metadata"]["labels"][statefulset.REVISION_LABEL] == new
+
+
+def test_partition_keeps_the_lower_ordinals_and_on_delete_waits_for_deletions() -> None:
+    partitioned = new_image(updateStrategy={"type": "RollingUpdate", "rollingUpdate": {"partition": 2}})
+    new = statefulset.update_revision(partitioned)
+    assert names(statefulset.plan(partitioned, [pod(0), pod(1), pod(2)]).delete) == ["web-2"]
+    assert statefulset.plan(partitioned, [pod(0), pod(1), pod(2, revision=new)]).delete == []
+    on_delete = new_image(updateStrategy={"type": "OnDelete"})
+    decided = statefulset.plan(on_delete, [pod(0), pod(1), pod(2)])
+    assert decided.delete == [] and decided.status["updatedReplicas"] == 0
+
+
+def test_update_strategy_is_defaulted_and_checked() -> None:
+    assert make_set()["spec"]["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}
+    with pytest.raises(ValidationError, match=r"updateStrategy\.type"):
+        admission.validate(kinds.STATEFUL_SET, make_set(updateStrategy={"type": "Sometimes"}))
+    with pytest.raises(ValidationError, match="partition"):
+        admission.validate(
+            kinds.STATEFUL_SET, make_set(updateStrategy={"type": "RollingUpdate", "rollingUpdate": {"partition": -1}})
+        )
+    with pytest.raises(ValidationError, match="rollingUpdate"):
+        admission.validate(
+            kinds.STATEFUL_SET, make_set(updateStrategy={"type": "OnDelete", "rollingUpdate": {"partition": 1}})
+        )

@@ -147,6 +147,14 @@ def test_a_statefulset_makes_stable_names_scales_and_is_collected(
         lambda: (api.get(kinds.STATEFUL_SET, "db", "default").get("status") or {}).get("readyReplicas") == 3, timeout=20
     )
     assert api.get(kinds.POD, "db-1", "default")["spec"]["hostname"] == "db-1"
+    # A template update rolls through the pods, highest ordinal first; rollout status waits for it.
+    kubectl("set", "image", "statefulset/db", "c=busybox:2")
+    rolled = kubectl("rollout", "status", "statefulset/db", "--timeout=60s")
+    assert rolled.strip() == "partitioned roll out complete: 3 new pods have been updated..."
+    images = lambda: {p["spec"]["containers"][0]["image"] for p in api.list(kinds.POD, "default")["items"]}  # noqa: E731
+    wait_for(lambda: images() == {"busybox:2"}, timeout=20)
+    status = api.get(kinds.STATEFUL_SET, "db", "default")["status"]
+    assert status["currentRevision"] == status["updateRevision"] and status["updatedReplicas"] == 3
     kubectl("scale", "statefulset", "db", "--replicas=1")
     wait_for(lambda: names() == {"db-0"}, timeout=30)
     kubectl("delete", "statefulset", "db")
@@ -186,6 +194,18 @@ def test_a_daemonset_runs_one_pod_per_node_as_nodes_come_and_go(
     wait_for(lambda: placed() == ["w2", "w3"], timeout=30)
     status = lambda: api.get(kinds.DAEMON_SET, "agent", "default").get("status") or {}  # noqa: E731
     wait_for(lambda: status().get("numberReady") == 2 and status().get("desiredNumberScheduled") == 2, timeout=20)
+    # A template update replaces the pods node by node; rollout status waits for it.
+    assert KUBECTL is not None
+    api.patch(kinds.DAEMON_SET, "agent", {"spec": {"template": {"metadata": {"labels": {"v": "2"}}}}}, "default")
+    rolled = subprocess.run(
+        [KUBECTL, f"--kubeconfig={kubeconfig}", "rollout", "status", "daemonset/agent", "--timeout=60s"],
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert rolled.stdout.strip().endswith('daemon set "agent" successfully rolled out'), rolled.stderr
+    versions = lambda: sorted(p["metadata"]["labels"].get("v", "") for p in api.list(kinds.POD, "default")["items"])  # noqa: E731
+    wait_for(lambda: versions() == ["2", "2"], timeout=20)
 
 
 def test_every_namespace_gets_a_default_service_account(api: KubeApi, workloads: WorkloadControllers) -> None:

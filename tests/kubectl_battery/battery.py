@@ -68,6 +68,16 @@ def _yaml(*documents: dict) -> str:
 # Client-side validation needs the server's OpenAPI document; one step keeps it (a finding), the
 # others skip it so the session goes on.
 APPLY = ("apply", "--validate=false", "-f", "-")
+SERVER_SIDE = ("apply", "--server-side", "-f", "-")
+
+
+def _data(configuration: dict, **data: str) -> dict:
+    """An applied configuration of the same object holding only the given data."""
+    return {
+        **configuration,
+        "metadata": {k: v for k, v in configuration["metadata"].items() if k != "labels"},
+        "data": data,
+    }
 
 
 def steps(session: Session) -> list[Step]:
@@ -105,6 +115,32 @@ def steps(session: Session) -> list[Step]:
             "queue": session.queue,
             "tasks": [{"name": "worker", "replicas": 2, "template": {"spec": {"containers": [container]}}}],
         },
+    }
+    applied = {  # server-side apply: one configuration, then others' over it
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "cm3", "namespace": ns, "labels": {"app": "x"}},
+        "data": {"a": "1", "b": "1"},
+    }
+    web2 = {**deployment, "metadata": {"name": "web2", "namespace": ns}}
+    new_image = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web2", "namespace": ns},
+        "spec": {"template": {"spec": {"containers": [{"name": "main", "image": "busybox:1.36"}]}}},
+    }
+    new_event = {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"name": "ev1", "namespace": ns},
+        "eventTime": "2026-01-02T03:04:05.000000Z",
+        "reportingController": "lahar.io/battery",
+        "reportingInstance": "battery-1",
+        "action": "Checking",
+        "reason": "Checked",
+        "regarding": {"apiVersion": "v1", "kind": "ConfigMap", "name": "cm2", "namespace": ns},
+        "note": "written through events.k8s.io/v1",
+        "type": "Normal",
     }
     podgroup = {
         "apiVersion": "scheduling.volcano.sh/v1beta1",
@@ -147,6 +183,42 @@ def steps(session: Session) -> list[Step]:
             ("patch", "configmap", "cm2", "--type=json", "-p", '[{"op":"remove","path":"/data/a"}]', *n),
         ),
         Step("get configmap jsonpath", ("get", "configmap", "cm2", "-o", "jsonpath={.data}", *n)),
+        Step("server-side apply create", SERVER_SIDE, _yaml(applied)),
+        Step("server-side apply unchanged", SERVER_SIDE, _yaml(applied)),
+        Step("server-side apply conflict", (*SERVER_SIDE, "--field-manager=tool"), _yaml(_data(applied, a="2"))),
+        Step(
+            "server-side apply force",
+            (*SERVER_SIDE, "--field-manager=tool", "--force-conflicts"),
+            _yaml(_data(applied, a="2")),
+        ),
+        Step("server-side apply shared", (*SERVER_SIDE, "--field-manager=other"), _yaml(_data(applied, b="1"))),
+        Step(
+            "server-side apply drops fields",
+            SERVER_SIDE,
+            _yaml(_data(applied, c="3")),
+        ),
+        Step("server-side applied data", ("get", "configmap", "cm3", "-o", "jsonpath={.data}", *n)),
+        Step("managed fields", ("get", "configmap", "cm3", "-o", "yaml", "--show-managed-fields", *n)),
+        Step("patch an applied field", ("patch", "configmap", "cm3", "--type=merge", "-p", '{"data":{"c":"4"}}', *n)),
+        Step(
+            "server-side apply after patch",
+            SERVER_SIDE,
+            _yaml(_data(applied, c="3")),
+        ),
+        Step(
+            "server-side apply over create",
+            SERVER_SIDE,
+            _yaml(
+                {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {"name": "cm1", "namespace": ns},
+                    "data": {"a": "2"},
+                }
+            ),
+        ),
+        Step("server-side apply deployment", SERVER_SIDE, _yaml(web2)),
+        Step("server-side apply container conflict", (*SERVER_SIDE, "--field-manager=tool"), _yaml(new_image)),
         Step("create secret", ("create", "secret", "generic", "s1", "--from-literal=k=v", *n)),
         Step(
             "apply secret",
@@ -203,6 +275,12 @@ def steps(session: Session) -> list[Step]:
             ),
         ),
         Step("get lease", ("get", "lease", "leader", *n)),
+        Step("create events.k8s.io event", ("create", "-f", "-"), _yaml(new_event)),
+        Step("events.k8s.io event yaml", ("get", "events.events.k8s.io", "ev1", "-o", "yaml", *n)),
+        Step(
+            "events.k8s.io event as core",
+            ("get", "events", "ev1", "-o", "jsonpath={.message}/{.involvedObject.name}/{.reportingComponent}", *n),
+        ),
         Step("get all", ("get", "all", *n)),
         Step("explain pod field", ("explain", "pod.spec.nodeName")),
         Step("explain vcjob", ("explain", "jobs.spec.minAvailable", "--api-version=batch.volcano.sh/v1alpha1")),
