@@ -342,8 +342,8 @@ class ApiServer:
                 if request.content_type == "application/apply-patch+yaml":
                     # Server-side apply; of an object that does not exist, a create (kubectl apply --server-side).
                     manager = _manager(request, sub, apply=True)
-                    applied, created = self.registry.apply(kind, ns, name, raw, manager, sub, dry_run)
-                    return _warn(_respond(applied, 201 if created else 200), warnings)
+                    applied, is_new = self.registry.apply(kind, ns, name, raw, manager, sub, dry_run)
+                    return _warn(_respond(applied, 201 if is_new else 200), warnings)
                 manager = _manager(request, sub)
                 patched = self.registry.patch(kind, ns, name, raw, request.content_type, sub, dry_run, manager)
                 return _warn(_respond(patched), warnings)

@@ -48,7 +48,9 @@ class FieldManagerError(ValueError):
 class ConflictError(ValueError):
     """An apply that would change fields other managers own (the server answers 409)."""
 
-    def __init__(self, conflicts: list[tuple[str, Path]], entries: Mapping[tuple[str, ...], ManagerEntry]) -> None:
+    def __init__(
+        self, conflicts: list[tuple[tuple[str, ...], Path]], entries: Mapping[tuple[str, ...], ManagerEntry]
+    ) -> None:
         self.causes = [
             {
                 "type": "FieldManagerConflict",
@@ -598,7 +600,9 @@ def _describe(entry: ManagerEntry) -> str:
     return text
 
 
-def _conflict_message(conflicts: list[tuple[str, Path]], entries: Mapping[tuple[str, ...], ManagerEntry]) -> str:
+def _conflict_message(
+    conflicts: list[tuple[tuple[str, ...], Path]], entries: Mapping[tuple[str, ...], ManagerEntry]
+) -> str:
     if len(conflicts) == 1:
         key, path = conflicts[0]
         return f"Apply failed with 1 conflict: conflict with {_describe(entries[key])}: {path_text(path)}"

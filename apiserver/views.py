@@ -34,7 +34,7 @@ EVENT_FIELDS: Final = (
     ("deprecatedCount", "count"),
 )
 # Fields Go's encoder writes even when empty (structs, and times that encode as null).
-ALWAYS_WRITTEN: Final = {
+ALWAYS_WRITTEN: Final[dict[str, Any]] = {
     "eventTime": None,
     "regarding": {},
     "deprecatedSource": {},
