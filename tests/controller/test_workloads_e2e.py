@@ -150,7 +150,7 @@ def test_a_statefulset_makes_stable_names_scales_and_is_collected(
     # A template update rolls through the pods, highest ordinal first; rollout status waits for it.
     kubectl("set", "image", "statefulset/db", "c=busybox:2")
     rolled = kubectl("rollout", "status", "statefulset/db", "--timeout=60s")
-    assert rolled.strip() == "partitioned roll out complete: 3 new pods have been updated..."
+    assert rolled.strip().splitlines()[-1] == "partitioned roll out complete: 3 new pods have been updated..."
     images = lambda: {p["spec"]["containers"][0]["image"] for p in api.list(kinds.POD, "default")["items"]}  # noqa: E731
     wait_for(lambda: images() == {"busybox:2"}, timeout=20)
     status = api.get(kinds.STATEFUL_SET, "db", "default")["status"]
