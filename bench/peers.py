@@ -21,8 +21,10 @@ Measured per run, from the scheduler's start to the last measured pod bound:
   over_capacity    binds that took a node past its allocatable CPU, memory or pod count, replayed
                    from the watch in etcd order (a pod holds its node until it ends or is deleted);
   partial_gangs    PodGroups some but not all of whose minMember pods were ever bound at the end;
-  share_error      (queues) the largest relative gap between a queue's mean CPU share of what was
-                   allocated and its weight's share, sampled every 0.5 s while all queues wait.
+  share_error      (queues) max over the queues of |mean share - weight share| / weight share, a
+                   fraction (0.05: 5 %; the table prints it in %), where a queue's share is its
+                   part of the CPU allocated to the queues, sampled every 0.5 s while all queues
+                   wait; q1 holding 50 % for a weight share of 1/6 is an error of 2 (200 %).
 Each figure is reported as the median of the runs and their spread (max - min).
 
 Shapes (sizes are the issue's; --scale multiplies node and pod counts, not pod sizes):
@@ -934,7 +936,8 @@ def mean_shares(samples: list[tuple[float, dict[str, int]]], workload: Workload)
 
 
 def share_error(shares: dict[str, float], weights: dict[str, int]) -> float | None:
-    """The largest relative gap between a queue's mean share and its weight's share."""
+    """The largest relative gap between a queue's mean share and its weight's share, as a
+    fraction of the weight's share (0.05: 5 %)."""
     if not shares:
         return None
     total = sum(weights.values())
@@ -1028,6 +1031,9 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     return checks
 
 
+PERCENT = frozenset({"share_error"})  # fractions in the JSON, printed in % in the table
+
+
 def print_table(results: dict[str, Any], out: Any = None) -> None:
     out = out or sys.stdout
     columns = (
@@ -1040,7 +1046,7 @@ def print_table(results: dict[str, Any], out: Any = None) -> None:
         "RSS MiB",
         "over-cap",
         "partial",
-        "share err",
+        "share err %",
         "affinity viol.",
     )
     names = (
@@ -1066,7 +1072,12 @@ def print_table(results: dict[str, Any], out: Any = None) -> None:
             cells = []
             for name in names:
                 value = entry["summary"].get(name)
-                cells.append("–" if value is None else f"{value['median']:g} ±{value['spread']:g}")
+                scale = 100 if name in PERCENT else 1
+                cells.append(
+                    "–"
+                    if value is None
+                    else f"{round(value['median'] * scale, 3):g} ±{round(value['spread'] * scale, 3):g}"
+                )
             outcome = ", ".join(entry["summary"]["outcomes"])
             label = peer if outcome == "all bound" else f"{peer} ({outcome})"
             print(f"| {key} | {label} | " + " | ".join(cells) + " |", file=out)

@@ -1,6 +1,8 @@
 """enqueue: admit Pending PodGroups (Pending → Inqueue), Volcano's admission control.
 
-Queues take turns in `queue_order`, each turn admitting or passing over its next PodGroup in
+Queues take turns in `queue_order`'s admission variant (`Session.admission_order_key`: proportion
+orders by what a queue holds and has admitted against the share its whole demand deserves, the
+waiting PodGroups included), each turn admitting or passing over its next PodGroup in
 `job_order`; a PodGroup is admitted when it names no minResources or `job_enqueueable` says so,
 and `job_enqueued` lets the plugins count it against what later PodGroups may have. A queue that
 is not Open admits nothing. The controller creates a job's pods once its PodGroup is Inqueue, so
@@ -40,7 +42,7 @@ class EnqueueAction(Action):
         for name, jobs in waiting.items():
             heapq.heapify(jobs)
             queue = session.queues[name]
-            queues.append((session.queue_order_key(queue), next(tie), queue))
+            queues.append((session.admission_order_key(queue), next(tie), queue))
         heapq.heapify(queues)
         while queues:
             _, _, queue = heapq.heappop(queues)
@@ -50,4 +52,4 @@ class EnqueueAction(Action):
                 job.phase = PodGroupPhase.INQUEUE
                 session.job_enqueued(job)
             if jobs:
-                heapq.heappush(queues, (session.queue_order_key(queue), next(tie), queue))
+                heapq.heappush(queues, (session.admission_order_key(queue), next(tie), queue))

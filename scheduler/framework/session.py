@@ -276,8 +276,13 @@ class Session:
     def add_job_order_fn(self, fn: Callable[[JobInfo], Any]) -> None:
         self._add("job_order", fn)
 
-    def add_queue_order_fn(self, fn: Callable[[QueueInfo], Any]) -> None:
-        self._add("queue_order", fn)
+    def add_queue_order_fn(
+        self, fn: Callable[[QueueInfo], Any], admission: Callable[[QueueInfo], Any] | None = None
+    ) -> None:
+        """`fn` orders queues for placement; `admission`, when given, replaces it in the turns
+        `enqueue` gives (`admission_order_key`): a share that counts what queues wait to have
+        admitted, which the placement share (of admitted demand only) cannot see."""
+        self._add("queue_order", fn, admission)
 
     def add_task_order_fn(self, fn: Callable[[TaskInfo], Any]) -> None:
         self._add("task_order", fn)
@@ -397,6 +402,10 @@ class Session:
 
     def queue_order_key(self, queue: QueueInfo) -> tuple[Any, ...]:
         return (*(r.fn(queue) for r in self._all("queue_order")), queue.name)
+
+    def admission_order_key(self, queue: QueueInfo) -> tuple[Any, ...]:
+        """The queue order for admission turns: each plugin's admission key where it gave one."""
+        return (*((r.extra or r.fn)(queue) for r in self._all("queue_order")), queue.name)
 
     def task_order_key(self, task: TaskInfo) -> tuple[Any, ...]:
         return (*(r.fn(task) for r in self._all("task_order")), task.creation, task.task_name, task.index, task.name)

@@ -17,7 +17,9 @@ those gangs, never placed, would keep holding the admission budget (a deadlock).
 session's `enqueue` admits counts from then on: its pending tasks join its queue's request and
 the deserved shares are filled again before the next question that reads them.
 
-Callbacks: queue order (higher `priority` first, then the smaller share = max allocated/deserved),
+Callbacks: queue order (higher `priority` first, then the smaller share = max allocated/deserved;
+for `enqueue`'s turns, `admission_share`: allocated + inqueue against the deserved share of the
+whole demand, the jobs waiting for admission included),
 overused (allocated ≥ deserved on every resource), allocatable and preemptive (the queue is open
 and allocated + request ≤ deserved on the resources the task asks for), job_enqueueable (the
 queue is open and minResources + allocated + inqueue ≤ real capability), reclaimable (victims
@@ -82,6 +84,15 @@ def water_fill(
     return deserved
 
 
+def _share(held: np.ndarray, inverse: np.ndarray, undeserved: np.ndarray | None) -> float:
+    """max over resources of held / deserved (`inverse` = 1/deserved, 0 off the quota resources),
+    and 1 when it holds some of a quota resource it deserves none of."""
+    share = float((held * inverse).max())
+    if undeserved is not None and share < 1.0 and held[undeserved].any():
+        return 1.0
+    return share
+
+
 TOLERANCE = 10**7  # deserved / TOLERANCE + 1: the slack of the deserved-share check
 
 
@@ -105,6 +116,9 @@ class ProportionPlugin(Plugin):
             np.array([session.resources.column[name] for name in LENT_COLUMNS]) if session.lends_to_be else None
         )
         self._borrowers: set[str] = set()  # queues with pending BE tasks that borrow, not charge
+        # What jobs not admitted yet ask for, per queue: only admission's turn order reads it.
+        self._waiting = {name: np.zeros(width, dtype=np.int64) for name in queues}
+        self._admission_inverse: dict[str, tuple[np.ndarray, np.ndarray | None]] | None = None
         admits = "enqueue" in session.conf.actions
         for job in session.jobs.values():
             queue = queues.get(job.queue)
@@ -115,10 +129,15 @@ class ProportionPlugin(Plugin):
             queue.request += allocated
             if job.phase is not PodGroupPhase.PENDING or not admits:
                 self._demand(queue, job)  # only admitted jobs' pending tasks (module docstring)
+            else:  # its pods if it was created with them, else what its controller will create
+                self._waiting[queue.name] += np.maximum(self._charged(job, (TaskStatus.PENDING,)), job.min_resources)
             self._inqueue[queue.name] += job.inqueue_request
         self._deserve(session)
         self._tree(session)
-        session.add_queue_order_fn(lambda queue: (-queue.priority, self.share(queue)))
+        session.add_queue_order_fn(
+            lambda queue: (-queue.priority, self.share(queue)),
+            admission=lambda queue: (-queue.priority, self.admission_share(queue)),
+        )
         session.add_overused_fn(self.overused)
         session.add_allocatable_fn(
             lambda queue, task: (
@@ -145,9 +164,9 @@ class ProportionPlugin(Plugin):
         if self._uncharged is not None and any(t.best_effort for t in job.with_status(TaskStatus.PENDING)):
             self._borrowers.add(queue.name)
 
-    def _deserve(self, session: Session) -> None:
-        """Fill in every queue's deserved share and real capability."""
-        self._stale = False
+    def _water_fill(self, session: Session, requests: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """(deserved, real capability) per queue (rows, in `session.queues` order) and quota
+        resource (columns) for what each queue asks (`requests`, full resource vectors)."""
         queues = list(session.queues.values())
         columns = session.resources.quota_columns
         total = session.total[columns].astype(np.float64)
@@ -163,22 +182,35 @@ class ProportionPlugin(Plugin):
         real = np.where(capability >= 0, np.minimum(real, capability), real)
         pinned = spec > 0
         pinned_value = np.maximum(np.minimum(spec, real), guarantee)
-        request = matrix([q.request[columns] for q in queues])
+        request = matrix([asked[columns] for asked in requests])
         weights = np.array([q.weight for q in queues], dtype=np.float64)
-        deserved = water_fill(total, weights, request, real, guarantee, pinned, pinned_value)
+        return water_fill(total, weights, request, real, guarantee, pinned, pinned_value), real
+
+    def _inverses(self, session: Session, deserved: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray | None]]:
+        """Per queue, 1/deserved over the quota resources (0 elsewhere) and the quota resources
+        it deserves none of (None when there are none): what a share is computed from."""
+        columns = session.resources.quota_columns
+        inverses = {}
+        for i, queue in enumerate(session.queues.values()):
+            inverse = np.zeros(len(session.resources))
+            rounded = np.rint(deserved[i])
+            inverse[columns[rounded > 0]] = 1.0 / rounded[rounded > 0]
+            undeserved = columns[rounded == 0]
+            inverses[queue.name] = (inverse, undeserved if len(undeserved) else None)
+        return inverses
+
+    def _deserve(self, session: Session) -> None:
+        """Fill in every queue's deserved share and real capability."""
+        self._stale = False
+        columns = session.resources.quota_columns
+        deserved, real = self._water_fill(session, [q.request for q in session.queues.values()])
         self._real_capability: dict[str, np.ndarray] = {}
-        # Shares are asked at every queue turn: keep 1/deserved over the quota resources (0
-        # elsewhere) and the quota resources a queue deserves none of.
-        self._inverse: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
-        for i, queue in enumerate(queues):
+        for i, queue in enumerate(session.queues.values()):
             queue.deserved = np.zeros(len(session.resources), dtype=np.int64)
             queue.deserved[columns] = np.rint(deserved[i])
             self._real_capability[queue.name] = np.rint(real[i]).astype(np.int64)
-            inverse = np.zeros(len(session.resources))
-            deserving = columns[queue.deserved[columns] > 0]
-            inverse[deserving] = 1.0 / queue.deserved[deserving]
-            undeserved = columns[queue.deserved[columns] == 0]
-            self._inverse[queue.name] = (inverse, undeserved if len(undeserved) else None)
+        # Shares are asked at every queue turn: keep the inverses.
+        self._inverse = self._inverses(session, deserved)
 
     # -- the queue tree (spec.parent) -------------------------------------------------------------
 
@@ -221,12 +253,24 @@ class ProportionPlugin(Plugin):
     def share(self, queue: QueueInfo) -> float:
         """max over resources of allocated / deserved (1 where it holds what it does not deserve)."""
         self._fresh()
-        inverse, undeserved = self._inverse[queue.name]
-        allocated = queue.allocated
-        share = float((allocated * inverse).max())
-        if undeserved is not None and share < 1.0 and allocated[undeserved].any():
-            return 1.0
-        return share
+        return _share(queue.allocated, *self._inverse[queue.name])
+
+    def admission_share(self, queue: QueueInfo) -> float:
+        """The share `enqueue` gives turns by: what the queue holds and has admitted (allocated +
+        inqueue) against what it would deserve if every job waiting for admission asked too.
+
+        The placement share cannot order admissions: a queue's deserved follows its admitted
+        demand, so a queue with nothing admitted deserves what it holds (share 1, like every
+        other such queue) and the tie went to the first queue by name, which then kept being
+        admitted while the others waited. Demand that counts the waiting jobs gives each
+        backlogged queue its weight's share, so the queue furthest below it is admitted first.
+        Counting this demand only here, not in `deserved`, keeps allocation from lending a share
+        to jobs that cannot run yet (module docstring)."""
+        if self._admission_inverse is None:  # what waits does not change while enqueue admits
+            wanted = [q.request + self._waiting[q.name] for q in self.session.queues.values()]
+            deserved, _ = self._water_fill(self.session, wanted)
+            self._admission_inverse = self._inverses(self.session, deserved)
+        return _share(queue.allocated + self._inqueue[queue.name], *self._admission_inverse[queue.name])
 
     def overused(self, queue: QueueInfo) -> bool:
         if queue.name in self._borrowers:

@@ -84,8 +84,9 @@ def test_a_queue_that_is_not_open_admits_nothing(state: str) -> None:
 
 
 def test_proportion_holds_each_queue_to_its_real_capability_while_overcommit_bounds_the_cluster() -> None:
-    # 10 cpu, 12 overcommitted; PodGroups of 4. Queue x (first by name at equal shares) is held
-    # to 10 by proportion after x0 and x1; y0 then fits in the 12 overcommit allows, y1 does not.
+    # 10 cpu, 12 overcommitted; PodGroups of 4. The queues take turns (x first by name at equal
+    # shares): x0, y0, then x1 fills the 12 overcommit allows; y1 and x2 do not fit. Proportion
+    # holds each queue to its real capability (10): x2 would make 12 even alone.
     objects = [node("n1", cpu="10"), queue("x"), queue("y")]
     objects += [_pending(f"x{i}", "4", i, "x") for i in range(3)]
     objects += [_pending(f"y{i}", "4", 10 + i, "y") for i in range(3)]

@@ -3,6 +3,8 @@ admission against real capability, and reclaim victims that respect guarantees."
 
 from __future__ import annotations
 
+import pytest
+
 from lahar.scheduler.framework.session import open_session
 from tests.scheduler.cluster_fixtures import conf, cycle, gang, node, placed, pod, podgroup, queue, snapshot
 
@@ -164,3 +166,35 @@ def test_admission_names_a_resource_no_node_offers_instead_of_quota() -> None:
     assert job.unschedulable_message.endswith(why)
     assert [(e.type, e.reason) for e in session.events if e.name == "paddle"] == [("Warning", "Unschedulable")]
     assert all(why in e.message for e in session.events)
+
+
+def _running(queue_name: str, jobs: int, first_node: int) -> list:
+    """`jobs` gangs of 4 x 1 cpu in the queue, each running on a node of its own."""
+    objects: list = []
+    for j in range(jobs):
+        objects += gang(
+            f"{queue_name}-run{j}", 4, memory=None, queue=queue_name, node_name=f"n{first_node + j}", phase="Running"
+        )
+    return objects
+
+
+@pytest.mark.parametrize("with_pods", [True, False], ids=["pods-created-with-the-group", "pods-after-admission"])
+def test_admission_turns_go_to_the_queue_furthest_below_its_weight(with_pods: bool) -> None:
+    """The queues shape of `lahar bench peers` at the moment a slot opens: 40 cpu full, weights
+    1:2:3 holding 24 / 12 / 4 cpu, every queue with five gangs of 4 waiting (more than its
+    weight's share), room (48 overcommitted - 40) for two. Nothing admitted asks, so each queue
+    deserved what it held (share 1 for all) and the tie by name admitted q1's gangs, over its
+    weight, every time: the bench measured q1 at about 60 % of the cluster. Against the demand
+    the waiting gangs make, q3 is furthest below its share (4 of 20 cpu) and gets both."""
+    objects: list = [node(f"n{i}", cpu="4") for i in range(10)]
+    objects += [queue("q1", weight=1), queue("q2", weight=2), queue("q3", weight=3)]
+    objects += _running("q1", 6, 0) + _running("q2", 3, 6) + _running("q3", 1, 9)
+    for name in ("q1", "q2", "q3"):
+        for j in range(5):
+            group = f"{name}-wait{j}"
+            objects.append(podgroup(group, 4, queue=name, phase="Pending", min_resources={"cpu": "4"}))
+            if with_pods:
+                objects += [pod(f"{group}-{i}", "1", None, group=group) for i in range(4)]
+    session = cycle(objects, "enqueue", (["priority", "gang"], ["overcommit", "predicates", "proportion"]))
+    admitted = sorted(job.name for job in session.jobs.values() if "wait" in job.name and job.phase == "Inqueue")
+    assert admitted == ["q3-wait0", "q3-wait1"]
