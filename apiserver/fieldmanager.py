@@ -560,6 +560,8 @@ class ManagerEntry:
             "fieldsType": "FieldsV1",
             "fieldsV1": encode_fields(self.fields),
         }
+        if not self.time:  # a manager whose applies never changed the object has none
+            del entry["time"]
         if self.subresource:
             entry["subresource"] = self.subresource
         return entry
@@ -711,6 +713,10 @@ def record_update(
     return encode_entries(updated.values())
 
 
+def _with_time(entry: ManagerEntry, time: str) -> ManagerEntry:
+    return ManagerEntry(entry.manager, entry.operation, entry.api_version, time, entry.fields, entry.subresource)
+
+
 def _with_fields(entry: ManagerEntry, fields: frozenset[Path]) -> ManagerEntry:
     return ManagerEntry(entry.manager, entry.operation, entry.api_version, entry.time, fields, entry.subresource)
 
@@ -733,6 +739,10 @@ def apply(
         still_owned = set(applied).union(*(e.fields for e in others.values()))
         merged = remove_fields(merged, set(previous.fields) - still_owned, still_owned, shape)
     merged = drop_nulls(merged)
+    if live is not None and merged == base:
+        # An apply that changes nothing leaves the applier's time as it was (none for a new
+        # manager), as kube-apiserver does: only a change of the object is a time to record.
+        entry = _with_time(entry, previous.time if previous is not None else "")
     comparison = compare(base, merged, shape)
     changed = owned(comparison.changed(), kind.has_status, manager.subresource)
     conflicts = [(key, path) for key, other in others.items() for path in _sorted_paths(other.fields & changed)]

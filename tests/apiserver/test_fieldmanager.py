@@ -86,6 +86,10 @@ def test_the_same_value_is_shared_without_conflict(registry: Registry) -> None:
     apply(registry, configmap(a="1"))
     shared = apply(registry, configmap(a="1"), TOOL)
     assert set(managers(shared)) == {("kubectl", "Apply"), ("tool", "Apply")}
+    # The object did not change, so the new manager has no time and sorts first, as in kube.
+    first, second = shared["metadata"]["managedFields"]
+    assert first["manager"] == "tool" and "time" not in first
+    assert second["manager"] == "kubectl" and second["time"]
 
 
 def test_fields_no_longer_applied_go_unless_someone_else_owns_them(registry: Registry) -> None:

@@ -116,7 +116,10 @@ def steps(session: Session) -> list[Step]:
             "tasks": [{"name": "worker", "replicas": 2, "template": {"spec": {"containers": [container]}}}],
         },
     }
-    applied = {  # server-side apply: one configuration, then others' over it
+    # Server-side apply: one configuration, then other managers' over it. "editor" sorts before
+    # "kubectl" and applies before it, so managedFields print in one order whether or not the two
+    # applies fall in the same second (kube sorts entries by time, then by manager).
+    applied = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": "cm3", "namespace": ns, "labels": {"app": "x"}},
@@ -185,10 +188,10 @@ def steps(session: Session) -> list[Step]:
         Step("get configmap jsonpath", ("get", "configmap", "cm2", "-o", "jsonpath={.data}", *n)),
         Step("server-side apply create", SERVER_SIDE, _yaml(applied)),
         Step("server-side apply unchanged", SERVER_SIDE, _yaml(applied)),
-        Step("server-side apply conflict", (*SERVER_SIDE, "--field-manager=tool"), _yaml(_data(applied, a="2"))),
+        Step("server-side apply conflict", (*SERVER_SIDE, "--field-manager=editor"), _yaml(_data(applied, a="2"))),
         Step(
             "server-side apply force",
-            (*SERVER_SIDE, "--field-manager=tool", "--force-conflicts"),
+            (*SERVER_SIDE, "--field-manager=editor", "--force-conflicts"),
             _yaml(_data(applied, a="2")),
         ),
         Step("server-side apply shared", (*SERVER_SIDE, "--field-manager=other"), _yaml(_data(applied, b="1"))),
@@ -218,7 +221,7 @@ def steps(session: Session) -> list[Step]:
             ),
         ),
         Step("server-side apply deployment", SERVER_SIDE, _yaml(web2)),
-        Step("server-side apply container conflict", (*SERVER_SIDE, "--field-manager=tool"), _yaml(new_image)),
+        Step("server-side apply container conflict", (*SERVER_SIDE, "--field-manager=editor"), _yaml(new_image)),
         Step("create secret", ("create", "secret", "generic", "s1", "--from-literal=k=v", *n)),
         Step(
             "apply secret",
