@@ -451,8 +451,8 @@ def test_a_be_pods_cgroups_get_the_agents_qos_values(up: LaharUp) -> None:
 
 def test_a_deployment_runs_local_pods_and_is_collected(up: LaharUp) -> None:
     """kubectl as a user runs an online service: the workload controllers and the Lahar scheduler
-    run a Deployment's pods on this machine, kubectl logs reads them, deleting the Deployment
-    collects its ReplicaSet and pods."""
+    run a Deployment's pods on this machine, kubectl logs reads them and kubectl exec runs in
+    them, deleting the Deployment collects its ReplicaSet and pods."""
     kubectl_path = shutil.which("kubectl")
     if kubectl_path is None:
         pytest.skip("kubectl is not installed")
@@ -502,6 +502,19 @@ def test_a_deployment_runs_local_pods_and_is_collected(up: LaharUp) -> None:
     pods = running_pods()
     assert len(pods) == 2 and {p["spec"]["nodeName"] for p in pods} == {platform_node(api)}
     wait_for(lambda: "v1" in kubectl("logs", pods[0]["metadata"]["name"]), 30, "the pod's log")
+    # kubectl exec runs in the container: its environment, inside its cgroups, stdin, exit codes.
+    name = pods[0]["metadata"]["name"]
+    seen = kubectl("exec", name, "--", "sh", "-c", f'echo "${MARK_ENV}"; cat /proc/self/cgroup')
+    assert seen.splitlines()[0] == up.mark and f"pod{pods[0]['metadata']['uid']}" in seen
+    assert kubectl("exec", "-i", name, "--", "tr", "a-z", "A-Z", stdin="quiet\n") == "QUIET\n"
+    assert kubectl_path is not None
+    failed = subprocess.run(
+        [kubectl_path, f"--kubeconfig={up.kubeconfig}", "exec", name, "--", "sh", "-c", "exit 7"],
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert failed.returncode == 7 and "command terminated with exit code 7" in failed.stderr
     # (scale, rolling updates and rollout undo: tests/controller/test_workloads_e2e.py, faster)
     kubectl("delete", "deployment", "web")
     wait_for(
