@@ -22,10 +22,14 @@ Speed (DESIGN.md, "Performance"): `VictimPool` keeps, per kind of preemptor, the
 the requests of every task it could evict, updated as victims are evicted or restored, so each
 preemptor is checked against all nodes with a few numpy operations ("does it fit if all of them
 went?", through the one fit rule on a `NodeTable.what_if` view); every predicate is asked once
-per placement class about an empty what-if view (devices and NUMA answer by capacity there) and
+per placement class about an empty what-if view (devices and NUMA answer by capacity there; pod
+anti-affinity and host ports do not count the node's own pods, which victims could be) and
 cached by the session like allocate's scores, and again, about the future state, on the node
-finally chosen. Only the best-scored nodes that pass both are examined one by one (at
-most `maxCandidateNodes`, default 100), nodes where the task fits without new victims first. A
+finally chosen. The pods whose presence refuses the task on a node (anti-affinity either way, a
+host port) are its first victims there (`Session.blocking`), as kube-scheduler's preemption
+removes them whatever they free; a node where one of them may not be evicted is passed over.
+Only the best-scored nodes that pass both are examined one by one (at most
+`maxCandidateNodes`, default 100), nodes where the task fits without new victims first. A
 node that failed a kind of task (victim selection and placement class) is not tried again for
 that kind until it changes, and a kind that found no node at all waits until some node changes:
 the victim filters of the default plugins (priority, gang, proportion) answer the same for every
@@ -38,7 +42,10 @@ being evicted); a gang whose classes cannot hold the tasks it still needs is ski
 This is a necessary condition (victim filters only take victims away), as allocate's own.
 A preemptor the queue refuses before any eviction (`Session.allocatable`) is tried on every
 candidate node as any other: evicting victims of its own queue gives the queue room back, and
-which victims a node holds decides whether enough comes back.
+which victims a node holds decides whether enough comes back. A node where the task fits as it
+is and that holds none of its victims is left to allocate (Volcano's actions skip a node without
+victims); room that only the tasks being evicted will free is taken (a preemptor pipelined last
+cycle finds its victims' node again).
 
 Whatever the plugins, the actions never evict a pod or a PodGroup's pods marked
 `volcano.sh/preemptable: "false"`, never leave a running gang below its minMember (a gang at its
@@ -358,13 +365,18 @@ class VictimSearch:
                     if victim.status in EVICTABLE and self.pool.selected(selection_key, victim) and also(victim)
                 ]
             )
-            # The filters keep the candidates' order (and a gang's spare members go lowest first).
-            victims = victims_of(task, candidates) if candidates else []
+            candidates, blocking = self._blockers_first(task, row, candidates)
+            # The filters keep the candidates' order (a gang's spare members go in that order).
+            victims: list[TaskInfo] | None = victims_of(task, candidates) if candidates else []
+            if blocking - {victim.uid for victim in victims or ()}:
+                victims = None  # a pod that refuses the task there may not be evicted
+            elif not victims and nodes.fits(task, slice(row, row + 1), session.be_capacity)[0]:
+                victims = None  # room there now and nobody to evict: allocate's node, not ours
 
             def whole(job: JobInfo, key: Hashable = selection_key) -> list[TaskInfo] | None:
                 return self._whole_gang(task, job, key, also, victims_of)
 
-            statement = self._evict_until_fits(task, row, victims, enough, whole)
+            statement = None if victims is None else self._evict_until_fits(task, row, victims, enough, whole)
             if statement is not None:
                 return statement
             scores[row] = preferred[row] = -np.inf
@@ -372,6 +384,17 @@ class VictimSearch:
             failures.at[row], failures.some = self._mark, True
         failures.nothing_at = self._mark
         return None
+
+    def _blockers_first(self, task: TaskInfo, row: int, candidates: list[TaskInfo]) -> tuple[list[TaskInfo], set[str]]:
+        """The candidates with those whose presence on the row refuses the task (pod
+        anti-affinity, host ports: `Session.blocking`) first, since no other eviction makes the
+        row feasible (kube-scheduler's preemption removes them whatever they free); and the uids
+        of every task there that refuses it (all must be evictable for the row to take it)."""
+        blocking = self.session.blocking(task, row)
+        if not blocking:
+            return candidates, blocking
+        first = [victim for victim in candidates if victim.uid in blocking]
+        return first + [victim for victim in candidates if victim.uid not in blocking], blocking
 
     def _sync(self) -> None:
         """Note which nodes changed since last time, and when."""

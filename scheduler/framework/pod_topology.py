@@ -21,9 +21,15 @@ These answers depend on more than a pod's placement class, and the session is to
 - an existing pod's required anti-affinity forbids its whole domain to the pods it selects: when
   a task carrying one is placed or removed, every node of its domain is marked changed.
 
-Checked against the session's table, not a what-if view: preempt and reclaim see the victims'
-pods still counted (conservative for anti-affinity and spread; for affinity a pipelined task is
-placed again, and checked again, in a later cycle before it binds).
+Checked against the session's table: a pod being evicted is no longer counted. Preempt and
+reclaim first pick candidate nodes on a what-if view whose rows are `assumed_free` (unnamed
+victims there may go): on such a row the pods on the row itself do not refuse by required
+anti-affinity (the pod's own, or an existing pod's against it) nor by host ports, since evicting
+them resolves the conflict, as kube-scheduler's preemption re-runs its filters with the victims
+removed; pods on other nodes of the domain still refuse. The action then evicts the blocking pods
+of the node it tries first (`blocking`) and asks again about the node as it then is. Affinity and
+spread are asked about the session's pods there too (for affinity a pipelined task is placed
+again, and checked again, in a later cycle before it binds).
 
 Not supported, and so refused by the session as an unsupported constraint
 (`model.hard_constraints`): a term with a non-empty `namespaceSelector` (the scheduler does not
@@ -383,9 +389,13 @@ class PodTopology:
 
     # -- the filter ---------------------------------------------------------------------------
 
-    def feasible(self, task: TaskInfo, affinity: bool, spread: bool, ports: bool) -> tuple[np.ndarray, Counter[str]]:
+    def feasible(
+        self, task: TaskInfo, affinity: bool, spread: bool, ports: bool, evictable: np.ndarray | None = None
+    ) -> tuple[np.ndarray, Counter[str]]:
         """Which rows the task may go to by its pod terms, and per reason how many rows fail (the
-        first failing check of each row, kube-scheduler's wording)."""
+        first failing check of each row, kube-scheduler's wording). On the `evictable` rows (a
+        what-if view's `assumed_free`) the row's own pods may all be evicted: they do not refuse
+        by anti-affinity or host ports (module docstring)."""
         size = len(self.nodes)
         ok = np.ones(size, dtype=bool)
         reasons: Counter[str] = Counter()
@@ -400,16 +410,22 @@ class PodTopology:
                 reasons[reason] += count
             ok[failed] = False
 
+        def elsewhere(counts: Counts, key: str) -> tuple[np.ndarray, np.ndarray]:
+            """Per row, the count over its domain (less the row's own on evictable rows)."""
+            within, present = self.in_domain(counts, key)
+            return (within if evictable is None else within - np.where(evictable, counts, 0)), present
+
         if ports and terms.host_ports:
-            refuse(self._ports_taken(terms.host_ports), PORTS_TAKEN)
+            taken = self._ports_taken(terms.host_ports)
+            refuse(taken if evictable is None else taken & ~evictable, PORTS_TAKEN)
         if affinity:
             labels = task.pod.meta.labels
             for term, carriers in self._carriers.items():
                 if carriers.any() and term.selection.matches(task.namespace, labels):
-                    within, present = self.in_domain(carriers, term.topology_key)
+                    within, present = elsewhere(carriers, term.topology_key)
                     refuse(present & (within > 0), EXISTING_ANTI_AFFINITY)
             for term in terms.anti_affinity:
-                within, present = self.in_domain(self.count(term.selection), term.topology_key)
+                within, present = elsewhere(self.count(term.selection), term.topology_key)
                 refuse(present & (within > 0), ANTI_AFFINITY_MISMATCH)
             if terms.affinity and not self._first_of_its_kind(task, terms):
                 for term in terms.affinity:
@@ -422,6 +438,39 @@ class PodTopology:
                     refuse(missing, SPREAD_MISSING_KEY)
                     refuse(skewed, SPREAD_MISMATCH)
         return ok, reasons
+
+    def blocking(self, task: TaskInfo, row: int, anti_affinity: bool, ports: bool) -> set[str]:
+        """The uids of the charged tasks on `row` whose presence there refuses `task` by required
+        anti-affinity, either way (when `anti_affinity` is enforced), or by a host port (when
+        `ports` is): the victims that must go for the task to fit on the row, whatever
+        resources they free."""
+        if not self.active:
+            return set()
+        terms = self.terms(task)
+        own = terms.anti_affinity if anti_affinity else ()
+        in_domain = [self.index.domains(term.topology_key)[row] >= 0 for term in own]
+        labels = task.pod.meta.labels
+        found = set()
+        for other in self.nodes.tasks[row].values():
+            if other.status not in CHARGED:
+                continue
+            if any(
+                present and term.selection.matches(other.namespace, other.pod.meta.labels)
+                for term, present in zip(own, in_domain, strict=True)
+            ):
+                found.add(other.uid)
+            elif other.pod_terms:
+                theirs = self.terms(other)
+                if (
+                    anti_affinity
+                    and any(
+                        self.index.domains(term.topology_key)[row] >= 0
+                        and term.selection.matches(task.namespace, labels)
+                        for term in theirs.anti_affinity
+                    )
+                ) or (ports and _ports_clash(terms.host_ports, theirs.host_ports)):
+                    found.add(other.uid)
+        return found
 
     def _first_of_its_kind(self, task: TaskInfo, terms: PodTerms) -> bool:
         """kube-scheduler's exception: no pod anywhere matches the pod's affinity terms and the
@@ -437,7 +486,7 @@ class PodTopology:
         held = self.ports()
         for ip, protocol, port in wanted:
             for other_ip, counts in held.get((protocol, port), {}).items():
-                if ip == other_ip or "0.0.0.0" in (ip, other_ip):
+                if _same_address(ip, other_ip):
                     taken |= counts > 0
         return taken
 
@@ -503,6 +552,19 @@ class PodTopology:
         score = MAX_SCORE - _normalised(raw)
         score[missing] = 0.0
         return score
+
+
+def _same_address(ip: str, other_ip: str) -> bool:
+    """Whether two host IPs of one (protocol, port) clash (0.0.0.0 clashes with every address)."""
+    return ip == other_ip or "0.0.0.0" in (ip, other_ip)
+
+
+def _ports_clash(wanted: tuple[tuple[str, str, int], ...], held: tuple[tuple[str, str, int], ...]) -> bool:
+    return any(
+        (protocol, port) == (other_protocol, other_port) and _same_address(ip, other_ip)
+        for ip, protocol, port in wanted
+        for other_ip, other_protocol, other_port in held
+    )
 
 
 def _normalised(raw: np.ndarray) -> np.ndarray:

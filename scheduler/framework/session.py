@@ -45,6 +45,8 @@ from lahar.scheduler.framework.options import PluginOption, SchedulerConf
 from lahar.scheduler.framework.plugin import Plugin, action_class, plugin_class
 from lahar.scheduler.framework.pod_topology import PodTopology
 from lahar.scheduler.model import (
+    HOST_PORTS,
+    POD_ANTI_AFFINITY,
     BindBatch,
     JobInfo,
     NodeTable,
@@ -173,6 +175,19 @@ class Session:
         if self._pod_topology is None:
             self._pod_topology = PodTopology(self)
         return self._pod_topology
+
+    def queue_of(self, task: TaskInfo) -> QueueInfo | None:
+        """The queue of the task's job, None when the session does not know it."""
+        return self.queues.get(self.jobs[task.job].queue)
+
+    def blocking(self, task: TaskInfo, row: int) -> set[str]:
+        """The uids of the tasks on `row` that must be evicted before `task` may go there, by the
+        pod constraints a configured predicate enforces (required pod anti-affinity either way,
+        host ports: `PodTopology.blocking`); empty when no plugin asks about the pods around."""
+        topology = self._pod_topology
+        if topology is None:
+            return set()
+        return topology.blocking(task, row, POD_ANTI_AFFINITY in self._enforced, HOST_PORTS in self._enforced)
 
     # -- lifecycle ---------------------------------------------------------------------------
 

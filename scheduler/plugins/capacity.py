@@ -22,9 +22,11 @@ missing parent or a looping chain is reported on the queue (`InvalidParent`) and
   deserved);
 - preemptive (may reclaim): the queue is Open, allocated + request stays within its real
   capability, and within its deserved share on some resource the task asks for that it deserves;
-- reclaimable: victims of queues holding more than they deserve on a resource the victim
-  holds, never taking a queue below its guarantee, each victim lowering its queue's count for the
-  next (across the tree: leaf against leaf, a parent's count following its children).
+- reclaimable: victims that hold something the reclaimer asks for, of queues holding more
+  than they deserve on a resource the victim holds and the queue deserves (a victim holding
+  only resources its queue deserves none of may go, Volcano's "immediate victim"), never taking
+  a queue below its guarantee, each victim lowering its queue's count for the next (across the
+  tree: leaf against leaf, a parent's count following its children).
 
 Not implemented: Volcano's `ancestorReclaimLevel` (reclaim limited to within a subtree level),
 DRA quotas, elastic resources in admission. `enableHierarchy` is accepted and changes nothing:
@@ -41,6 +43,7 @@ from lahar.api.resources import ResourceList
 from lahar.scheduler.framework.plugin import Plugin, register_plugin
 from lahar.scheduler.framework.queue_tree import QueueTree, queue_tree
 from lahar.scheduler.framework.session import PERMIT, REJECT, Session
+from lahar.scheduler.framework.shares import victims_over_share
 from lahar.scheduler.model import CHARGED, JobInfo, QueueInfo, TaskInfo
 
 UNBOUNDED = np.iinfo(np.int64).max
@@ -181,30 +184,24 @@ class CapacityPlugin(Plugin):
                 self.inqueue[level.name] += job.min_resources
 
     def victims(self, reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
-        jobs, queues, columns = self.session.jobs, self.session.queues, self.columns
-        left: dict[str, np.ndarray] = {}
-        chosen = []
-        for victim in candidates:
-            queue = queues.get(jobs[victim.job].queue)
-            if queue is None:
-                continue
-            allocated = left.get(queue.name)
-            if allocated is None:
-                allocated = left[queue.name] = queue.allocated.copy()
-            after = allocated - victim.request
-            if (after[columns] < queue.guarantee[columns]).any():
-                continue
-            held = self._asked(victim.request)
-            if not (allocated[held] > queue.deserved[held]).any():
-                continue  # within its deserved share on everything the victim holds
-            left[queue.name] = after
-            chosen.append(victim)
-        return chosen
+        """Victims that hold something the reclaimer asks for, of queues above their deserved
+        share on a resource the victim holds and the queue deserves; a victim holding nothing its
+        queue deserves at all may go (Volcano's "immediate victim")."""
+        wanted = reclaimer.request[self.columns] > 0
+
+        def over_share(queue: QueueInfo, allocated: np.ndarray, request: np.ndarray) -> bool:
+            held = request[self.columns] > 0
+            if not (held & wanted).any():
+                return False  # frees nothing the reclaimer needs
+            deserving = self.columns[held & (queue.deserved[self.columns] > 0)]
+            return not deserving.size or bool((allocated[deserving] > queue.deserved[deserving]).any())
+
+        return victims_over_share(candidates, self.session.queue_of, self.columns, over_share)
 
     # -- events ------------------------------------------------------------------------------
 
     def _moved(self, task: TaskInfo, sign: int) -> None:
-        queue = self.session.queues.get(self.session.jobs[task.job].queue)
+        queue = self.session.queue_of(task)
         if queue is not None:
             for level in self._levels(queue):
                 level.allocated += sign * task.request

@@ -96,9 +96,9 @@ class PredicatesPlugin(Plugin):
         return frozenset(enforced)
 
     def pods_around(self, task: TaskInfo, nodes: NodeTable, rows: Rows) -> np.ndarray:
-        """Pod (anti-)affinity, spread and host ports: asked of the session's pods whatever
-        `nodes` is (see framework.pod_topology)."""
-        mask, _ = self.topology.feasible(task, self.pod_affinity, self.spread, self.ports)
+        """Pod (anti-)affinity, spread and host ports: asked of the session's pods; on a what-if
+        view the pods of its `assumed_free` rows may be evicted (see framework.pod_topology)."""
+        mask, _ = self.topology.feasible(task, self.pod_affinity, self.spread, self.ports, nodes.assumed_free)
         return mask[rows]
 
     def explain_pods_around(self, task: TaskInfo, nodes: NodeTable) -> Counter[str]:

@@ -46,6 +46,7 @@ from lahar.api.resources import ResourceList
 from lahar.scheduler.framework.plugin import Plugin, register_plugin
 from lahar.scheduler.framework.queue_tree import queue_tree
 from lahar.scheduler.framework.session import PERMIT, REJECT, Session
+from lahar.scheduler.framework.shares import victims_over_share
 from lahar.scheduler.model import CHARGED, LENT_COLUMNS, JobInfo, QueueInfo, TaskInfo, TaskStatus
 
 QUOTA_INSUFFICIENT = "queue resource quota insufficient"
@@ -302,7 +303,7 @@ class ProportionPlugin(Plugin):
         return bool((queue.allocated[asked] + request[asked] <= deserved + deserved // TOLERANCE + 1).all())
 
     def _allocate(self, task: TaskInfo) -> None:
-        queue = self.session.queues.get(self.session.jobs[task.job].queue)
+        queue = self.session.queue_of(task)
         if queue is not None:
             charged = self.charge(task)
             queue.allocated += charged
@@ -310,7 +311,7 @@ class ProportionPlugin(Plugin):
                 self._subtree[name] += charged
 
     def _deallocate(self, task: TaskInfo) -> None:
-        queue = self.session.queues.get(self.session.jobs[task.job].queue)
+        queue = self.session.queue_of(task)
         if queue is not None:
             charged = self.charge(task)
             queue.allocated -= charged
@@ -365,30 +366,17 @@ class ProportionPlugin(Plugin):
     # -- reclaim -----------------------------------------------------------------------------
 
     def victims(self, reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
-        """Candidates from queues holding more than they deserve, as long as taking each one
-        leaves its queue at or above its guarantee (taken in order, each lowering the next)."""
+        """Candidates from queues holding more than they deserve (on every quota resource, not
+        just those the victim holds), as long as taking each one leaves its queue at or above
+        its guarantee. No "holds at least the reclaimer's request" test: the node's idle
+        resources make up the rest (the action evicts only until the reclaimer fits)."""
         self._fresh()
         columns = self.session.resources.quota_columns
-        jobs, queues = self.session.jobs, self.session.queues
-        left: dict[str, np.ndarray] = {}
-        chosen = []
-        for victim in candidates:
-            queue = queues.get(jobs[victim.job].queue)
-            if queue is None:
-                continue
-            allocated = left.get(queue.name)
-            if allocated is None:
-                allocated = left[queue.name] = queue.allocated.copy()
-            # No "holds at least the reclaimer's request" test: the node's idle resources make up
-            # the rest (the action evicts only until the reclaimer fits).
-            if (allocated[columns] <= queue.deserved[columns]).all():
-                continue  # within its deserved share
-            after = allocated - victim.request
-            if (after[columns] < queue.guarantee[columns]).any():
-                continue
-            left[queue.name] = after
-            chosen.append(victim)
-        return chosen
+
+        def over_share(queue: QueueInfo, allocated: np.ndarray, request: np.ndarray) -> bool:
+            return not (allocated[columns] <= queue.deserved[columns]).all()
+
+        return victims_over_share(candidates, self.session.queue_of, columns, over_share)
 
     # -- close -------------------------------------------------------------------------------
 
