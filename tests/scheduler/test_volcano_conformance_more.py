@@ -663,27 +663,6 @@ CAPACITY_FLAT_CASES: list[tuple[str, list[Obj], dict[str, str], dict[str, list[s
 ]
 
 
-@pytest.mark.parametrize(
-    ("name", "objects", "expect_binds", "expect_pipelined", "expect_evicted"),
-    CAPACITY_FLAT_CASES,
-    ids=[c[0].split(":")[0] for c in CAPACITY_FLAT_CASES],
-)
-def test_volcano_capacity_flat_case(
-    name: str,
-    objects: list[Obj],
-    expect_binds: dict[str, str],
-    expect_pipelined: dict[str, list[str]],
-    expect_evicted: list[str],
-) -> None:
-    session = outcome(objects, "allocate, reclaim", CAPACITY_TIERS)
-    pipelined: dict[str, list[str]] = {}
-    for task in session.pipelined:
-        pipelined.setdefault(task.job, []).append(task.node)
-    assert binds(session) == expect_binds
-    assert pipelined == expect_pipelined
-    assert evicted(session) == expect_evicted
-
-
 # -- actions/allocate/allocate_test.go: TestFareShareAllocate ----------------------------------------------
 
 FAIR_SHARE_TIERS = (
@@ -854,29 +833,39 @@ HIERARCHY_MORE_CASES: list[tuple[str, list[Obj], dict[str, str], dict[str, list[
 ]
 
 
-@pytest.mark.parametrize(
-    ("name", "objects", "expect_binds", "expect_pipelined", "expect_evicted"),
-    HIERARCHY_MORE_CASES,
-    ids=[c[0].split(":")[0] for c in HIERARCHY_MORE_CASES],
+HIERARCHY_TIERS = (
+    [
+        {
+            **only("capacity", "allocatable", "preemptive", "reclaimable", "queue_order", "job_enqueueable"),
+            "enableHierarchy": True,
+        },
+        only("predicates", "predicate"),
+        only("gang", "job_starving"),
+    ],
 )
-def test_volcano_capacity_hierarchy_more_case(
+# (table, the Go test's actions, its tiers, its rows)
+CAPACITY_TABLES = [
+    ("flat", "allocate, reclaim", CAPACITY_TIERS, CAPACITY_FLAT_CASES),
+    ("hierarchy", "enqueue, reclaim, allocate", HIERARCHY_TIERS, HIERARCHY_MORE_CASES),
+]
+CAPACITY_ROWS = [(actions, tiers, *row) for _, actions, tiers, rows in CAPACITY_TABLES for row in rows]
+
+
+@pytest.mark.parametrize(
+    ("actions", "tiers", "name", "objects", "expect_binds", "expect_pipelined", "expect_evicted"),
+    CAPACITY_ROWS,
+    ids=[f"{table} {row[0].split(':')[0]}" for table, _, _, rows in CAPACITY_TABLES for row in rows],
+)
+def test_volcano_capacity_case(
+    actions: str,
+    tiers: Any,
     name: str,
     objects: list[Obj],
     expect_binds: dict[str, str],
     expect_pipelined: dict[str, list[str]],
     expect_evicted: list[str],
 ) -> None:
-    tiers = (
-        [
-            {
-                **only("capacity", "allocatable", "preemptive", "reclaimable", "queue_order", "job_enqueueable"),
-                "enableHierarchy": True,
-            },
-            only("predicates", "predicate"),
-            only("gang", "job_starving"),
-        ],
-    )
-    session = outcome(objects, "enqueue, reclaim, allocate", tiers)
+    session = outcome(objects, actions, tiers)
     pipelined: dict[str, list[str]] = {}
     for task in session.pipelined:
         pipelined.setdefault(task.job, []).append(task.node)
