@@ -13,6 +13,7 @@ is loaded, before any session runs with it.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 import re
@@ -210,8 +211,11 @@ def register_action(cls: A) -> A:
     return cls
 
 
+@functools.cache
 def load_builtins() -> None:
-    """Import every module under scheduler/plugins and scheduler/actions so they register."""
+    """Import every module under scheduler/plugins and scheduler/actions so they register. Once:
+    every session looks its plugins and actions up, and listing the packages' folders again cost
+    about 1 ms a lookup, some 40 ms a cycle (most of a small cycle's CPU)."""
     for package_name in ("lahar.scheduler.plugins", "lahar.scheduler.actions"):
         package = importlib.import_module(package_name)
         for module in pkgutil.iter_modules(package.__path__):
