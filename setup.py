@@ -1,11 +1,12 @@
-"""Package discovery: the top-level program folders (agent/, scheduler/, controller/, apiserver/, node/,
-up/) install as lahar.agent, lahar.scheduler and so on, so the repository layout shows the architecture; bench/ (the
-benchmarks of `lahar bench`, and the demo's workloads) and examples/ (the manifests `lahar up --demo`
-applies) install as lahar.bench and lahar.examples, so a wheel carries everything the demo needs."""
+"""Package discovery: the top-level program folders (agent/, scheduler/, controller/, apiserver/,
+federation/, node/, up/) install as lahar.agent, lahar.scheduler and so on, so the repository layout
+shows the architecture; bench/ (the benchmarks of `lahar bench`, and the demo's workloads) and
+examples/ (the manifests `lahar up --demo` applies) install as lahar.bench and lahar.examples, so a
+wheel carries everything the demo needs."""
 
 from setuptools import find_packages, setup
 
-MAPPED = ("agent", "scheduler", "controller", "apiserver", "node", "up", "bench", "examples")
+MAPPED = ("agent", "scheduler", "controller", "apiserver", "federation", "node", "up", "bench", "examples")
 
 
 def packages() -> list[str]:

@@ -9,7 +9,7 @@ BIN=${BIN:-.venv/bin}
 # source trees, so build/lint/lahar links every part under its installed name.
 tree=build/lint/lahar
 rm -rf build/lint && mkdir -p "$tree"
-for entry in lahar/* agent scheduler controller apiserver node up bench examples; do
+for entry in lahar/* agent scheduler controller apiserver federation node up bench examples; do
     name=$(basename "$entry")
     [ "$name" = __pycache__ ] && continue
     ln -s "$PWD/$entry" "$tree/$name"
@@ -20,7 +20,7 @@ echo "== ruff check"; "$BIN/ruff" check --output-format concise . || status=1
 echo "== ruff format --check"; "$BIN/ruff" format --check . || status=1
 echo "== mypy"
 # Paths back to the repository's, so editors can jump to them.
-"$BIN/mypy" 2>&1 | sed -E "s#^build/lint/lahar/(agent|scheduler|controller|apiserver|node|up|bench|examples)/#\1/#; s#^build/lint/##" \
+"$BIN/mypy" 2>&1 | sed -E "s#^build/lint/lahar/(agent|scheduler|controller|apiserver|federation|node|up|bench|examples)/#\1/#; s#^build/lint/##" \
     || status=1
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 echo "== import contracts"

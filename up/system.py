@@ -104,6 +104,10 @@ class UpOptions:
     verbose: bool = False  # -v: debug lines, here and in the programs it starts
     log_format: str = "text"  # --log-format, here and in the programs it starts
     scheduler_conf: Path | None = None  # the scheduler's --conf (its built-in configuration if None)
+    # A federation hub (`lahar up --clusters N`, up/fleet.py): the API server and `lahar federation`
+    # only; no scheduler, controller or nodes, so the hub's Jobs run in the members alone.
+    hub: bool = False
+    federation_policy: Path | None = None
 
 
 # --- the API server, in a thread of this process ----------------------------------------------------
@@ -405,6 +409,13 @@ class System:
         self._sim_token = sim_token
         tokens = self._write_secret("report-tokens", f"{agent_token} {node}\n{sim_token} *\n")
         kubeconfig = ["--kubeconfig", str(self.kubeconfig)]
+        if self.options.hub:
+            policy = [] if self.options.federation_policy is None else ["--policy", str(self.options.federation_policy)]
+            self.programs = [self._program("federation", [*kubeconfig, *policy])]
+            say(f"launching the federation as a child process (its log: {self.components_dir}/federation.log)")
+            self.programs[0].start()
+            self._write_pids()
+            return
         scheduler_conf = [] if self.options.scheduler_conf is None else ["--conf", str(self.options.scheduler_conf)]
         self.programs = [
             self._program(
@@ -573,9 +584,12 @@ class System:
         a back-off, one whose /livez fails LIVENESS_FAILURES times in a row is killed and
         started again, each said as it happens; the others keep running meanwhile."""
         while not until.wait(poll_seconds):
-            now = time.monotonic()
-            for program in self.programs:
-                self._tend(program, now)
+            self.tend(time.monotonic())
+
+    def tend(self, now: float) -> None:
+        """One round of supervision over every program (`lahar up --clusters` tends several systems)."""
+        for program in self.programs:
+            self._tend(program, now)
 
     def _tend(self, program: Program, now: float) -> None:
         if program.restart_at is not None:

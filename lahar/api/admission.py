@@ -11,6 +11,7 @@ from typing import Any
 
 from lahar.api import (
     batch,
+    cluster,
     cronjob,
     events,
     hypernode,
@@ -28,6 +29,7 @@ from lahar.api.errors import Field, FieldError, ValidationError
 from lahar.api.kinds import (
     BATCH_CRONJOB,
     BATCH_JOB,
+    CLUSTER,
     CRONJOB,
     DAEMON_SET,
     DEPLOYMENT,
@@ -79,6 +81,7 @@ _RULES: dict[Kind, KindRules] = {
     PODGROUP: KindRules(podgroup.defaults, podgroup.validate),
     QUEUE: KindRules(queue.defaults, queue.validate),
     HYPERNODE: KindRules(validate=hypernode.validate),
+    CLUSTER: KindRules(validate=cluster.validate),
     POD: KindRules(pod.defaults, pod.validate),
     NODE: KindRules(node.defaults, node.validate),
     LEASE: KindRules(validate=lease.validate),

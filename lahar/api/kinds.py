@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 VOLCANO_BATCH = "batch.volcano.sh"
 VOLCANO_SCHEDULING = "scheduling.volcano.sh"
 VOLCANO_FLOW = "flow.volcano.sh"
+FEDERATION = "federation.lahar.dev"
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,8 @@ PODGROUP = Kind(VOLCANO_SCHEDULING, "v1beta1", "PodGroup", "podgroups", True, ("
 QUEUE = Kind(VOLCANO_SCHEDULING, "v1beta1", "Queue", "queues", False, ("q", "queue-v1beta1"), ("status",))
 # Volcano's network topology (the scheduler's network-topology-aware plugin reads it).
 HYPERNODE = Kind("topology.volcano.sh", "v1alpha1", "HyperNode", "hypernodes", False, ("hn",), ("status",))
+# A member cluster of a federation, on the hub (lahar/api/cluster.py, federation/).
+CLUSTER = Kind(FEDERATION, "v1alpha1", "Cluster", "clusters", False, ("mcl",), ("status",))
 # Leader election (lahar.client.leader) and node heartbeats; no status subresource, as in Kubernetes.
 LEASE = Kind("coordination.k8s.io", "v1", "Lease", "leases", True)
 SERVICE_ACCOUNT = Kind("", "v1", "ServiceAccount", "serviceaccounts", True, ("sa",))
@@ -149,6 +152,7 @@ ALL_KINDS: tuple[Kind, ...] = (
     PODGROUP,
     QUEUE,
     HYPERNODE,
+    CLUSTER,
     LEASE,
     SERVICE_ACCOUNT,
     DEPLOYMENT,

@@ -171,6 +171,11 @@ COLUMNS: dict[Kind, list[tuple[str, str, int, Cell]]] = {
         ("Parent", "string", 1, _path("spec.parent", "root")),
     ],
     kinds.HYPERNODE: [("Tier", "integer", 0, _path("spec.tier", 0))],
+    kinds.CLUSTER: [
+        ("Endpoint", "string", 0, _path("spec.endpoint")),
+        ("Reachable", "boolean", 0, _path("status.reachable", False)),
+        ("Heartbeat", "string", 1, _path("status.lastHeartbeatTime", "<none>")),
+    ],
     kinds.SERVICE: [
         ("Type", "string", 0, _path("spec.type", "ClusterIP")),
         ("Cluster-IP", "string", 0, _path("spec.clusterIP", "None")),

@@ -11,6 +11,7 @@ from lahar.cli import (
     agent_command,
     bench_command,
     controller_command,
+    federation_command,
     flow_commands,
     job_commands,
     logs_command,
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     logs_command.register(commands)
     agent_command.register(commands)
     controller_command.register(commands)
+    federation_command.register(commands)
     scheduler_command.register(commands)
     bench_command.register(commands)
     return parser

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -140,6 +141,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="apply the examples/ scenarios and narrate them (co-location, a gang, two queues), then stay up",
     )
     up.add_argument("--demo-exit", action="store_true", help="with --demo: stop once the narration is done")
+    up.add_argument(
+        "--clusters",
+        type=int,
+        default=0,
+        help="a federation instead: N member clusters of simulated nodes and a hub running `lahar federation` "
+        "(docs/federation.md)",
+    )
+    up.add_argument("--federation-policy", type=Path, help="with --clusters: the federation's policy (YAML)")
     up.set_defaults(run=run_up)
 
     kubeconfig = commands.add_parser("kubeconfig", help="print a kubeconfig for the embedded API server")
@@ -208,6 +217,19 @@ def run_up(args: argparse.Namespace) -> int:
         log_format=args.log_format,
         scheduler_conf=args.scheduler_conf,
     )
+    if args.clusters:
+        from lahar.up.fleet import run_fleet
+
+        if args.demo:
+            raise ValueError("--demo and --clusters do not go together")
+        if args.federation_policy is not None:
+            from lahar.federation.policy import load_policy
+
+            load_policy(args.federation_policy)  # refused here rather than by the hub's federation
+        fleet_options = dataclasses.replace(options, federation_policy=args.federation_policy)
+        return run_fleet(fleet_options, args.clusters, stop_event())
+    if args.federation_policy is not None:
+        raise ValueError("--federation-policy goes with --clusters")
     demo = None
     if args.demo:
         from lahar.up.demo import run_demo

@@ -1,0 +1,36 @@
+"""The labels and annotations the federation reads and writes: on hub Jobs (where each runs, which
+placement), on the member copies (the fence back to the hub Job), on what it copies along."""
+
+from __future__ import annotations
+
+PREFIX = "federation.lahar.dev"
+
+# On a hub Job, written by the federation. A label, so `kubectl get vcjob -L federation.lahar.dev/cluster`
+# shows where each Job runs and the federation can list a member's Jobs.
+CLUSTER_LABEL = f"{PREFIX}/cluster"
+# The placement number: 1 at the first dispatch, one more at each re-dispatch. A member copy whose
+# number differs from its hub Job's is stale (the fence).
+PLACEMENT_ANNOTATION = f"{PREFIX}/placement"
+# The placement number whose copy has been created in the member (absent: not created yet).
+DISPATCHED_ANNOTATION = f"{PREFIX}/dispatched"
+
+# On a hub Job, written by its author.
+CLUSTER_SELECTOR_ANNOTATION = f"{PREFIX}/cluster-selector"  # a label selector over Cluster labels
+ON_MEMBER_LOSS_ANNOTATION = f"{PREFIX}/on-member-loss"  # Redispatch (default) or Wait
+REDISPATCH, WAIT = "Redispatch", "Wait"
+
+# On a member copy: which hub Job it is a copy of, and of which placement.
+HUB_UID_LABEL = f"{PREFIX}/hub-uid"
+HUB_GENERATION_ANNOTATION = f"{PREFIX}/hub-generation"
+HUB_RESOURCE_VERSION_ANNOTATION = f"{PREFIX}/hub-resource-version"
+# On the namespaces, ConfigMaps, Secrets and Queues copied into a member.
+MANAGED_LABEL = f"{PREFIX}/managed"
+
+# status.state.reason values the federation writes on hub Jobs.
+REASON_WAITING = "WaitingForMember"  # no member has room now
+REASON_NEVER_FITS = "NoMemberFits"  # no member could ever run it: a clear, final-looking reason
+REASON_QUOTA = "QueueQuota"  # the queue's fleet-wide capability is used up
+REASON_DISPATCHED = "Dispatched"
+REASON_UNREACHABLE = "MemberUnreachable"
+REASON_REDISPATCHED = "Redispatched"
+REASON_DELETED_IN_MEMBER = "DeletedInMember"

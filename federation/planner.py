@@ -1,0 +1,410 @@
+"""What the federation does next: one pure function from what the hub and the members look like now
+to a list of actions (`plan`). The loop in federation.py reads, calls `plan`, and writes; every
+decision is here, where a test can give it any fleet and any history.
+
+A hub Job goes through: pending (no cluster label) -> placed (label + placement number) ->
+dispatched (the copy exists in the member; its status is mirrored back) -> finished. Its member
+stops answering: the Job is marked, and after `redispatch_after` seconds placed again elsewhere
+with the next placement number. A copy in a member whose hub Job is gone, or whose placement is
+not the hub Job's, is deleted: the fence that keeps one copy of a Job running."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from lahar.api.job import FINISHED_PHASES, STATUS_STATE, JobPhase, job_phase
+from lahar.api.queue import DEFAULT_QUEUE, Queue
+from lahar.api.resources import ResourceList
+from lahar.api.selectors import LabelSelector, SelectorError
+from lahar.federation import names
+from lahar.federation.placement import (
+    Choice,
+    Demand,
+    MemberView,
+    cluster_selector,
+    demand_of,
+    dominant_share,
+    pack,
+    score,
+    within,
+)
+from lahar.federation.policy import Policy
+
+Key = tuple[str, str]  # (namespace, name)
+# Phases after which a Job holds nothing and is never moved again.
+DONE_PHASES = FINISHED_PHASES | {JobPhase.ABORTED}
+
+
+def _int_or_none(text: Any) -> int | None:
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class HubJob:
+    """A Volcano Job on the hub, as the federation reads it."""
+
+    key: Key
+    uid: str
+    queue: str
+    priority: int
+    created: str
+    demand: Demand
+    cluster: str  # the member it is placed on ("" when pending)
+    placement: int  # the placement number (0 when never placed)
+    dispatched: int | None  # the placement number whose copy was created
+    phase: JobPhase
+    on_member_loss: str
+    deleting: bool
+    status: Mapping[str, Any]
+    raw: Mapping[str, Any] = field(repr=False, compare=False)
+
+    @property
+    def done(self) -> bool:
+        return self.phase in DONE_PHASES
+
+
+def hub_job(obj: Mapping[str, Any], priorities: Mapping[str, int]) -> HubJob:
+    metadata = obj.get("metadata") or {}
+    labels, annotations = metadata.get("labels") or {}, metadata.get("annotations") or {}
+    spec = obj.get("spec") or {}
+    return HubJob(
+        key=(metadata.get("namespace") or "default", metadata.get("name") or ""),
+        uid=metadata.get("uid") or "",
+        queue=spec.get("queue") or DEFAULT_QUEUE,
+        priority=priorities.get(spec.get("priorityClassName") or "", 0),
+        created=metadata.get("creationTimestamp") or "",
+        demand=demand_of(obj),
+        cluster=labels.get(names.CLUSTER_LABEL) or "",
+        placement=_int_or_none(annotations.get(names.PLACEMENT_ANNOTATION)) or 0,
+        dispatched=_int_or_none(annotations.get(names.DISPATCHED_ANNOTATION)),
+        phase=job_phase(obj),
+        on_member_loss=annotations.get(names.ON_MEMBER_LOSS_ANNOTATION) or names.REDISPATCH,
+        deleting=bool(metadata.get("deletionTimestamp")),
+        status=obj.get("status") or {},
+        raw=obj,
+    )
+
+
+@dataclass(frozen=True)
+class MemberCopy:
+    """A Job in a member that the federation created (it carries its hub Job's uid)."""
+
+    member: str
+    key: Key
+    uid: str  # the copy's own uid in the member: deletes are preconditioned on it
+    hub_uid: str
+    placement: int
+    status: Mapping[str, Any]
+
+
+# --- actions ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """Place the Job on `member` as placement number `placement` (label and annotation on the hub
+    Job first, then the copy): the hub remembers the decision before the member sees it."""
+
+    job: Key
+    member: str
+    placement: int
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class CreateCopy:
+    """The hub Job is placed on `member` but its copy was never confirmed there: create it."""
+
+    job: Key
+    member: str
+    placement: int
+
+
+@dataclass(frozen=True)
+class DeleteCopy:
+    member: str
+    job: Key
+    uid: str  # the copy's uid in the member
+    why: str
+
+
+@dataclass(frozen=True)
+class SetStatus:
+    """Write the hub Job's status: the member copy's (mirroring) or a reason of the federation's."""
+
+    job: Key
+    status: Mapping[str, Any]
+    event: tuple[str, str, str] | None = None  # (type, reason, message) to record with it
+
+
+Action = Dispatch | CreateCopy | DeleteCopy | SetStatus
+
+
+# --- quotas -------------------------------------------------------------------------------------
+
+
+def fleet_capability(queue: str, hub_queues: Mapping[str, Queue], members: Iterable[MemberView]) -> ResourceList:
+    """A queue's quota across the fleet: the hub Queue's capability when it sets one; otherwise
+    the members' own capabilities for it, summed, for each resource every member bounds (a
+    member that does not bound a resource leaves it unbounded fleet-wide)."""
+    hub_queue = hub_queues.get(queue)
+    if hub_queue is not None and hub_queue.capability:
+        return hub_queue.capability
+    bounds = [member.queue_capability.get(queue) for member in members if member.known]
+    if not bounds or any(bound is None for bound in bounds):
+        return ResourceList()
+    common = set.intersection(*(set(bound) for bound in bounds if bound is not None))
+    return ResourceList({name: sum(bound.get(name) for bound in bounds if bound is not None) for name in common})
+
+
+def _state_of(status: Mapping[str, Any]) -> Mapping[str, Any]:
+    state = status.get(STATUS_STATE)
+    return state if isinstance(state, Mapping) else {}
+
+
+def _with_state(status: Mapping[str, Any], phase: JobPhase, reason: str, message: str) -> dict[str, Any]:
+    result = dict(status)
+    result[STATUS_STATE] = {"phase": phase.value, "reason": reason, "message": message}
+    return result
+
+
+def _says(job: HubJob, reason: str, message: str) -> bool:
+    state = _state_of(job.status)
+    return state.get("reason") == reason and state.get("message") == message
+
+
+# --- the plan -----------------------------------------------------------------------------------
+
+
+@dataclass
+class _Fleet:
+    """The room placement works with during one plan: nodes' free room and each queue's use,
+    updated as Jobs are placed so two Jobs never count on the same room."""
+
+    members: dict[str, MemberView]
+    free: dict[str, list[ResourceList]]
+    queue_use: dict[str, ResourceList]  # fleet-wide, by queue
+    queue_on_member: dict[tuple[str, str], ResourceList]
+
+    def commit(self, member: str, job: HubJob, free_after: Sequence[ResourceList]) -> None:
+        self.free[member] = list(free_after)
+        self.queue_use[job.queue] = self.queue_use.get(job.queue, ResourceList()) + job.demand.total
+        key = (job.queue, member)
+        self.queue_on_member[key] = self.queue_on_member.get(key, ResourceList()) + job.demand.total
+
+
+def choose(
+    job: HubJob,
+    fleet: _Fleet,
+    hub_queues: Mapping[str, Queue],
+    policy: Policy,
+    exclude: str = "",
+) -> Choice:
+    """The best member for `job` now, or why there is none."""
+    try:
+        selector: LabelSelector | None = cluster_selector(job.raw)
+    except SelectorError as exc:
+        return Choice(None, names.REASON_NEVER_FITS, str(exc))
+    capability = fleet_capability(job.queue, hub_queues, fleet.members.values())
+    used = fleet.queue_use.get(job.queue, ResourceList())
+    if capability and not within(used + job.demand.total, capability):
+        if not within(job.demand.total, capability):
+            return Choice(None, names.REASON_NEVER_FITS, f"the job asks more than queue {job.queue}'s capability")
+        return Choice(None, names.REASON_QUOTA, f"queue {job.queue} is at its fleet-wide capability")
+    matching = [
+        m for m in fleet.members.values() if m.name != exclude and (selector is None or selector.matches(m.labels))
+    ]
+    if not matching:
+        return Choice(None, names.REASON_NEVER_FITS, "no member cluster matches the job's cluster selector")
+    if all(m.known for m in matching) and not any(pack(m.node_allocatable, job.demand.pods) for m in matching):
+        return Choice(None, names.REASON_NEVER_FITS, "no member cluster could ever hold the whole gang")
+    max_cost = max((m.cost for m in matching), default=0.0)
+    best: tuple[float, str, list[ResourceList]] | None = None
+    for member in sorted(matching, key=lambda m: m.name):
+        if not member.accepts_new_jobs:
+            continue
+        queue_bound = member.queue_capability.get(job.queue)
+        queue_after = fleet.queue_on_member.get((job.queue, member.name), ResourceList()) + job.demand.total
+        if queue_bound is not None and not within(queue_after, queue_bound):
+            continue
+        free_after = pack(fleet.free[member.name], job.demand.pods)
+        if free_after is None:
+            continue
+        value = score(member, free_after, queue_after, max_cost, policy.weights)
+        if best is None or value > best[0]:
+            best = (value, member.name, free_after)
+    if best is None:
+        return Choice(None, names.REASON_WAITING, "no member cluster has room for the whole gang now")
+    return Choice(best[1], free_after=tuple(best[2]))
+
+
+def _fair_order(pending: list[HubJob], fleet: _Fleet, hub_queues: Mapping[str, Queue]) -> list[HubJob]:
+    """Pending Jobs in dispatch order: higher priority first; between queues, the one using the
+    least of its weighted share of the fleet; within a queue, oldest first. The shares move as
+    the order is built (each Job counted as if dispatched), so queues take turns."""
+    capacity = sum((m.capacity for m in fleet.members.values() if m.known), ResourceList())
+    queues = {job.queue for job in pending} | set(fleet.queue_use)
+    weight = {q: (hub_queues[q].weight if q in hub_queues else 1) for q in queues}
+    total_weight = sum(weight.values()) or 1
+    by_queue: dict[str, list[HubJob]] = {}
+    for job in sorted(pending, key=lambda j: (-j.priority, j.created, j.key)):
+        by_queue.setdefault(job.queue, []).append(job)
+    use = dict(fleet.queue_use)
+    ordered: list[HubJob] = []
+    while by_queue:
+
+        def share(q: str) -> float:
+            deserved = ResourceList({n: a * weight[q] // total_weight for n, a in capacity.items()})
+            return dominant_share(use.get(q, ResourceList()), deserved) if deserved else 0.0
+
+        queue = min(by_queue, key=lambda q: (-by_queue[q][0].priority, share(q), by_queue[q][0].created, q))
+        job = by_queue[queue].pop(0)
+        if not by_queue[queue]:
+            del by_queue[queue]
+        use[queue] = use.get(queue, ResourceList()) + job.demand.total
+        ordered.append(job)
+    return ordered
+
+
+# A copy in these phases has its gang's pods bound: the member's free room already counts them.
+_STARTED = frozenset(JobPhase) - {JobPhase.PENDING}
+
+
+def _hold_room_for_unstarted(
+    jobs: Sequence[HubJob], copy_of: Mapping[tuple[str, str], MemberCopy], fleet: _Fleet
+) -> None:
+    """Jobs placed on a member whose pods are not bound yet take no room in its snapshot: pack them
+    first, so the room they will take is not promised to another Job."""
+    for job in jobs:
+        if not job.cluster or job.done or job.deleting or job.cluster not in fleet.free:
+            continue
+        found = copy_of.get((job.cluster, job.uid))
+        if found is not None and job_phase({"status": found.status}) in _STARTED:
+            continue
+        free_after = pack(fleet.free[job.cluster], job.demand.pods)
+        if free_after is not None:
+            fleet.free[job.cluster] = free_after
+
+
+def plan(
+    jobs: Sequence[HubJob],
+    members: Mapping[str, MemberView],
+    copies: Mapping[str, Sequence[MemberCopy]],
+    hub_queues: Mapping[str, Queue],
+    policy: Policy,
+    now: float,
+) -> list[Action]:
+    """The actions that bring the fleet to what the hub asks. `copies` holds, for each member
+    listed just now, every copy found there (a member absent from it was not listed: nothing is
+    concluded about its copies)."""
+    actions: list[Action] = []
+    by_uid = {job.uid: job for job in jobs if not job.deleting}
+    copy_of: dict[tuple[str, str], MemberCopy] = {}
+    ahead: set[str] = set()  # hub uids whose read lags a copy
+    for member_name, found in copies.items():
+        for member_copy in found:
+            hub = by_uid.get(member_copy.hub_uid)
+            if hub is None:
+                actions.append(DeleteCopy(member_name, member_copy.key, member_copy.uid, "its hub job is gone"))
+            elif member_copy.placement > hub.placement:
+                # Newer than the hub Job as read: the read is behind the federation's own write
+                # (placements only grow, and the hub is written first). Nothing to conclude yet.
+                ahead.add(hub.uid)
+                continue
+            elif hub.cluster != member_name or hub.placement != member_copy.placement:
+                actions.append(
+                    DeleteCopy(
+                        member_name,
+                        member_copy.key,
+                        member_copy.uid,
+                        f"stale: placement {hub.placement} is on {hub.cluster or 'no member'}",
+                    )
+                )
+            else:
+                copy_of[(member_name, hub.uid)] = member_copy
+
+    fleet = _Fleet(
+        members=dict(members),
+        free={name: list(m.node_free) for name, m in members.items()},
+        queue_use={},
+        queue_on_member={},
+    )
+    pending: list[HubJob] = []
+    moving: dict[Key, str] = {}  # Jobs placed again, away from this member
+    for job in jobs:
+        if job.deleting or job.uid in ahead:
+            continue
+        if not job.cluster:
+            if not job.done:
+                pending.append(job)
+            continue
+        if not job.done:
+            fleet.queue_use[job.queue] = fleet.queue_use.get(job.queue, ResourceList()) + job.demand.total
+            key = (job.queue, job.cluster)
+            fleet.queue_on_member[key] = fleet.queue_on_member.get(key, ResourceList()) + job.demand.total
+        member = members.get(job.cluster)
+        listed = job.cluster in copies
+        its_copy = copy_of.get((job.cluster, job.uid))
+        if its_copy is not None:
+            if dict(its_copy.status) != dict(job.status) and its_copy.status:
+                actions.append(SetStatus(job.key, its_copy.status))
+            continue
+        if job.done:
+            continue
+        if member is not None and listed:
+            if job.dispatched != job.placement:
+                actions.append(CreateCopy(job.key, job.cluster, job.placement))
+            elif not _says(job, names.REASON_DELETED_IN_MEMBER, ""):
+                status = _with_state(job.status, JobPhase.TERMINATED, names.REASON_DELETED_IN_MEMBER, "")
+                actions.append(
+                    SetStatus(
+                        job.key,
+                        status,
+                        ("Warning", names.REASON_DELETED_IN_MEMBER, f"the copy in {job.cluster} was deleted there"),
+                    )
+                )
+            continue
+        # The member was not listed just now: gone from the hub, silent, or written to since.
+        silent_for = (
+            now - member.last_heartbeat if member is not None and member.last_heartbeat is not None else float("inf")
+        )
+        if member is not None and silent_for < policy.unreachable_after:
+            continue  # it answered recently: nothing to conclude yet
+        lost = member is None or silent_for >= policy.redispatch_after
+        if lost and job.on_member_loss == names.REDISPATCH:
+            fleet.queue_use[job.queue] = fleet.queue_use[job.queue] - job.demand.total
+            fleet.queue_on_member[(job.queue, job.cluster)] -= job.demand.total
+            moving[job.key] = job.cluster
+            pending.append(job)
+            continue
+        message = f"member cluster {job.cluster} is not answering" + (
+            "" if member is not None else " (its Cluster is gone)"
+        )
+        if not _says(job, names.REASON_UNREACHABLE, message):
+            status = _with_state(job.status, job.phase, names.REASON_UNREACHABLE, message)
+            actions.append(SetStatus(job.key, status, ("Warning", names.REASON_UNREACHABLE, message)))
+
+    _hold_room_for_unstarted(jobs, copy_of, fleet)
+    for job in _fair_order(pending, fleet, hub_queues):
+        away_from = moving.get(job.key, "")
+        choice = choose(job, fleet, hub_queues, policy, exclude=away_from)
+        if choice.member is None:
+            if not _says(job, choice.reason, choice.message):
+                status = _with_state({} if away_from else job.status, JobPhase.PENDING, choice.reason, choice.message)
+                event = ("Warning", choice.reason, choice.message) if choice.reason == names.REASON_NEVER_FITS else None
+                actions.append(SetStatus(job.key, status, event))
+            continue
+        fleet.commit(choice.member, job, choice.free_after)
+        if away_from:
+            reason = names.REASON_REDISPATCHED
+            message = f"member cluster {away_from} lost; placed on {choice.member}"
+        else:
+            reason, message = names.REASON_DISPATCHED, f"placed on member cluster {choice.member}"
+        actions.append(Dispatch(job.key, choice.member, job.placement + 1, reason, message))
+    return actions

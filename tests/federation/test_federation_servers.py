@@ -1,0 +1,246 @@
+"""The federation against real API servers on this machine: a hub and three members, each an
+embedded API server process (no scheduler or controller on the members: the test plays the
+member's controller by writing the copy's status). Dispatch, mirroring, delete propagation,
+member loss and return, restarts of the federation and of the hub, and bad input."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lahar.api import kinds
+from lahar.client.api import KubeApi
+from lahar.client.connect import new_api_client
+from lahar.client.errors import ApiUnavailable, NotFound
+from lahar.endpoints import free_loopback_port
+from lahar.federation import names
+from lahar.federation.federation import Federation
+from lahar.federation.policy import Policy
+from lahar.node import node_object
+from tests.federation.fleet import vcjob
+from tests.support import wait_for
+
+POLICY = Policy(heartbeat_period=0.3, unreachable_after=1.0, redispatch_after=5.0)
+# name -> (nodes, CPUs a node, labels, cost)
+MEMBERS = {
+    "m1": (2, 4, {"region": "eu"}, 1.0),
+    "m2": (1, 16, {"region": "us"}, 2.0),
+    "m3": (2, 2, {"region": "eu"}, 0.5),
+}
+
+
+def api_for(server: Any, tmp_path: Path) -> KubeApi:
+    return KubeApi(new_api_client(str(server.kubeconfig(tmp_path / f"{server.data_dir.parent.name}.kubeconfig"))))
+
+
+@pytest.fixture
+def fleet(tmp_path: Path, server_process: Any) -> Iterator[dict[str, Any]]:
+    servers = {name: server_process(tmp_path / name / "data") for name in ("hub", *MEMBERS)}
+    for server in servers.values():
+        server.data_dir.parent.mkdir()
+    try:
+        for server in servers.values():
+            server.start()
+        apis = {name: api_for(server, tmp_path) for name, server in servers.items()}
+        for name, (count, cpu, labels, cost) in MEMBERS.items():
+            for index in range(count):
+                ready = [node_object.ready_condition(True, time.time())]
+                node = node_object.node_object(
+                    f"{name}-n{index}", {}, {"cpu": str(cpu), "memory": "64Gi", "pods": "110"}, ready, "127.0.0.1"
+                )
+                node_object.register(apis[name], node)
+            cluster = {
+                "apiVersion": "federation.lahar.dev/v1alpha1",
+                "kind": "Cluster",
+                "metadata": {"name": name, "labels": labels},
+                "spec": {"endpoint": servers[name].url, "cost": cost},
+            }
+            apis["hub"].create(kinds.CLUSTER, cluster)
+        yield {"servers": servers, "apis": apis}
+    finally:
+        for server in servers.values():
+            server.stop()
+
+
+def start_federation(hub: KubeApi) -> Federation:
+    federation = Federation(hub, POLICY, tick=0.1)
+    federation.start()
+    wait_for(lambda: federation.healthy()[0], 10, "the federation to sync")
+    return federation
+
+
+def copies_of(apis: dict[str, KubeApi], name: str, namespace: str = "default") -> dict[str, dict[str, Any]]:
+    found = {}
+    for member in MEMBERS:
+        try:
+            found[member] = apis[member].get(kinds.JOB, name, namespace)
+        except (NotFound, ApiUnavailable):  # none there, or a stopped member
+            continue
+    return found
+
+
+def hub_job(apis: dict[str, KubeApi], name: str, namespace: str = "default") -> dict[str, Any]:
+    return apis["hub"].get(kinds.JOB, name, namespace)
+
+
+def test_dispatch_mirror_and_delete(fleet: dict[str, Any]) -> None:
+    apis = fleet["apis"]
+    hub = apis["hub"]
+    hub.create(kinds.NAMESPACE, {"metadata": {"name": "team"}})
+    hub.create(kinds.CONFIGMAP, {"metadata": {"name": "settings", "namespace": "team"}, "data": {"lr": "0.1"}}, "team")
+    wide = vcjob("wide", replicas=2, cpu="6", namespace="team")  # 6-CPU pods: only m2's node holds them
+    wide["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["envFrom"] = [{"configMapRef": {"name": "settings"}}]
+    for key in ("uid", "resourceVersion", "generation", "creationTimestamp"):
+        del wide["metadata"][key]
+    federation = start_federation(hub)
+    try:
+        hub.create(kinds.JOB, wide, "team")
+        copy = wait_for(lambda: copies_of(apis, "wide", "team").get("m2"), 10, "the copy in m2")
+        assert set(copies_of(apis, "wide", "team")) == {"m2"}
+        assert apis["m2"].get(kinds.CONFIGMAP, "settings", "team")["data"] == {"lr": "0.1"}
+        assert apis["m2"].get(kinds.QUEUE, "default")  # the job's queue is there (made if it was not)
+        placed = wait_for(
+            lambda: hub_job(apis, "wide", "team")["metadata"]["annotations"].get(names.DISPATCHED_ANNOTATION),
+            5,
+            "the dispatch to be confirmed",
+        )
+        assert placed == "1" and hub_job(apis, "wide", "team")["metadata"]["labels"][names.CLUSTER_LABEL] == "m2"
+        assert copy["metadata"]["labels"][names.HUB_UID_LABEL] == hub_job(apis, "wide", "team")["metadata"]["uid"]
+        # The member's controller reports progress; the hub shows it.
+        running = {"state": {"phase": "Running"}, "minAvailable": 2, "running": 2, "pending": 0}
+        apis["m2"].update_status(kinds.JOB, {**copy, "status": running})
+        wait_for(lambda: hub_job(apis, "wide", "team").get("status", {}).get("running") == 2, 10, "the mirrored status")
+        # The member's events about the copy reach the hub Job, naming the member.
+        apis["m2"].create(
+            kinds.EVENT,
+            {
+                "metadata": {"name": "wide.1", "namespace": "team"},
+                "involvedObject": {
+                    "apiVersion": "batch.volcano.sh/v1alpha1",
+                    "kind": "Job",
+                    "namespace": "team",
+                    "name": "wide",
+                    "uid": copy["metadata"]["uid"],
+                },
+                "type": "Normal",
+                "reason": "ExecuteAction",
+                "message": "Start job",
+                "count": 1,
+            },
+            "team",
+        )
+
+        def hub_events() -> list[str]:
+            items = hub.list(kinds.EVENT, "team", field_selector="involvedObject.name=wide")["items"]
+            return [f"{e['reason']}: {e['message']}" for e in items]
+
+        wait_for(lambda: "ExecuteAction: [m2] Start job" in hub_events(), 10, "the mirrored event")
+        assert any(line.startswith("Dispatched: placed on member cluster m2") for line in hub_events())
+        cluster = hub.get(kinds.CLUSTER, "m2")["status"]
+        assert cluster["reachable"] is True and cluster["capacity"]["cpu"] == "16"
+        assert cluster["conditions"][0]["reason"] == "Reachable"
+        # Deleting on the hub deletes in the member.
+        hub.delete(kinds.JOB, "wide", "team")
+        wait_for(lambda: not copies_of(apis, "wide", "team"), 10, "the copy to be deleted")
+    finally:
+        federation.stop()
+
+
+def test_member_loss_redispatches_once_and_restarts_double_nothing(fleet: dict[str, Any], tmp_path: Path) -> None:
+    apis, servers = fleet["apis"], fleet["servers"]
+    hub = apis["hub"]
+    job = vcjob("train", replicas=2, cpu="1")
+    for key in ("uid", "resourceVersion", "generation", "creationTimestamp"):
+        del job["metadata"][key]
+    federation = start_federation(hub)
+    try:
+        hub.create(kinds.JOB, job, "default")
+        first = wait_for(
+            lambda: (
+                hub_job(apis, "train")["metadata"]["annotations"].get(names.DISPATCHED_ANNOTATION)
+                and hub_job(apis, "train")["metadata"]["labels"][names.CLUSTER_LABEL]
+            ),
+            10,
+            "the first dispatch",
+        )
+        servers[first].stop()  # the member stops answering
+        wait_for(
+            lambda: hub_job(apis, "train").get("status", {}).get("state", {}).get("reason") == names.REASON_UNREACHABLE,
+            15,
+            "the mark",
+        )
+        moved = wait_for(
+            lambda: (
+                (hub_job(apis, "train")["metadata"]["labels"][names.CLUSTER_LABEL] != first)
+                and hub_job(apis, "train")["metadata"]["annotations"].get(names.DISPATCHED_ANNOTATION) == "2"
+                and hub_job(apis, "train")["metadata"]["labels"][names.CLUSTER_LABEL]
+            ),
+            30,
+            "the re-dispatch",
+        )
+        assert hub_job(apis, "train")["metadata"]["annotations"][names.PLACEMENT_ANNOTATION] == "2"
+        # The member returns with its stale copy: the fence removes it.
+        servers[first].start()
+        wait_for(lambda: set(copies_of(apis, "train")) == {moved}, 10, "the stale copy to go")
+        # The federation restarts: nothing is dispatched again.
+        federation.stop()
+        federation = start_federation(hub)
+        time.sleep(1.5)
+        assert federation.dispatched == 0 and set(copies_of(apis, "train")) == {moved}
+        # The hub restarts under the running federation: nothing lost, nothing doubled.
+        servers["hub"].restart()
+        time.sleep(2.0)
+        after = hub_job(apis, "train")["metadata"]
+        assert after["annotations"][names.PLACEMENT_ANNOTATION] == "2" and after["labels"][names.CLUSTER_LABEL] == moved
+        assert federation.dispatched == 0 and set(copies_of(apis, "train")) == {moved}
+        assert copies_of(apis, "train")[moved]["metadata"]["annotations"][names.PLACEMENT_ANNOTATION] == "2"
+    finally:
+        federation.stop()
+
+
+def test_bad_members_and_impossible_jobs_get_clear_reasons(fleet: dict[str, Any]) -> None:
+    hub = fleet["apis"]["hub"]
+    nobody = f"http://127.0.0.1:{free_loopback_port()}"
+    hub.create(kinds.CLUSTER, {"metadata": {"name": "gone"}, "spec": {"endpoint": nobody}})
+    hub.create(
+        kinds.CLUSTER, {"metadata": {"name": "nokey"}, "spec": {"endpoint": nobody, "secretRef": {"name": "missing"}}}
+    )
+    huge = vcjob("huge", replicas=1, cpu="64")
+    for key in ("uid", "resourceVersion", "generation", "creationTimestamp"):
+        del huge["metadata"][key]
+    federation = start_federation(hub)
+    try:
+
+        def reason(name: str) -> str | None:
+            conditions = hub.get(kinds.CLUSTER, name).get("status", {}).get("conditions") or [{}]
+            return conditions[0].get("reason")
+
+        wait_for(lambda: reason("gone") == "Unreachable", 10, "the unreachable condition")
+        wait_for(lambda: reason("nokey") == "SecretNotFound", 10, "the missing-secret condition")
+        assert hub.get(kinds.CLUSTER, "gone")["status"]["reachable"] is False
+        hub.create(kinds.JOB, huge, "default")
+        # Not every member has been seen (gone, nokey never answered): it waits rather than being refused.
+        state = wait_for(
+            lambda: hub_job(fleet["apis"], "huge").get("status", {}).get("state"), 10, "a reason on the job"
+        )
+        assert state["reason"] in (names.REASON_WAITING, names.REASON_NEVER_FITS)
+        hub.delete(kinds.CLUSTER, "gone")
+        hub.delete(kinds.CLUSTER, "nokey")
+        wait_for(
+            lambda: hub_job(fleet["apis"], "huge")["status"]["state"]["reason"] == names.REASON_NEVER_FITS,
+            10,
+            "the never-fits reason",
+        )
+        assert "whole gang" in hub_job(fleet["apis"], "huge")["status"]["state"]["message"]
+        assert healthy_token_free(hub)
+    finally:
+        federation.stop()
+
+
+def healthy_token_free(hub: KubeApi) -> bool:
+    """No Cluster status says anything of a credential."""
+    return all("token" not in str(c.get("status")) for c in hub.list(kinds.CLUSTER)["items"])
