@@ -98,6 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settle", type=float, default=2.0, help="seconds the agent gets before measuring")
     parser.add_argument("--qos-config", type=Path, help="a YAML QoS config for the agent (default: its defaults)")
     parser.add_argument(
+        "--without",
+        help="QoS strategies (comma-separated): per strategy a further mode, Lahar with it off, in the same rounds",
+    )
+    parser.add_argument(
         "--cells", help="keep the cells whose name matches one of these shell patterns (comma-separated)"
     )
     parser.add_argument("--reaction", action="store_true", help="the load step and quiet period instead of the cells")
@@ -128,6 +132,16 @@ def main(argv: list[str] | None = None) -> int:
             QosConfig.from_mapping(config)
         except (OSError, ValueError, yaml.YAMLError) as exc:
             parser.error(f"--qos-config {args.qos_config}: {exc}")
+    strategies_off = [name.strip() for name in (args.without or "").split(",") if name.strip()]
+    if strategies_off and args.reaction:
+        parser.error("--without measures cells, not --reaction")
+    for variant in matrix.without(config, strategies_off).values():
+        from lahar.agent.qos.config import QosConfig
+
+        try:
+            QosConfig.from_mapping(variant or {})
+        except ValueError as exc:
+            parser.error(f"--without {args.without}: {exc}")
     problem = cgroup_problem()
     if problem is not None:
         print(f"lahar bench colocation cannot run here: {problem}", file=sys.stderr)
@@ -155,7 +169,9 @@ def main(argv: list[str] | None = None) -> int:
                 pairs, args.step_seconds, args.quiet_seconds, args.settle, config, args.out, progress
             )
         else:
-            summary = matrix.run_matrix(selected, args.runs, args.seconds, args.settle, config, args.out, progress)
+            summary = matrix.run_matrix(
+                selected, args.runs, args.seconds, args.settle, config, args.out, progress, strategies_off
+            )
     except KeyboardInterrupt:
         print("lahar bench colocation: interrupted; its processes and cgroups are removed", file=sys.stderr)
         return 130

@@ -646,26 +646,45 @@ def be_cap(tree: co.BenchTree, be_dirs: list[str], cores: int) -> float:
     return min(*caps, float(cores))
 
 
+def without(config: dict[str, Any] | None, strategies: Sequence[str]) -> dict[str, dict[str, Any] | None]:
+    """The agent configurations a cell runs: `lahar` (the given one, or the defaults) and, per
+    strategy in `strategies`, `lahar-without-STRATEGY` (the same with that strategy off): an
+    ablation measured in the same rounds, so each mechanism shows what it adds over the rest."""
+    variants: dict[str, dict[str, Any] | None] = {"lahar": config}
+    for strategy in strategies:
+        section = dict((config or {}).get(strategy) or {})
+        variants[f"lahar-without-{strategy}"] = {**(config or {}), strategy: {**section, "enabled": False}}
+    return variants
+
+
 def run_cell(
-    cell: Cell, runs: int, seconds: float, settle: float, config: dict[str, Any] | None, out: Path | None
+    cell: Cell,
+    runs: int,
+    seconds: float,
+    settle: float,
+    config: dict[str, Any] | None,
+    out: Path | None,
+    strategies_off: Sequence[str] = (),
 ) -> dict[str, Any]:
-    deadline = time.monotonic() + runs * len(MODES) * (seconds + settle + 8) + 60
+    agents = without(config, strategies_off)
+    modes = ("solo", "kubelet", *agents)
+    deadline = time.monotonic() + runs * len(modes) * (seconds + settle + 8) + 60
     scratch = Path(tempfile.mkdtemp(prefix="lahar-bench-"))
     run = CellRun(cell, seconds, scratch, deadline)
     rate = LOADS[cell.online][cell.load]
-    rounds: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
+    rounds: dict[str, list[dict[str, Any]]] = {mode: [] for mode in modes}
     series: Series | None = None
-    cap_changes: list[int] = []
+    cap_changes: dict[str, list[int]] = {mode: [] for mode in agents}
     result: dict[str, Any] = {"cell": cell.name, "online": cell.online, "load": cell.load, "rate": rate, "be": cell.be}
     agent_cores: list[float] = []
     note = isolation_notes(cell.be, scratch)
-    waits: dict[str, list[float]] = {mode: [] for mode in MODES}
+    waits: dict[str, list[float]] = {mode: [] for mode in modes}
     try:
         run.start()
         for _ in range(runs):
-            for mode in MODES:
+            for mode in modes:
                 run.be_running(mode != "solo")
-                if mode != "lahar":
+                if mode not in agents:
                     time.sleep(0.5)
                     # Sampled in every mode, not only Lahar's: the sampler's own wake-ups must
                     # cost every phase alike (it ran in the Lahar phase only until 2026-11-26)
@@ -673,23 +692,32 @@ def run_cell(
                         rounds[mode].append(run.measure(rate))
                     waits[mode] += [point.wait_share for point in sampled.points]
                     continue
-                with lahar_agent(run, config) as agent:
+                with lahar_agent(run, agents[mode]) as agent:
                     time.sleep(max(settle - 0.5, 0.0))
                     before = agent.qos.cap_changes
                     agent_dir = f"{run.tree.tree.kubepods}/{AGENT_DIR}"
                     used, began = run.tree.tree.cpu_seconds(agent_dir), time.monotonic()
-                    with Series(run) as series:
+                    with Series(run) as sampled:
                         rounds[mode].append(run.measure(rate))
-                    waits[mode] += [point.wait_share for point in series.points]
-                    cap_changes.append(agent.qos.cap_changes - before)
-                    agent_cores.append((run.tree.tree.cpu_seconds(agent_dir) - used) / (time.monotonic() - began))
+                    waits[mode] += [point.wait_share for point in sampled.points]
+                    cap_changes[mode].append(agent.qos.cap_changes - before)
+                    if mode == "lahar":
+                        series = sampled
+                        agent_cores.append((run.tree.tree.cpu_seconds(agent_dir) - used) / (time.monotonic() - began))
     finally:
         run.be_running(True)
         left = run.stop()
         shutil.rmtree(scratch, ignore_errors=True)
     if left:
         result["cgroups_left"] = left
-    result.update(summarise(rounds, cell, cap_changes, note))
+    result.update(summarise(rounds, cell, cap_changes["lahar"], note))
+    for mode in agents:
+        if mode != "lahar":  # the ablation: each variant against kubelet and against Lahar in full
+            p99 = result["modes"][mode]["p99_ms"]
+            kubelet, lahar = result["modes"]["kubelet"]["p99_ms"], result["modes"]["lahar"]["p99_ms"]
+            result["ratios"][f"{mode}_vs_kubelet"] = _ratio(p99, kubelet)
+            result["ratios"][f"{mode}_vs_lahar"] = _ratio(p99, lahar)
+            result["modes"][mode]["cap_changes"] = sum(cap_changes[mode])
     # The agent's own cost, its threads' cgroup over the measured Lahar phases (the issue: <= 1% of a core)
     result["agent_cpu_cores"] = agent = median(agent_cores, 4)
     result["verdicts"]["agent_cost"] = None if agent is None else agent <= AGENT_COST_BAR_CORES
@@ -824,6 +852,23 @@ def tails_table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def ablation_table(results: list[dict[str, Any]]) -> str:
+    """Each `lahar-without-*` variant's p99 against kubelet's and Lahar's in full, per cell."""
+    lines = [
+        "| cell | variant | p99 | ÷ kubelet | ÷ Lahar | p99 rounds | harvest | cap changes |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        for mode, m in r["modes"].items():
+            if mode.startswith("lahar-without-"):
+                q = r["ratios"]
+                lines.append(
+                    f"| {r['cell']} | {mode} | {m['p99_ms']} | {q[f'{mode}_vs_kubelet']} | {q[f'{mode}_vs_lahar']} | "
+                    f"{' / '.join(str(v) for v in m['p99_runs_ms'])} | {m['harvest']} | {m['cap_changes']} |"
+                )
+    return "\n".join(lines)
+
+
 def run_matrix(
     selected: list[Cell],
     runs: int,
@@ -832,15 +877,17 @@ def run_matrix(
     config: dict[str, Any] | None,
     out: Path | None,
     progress: Callable[[str], None],
+    strategies_off: Sequence[str] = (),
 ) -> dict[str, Any]:
     co.sweep_stale()
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
     results = []
     for index, cell in enumerate(selected, 1):
-        progress(f"[{index}/{len(selected)}] {cell.name} ({runs} rounds of solo, kubelet, lahar)…")
+        modes = ", ".join(["solo", "kubelet", *without(config, strategies_off)])
+        progress(f"[{index}/{len(selected)}] {cell.name} ({runs} rounds of {modes})…")
         started = time.monotonic()
-        result = run_cell(cell, runs, seconds, settle, config, out)
+        result = run_cell(cell, runs, seconds, settle, config, out, strategies_off)
         result["wall_seconds"] = round(time.monotonic() - started, 1)
         results.append(result)
         if out is not None:  # as it goes: a long matrix stopped half way keeps what it measured
@@ -849,6 +896,7 @@ def run_matrix(
         progress(
             f"    p99 Lahar/kubelet {r['lahar_vs_kubelet']}, Lahar/solo {r['lahar_vs_solo']}, "
             f"kubelet/solo {r['kubelet_vs_solo']}, harvest {result['modes']['lahar']['harvest']}"
+            + "".join(f", {name.replace('_vs_', '/')} {value}" for name, value in r.items() if "without" in name)
         )
     summary = {
         "benchmark": "colocation-matrix",
@@ -861,7 +909,8 @@ def run_matrix(
     }
     if out is not None:
         (out / "matrix.json").write_text(json.dumps(summary, indent=1))
-        (out / "matrix.md").write_text(table(results) + "\n\n" + tails_table(results) + "\n")
+        extra = "\n\n" + ablation_table(results) if strategies_off else ""
+        (out / "matrix.md").write_text(table(results) + "\n\n" + tails_table(results) + extra + "\n")
     return summary
 
 

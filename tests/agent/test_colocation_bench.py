@@ -76,14 +76,13 @@ def test_the_protocols_against_the_real_servers(kind: str, tmp_path: Path) -> No
 def test_a_short_real_cell_reports_every_figure_and_leaves_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = main(
-        ["--be", "cpu-requests", "--runs", "1", "--seconds", "1", "--settle", "1", "--json", "--out", str(tmp_path)]
-    )
+    argv = ["--be", "cpu-requests", "--runs", "1", "--seconds", "1", "--settle", "1", "--without", "cpu_suppress"]
+    code = main([*argv, "--json", "--out", str(tmp_path)])
     assert code == 0
     summary = json.loads(capsys.readouterr().out)
     [cell] = summary["cells"]
     assert cell["cell"] == "builtin-low-cpu-requests" and "cgroups_left" not in cell
-    for mode in ("solo", "kubelet", "lahar"):
+    for mode in ("solo", "kubelet", "lahar", "lahar-without-cpu_suppress"):
         figures = cell["modes"][mode]
         assert 0 < figures["p50_ms"] <= figures["p99_ms"] <= figures["p999_ms"], (mode, figures)
     assert cell["modes"]["solo"]["be_cpu_cores"] < 0.05  # BE stopped
@@ -95,6 +94,10 @@ def test_a_short_real_cell_reports_every_figure_and_leaves_nothing(
         "agent_cost",
     }
     assert 0 < cell["agent_cpu_cores"] < 1
+    # the ablation ran in the same rounds, with the agent's cgroup writes but no interference loop
+    assert cell["ratios"]["lahar-without-cpu_suppress_vs_kubelet"] > 0
+    assert cell["modes"]["lahar-without-cpu_suppress"]["cap_changes"] == 0
+    assert "| lahar-without-cpu_suppress |" in (tmp_path / "matrix.md").read_text()
     assert (tmp_path / "matrix.md").exists() and (tmp_path / f"{cell['cell']}.svg").read_text().startswith("<svg")
     assert (tmp_path / f"{cell['cell']}.csv").read_text().startswith("seconds,online_wait_share")
     assert nothing_left()

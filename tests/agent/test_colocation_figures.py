@@ -25,6 +25,7 @@ from lahar.bench.colocation.matrix import (
     summarise,
     table,
     tails_table,
+    without,
 )
 from lahar.bench.colocation.svg import line_chart
 
@@ -155,10 +156,25 @@ def test_bad_arguments_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
         (["--be", "gpu"], "--be: unknown gpu"),
         (["--online", ""], "--online: unknown empty choice"),
         (["--runs", "0"], "--runs >= 1"),
+        (["--without", "cpu_supress"], "unknown key(s) cpu_supress"),
+        (["--reaction", "--without", "cpu_suppress"], "--without measures cells"),
     ):
         with pytest.raises(SystemExit) as exit_info:
             main(argv)
         assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_an_ablation_turns_one_strategy_off_and_keeps_the_rest_of_the_config() -> None:
+    config = {"cpu_suppress": {"wait_threshold": 0.4}, "memory": {"enabled": False}}
+    variants = without(config, ["cpu_suppress", "cpu_priority"])
+    assert variants["lahar"] is config
+    assert variants["lahar-without-cpu_suppress"] == {
+        "cpu_suppress": {"wait_threshold": 0.4, "enabled": False},
+        "memory": {"enabled": False},
+    }
+    assert variants["lahar-without-cpu_priority"] == {**config, "cpu_priority": {"enabled": False}}
+    assert config == {"cpu_suppress": {"wait_threshold": 0.4}, "memory": {"enabled": False}}  # not changed
+    assert list(without(None, [])) == ["lahar"]
 
 
 def test_what_the_kernel_cannot_isolate_is_probed(tmp_path: Path) -> None:
