@@ -3,7 +3,7 @@
 1. online-service.yaml: an online (LS) request/response server on this machine, under steady
    open-loop load; its p99 alone.
 2. be-batch-job.yaml: a best-effort Volcano Job of CPU busy loops on this machine (one per CPU);
-   the agent's QoS engine gives the BE cgroups the lowest CPU priority and a cap; the online p99
+   the agent's QoS engine gives the BE cgroups the lowest CPU priority; the online p99
    again, and the CPU the BE pods harvested (their cgroups' CPU accounting) out of what the online
    service left idle. The job is deleted after.
 3. gang-job.yaml: a filler job holds the simulated nodes, a gang of 4 binds nothing while it runs
@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from lahar.agent.qos.config import QosConfig, load_config
+from lahar.agent.qos.strategies.cpu_suppress import NAME as CPU_SUPPRESS
 from lahar.agent.qos.strategies.cpu_suppress import CpuSuppressConfig
 from lahar.api import kinds
 from lahar.api.kinds import Kind
@@ -48,7 +50,7 @@ JOB_NAME_LABEL = "volcano.sh/job-name"
 LOAD_RATE = 200.0  # online requests per second, ~1 ms of CPU each
 LOAD_SECONDS = 8.0
 LOAD_WARMUP_SECONDS = 1.0
-QOS_SETTLE_SECONDS = 3.0  # the agent's CPU suppress grows its cap step by step
+QOS_SETTLE_SECONDS = 3.0  # a few ticks of the agent after its first writes
 POD_START_TIMEOUT = 60.0
 STABLE_SECONDS = 2.0  # queue allocations unchanged this long count as settled
 
@@ -211,9 +213,14 @@ class Demo:
             qos = self.wait(lambda: self.be_qos(tree), 20, "the agent's QoS on the BE cgroups")
             self.note(f"the agent's QoS engine on {tree.layout.qos_dir(BEST_EFFORT)}: {qos}")
             self.note(
-                "(BE runs at the smallest CPU weight on every cycle the online service leaves idle; the agent "
-                "caps it only while the online pod measurably waits for a CPU — more than "
-                f"{CpuSuppressConfig().wait_threshold:.0%} of its runnable time — and lifts the cap as that clears)"
+                "(BE runs at the smallest CPU weight on every cycle the online service leaves idle"
+                + (
+                    "; the agent caps it only while the online pod measurably waits for a CPU — more than "
+                    f"{CpuSuppressConfig().wait_threshold:.0%} of its runnable time — and lifts the cap as that clears)"
+                    if qos_cap_enabled(self.system.options.qos_config)
+                    else "; no CPU cap: measured, the weights protect online pods better than a quota, which costs "
+                    "latency of its own, so cpu_suppress is off by default)"
+                )
             )
             self.stop.wait(QOS_SETTLE_SECONDS)
         self.note(f"the same load again, with the BE job running, for {LOAD_SECONDS:g} s…")
@@ -618,6 +625,12 @@ def read_text(path: Path) -> str | None:
         return path.read_text().strip()
     except OSError:
         return None
+
+
+def qos_cap_enabled(qos_config: Path | None) -> bool:
+    """Whether the agent's BE CPU cap (cpu_suppress, off by default) may act under this config."""
+    config = load_config(qos_config) if qos_config is not None else QosConfig()
+    return bool(config.section(CPU_SUPPRESS).enabled)
 
 
 def read_knob(tree: Any, path: str, knob: str) -> Any:

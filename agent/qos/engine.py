@@ -306,14 +306,10 @@ class QosEngine:
         return tick.targets if tick is not None else None
 
     def _loop_targets(self, tick: _Tick) -> LoopTargets | None:
+        """What the loop reads until the next tick. It measures online pods' CPU wait whether or
+        not the cap may act (cpu_suppress off by default): the wait is a metric and an alert too."""
         section = self._sections.get(cpu_suppress.NAME)
-        if (
-            section is None
-            or not section.enabled
-            or cpu_suppress.NAME not in self._plans
-            or not self._available[0]
-            or self.executor.existing_top() is None
-        ):
+        if section is None or not self._available[0] or self.executor.existing_top() is None:
             return None
         return LoopTargets(
             tuple(p.cgroup for p in tick.pods if p.online),

@@ -33,7 +33,9 @@ GiB, MiB = 1 << 30, 1 << 20
 
 
 def config(**sections: Any) -> QosConfig:
-    return QosConfig.from_mapping(sections)
+    """A config with the BE CPU cap on (off by default): most tests here pin what it does."""
+    suppress = {"enabled": True, **sections.pop("cpu_suppress", {})}
+    return QosConfig.from_mapping({"cpu_suppress": suppress, **sections})
 
 
 def api_pod(
@@ -104,7 +106,7 @@ def node(qos_tree: QosTree) -> Node:
 
 def engine_for(node: Node, qos: QosConfig | QosConfigFile | None = None, **options: Any) -> QosEngine:
     return QosEngine(
-        Host(node.tree.root.parent, node.tree.root), "kubepods", qos or QosConfig(), interference_loop=False, **options
+        Host(node.tree.root.parent, node.tree.root), "kubepods", qos or config(), interference_loop=False, **options
     )
 
 
@@ -168,7 +170,7 @@ def test_without_cgroup_rights_qos_is_unavailable_and_the_agent_carries_on(
     real_access = os.access
     monkeypatch.setattr(os, "access", lambda path, mode, **kw: False if mode & os.W_OK else real_access(path, mode))
     before = node.tree.snapshot()
-    agent = Agent(AgentSettings(node="n1", cgroup_root=node.tree.root, qos=QosConfig()), pods=lambda: node.pods)
+    agent = Agent(AgentSettings(node="n1", cgroup_root=node.tree.root, qos=config()), pods=lambda: node.pods)
     try:
         report = agent.collect()
     finally:
@@ -223,7 +225,7 @@ def test_memory_pressure_caps_be_then_evicts_it(node: Node) -> None:
 
 def test_a_reload_that_turns_a_strategy_off_relaxes_it(node: Node, tmp_path: Path) -> None:
     path = tmp_path / "qos.yaml"
-    path.write_text("cpu_suppress: {ceiling_ratio: 0.65}\n")
+    path.write_text("cpu_suppress: {enabled: true, ceiling_ratio: 0.65}\n")
     engine = engine_for(node, QosConfigFile(path))
     engine.step(node.report(), node.pods, 1.0)
     assert node.quota().startswith("140000")  # the SRE's ceiling: 4 x 0.65 - 1.0 online - 0.2 system
@@ -330,6 +332,20 @@ def test_the_loop_reads_online_pressure_and_be_usage(node: Node, tmp_path: Path)
 LAW = {"cpu_suppress": {"wait_threshold": 0.3, "fast_wait_threshold": 0.6}}  # the limits these tests pin
 
 
+def test_by_default_the_loop_measures_online_wait_but_never_caps_be(node: Node) -> None:
+    engine = engine_for(node, QosConfig())
+    engine.step(node.report(), node.pods, 1.0)
+    # the wait is still measured (a metric and an alert), on the same targets as with the cap on
+    assert engine.interference_targets() == LoopTargets(
+        (node.ls,), (node.tree.layout.qos_dir(BEST_EFFORT),), 0.05, 1.0, 0.005, 0.2
+    )
+    for at in (1.2, 2.3, 3.4, 4.5):  # blatant interference, window after window
+        assert engine.interference_step(Signal(at, 0.9, be_cores=1.5)) == ""
+    assert node.quota() == ("max 100000" if node.tree.v2 else "-1") and engine.cap_changes == 0
+    weight = node.tree.read(node.tree.layout.qos_dir(BEST_EFFORT), "cpu.weight" if node.tree.v2 else "cpu.shares")
+    assert weight == ("1" if node.tree.v2 else "2")  # the weights are what protects online pods
+
+
 def test_the_engine_cuts_be_under_interference_holds_then_grows_and_lifts(node: Node) -> None:
     engine = engine_for(node, config(**LAW))
     engine.step(node.report(), node.pods, 1.0)
@@ -371,7 +387,7 @@ def test_a_cut_that_does_not_help_is_undone_and_the_wait_becomes_the_baseline(no
 
 @pytest.fixture
 def running_engine(node: Node, tmp_path: Path) -> Iterator[tuple[QosEngine, Node]]:
-    engine = QosEngine(Host(Path("/"), node.tree.root), "kubepods", QosConfig())
+    engine = QosEngine(Host(Path("/"), node.tree.root), "kubepods", config())
     yield engine, node
     engine.close()
 

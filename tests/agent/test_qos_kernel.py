@@ -58,8 +58,10 @@ pytestmark = pytest.mark.skipif(SKIP_REASON is not None, reason=SKIP_REASON or "
 
 
 def only(**sections: Any) -> QosConfig:
-    """Every strategy off but the ones given, so each test sees one effect."""
-    return QosConfig.from_mapping({**ONLY, **sections})
+    """Every strategy off but the ones given (on, whatever their default), so each test sees one effect."""
+    return QosConfig.from_mapping(
+        {**ONLY, **{name: {"enabled": True, **section} for name, section in sections.items()}}
+    )
 
 
 class KernelPods:

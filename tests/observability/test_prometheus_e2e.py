@@ -190,7 +190,9 @@ def test_prometheus_scrapes_the_agent_scheduler_and_controller(tmp_path: Path, a
     ports = {name: free_loopback_port() for name in ("agent", "scheduler", "controller", "prometheus")}
     kubeconfig = str(apiserver.kubeconfig(tmp_path / "kubeconfig"))
     qos_config = tmp_path / "qos.yaml"
-    qos_config.write_text(yaml.safe_dump({"cpu_suppress": {"ceiling_ratio": CEILING, "floor_ratio": FLOOR}}))
+    qos_config.write_text(
+        yaml.safe_dump({"cpu_suppress": {"enabled": True, "ceiling_ratio": CEILING, "floor_ratio": FLOOR}})
+    )
     config = tmp_path / "prometheus.yml"
     config.write_text(yaml.safe_dump(prometheus_config(ports["agent"], ports["scheduler"], ports["controller"])))
     processes = Processes(tmp_path)
