@@ -10,6 +10,7 @@ agent keeps enforcing QoS locally meanwhile (DESIGN.md "Reliability and security
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import logging
@@ -53,7 +54,7 @@ class StreamStats:
     offered: int = 0
     superseded: int = 0  # offered reports replaced by a newer one before they were sent
     sent: int = 0
-    acked: int = 0
+    acked: int = 0  # reports the scheduler answered (an ack answers every report up to its sequence)
     refused: int = 0  # acks that carried an error: the server did not store that report
     reconnects: int = 0
     last_error: str = ""
@@ -224,9 +225,10 @@ class ReportStreamer:
                     await asyncio.wait_for(call.code(), self._connect_timeout)  # the refusal, on its way
                     raise ConnectionError("the scheduler refused the stream")
                 self._stats.connected = True
-                reader = asyncio.create_task(self._read_acks(call))
+                unanswered: collections.deque[int] = collections.deque()  # sequences sent, not acked yet
+                reader = asyncio.create_task(self._read_acks(call, unanswered))
                 reader.add_done_callback(lambda _: self._wake.set())
-                await self._send_reports(call, reader)
+                await self._send_reports(call, reader, unanswered)
                 # Stopping: close our side and let the server end the stream, so that no gRPC
                 # event is still on its way to this loop when the loop closes.
                 await call.done_writing()
@@ -246,7 +248,7 @@ class ReportStreamer:
             return f"no answer from the scheduler within {self._connect_timeout:g} s"
         return str(exc) or type(exc).__name__
 
-    async def _send_reports(self, call: Any, reader: asyncio.Task[None]) -> None:
+    async def _send_reports(self, call: Any, reader: asyncio.Task[None], unanswered: collections.deque[int]) -> None:
         """Write each pending report until stop() (returns) or the stream ends (raises)."""
         while not self._stopping:
             self._wake.clear()
@@ -258,6 +260,7 @@ class ReportStreamer:
                     self._stats.last_error = f"report {report.sequence} not sent: {exc}"
                     log.error("report %d not sent: %s", report.sequence, exc)
                     continue
+                unanswered.append(message.sequence)
                 await call.write(message)
                 self._stats.sent += 1
             elif reader.done():
@@ -266,9 +269,15 @@ class ReportStreamer:
             else:
                 await self._wake.wait()
 
-    async def _read_acks(self, call: Any) -> None:
+    async def _read_acks(self, call: Any, unanswered: collections.deque[int]) -> None:
+        """Count the reports each ack answers: acks are cumulative (scheduler/report_server.py),
+        one answers its sequence and every report sent before it on this stream."""
         async for ack in call:
-            self._stats.acked += 1
+            answered = 0
+            while unanswered and unanswered[0] <= ack.sequence:
+                unanswered.popleft()
+                answered += 1
+            self._stats.acked += max(answered, 1)
             if ack.error:
                 self._stats.refused += 1
                 self._stats.last_error = f"report {ack.sequence} refused: {ack.error}"

@@ -1,6 +1,6 @@
 """Report ingest: what N agents reporting once a second cost the scheduler's gRPC server.
 
-    python -m bench.ingest [--agents 5000] [--seconds 20] [--pods 20] [--read-interval 0] [--json]
+    python -m bench.ingest [--agents 5000] [--seconds 20] [--pods 20] [--read-interval 0] [--ack-every 10] [--json]
 
 Starts the ReportServer (with a NodeReportStore) as a separate process on loopback, then
 simulates --agents agents in this process: each keeps its own Report stream open and sends one
@@ -10,7 +10,9 @@ spread over the second. After the streams are up and a warm-up, it measures for 
 server process's CPU time (user + system, psutil) as a fraction of one core, the reports acked per
 second, and the ack latency (write to ack) percentiles. With --read-interval S, a thread in the
 server process also reads every node's latest report every S seconds, as the scheduler's cycle
-would, so the figure includes decoding the reports that get read.
+would, so the figure includes decoding the reports that get read. --ack-every N sets how many
+accepted reports one (cumulative) ack answers (the server's default; 1: an ack per report), on
+the ReportServer and on the bare --baseline server alike.
 
 The simulated agents run on the same machine and compete with the server for its cores, so on a
 small machine the latencies include the client's own queueing.
@@ -50,6 +52,7 @@ from lahar.rpc.report import (
 )
 from lahar.rpc.v1 import agent_pb2 as pb
 from lahar.rpc.v1 import agent_pb2_grpc
+from lahar.scheduler.report_server import DEFAULT_ACK_EVERY
 
 TOKEN = "bench-token"
 GIB = 1 << 30
@@ -97,13 +100,13 @@ def realistic_report(node: str, pods: int, rng: random.Random) -> NodeReport:
 # --- the server process ---------------------------------------------------------------------------
 
 
-def serve(read_interval: float, baseline: bool) -> int:
+def serve(read_interval: float, baseline: bool, ack_every: int) -> int:
     """The server side: print the port, serve until SIGTERM, print the counts as JSON."""
     from lahar.scheduler.node_reports import NodeReportStore
     from lahar.scheduler.report_server import ReportServer
 
     store = NodeReportStore()
-    server: Any = BareServer() if baseline else ReportServer(store, {TOKEN: "*"})
+    server: Any = BareServer(ack_every) if baseline else ReportServer(store, {TOKEN: "*"}, ack_every=ack_every)
     print(server.start("127.0.0.1:0"), flush=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -117,9 +120,11 @@ def serve(read_interval: float, baseline: bool) -> int:
 
 class BareServer:
     """--baseline: the same method and gRPC options, answering every message with the same ack
-    and doing nothing else (no token, no parsing, no validation, no store): what gRPC costs."""
+    and doing nothing else (no token, no parsing, no validation, no store): what gRPC costs. It
+    acks every `ack_every`-th message (and the first, as the ReportServer does)."""
 
-    def __init__(self) -> None:
+    def __init__(self, ack_every: int) -> None:
+        self.ack_every = ack_every
         self.loop = asyncio.new_event_loop()
         threading.Thread(target=self.loop.run_forever, daemon=True).start()
 
@@ -129,12 +134,15 @@ class BareServer:
     async def _start(self, address: str) -> int:
         from lahar.scheduler.report_server import METHOD, SERVER_OPTIONS, SERVICE
 
-        ack = pb.ReportAck(sequence=1).SerializeToString()
+        ack = pb.ReportAck(sequence=1 << 62).SerializeToString()  # answers every report sent
 
         async def report(requests: Any, context: Any) -> Any:
             await context.send_initial_metadata((STREAM_ACCEPTED,))
+            count = 0
             async for _ in requests:
-                yield ack
+                if count % self.ack_every == 0:
+                    yield ack
+                count += 1
 
         self.server = grpc.aio.server(options=SERVER_OPTIONS)
         self.server.add_generic_rpc_handlers(
@@ -161,8 +169,9 @@ class ServerProcess:
     port: int
 
     @classmethod
-    def start(cls, read_interval: float, baseline: bool) -> ServerProcess:
+    def start(cls, read_interval: float, baseline: bool, ack_every: int) -> ServerProcess:
         command = [sys.executable, "-m", "lahar.bench.ingest", "--serve", "--read-interval", str(read_interval)]
+        command += ["--ack-every", str(ack_every)]
         process = subprocess.Popen(command + (["--baseline"] if baseline else []), stdout=subprocess.PIPE, text=True)
         assert process.stdout is not None
         line = process.stdout.readline()
@@ -201,16 +210,21 @@ class Tally:
 async def agent(
     stub: agent_pb2_grpc.NodeReportsStub, message: pb.NodeReport, phase: float, tally: Tally, stop: asyncio.Event
 ) -> None:
-    """One agent's stream: a report every second at its phase, acks read as they come."""
+    """One agent's stream: a report every second at its phase, acks read as they come (each
+    answers every report up to its sequence; the latency is the acked report's own)."""
     call = stub.Report(metadata=(("authorization", f"Bearer {TOKEN}"),))
-    sent_at: collections.deque[float] = collections.deque()
+    sent_at: collections.deque[tuple[int, float]] = collections.deque()  # (sequence, when), not acked yet
 
     async def read_acks() -> None:
         async for ack in call:
-            latency = time.perf_counter() - sent_at.popleft()
+            answered, latency = 0, math.nan
+            while sent_at and sent_at[0][0] <= ack.sequence:
+                latency = time.perf_counter() - sent_at.popleft()[1]
+                answered += 1
             if tally.measuring:
-                tally.acked += 1
-                tally.latencies.append(latency)
+                tally.acked += answered
+                if answered:
+                    tally.latencies.append(latency)
             if ack.error:
                 tally.errors[ack.error[:80]] += 1
 
@@ -224,7 +238,7 @@ async def agent(
             await asyncio.sleep(max(0.0, next_send - loop.time()))
             message.sequence += 1
             message.timestamp = time.time()
-            sent_at.append(time.perf_counter())
+            sent_at.append((message.sequence, time.perf_counter()))
             await call.write(message)
             next_send += 1.0
     except Exception as exc:  # counted and shown: a stream that died is a finding, not a crash
@@ -292,19 +306,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--baseline", action="store_true", help="a bare gRPC server that only acks, for what gRPC alone costs"
     )
+    parser.add_argument(
+        "--ack-every", type=int, default=DEFAULT_ACK_EVERY, help="accepted reports one ack answers (1: each)"
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
-        return serve(args.read_interval, args.baseline)
-    server = ServerProcess.start(args.read_interval, args.baseline)
+        return serve(args.read_interval, args.baseline, args.ack_every)
+    if args.ack_every < 1:
+        parser.error(f"--ack-every must be at least 1, not {args.ack_every}")
+    server = ServerProcess.start(args.read_interval, args.baseline, args.ack_every)
     try:
         result = asyncio.run(
             simulate(server.port, args.agents, args.pods, args.seconds, args.streams_per_channel, server)
         )
     finally:
         counts = server.stop()
-    result.update(server_counts=counts, read_interval=args.read_interval, baseline=args.baseline)
+    result.update(
+        server_counts=counts, read_interval=args.read_interval, baseline=args.baseline, ack_every=args.ack_every
+    )
     print(json.dumps(result) if args.json else summary(result))
     return 0
 
@@ -313,7 +334,8 @@ def summary(result: dict[str, Any]) -> str:
     server = "bare gRPC server (--baseline)" if result["baseline"] else "ReportServer"
     return (
         f"{result['agents']} agents -> {server}: {result['pods_per_report']} pods, {result['report_bytes']} B "
-        f"a report, {result['channels']} channels, measured over {result['seconds']} s\n"
+        f"a report, {result['channels']} channels, an ack per {result['ack_every']} reports, "
+        f"measured over {result['seconds']} s\n"
         f"  server CPU        {result['server_cpu_cores']:.3f} of one core (the simulated agents: "
         f"{result['client_cpu_cores']:.3f}, on the same {result['machine_cpus']} CPUs)\n"
         f"  reports acked     {result['reports_per_second']:.0f}/s\n"

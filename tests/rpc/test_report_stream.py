@@ -23,7 +23,7 @@ from lahar.rpc.convert import report_to_proto
 from lahar.rpc.report import ContainerUsage, CpuUsage, MemoryUsage, NodeReport, PodUsage
 from lahar.rpc.v1 import agent_pb2 as pb
 from lahar.scheduler.node_reports import NodeReportStore
-from lahar.scheduler.report_server import METHOD_PATH, ReportServer, ReportServerError, load_tokens
+from lahar.scheduler.report_server import METHOD_PATH, ReportServer, ReportServerError, ack_due, load_tokens
 from lahar.tls import TlsFiles, ensure_self_signed
 from tests.support import wait_for
 
@@ -155,13 +155,60 @@ def test_a_report_reaches_the_store_with_its_values(serve: Any, streamers: Any) 
 
 def test_only_the_latest_report_is_kept_and_each_is_acked(serve: Any, streamers: Any) -> None:
     store = NodeReportStore()
-    _, port = serve(store)
+    _, port = serve(store, ack_every=1)
     streamer = streamers(port)
     for sequence in range(1, 6):
         streamer.offer(report(sequence=sequence))
         wait_for(lambda sequence=sequence: streamer.stats().acked == sequence, what=f"the ack of report {sequence}")
     assert store.latest("node-a").sequence == 5
     assert store.counts() == {"accepted": 5} and store.nodes() == ["node-a"]
+
+
+def test_acks_are_cumulative_the_first_at_once_then_one_per_ack_every(serve: Any, streamers: Any) -> None:
+    store = NodeReportStore()
+    _, port = serve(store, ack_every=3)
+    streamer = streamers(port)
+    # Report 1 is the stream's first: acked at once. 2 and 3 wait; 4 is the third since: one ack
+    # answers 2, 3 and 4. A refusal (6) is answered at once, with 5 before it.
+    for sequence, acked in [(1, 1), (2, 1), (3, 1), (4, 4), (5, 4)]:
+        streamer.offer(report(sequence=sequence))
+        wait_for(
+            lambda sequence=sequence: (stored := store.latest("node-a")) is not None and stored.sequence == sequence,
+            30,
+            what=f"report {sequence} in the store",
+        )
+        wait_for(lambda acked=acked: streamer.stats().acked == acked, 30, what=f"{acked} reports acked")
+    time.sleep(0.2)
+    assert streamer.stats().acked == 4, "no ack before the third accepted report since the last"
+    bad = report(sequence=6)
+    bad.memory.total_bytes = -1
+    streamer.offer(bad)
+    stats = wait_for(lambda: (s := streamer.stats()).acked == 6 and s, what="the refusal, answering 5 too")
+    assert stats.refused == 1 and stats.sent == 6
+
+
+def test_what_is_left_unacked_is_answered_when_the_agent_closes_its_side(serve: Any) -> None:
+    _, port = serve(ack_every=10)
+    acks = raw_stream(port, [wire(report(sequence=n)) for n in range(1, 5)])
+    assert [(ack.sequence, ack.error) for ack in acks] == [(1, ""), (4, "")]
+
+
+@pytest.mark.parametrize(
+    ("refused", "acked_before", "unanswered", "due"),
+    [
+        (False, False, 1, True),  # a stream's first report
+        (False, True, 9, False),
+        (False, True, 10, True),
+        (True, True, 0, True),  # a refusal, whatever is unanswered
+    ],
+)
+def test_when_an_ack_is_due(refused: bool, acked_before: bool, unanswered: int, due: bool) -> None:
+    assert ack_due(refused, acked_before, unanswered, ack_every=10) is due
+
+
+def test_ack_every_below_one_is_refused() -> None:
+    with pytest.raises(ReportServerError, match="ack_every must be at least 1, not 0"):
+        ReportServer(NodeReportStore(), TOKENS, ack_every=0)
 
 
 def test_the_streamer_reconnects_to_a_new_server_on_the_same_port(serve: Any, streamers: Any) -> None:

@@ -4,7 +4,8 @@ isort:skip_file
 The agent <-> scheduler contract (DESIGN.md "gRPC contract").
 
 One long-lived bidirectional stream per agent: the agent sends a complete NodeReport every
-interval, the scheduler answers each with a ReportAck. A report is complete, so a lost one is
+interval, the scheduler answers with cumulative ReportAcks (each answers every report up to its
+sequence; a refused report gets its own at once). A report is complete, so a lost one is
 simply superseded by the next. Messages mirror agent/report.py field for field, in base units:
 cores, bytes, seconds, ratios 0-1, watts, degrees Celsius. Bytes and counters are signed so that
 a buggy negative value arrives and is refused by validation instead of wrapping around.
@@ -562,7 +563,7 @@ class ReportAck(_message.Message):
     SEQUENCE_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
     sequence: _builtins.int
-    """the sequence of the report this answers"""
+    """the sequence of the report this answers, and of every one before it on the stream"""
     error: _builtins.str
     """empty when the report was accepted; why it was refused otherwise"""
     def __init__(
