@@ -324,7 +324,7 @@ class ApiServer:
                 body = await self._json_body(request)
                 warnings = openapi.field_problems(kind, body, params.get("fieldValidation", ""))
                 created = self.registry.create(kind, ns, body, dry_run, _manager(request))
-                return _warn(_respond(created, 201), warnings)
+                return _warn(self._written(kind, created, 201), warnings)
             if method == "DELETE":
                 return self._delete_collection(request, target, dry_run)
         elif sub in ("", "status"):
@@ -334,7 +334,7 @@ class ApiServer:
                 body = await self._json_body(request)
                 warnings = openapi.field_problems(kind, body, params.get("fieldValidation", ""))
                 updated = self.registry.update(kind, ns, name, body, sub, dry_run, _manager(request, sub))
-                return _warn(_respond(updated), warnings)
+                return _warn(self._written(kind, updated), warnings)
             if method == "PATCH":
                 raw = await limits.read_body(request)
                 document = _patch_document(raw, request.content_type)
@@ -343,10 +343,10 @@ class ApiServer:
                     # Server-side apply; of an object that does not exist, a create (kubectl apply --server-side).
                     manager = _manager(request, sub, apply=True)
                     applied, is_new = self.registry.apply(kind, ns, name, raw, manager, sub, dry_run)
-                    return _warn(_respond(applied, 201 if is_new else 200), warnings)
+                    return _warn(self._written(kind, applied, 201 if is_new else 200), warnings)
                 manager = _manager(request, sub)
                 patched = self.registry.patch(kind, ns, name, raw, request.content_type, sub, dry_run, manager)
-                return _warn(_respond(patched), warnings)
+                return _warn(self._written(kind, patched), warnings)
             if method == "DELETE" and not sub:
                 options = await self._delete_options(request)
                 return _respond(self.registry.delete(kind, ns, name, options, dry_run))
@@ -390,6 +390,13 @@ class ApiServer:
         updated = {**current, "spec": {**(current.get("spec") or {}), "replicas": replicas}}
         manager = _manager(request, "scale")
         return _respond(scale.scale_of(self.registry.update(kind, ns, name, updated, "", dry_run, manager)))
+
+    def _written(self, kind: Kind, obj: dict[str, Any], status: int = 200) -> web.Response:
+        """The answer to a write: the stored object's JSON as the store encoded it, when `obj` is
+        what the store holds (not a dry run), instead of encoding it a second time."""
+        meta = obj.get("metadata") or {}
+        entry = self.store.get(kind, meta.get("namespace", "") if kind.namespaced else "", meta.get("name", ""))
+        return _respond(entry.raw if entry is not None and entry.obj is obj else obj, status)
 
     # -- bodies ----------------------------------------------------------------------------------
 

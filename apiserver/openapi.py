@@ -307,17 +307,15 @@ def _join(prefix: str, key: str) -> str:
 def _unknown_in_message(message: str, value: Any, prefix: str) -> list[str]:
     if message in SPECIAL or not isinstance(value, dict):
         return []  # a type mismatch is validation's to report, not an unknown field
-    fields: dict[str, tuple[str, tuple[str, ...]]] = {}
-    _collect_fields(message, fields)
-    if prefix == "" or "metadata" in fields:
-        fields.setdefault("apiVersion", ("string", ()))
-        fields.setdefault("kind", ("string", ()))
+    fields = _fields(message)
+    type_meta = prefix == "" or "metadata" in fields  # apiVersion and kind go with an object's metadata
     found = []
     for key, item in value.items():
         if key.startswith("$"):
             continue
         if key not in fields:
-            found.append(_join(prefix, key))
+            if not (type_meta and key in ("apiVersion", "kind")):
+                found.append(_join(prefix, key))
             continue
         type_name, flags = fields[key]
         if not type_name.startswith("k8s.io."):
@@ -332,6 +330,15 @@ def _unknown_in_message(message: str, value: Any, prefix: str) -> list[str]:
         else:
             found += _unknown_in_message(type_name, item, path)
     return found
+
+
+@cache
+def _fields(message: str) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """A message's fields by JSON name, inlined ones included (every write asks: computed once).
+    Shared: never mutate it."""
+    fields: dict[str, tuple[str, tuple[str, ...]]] = {}
+    _collect_fields(message, fields)
+    return fields
 
 
 def _collect_fields(message: str, into: dict[str, tuple[str, tuple[str, ...]]]) -> None:

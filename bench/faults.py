@@ -172,9 +172,9 @@ class Cluster:
         if name == "controller":
             return [*lahar, "controller", *kubeconfig, *metrics]
         if name == "nodes":
-            return [sys.executable, "-P", "-m", "lahar.node.sim_process", "--count", str(self.sim_nodes),
-                    "--kubeconfig", str(self.kubeconfig), "--report-address", report,
-                    "--token-file", str(self.agent_token), "--prefix", SIM_PREFIX]  # fmt: skip
+            return [*lahar, "sim-nodes", "--count", str(self.sim_nodes), *kubeconfig, "--report-address", report,
+                    "--token-file", str(self.agent_token), "--prefix", SIM_PREFIX, "--report-interval", "1",
+                    *metrics]  # fmt: skip
         if name == "agent":  # an agent of a node of its own, streaming reports; no QoS (no cgroups here)
             return [*lahar, "agent", *kubeconfig, "--node", "fault-agent-node", "--no-qos", "--interval", "1",
                     "--scheduler-address", report, "--token-file", str(self.agent_token), *metrics]  # fmt: skip

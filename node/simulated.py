@@ -117,6 +117,13 @@ class SimNodeSize:
                 raise ValueError(f"simulated node size: {key} must be a whole number, not {value!r}") from None
         return cls(**values, labels=dict(labels or {}))
 
+    def spec(self) -> str:
+        """The size as `parse` reads it (labels aside), to hand to another process."""
+        return (
+            f"cpu={self.cpu},memory={self.memory},ephemeral-storage={self.ephemeral_storage},"
+            f"pods={self.pods},gpus={self.gpus}"
+        )
+
     def capacity(self) -> dict[str, str]:
         capacity = {
             "cpu": self.cpu,
@@ -364,6 +371,14 @@ class SimulatedNodes:
 
     def wait_for_sync(self, timeout: float | None = None) -> bool:
         return self.informer.wait_for_sync(timeout)
+
+    def healthy(self) -> tuple[bool, str]:
+        """(ready, why): the nodes registered, their loop running, the pod cache listed."""
+        if self._thread is None or not self._thread.is_alive():
+            return False, "the simulated nodes are not running (still registering, or stopped)"
+        if not self.informer.has_synced:
+            return False, "the pod cache has not listed yet"
+        return True, f"ok: {len(self.nodes)} simulated nodes"
 
     def stream_stats(self) -> dict[str, StreamStats]:
         """Each node's report stream counters (sent, acked, connected, ...)."""

@@ -137,6 +137,10 @@ class Binder:
         started = time.perf_counter()
         error = bind_error(self.api, task, gpu_index)
         state.bind_seconds.append(time.perf_counter() - started)
+        # The batch completes before the event is written: a gang's outcome need not wait for
+        # the API to store its last pod's event.
+        if state.finish(task, error):
+            self._complete(state)
         if error is None:  # as kube-scheduler says it, on the pod (`kubectl describe pod`)
             self.events.record(
                 ObjectRef(kinds.POD, task.namespace, task.name, task.uid),
@@ -144,8 +148,6 @@ class Binder:
                 "Scheduled",
                 f"Successfully assigned {task.namespace}/{task.name} to {task.node}",
             )
-        if state.finish(task, error):
-            self._complete(state)
 
     def _complete(self, state: _Batch) -> None:
         batch = state.batch

@@ -6,15 +6,18 @@ One process supervises everything:
   `lahar scheduler|controller|agent` commands against a kubeconfig written to the data directory:
   the code paths of a cluster, a core each where there is one, each with /metrics and /healthz on
   a free loopback port, the scheduler's report endpoint (gRPC) on loopback with per-run tokens;
+- N simulated nodes (`lahar sim-nodes`), a child process too: in this process their status
+  writes and report streams held the interpreter lock the API server needs for every request;
 - this machine as a node (LocalNode: pods run as local processes in kubelet-like cgroups under
-  `--cgroup-parent`) and N simulated nodes (SimulatedNodes), as threads of this process.
+  `--cgroup-parent`), as threads of this process.
 
-Start: the API, then the three children at once (they boot while the nodes register), this node,
-the simulated nodes, then each child's /healthz. A child that exits on its own, or whose /livez
-keeps failing, is started again after a back-off (1 s doubling to 60 s), said on the terminal,
-while the rest keeps running. Stop (Ctrl-C, SIGTERM) goes the other way: the children (SIGTERM,
-SIGKILL after a timeout; the agent first, so it lifts its QoS caps), the simulated nodes, this
-node (its pods' processes killed, its cgroups removed), the API. The data stays. The children run
+Start: the API, then the children at once (they boot while this node registers), this node,
+then each child's /healthz (the simulated nodes' says they registered and listed their pods). A
+child that exits on its own, or whose /livez keeps failing, is started again after a back-off
+(1 s doubling to 60 s), said on the terminal, while the rest keeps running. Stop (Ctrl-C,
+SIGTERM) goes the other way: the children (SIGTERM, SIGKILL after a timeout; the agent first, so
+it lifts its QoS caps, then the simulated nodes), this node (its pods' processes killed, its
+cgroups removed), the API. The data stays. The children run
 in sessions of their own, so a Ctrl-C in the terminal reaches only `lahar up`, which stops them in
 that order."""
 
@@ -46,6 +49,7 @@ from lahar.endpoints import free_loopback_port
 from lahar.node.cgroups import DEFAULT_PARENT
 from lahar.node.logs import find_pod_logs
 from lahar.node.pod_run import ExecTarget
+from lahar.node.simulated import DEFAULT_PREFIX as SIM_PREFIX
 from lahar.node.simulated import SimNodeSize
 from lahar.up import DEFAULT_DATA_DIR
 
@@ -53,7 +57,6 @@ if TYPE_CHECKING:  # the heavy modules load when the system starts, not when the
     from lahar.apiserver.server import ServerConfig
     from lahar.client.api import KubeApi
     from lahar.node.runtime import LocalNode
-    from lahar.node.simulated import SimulatedNodes
 
 log = logging.getLogger("lahar.up")
 
@@ -91,6 +94,19 @@ class Cancelled(Exception):
 
 def say(text: str = "", end: str = "\n") -> None:
     print(text, end=end, flush=True)
+
+
+@dataclass(frozen=True)
+class SimNodeSet:
+    """The simulated nodes the `sim-nodes` program runs (what the demo and the summary show)."""
+
+    count: int
+    size: SimNodeSize
+    prefix: str = SIM_PREFIX
+
+    @property
+    def node_names(self) -> list[str]:
+        return [f"{self.prefix}{index}" for index in range(self.count)]
 
 
 @dataclass(frozen=True)
@@ -280,11 +296,10 @@ class System:
         self.url = ""
         self.kubeconfig = self.data_dir / "kubeconfig"
         self.report_address = f"{LOOPBACK}:{free_loopback_port()}"
-        self._sim_token = ""  # the simulated nodes' report token (for any node), made at start
         self.programs: list[Program] = []
         self.api: KubeApi | None = None
         self.local_node: LocalNode | None = None
-        self.sim_nodes: SimulatedNodes | None = None
+        self.sim_nodes: SimNodeSet | None = None  # what the `sim-nodes` program runs
         self.agent_qos = ""  # what the agent's /healthz said about QoS when it became ready
         self._lock_file: int | None = None
         self._log_handler: logging.Handler | None = None
@@ -324,7 +339,7 @@ class System:
         if self.options.local_node:
             self._start_local_node()
         self._check(cancelled)
-        self._start_sim_nodes()
+        self._remove_stale_sim_nodes()
         for program in self.programs:
             self._wait_ready(program, cancelled)
         say(f"\nLahar is up ({time.monotonic() - began:.1f} s).")
@@ -401,12 +416,11 @@ class System:
         return path
 
     def _start_programs(self) -> None:
-        """The scheduler, the controller and the agent, at once: they boot while the nodes register.
-        The report tokens are new each start: one for this node's agent, one (`*`) for the
-        simulated nodes."""
+        """The scheduler, the controller, the simulated nodes and the agent, at once: they boot
+        while this node registers. The report tokens are new each start: one for this node's
+        agent, one (`*`) for the simulated nodes."""
         node = self._local_node_name()
         agent_token, sim_token = secrets.token_hex(16), secrets.token_hex(16)
-        self._sim_token = sim_token
         tokens = self._write_secret("report-tokens", f"{agent_token} {node}\n{sim_token} *\n")
         kubeconfig = ["--kubeconfig", str(self.kubeconfig)]
         if self.options.hub:
@@ -434,6 +448,20 @@ class System:
             ),
             self._program("controller", [*kubeconfig, "--workloads"]),
         ]
+        if self.options.sim_nodes > 0:
+            size = self.options.sim_node_size
+            self.programs.append(
+                self._program(
+                    "sim-nodes",
+                    [
+                        *kubeconfig,
+                        *("--count", str(self.options.sim_nodes), "--size", size.spec()),
+                        *("--report-address", self.report_address),
+                        *("--token-file", str(self._write_secret("sim-token", sim_token + "\n"))),
+                    ],
+                )
+            )
+            self.sim_nodes = SimNodeSet(self.options.sim_nodes, size)
         if self.options.local_node:
             agent_token_file = self._write_secret("agent-token", agent_token + "\n")
             qos = ["--qos-config", str(self.options.qos_config)] if self.options.qos_config else []
@@ -491,26 +519,16 @@ class System:
         )
         say(f"ready: {local_cpus()} CPUs; {where}")
 
-    def _start_sim_nodes(self) -> None:
-        from lahar.node.simulated import SimulatedNodes, remove_simulated_nodes
+    def _remove_stale_sim_nodes(self) -> None:
+        """Without --sim-nodes, the simulated nodes of an earlier start go (with it, the
+        `sim-nodes` program removes those beyond its count)."""
+        from lahar.node.simulated import remove_simulated_nodes
 
         assert self.api is not None
-        count, size = self.options.sim_nodes, self.options.sim_node_size
-        if count == 0:
-            removed = remove_simulated_nodes(self.api)  # those of an earlier start with --sim-nodes
+        if self.options.sim_nodes == 0:
+            removed = remove_simulated_nodes(self.api)
             if removed:
                 say(f"removed the {removed} simulated nodes of an earlier start")
-            return
-        say(
-            f"starting {count} simulated node{'s' if count != 1 else ''} ({size.cpu} CPUs, {size.memory} each)… ",
-            end="",
-        )
-        sims = SimulatedNodes(self.api, count, size, report_address=self.report_address, token=self._sim_token)
-        sims.start()
-        self.sim_nodes = sims
-        sims.wait_for_sync(10.0)
-        names = sims.node_names
-        say(f"ready: {names[0]}" + (f" … {names[-1]}" if len(names) > 1 else ""))
 
     def _wait_ready(self, program: Program, cancelled: threading.Event, timeout: float = READY_TIMEOUT_SECONDS) -> None:
         say(f"starting the {program.name}… ", end="")
@@ -635,10 +653,9 @@ class System:
         say("stopping…")
         # The agent first (it lifts its QoS caps), the simulated nodes' report streams before the
         # scheduler that receives them, the nodes' informers before the API.
-        agent = [p for p in self.programs if p.name == "agent"]
-        clean = self._stop_programs(agent)
-        clean = self._stop_step("the simulated nodes", self.sim_nodes.stop if self.sim_nodes else None) and clean
-        clean = self._stop_programs([p for p in reversed(self.programs) if p not in agent]) and clean
+        first = [p for name in ("agent", "sim-nodes") for p in self.programs if p.name == name]
+        clean = self._stop_programs(first)
+        clean = self._stop_programs([p for p in reversed(self.programs) if p not in first]) and clean
         clean = self._stop_step("this node", self.local_node.stop if self.local_node else None) and clean
         clean = self._stop_step("the API server", self.apiserver.stop) and clean
         self.pids_file.unlink(missing_ok=True)

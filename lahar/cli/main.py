@@ -18,6 +18,7 @@ from lahar.cli import (
     object_commands,
     scheduler_command,
     server_commands,
+    sim_nodes_command,
 )
 
 
@@ -43,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     federation_command.register(commands)
     scheduler_command.register(commands)
     bench_command.register(commands)
+    sim_nodes_command.register(commands)
     return parser
 
 

@@ -96,6 +96,18 @@ def test_nodes_register_with_their_size(api: KubeApi, simulated: SimFactory) -> 
         assert {c["type"]: c["status"] for c in node["status"]["conditions"]}["Ready"] == "True"
 
 
+def test_health_says_ready_once_registered_and_listed(api: KubeApi) -> None:
+    nodes = SimulatedNodes(api, 1, name_prefix=f"sim-{secrets.token_hex(3)}-")
+    assert nodes.healthy() == (False, "the simulated nodes are not running (still registering, or stopped)")
+    nodes.start()
+    try:
+        assert wait_for(lambda: nodes.healthy()[0], timeout=10)
+        assert nodes.healthy() == (True, "ok: 1 simulated nodes")
+    finally:
+        nodes.stop()
+    assert not nodes.healthy()[0]
+
+
 def test_fewer_nodes_on_restart_removes_the_rest(api: KubeApi, simulated: SimFactory) -> None:
     first = simulated(3)
     first.stop()
@@ -225,6 +237,8 @@ def test_size_parses_from_a_command_line_value() -> None:
         "nvidia.com/gpu": "8",
     }
     assert size.labels == {"pool": "gpu"}
+    # What `lahar up` hands its `lahar sim-nodes` program reads back as the same size.
+    assert SimNodeSize.parse(size.spec(), labels={"pool": "gpu"}) == size
     for bad, problem in (
         ("cpu=lots", "cpu"),
         ("disk=1", "expected"),

@@ -286,16 +286,19 @@ def sim_job(name: str, replicas: int, min_available: int, cpu: str, seconds: int
 
 def test_every_program_is_up_and_says_where(up: LaharUp) -> None:
     out = up.output
-    for program in ("scheduler", "controller", "agent"):
+    programs = ("scheduler", "controller", "sim-nodes", "agent")
+    for program in programs:
         assert re.search(rf"starting the {program}… ready", out), out
     assert f"export KUBECONFIG={up.kubeconfig}" in out
     assert f"http://127.0.0.1:{up.port}" in out
     assert re.search(r"agent reports on 127\.0\.0\.1:\d+ \(gRPC\)", out), out
-    urls = re.findall(r"http://127\.0\.0\.1:\d+/metrics", out)
-    assert len(urls) == 3, out
-    for url in urls:
+    urls = dict(re.findall(r"^\s+(\S+)\s+(http://127\.0\.0\.1:\d+/metrics)", out, re.MULTILINE))
+    assert set(urls) == set(programs), out
+    for program, url in urls.items():
         with urllib.request.urlopen(url, timeout=10) as answer:
-            assert answer.status == 200 and b"lahar_" in answer.read()
+            # The simulated nodes export their process's figures alone; the others, Lahar's.
+            expected = b"process_cpu_seconds_total" if program == "sim-nodes" else b"lahar_"
+            assert answer.status == 200 and expected in answer.read(), program
     nodes = {node["metadata"]["name"]: node for node in up.api().list(kinds.NODE)["items"]}
     assert {"lahar-sim-0", "lahar-sim-1"} <= set(nodes)
     local = [n for n in nodes.values() if (n["metadata"].get("labels") or {}).get("lahar.dev/local") == "true"]
