@@ -420,7 +420,15 @@ class JobInfo:
             yield from self.by_status.get(status, {}).values()
 
     def count(self, statuses: Iterable[TaskStatus]) -> int:
-        return sum(len(self.by_status.get(status, ())) for status in statuses)
+        # A plain loop: asked several times per task placed (gang, allocate), where a
+        # generator inside sum() cost a tenth of the basic bench's session (cProfile).
+        by_status = self.by_status
+        total = 0
+        for status in statuses:
+            tasks = by_status.get(status)
+            if tasks:
+                total += len(tasks)
+        return total
 
     @property
     def pending(self) -> list[TaskInfo]:
