@@ -219,7 +219,7 @@ class Demo:
                     f"{CpuSuppressConfig().wait_threshold:.0%} of its runnable time — and lifts the cap as that clears)"
                     if qos_cap_enabled(self.system.options.qos_config)
                     else "; no CPU cap: measured, the weights protect online pods better than a quota, which costs "
-                    "latency of its own, so cpu_suppress is off by default)"
+                    "latency of its own, so cpu_suppress.interference_cap is off by default)"
                 )
             )
             self.stop.wait(QOS_SETTLE_SECONDS)
@@ -628,9 +628,10 @@ def read_text(path: Path) -> str | None:
 
 
 def qos_cap_enabled(qos_config: Path | None) -> bool:
-    """Whether the agent's BE CPU cap (cpu_suppress, off by default) may act under this config."""
+    """Whether the agent's BE CPU cap (cpu_suppress.interference_cap, off by default) may act."""
     config = load_config(qos_config) if qos_config is not None else QosConfig()
-    return bool(config.section(CPU_SUPPRESS).enabled)
+    section = config.section(CPU_SUPPRESS)
+    return bool(section.enabled and section.interference_cap)
 
 
 def read_knob(tree: Any, path: str, knob: str) -> Any:

@@ -306,10 +306,16 @@ class QosEngine:
         return tick.targets if tick is not None else None
 
     def _loop_targets(self, tick: _Tick) -> LoopTargets | None:
-        """What the loop reads until the next tick. It measures online pods' CPU wait whether or
-        not the cap may act (cpu_suppress off by default): the wait is a metric and an alert too."""
+        """What the loop reads until the next tick: online pods' CPU wait, a metric and an alert
+        whether or not it may cap BE (`interference_cap`, off by default)."""
         section = self._sections.get(cpu_suppress.NAME)
-        if section is None or not self._available[0] or self.executor.existing_top() is None:
+        if (
+            section is None
+            or not section.enabled
+            or cpu_suppress.NAME not in self._plans
+            or not self._available[0]
+            or self.executor.existing_top() is None
+        ):
             return None
         return LoopTargets(
             tuple(p.cgroup for p in tick.pods if p.online),
@@ -328,6 +334,9 @@ class QosEngine:
             section = self._sections.get(cpu_suppress.NAME)
             tick = self._tick
             if plan is None or section is None or tick is None or not self._available[0]:
+                return ""
+            if not section.interference_cap:  # measuring only (the default): the wait is a metric
+                self._plans[cpu_suppress.NAME] = cpu_suppress.remembered(plan, plan.memo["control"], signal)
                 return ""
             cores = tick.node.cores
             if self.prober is not None and signal.slo_slack is None:

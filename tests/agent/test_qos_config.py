@@ -38,8 +38,9 @@ node_configs:
 
 def test_defaults() -> None:
     config = QosConfig()
-    # the BE CPU cap is off by default (it never beat the weights, docs/qos.md); its limits stand ready
-    assert config.section("cpu_suppress").wait_threshold == 0.5 and not config.section("cpu_suppress").enabled
+    # the loop measures, its BE CPU cap is off by default (it never beat the weights, docs/qos.md)
+    suppress = config.section("cpu_suppress")
+    assert suppress.wait_threshold == 0.5 and suppress.enabled and not suppress.interference_cap
     assert config.section("cpu_priority").enabled
     assert config.reassert_seconds == 10 and config.eviction.memory_threshold == 0.85
     assert QosConfig.from_mapping(None) == QosConfig.from_mapping({}) == QosConfig()

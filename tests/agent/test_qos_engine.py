@@ -34,7 +34,7 @@ GiB, MiB = 1 << 30, 1 << 20
 
 def config(**sections: Any) -> QosConfig:
     """A config with the BE CPU cap on (off by default): most tests here pin what it does."""
-    suppress = {"enabled": True, **sections.pop("cpu_suppress", {})}
+    suppress = {"interference_cap": True, **sections.pop("cpu_suppress", {})}
     return QosConfig.from_mapping({"cpu_suppress": suppress, **sections})
 
 

@@ -452,7 +452,7 @@ def test_online_wait_makes_the_loop_cap_be_within_a_window(pods: KernelPods, sou
         for path in (unified / pods.kubepods, unified / pods.kubepods / "burstable", unified / ls_pod, mirror):
             path.mkdir()
             made.append(path)
-    engine = QosEngine(Host(Path("/"), CGROUP_ROOT), pods.kubepods, only(cpu_suppress={"enabled": True}))
+    engine = QosEngine(Host(Path("/"), CGROUP_ROOT), pods.kubepods, only(cpu_suppress={"interference_cap": True}))
     try:
         pods.start(be_container, BUSY)
         report = NodeReport(

@@ -69,13 +69,13 @@ CUT, GROW, LIFT, HOLD, LEARN, REVERT = "cut", "grow", "lift", "", "baseline", "r
 
 @dataclass(frozen=True)
 class CpuSuppressConfig:
-    # Off by default: in both full runs of the 16-cell CPU interference matrix on this machine
-    # (docs/qos.md) a cut never brought online p99 under what the minimal weights alone gave, and
-    # where it acted it cost latency (builtin-low-cpu-requests: 3.16 ms capped, 2.67 without; a
-    # quota leaves vCPUs halted). The interference loop still measures online pods' CPU wait for
-    # metrics and alerts either way. Turn it on where weights cannot reach the interference (SMT
-    # siblings, BE outside kubepods) and measure it with `lahar bench colocation --without`.
-    enabled: bool = False
+    enabled: bool = True  # the loop measuring online pods' CPU wait (metrics, alerts), an SRE's ceiling
+    # Cutting BE when online pods wait: off by default. In both full runs of the 16-cell CPU
+    # interference matrix on this machine (docs/qos.md) a cut never brought online p99 under what
+    # the minimal weights alone gave, and where it acted it cost latency (builtin-low-cpu-requests:
+    # 3.16 ms capped, 2.67 without; a quota leaves vCPUs halted). Turn it on where weights cannot
+    # reach the interference (SMT siblings, BE outside kubepods), and measure.
+    interference_cap: bool = False
     # Online pods' CPU wait as a share of their runnable time. Measured here (2 vCPUs, kernel
     # 6.18) beside BE held by weights: over 1 s windows 0.05-0.11 for the built-in service, 0.25-0.34
     # for redis and memcached at 4000 req/s (many wake-ups, each may wait up to a tick); over 200 ms
