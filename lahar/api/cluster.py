@@ -35,7 +35,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from lahar.api.errors import TYPE_INVALID, Field, FieldError, describe
-from lahar.api.meta import MetaAccessors, ObjectMeta, check_name, dns1123_label_problems, dns1123_subdomain_problems
+from lahar.api.meta import (
+    ObjectView,
+    check_name,
+    dns1123_label_problems,
+    dns1123_subdomain_problems,
+)
 
 # The keys of the Secret a Cluster names: a bearer token and the CA bundle that signs the member's
 # serving certificate. Either may be absent (an embedded server on loopback needs neither).
@@ -50,19 +55,11 @@ SECRET_NOT_FOUND = "SecretNotFound"
 BAD_SECRET = "InvalidSecret"
 READY_CONDITION = "Ready"
 
-_EMPTY: Mapping[str, Any] = {}
 
-
-class Cluster(MetaAccessors):
+class Cluster(ObjectView):
     """A read-only view over a (valid) Cluster dict."""
 
-    __slots__ = ("meta", "raw", "spec", "status")
-
-    def __init__(self, obj: Mapping[str, Any]) -> None:
-        self.raw = obj
-        self.meta = ObjectMeta.of(obj)
-        self.spec: Mapping[str, Any] = obj.get("spec") or _EMPTY
-        self.status: Mapping[str, Any] = obj.get("status") or _EMPTY
+    __slots__ = ()
 
     @property
     def endpoint(self) -> str:

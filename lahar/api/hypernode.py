@@ -26,23 +26,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lahar.api.errors import Field, FieldError
-from lahar.api.meta import MetaAccessors, ObjectMeta
+from lahar.api.meta import ObjectView
 from lahar.api.selectors import SelectorError, label_selector_from_dict
 
 MEMBER_TYPES = ("Node", "HyperNode")
 SELECTORS = ("exactMatch", "regexMatch", "labelMatch")
-_EMPTY: Mapping[str, Any] = {}
 
 
-class HyperNode(MetaAccessors):
+class HyperNode(ObjectView):
     """A read-only view over a HyperNode dict."""
 
-    __slots__ = ("meta", "raw", "spec")
-
-    def __init__(self, obj: Mapping[str, Any]) -> None:
-        self.raw = obj
-        self.meta = ObjectMeta.of(obj)
-        self.spec: Mapping[str, Any] = obj.get("spec") or _EMPTY
+    __slots__ = ()
 
     @property
     def tier(self) -> int:

@@ -324,3 +324,18 @@ class MetaAccessors:
     @property
     def annotations(self) -> Mapping[str, str]:
         return self.meta.annotations
+
+
+_NO_FIELDS: Mapping[str, Any] = {}
+
+
+class ObjectView(MetaAccessors):
+    """A read-only typed view over an object dict: its metadata, spec and status (empty if absent)."""
+
+    __slots__ = ("meta", "raw", "spec", "status")
+
+    def __init__(self, obj: Mapping[str, Any]) -> None:
+        self.raw = obj
+        self.meta = ObjectMeta.of(obj)
+        self.spec: Mapping[str, Any] = obj.get("spec") or _NO_FIELDS
+        self.status: Mapping[str, Any] = obj.get("status") or _NO_FIELDS

@@ -11,8 +11,7 @@ from typing import Any
 
 from lahar.api.errors import DUPLICATE, Field, FieldError, child_dict, dict_elements, set_default
 from lahar.api.meta import (
-    MetaAccessors,
-    ObjectMeta,
+    ObjectView,
     OwnerReference,
     check_name,
     dns1123_label_problems,
@@ -78,17 +77,14 @@ class Toleration:
         return self.operator == "Exists" or self.value == taint.value
 
 
-class Pod(MetaAccessors):
+class Pod(ObjectView):
     """A read-only view over a Pod dict, no copy. Construction costs a few dict lookups;
     requests, tolerations and the QoS class are computed on first use and cached."""
 
-    __slots__ = ("_qos_class", "_requests", "_tolerations", "meta", "raw", "spec", "status")
+    __slots__ = ("_qos_class", "_requests", "_tolerations")
 
     def __init__(self, obj: Mapping[str, Any]) -> None:
-        self.raw = obj
-        self.meta = ObjectMeta.of(obj)
-        self.spec: Mapping[str, Any] = obj.get("spec") or _EMPTY
-        self.status: Mapping[str, Any] = obj.get("status") or _EMPTY
+        super().__init__(obj)
         self._requests: ResourceList | None = None
         self._tolerations: tuple[Toleration, ...] | None = None
         self._qos_class: QoSClass | None = None

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from lahar.api.errors import Field, FieldError, child_dict, set_default
-from lahar.api.meta import MetaAccessors, ObjectMeta, check_name, dns1123_subdomain_problems
+from lahar.api.meta import ObjectView, check_name, dns1123_subdomain_problems
 from lahar.api.node import validate_conditions
 from lahar.api.queue import DEFAULT_QUEUE
 from lahar.api.resources import ResourceList
@@ -38,16 +38,13 @@ STATUS_COUNTERS = ("running", "succeeded", "failed")
 _EMPTY: Mapping[str, Any] = {}
 
 
-class PodGroup(MetaAccessors):
+class PodGroup(ObjectView):
     """A read-only view over a PodGroup dict."""
 
-    __slots__ = ("_min_resources", "meta", "raw", "spec", "status")
+    __slots__ = ("_min_resources",)
 
     def __init__(self, obj: Mapping[str, Any]) -> None:
-        self.raw = obj
-        self.meta = ObjectMeta.of(obj)
-        self.spec: Mapping[str, Any] = obj.get("spec") or _EMPTY
-        self.status: Mapping[str, Any] = obj.get("status") or _EMPTY
+        super().__init__(obj)
         self._min_resources: ResourceList | None = None
 
     @property

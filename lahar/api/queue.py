@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from lahar.api.errors import Field, FieldError, child_dict, set_default
-from lahar.api.meta import MetaAccessors, ObjectMeta, check_name, dns1123_subdomain_problems
+from lahar.api.meta import ObjectView, check_name, dns1123_subdomain_problems
 from lahar.api.quantity import Quantity
 from lahar.api.resources import ResourceList
 
@@ -29,16 +29,10 @@ class QueueState(enum.StrEnum):
 _EMPTY: Mapping[str, Any] = {}
 
 
-class Queue(MetaAccessors):
+class Queue(ObjectView):
     """A read-only view over a Queue dict."""
 
-    __slots__ = ("meta", "raw", "spec", "status")
-
-    def __init__(self, obj: Mapping[str, Any]) -> None:
-        self.raw = obj
-        self.meta = ObjectMeta.of(obj)
-        self.spec: Mapping[str, Any] = obj.get("spec") or _EMPTY
-        self.status: Mapping[str, Any] = obj.get("status") or _EMPTY
+    __slots__ = ()
 
     @property
     def weight(self) -> int:
