@@ -19,25 +19,22 @@ START_TIMEOUT = 120.0
 
 
 class Cluster:
-    """`lahar up` with simulated nodes only, as a child process."""
+    """`lahar up` with simulated nodes only, as a child process; with `clusters`, a federation
+    (`lahar up --clusters N`: a hub and N members of their own sizes) instead."""
 
-    def __init__(self, data_dir: Path, nodes: int, *extra: str) -> None:
+    def __init__(
+        self, data_dir: Path, nodes: int, *extra: str, clusters: int = 0, start_timeout: float = START_TIMEOUT
+    ) -> None:
         self.data_dir = data_dir
         self.port = free_loopback_port()
-        self.argv = [
-            sys.executable,
-            "-m",
-            "lahar",
-            "up",
-            "--data-dir",
-            str(data_dir),
-            "--port",
-            str(self.port),
-            "--no-local-node",
-            "--sim-nodes",
-            str(nodes),
-            *extra,
-        ]
+        self.start_timeout = start_timeout
+        common = [sys.executable, "-m", "lahar", "up", "--data-dir", str(data_dir), "--port", str(self.port)]
+        if clusters:
+            self.argv = [*common, "--clusters", str(clusters), *extra]
+            self.ready = "The federation is up"
+        else:
+            self.argv = [*common, "--no-local-node", "--sim-nodes", str(nodes), *extra]
+            self.ready = "Lahar is up"
         self.lines: list[str] = []
         self.proc: subprocess.Popen[str] | None = None
 
@@ -51,8 +48,8 @@ class Cluster:
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         threading.Thread(target=self._read, daemon=True).start()
-        deadline = time.monotonic() + START_TIMEOUT
-        while not any("Lahar is up" in line for line in self.lines):
+        deadline = time.monotonic() + self.start_timeout
+        while not any(self.ready in line for line in self.lines):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("lahar up did not start:\n" + "".join(self.lines[-40:]))
             time.sleep(0.1)

@@ -197,7 +197,9 @@ def run_federation(jobs: list[SimJob], queues: dict[str, Queue], step: float) ->
                 phase = JobPhase.COMPLETED if job.finished is not None else JobPhase.RUNNING
                 status = {"state": {"phase": phase.value}}
                 view = replace(view, cluster=job.member, placement=1, dispatched=1, phase=phase, status=status)
-                copies[job.member].append(MemberCopy(job.member, view.key, "m-" + view.uid, view.uid, 1, status))
+                copies[job.member].append(
+                    MemberCopy(job.member, view.key, "m-" + view.uid, view.uid, 1, status, view.generation)
+                )
             views.append(view)
         began = time.perf_counter()
         actions = plan(views, fleet.views(), copies, queues, policy, now)
@@ -263,7 +265,7 @@ def write_svg(outcomes: Sequence[Outcome], path: Path) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="lahar bench federation", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--jobs", type=int, default=1000, help="Jobs submitted to the hub (default 1000)")
+    parser.add_argument("--jobs", type=int, help="Jobs submitted to the hub (default 1000; --live: 60)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
         "--team-share", type=float, default=0.4, help="each team's fleet-wide CPU capability, as a share"
@@ -272,10 +274,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--out", type=Path, default=Path("bench-federation"), help="folder for federation.json and .svg"
     )
+    parser.add_argument(
+        "--live",
+        action="store_true",
+        help="real time on real processes: `lahar up --clusters 3`, the Jobs (default 60) running 5-20 s "
+        "(bench/_federation_live.py)",
+    )
     args = parser.parse_args(argv)
-    if args.jobs < 1 or not 0 < args.team_share <= 1 or not args.step > 0:
+    if (args.jobs is not None and args.jobs < 1) or not 0 < args.team_share <= 1 or not args.step > 0:
         parser.error("--jobs must be positive, --team-share in (0, 1], --step positive")
+    if args.live:
+        return main_live(args)
     queues = team_capability(args.team_share)
+    args.jobs = args.jobs or 1000
     outcomes = [
         run_federation(make_jobs(args.jobs, args.seed), queues, args.step),
         run_round_robin(make_jobs(args.jobs, args.seed), queues, args.step),
@@ -292,6 +303,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     (args.out / "federation.json").write_text(json.dumps(results, indent=2) + "\n")
     write_svg(outcomes, args.out / "federation.svg")
     print(f"wrote {args.out / 'federation.json'} and {args.out / 'federation.svg'}")
+    return 0
+
+
+def main_live(args: argparse.Namespace) -> int:
+    from lahar.bench import _federation_live as live
+
+    jobs = make_jobs(args.jobs or 60, args.seed)
+    capability = int(fleet_cpu() * args.team_share)
+    shapes = [(name, tuple(node(cpu, gpus) for _ in range(count))) for name, count, cpu, gpus, _ in MEMBERS]
+    outcomes = live.run_live([j.obj for j in jobs], [j.duration for j in jobs], TEAMS, capability, shapes, fleet_cpu())
+    live.print_live(outcomes, capability, fleet_cpu())
+    args.out.mkdir(parents=True, exist_ok=True)
+    results = {o.name: {k: v for k, v in vars(o).items() if k != "curve"} for o in outcomes}
+    (args.out / "federation-live.json").write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {args.out / 'federation-live.json'}")
     return 0
 
 

@@ -117,12 +117,34 @@ def member_queue(name: str, hub_queue: Mapping[str, Any] | None) -> dict[str, An
     }
 
 
-def copy_placement(member_copy: Mapping[str, Any]) -> int | None:
-    text = ((member_copy.get("metadata") or {}).get("annotations") or {}).get(names.PLACEMENT_ANNOTATION)
+def _int_annotation(member_copy: Mapping[str, Any], key: str) -> int | None:
+    text = ((member_copy.get("metadata") or {}).get("annotations") or {}).get(key)
     try:
         return int(str(text))
     except (TypeError, ValueError):
         return None
+
+
+def copy_placement(member_copy: Mapping[str, Any]) -> int | None:
+    return _int_annotation(member_copy, names.PLACEMENT_ANNOTATION)
+
+
+def copy_hub_generation(member_copy: Mapping[str, Any]) -> int:
+    """The hub Job's generation the copy's spec was made from (0 when unknown: brought up to date)."""
+    return _int_annotation(member_copy, names.HUB_GENERATION_ANNOTATION) or 0
+
+
+def updated_copy(hub_job: Mapping[str, Any], current: Mapping[str, Any], placement: int) -> dict[str, Any]:
+    """The copy with the hub Job's current spec, labels and annotations (the fence's with its new
+    generation), written over the member's object: its resourceVersion (the update is
+    preconditioned on it) and status are kept."""
+    wanted = member_job(hub_job, placement)
+    current_metadata = current.get("metadata") or {}
+    kept = {key: current_metadata[key] for key in ("uid", "resourceVersion") if key in current_metadata}
+    result = {**wanted, "metadata": {**wanted["metadata"], **kept}}
+    if "status" in current:
+        result["status"] = copy.deepcopy(current["status"])
+    return result
 
 
 def events_to_mirror(

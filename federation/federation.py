@@ -34,8 +34,10 @@ from lahar.federation.planner import (
     CreateCopy,
     DeleteCopy,
     Dispatch,
+    HoldChange,
     HubJob,
     SetStatus,
+    UpdateCopy,
     hub_job,
     plan,
 )
@@ -149,7 +151,7 @@ class Federation:
         now = self.clock()
         clusters = {c["metadata"]["name"]: c for c in self.clusters.list()}
         for gone in set(self._members) - set(clusters):
-            del self._members[gone]
+            self._forget(gone)
         due = [
             name
             for name in clusters
@@ -278,6 +280,36 @@ class Federation:
         present = {(e.get("metadata") or {}).get("uid") for e in member.snapshot.events}
         member.events_told = {uid: n for uid, n in member.events_told.items() if uid in present}  # expired: forgotten
 
+    def _forget(self, name: str) -> None:
+        """A Cluster deleted on the hub: delete the copies made there while the connection is still
+        at hand, before its Jobs are placed elsewhere this same cycle (two copies must not run).
+        A member that does not answer keeps them: the hub no longer knows how to reach it."""
+        member = self._members.pop(name)
+        if member.api is None:
+            return
+        try:
+            found = member.api.list_all(JOB, label_selector=names.HUB_UID_LABEL)["items"]
+        except KubeError as exc:
+            log.warning("Cluster %s deleted; its copies are left there (it does not answer: %s)", name, exc)
+            return
+        for job in found:
+            metadata = job["metadata"]
+            log.info("Cluster %s deleted: deleting %s/%s there", name, metadata.get("namespace"), metadata["name"])
+            try:
+                member.api.delete(
+                    JOB,
+                    metadata["name"],
+                    metadata.get("namespace"),
+                    uid=metadata["uid"],
+                    propagation_policy="Background",
+                )
+            except (NotFound, Conflict):
+                continue
+            except KubeError as exc:
+                log.warning(
+                    "Cluster %s deleted; %s/%s left there: %s", name, metadata.get("namespace"), metadata["name"], exc
+                )
+
     def _member_api(self, name: str) -> KubeApi:
         member = self._members.get(name)
         if member is None or member.api is None:
@@ -295,6 +327,10 @@ class Federation:
                 self._create_copy(job, action.member, action.placement)
         elif isinstance(action, DeleteCopy):
             self._delete_copy(action)
+        elif isinstance(action, UpdateCopy):
+            self._update_copy(action)
+        elif isinstance(action, HoldChange):
+            self._hold_change(action)
         elif isinstance(action, SetStatus):
             self._set_status(action)
 
@@ -359,6 +395,30 @@ class Federation:
         # NotFound: gone already; Conflict: a newer copy of the same name, nothing of the stale one left.
         with contextlib.suppress(NotFound, Conflict):
             api.delete(JOB, action.job[1], action.job[0], uid=action.uid, propagation_policy="Background")
+
+    def _update_copy(self, action: UpdateCopy) -> None:
+        job = self.jobs.get(action.job[1], action.job[0])
+        if job is None:
+            return
+        api = self._member_api(action.member)
+        current = api.get(JOB, action.job[1], action.job[0])
+        if current["metadata"].get("uid") != action.uid:
+            return  # not the copy the plan saw: the next snapshot tells
+        self._members[action.member].written_since_snapshot = True
+        api.update(JOB, copies.updated_copy(job, current, action.placement))  # Conflict: next cycle
+        message = f"spec generation {action.generation} carried to the copy in {action.member}"
+        self._record(job, "Normal", names.EVENT_SPEC_CARRIED, message)
+        if (job["metadata"].get("annotations") or {}).get(names.HELD_GENERATION_ANNOTATION):
+            patch = {"metadata": {"annotations": {names.HELD_GENERATION_ANNOTATION: None}}}
+            self.hub.patch(JOB, action.job[1], patch, action.job[0])
+
+    def _hold_change(self, action: HoldChange) -> None:
+        job = self.jobs.get(action.job[1], action.job[0])
+        if job is None:
+            return
+        patch = {"metadata": {"annotations": {names.HELD_GENERATION_ANNOTATION: str(action.generation)}}}
+        updated = self.hub.patch(JOB, action.job[1], patch, action.job[0])
+        self._record(updated, "Warning", names.EVENT_SPEC_HELD, action.message)
 
     def _set_status(self, action: SetStatus) -> None:
         job = self.jobs.get(action.job[1], action.job[0])

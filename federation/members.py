@@ -30,7 +30,8 @@ from lahar.api.resources import ResourceList
 from lahar.client.api import KubeApi
 from lahar.client.errors import ApiUnavailable, Forbidden, KubeError, Unauthorized
 from lahar.federation import names
-from lahar.federation.copies import copy_placement
+from lahar.federation.copies import copy_hub_generation, copy_placement
+from lahar.federation.placement import demand_of
 from lahar.federation.planner import MemberCopy
 
 MEMBER_TIMEOUT = 10.0  # seconds a member request may take before the member counts as not answering
@@ -153,6 +154,10 @@ def take_snapshot(member: str, api: KubeApi) -> Snapshot:
         placement = copy_placement(job)
         if placement is None:
             continue
+        try:
+            total = demand_of(job).total
+        except (QuantityError, ValueError):
+            total = ResourceList()  # the member's own admission let it through; nothing to compare
         copies.append(
             MemberCopy(
                 member=member,
@@ -161,6 +166,8 @@ def take_snapshot(member: str, api: KubeApi) -> Snapshot:
                 hub_uid=(metadata.get("labels") or {}).get(names.HUB_UID_LABEL) or "",
                 placement=placement,
                 status=job.get("status") or {},
+                hub_generation=copy_hub_generation(job),
+                total=total,
             )
         )
         raw[key] = job

@@ -13,6 +13,8 @@ CLUSTER_LABEL = f"{PREFIX}/cluster"
 PLACEMENT_ANNOTATION = f"{PREFIX}/placement"
 # The placement number whose copy has been created in the member (absent: not created yet).
 DISPATCHED_ANNOTATION = f"{PREFIX}/dispatched"
+# The generation of a spec change held back from the copy (it would break the queue's quota).
+HELD_GENERATION_ANNOTATION = f"{PREFIX}/held-generation"
 
 # On a hub Job, written by its author.
 CLUSTER_SELECTOR_ANNOTATION = f"{PREFIX}/cluster-selector"  # a label selector over Cluster labels
@@ -34,3 +36,8 @@ REASON_DISPATCHED = "Dispatched"
 REASON_UNREACHABLE = "MemberUnreachable"
 REASON_REDISPATCHED = "Redispatched"
 REASON_DELETED_IN_MEMBER = "DeletedInMember"
+REASON_GUARANTEE = "GuaranteeReserved"  # the room left is another queue's unmet guarantee
+
+# Event reasons on hub Jobs.
+EVENT_SPEC_CARRIED = "SpecUpdated"
+EVENT_SPEC_HELD = "SpecChangeHeld"

@@ -53,10 +53,12 @@ class HubJob:
     queue: str
     priority: int
     created: str
+    generation: int  # the hub's spec generation: a copy made from an older one is brought up to date
     demand: Demand
     cluster: str  # the member it is placed on ("" when pending)
     placement: int  # the placement number (0 when never placed)
     dispatched: int | None  # the placement number whose copy was created
+    held: int | None  # the generation whose spec change is held back (the user was told)
     phase: JobPhase
     on_member_loss: str
     deleting: bool
@@ -78,10 +80,12 @@ def hub_job(obj: Mapping[str, Any], priorities: Mapping[str, int]) -> HubJob:
         queue=spec.get("queue") or DEFAULT_QUEUE,
         priority=priorities.get(spec.get("priorityClassName") or "", 0),
         created=metadata.get("creationTimestamp") or "",
+        generation=_int_or_none(metadata.get("generation")) or 0,
         demand=demand_of(obj),
         cluster=labels.get(names.CLUSTER_LABEL) or "",
         placement=_int_or_none(annotations.get(names.PLACEMENT_ANNOTATION)) or 0,
         dispatched=_int_or_none(annotations.get(names.DISPATCHED_ANNOTATION)),
+        held=_int_or_none(annotations.get(names.HELD_GENERATION_ANNOTATION)),
         phase=job_phase(obj),
         on_member_loss=annotations.get(names.ON_MEMBER_LOSS_ANNOTATION) or names.REDISPATCH,
         deleting=bool(metadata.get("deletionTimestamp")),
@@ -100,6 +104,8 @@ class MemberCopy:
     hub_uid: str
     placement: int
     status: Mapping[str, Any]
+    hub_generation: int = 0  # the hub Job's generation the copy's spec was made from
+    total: ResourceList = field(default_factory=ResourceList)  # what the copy's spec asks, all pods
 
 
 # --- actions ------------------------------------------------------------------------------------
@@ -127,6 +133,29 @@ class CreateCopy:
 
 
 @dataclass(frozen=True)
+class UpdateCopy:
+    """The hub Job's spec changed after dispatch (what the hub's admission lets change: replicas,
+    minAvailable, maxRetry, priorityClassName, ttlSecondsAfterFinished): carry it to the copy
+    (preconditioned on the copy's uid; the member's admission checks it as the hub's did)."""
+
+    member: str
+    job: Key
+    uid: str  # the copy's uid in the member
+    placement: int
+    generation: int
+
+
+@dataclass(frozen=True)
+class HoldChange:
+    """A spec change that would take the Job's queue past its fleet-wide capability is not
+    carried to the copy yet: say so once (an annotation naming the generation, and a Warning)."""
+
+    job: Key
+    generation: int
+    message: str
+
+
+@dataclass(frozen=True)
 class DeleteCopy:
     member: str
     job: Key
@@ -143,7 +172,7 @@ class SetStatus:
     event: tuple[str, str, str] | None = None  # (type, reason, message) to record with it
 
 
-Action = Dispatch | CreateCopy | DeleteCopy | SetStatus
+Action = Dispatch | CreateCopy | UpdateCopy | HoldChange | DeleteCopy | SetStatus
 
 
 # --- quotas -------------------------------------------------------------------------------------
@@ -217,6 +246,13 @@ def choose(
         if not within(job.demand.total, capability):
             return Choice(None, names.REASON_NEVER_FITS, f"the job asks more than queue {job.queue}'s capability")
         return Choice(None, names.REASON_QUOTA, f"queue {job.queue} is at its fleet-wide capability")
+    held_for = _guarantees_in_the_way(job, fleet, hub_queues)
+    if held_for:
+        return Choice(
+            None,
+            names.REASON_GUARANTEE,
+            f"the fleet's free room is held for the guarantee of queue {', '.join(held_for)}",
+        )
     matching = [
         m for m in fleet.members.values() if m.name != exclude and (selector is None or selector.matches(m.labels))
     ]
@@ -242,6 +278,31 @@ def choose(
     if best is None:
         return Choice(None, names.REASON_WAITING, "no member cluster has room for the whole gang now")
     return Choice(best[1], free_after=tuple(best[2]))
+
+
+def _guarantees_in_the_way(job: HubJob, fleet: _Fleet, hub_queues: Mapping[str, Queue]) -> list[str]:
+    """The other queues whose unmet guarantee (hub Queue `spec.guarantee.resource` less what their
+    placed Jobs use, fleet-wide) the fleet's free room could no longer cover with this Job placed.
+    A guarantee is room kept for its queue even while the queue is idle; it is counted over the
+    whole fleet, as a quota is."""
+    unmet: dict[str, ResourceList] = {}
+    for name, queue in hub_queues.items():
+        guarantee = queue.guarantee
+        if name == job.queue or not guarantee:
+            continue
+        used = fleet.queue_use.get(name, ResourceList())
+        missing = ResourceList({r: amount - used.get(r) for r, amount in guarantee.items() if amount > used.get(r)})
+        if missing:
+            unmet[name] = missing
+    if not unmet:
+        return []
+    free = sum(
+        (sum(fleet.free[m.name], ResourceList()) for m in fleet.members.values() if m.accepts_new_jobs), ResourceList()
+    )
+    left = free - job.demand.total
+    reserved = sum(unmet.values(), ResourceList())
+    short = {r for r, amount in reserved.items() if amount > left.get(r)}
+    return sorted(name for name, missing in unmet.items() if short & set(missing))
 
 
 def _fair_order(pending: list[HubJob], fleet: _Fleet, hub_queues: Mapping[str, Queue]) -> list[HubJob]:
@@ -292,6 +353,30 @@ def _hold_room_for_unstarted(
             fleet.free[job.cluster] = free_after
 
 
+def _carry_spec_changes(
+    edited: Sequence[tuple[HubJob, MemberCopy]], fleet: _Fleet, hub_queues: Mapping[str, Queue]
+) -> list[Action]:
+    """Hub Jobs whose spec changed after dispatch: the change goes to the copy, unless it makes
+    the Job ask more while its queue's placed Jobs, counted at their hub sizes (so with this
+    change), are past the queue's fleet-wide capability: then it is held, and the user told once,
+    until the queue is back within it. A change that asks less always goes."""
+    actions: list[Action] = []
+    for job, its_copy in edited:
+        grows = not within(job.demand.total, its_copy.total)
+        capability = fleet_capability(job.queue, hub_queues, fleet.members.values())
+        use = fleet.queue_use.get(job.queue, ResourceList())
+        if grows and capability and not within(use, capability):
+            if job.held != job.generation:
+                message = (
+                    f"the change (generation {job.generation}) would take queue {job.queue} past its fleet-wide "
+                    "capability: held until the queue is back within it"
+                )
+                actions.append(HoldChange(job.key, job.generation, message))
+            continue
+        actions.append(UpdateCopy(its_copy.member, job.key, its_copy.uid, job.placement, job.generation))
+    return actions
+
+
 def plan(
     jobs: Sequence[HubJob],
     members: Mapping[str, MemberView],
@@ -337,6 +422,7 @@ def plan(
     )
     pending: list[HubJob] = []
     moving: dict[Key, str] = {}  # Jobs placed again, away from this member
+    edited: list[tuple[HubJob, MemberCopy]] = []  # spec changed on the hub since the copy was made
     for job in jobs:
         if job.deleting or job.uid in ahead:
             continue
@@ -354,6 +440,8 @@ def plan(
         if its_copy is not None:
             if dict(its_copy.status) != dict(job.status) and its_copy.status:
                 actions.append(SetStatus(job.key, its_copy.status))
+            if not job.done and its_copy.hub_generation < job.generation:
+                edited.append((job, its_copy))
             continue
         if job.done:
             continue
@@ -390,6 +478,7 @@ def plan(
             status = _with_state(job.status, job.phase, names.REASON_UNREACHABLE, message)
             actions.append(SetStatus(job.key, status, ("Warning", names.REASON_UNREACHABLE, message)))
 
+    actions += _carry_spec_changes(edited, fleet, hub_queues)
     _hold_room_for_unstarted(jobs, copy_of, fleet)
     for job in _fair_order(pending, fleet, hub_queues):
         away_from = moving.get(job.key, "")

@@ -5,12 +5,42 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+import sys
+from pathlib import Path
+
+
+def bench_dirs() -> list[str]:
+    """Where this `lahar` reads its benchmarks: the lahar.bench it was installed with."""
+    import lahar.bench
+
+    return list(lahar.bench.__path__)
 
 
 def available() -> list[str]:
-    import lahar.bench
+    return sorted(m.name for m in pkgutil.iter_modules(bench_dirs()) if not m.name.startswith("_"))
 
-    return sorted(m.name for m in pkgutil.iter_modules(lahar.bench.__path__) if not m.name.startswith("_"))
+
+def checkout_with(name: str, start: Path) -> Path | None:
+    """The source checkout around `start` (the working directory) whose bench/ holds `name`."""
+    for folder in (start, *start.parents):
+        if (folder / "setup.py").is_file() and (folder / "bench" / f"{name}.py").is_file():
+            return folder
+    return None
+
+
+def missing_message(name: str, dirs: list[str], known: list[str], cwd: Path, program: str) -> str:
+    """Why `name` is not a benchmark here. Which `lahar` runs is whichever the PATH finds first,
+    and an editable install reads the checkout it was installed from, not the working directory's:
+    say which checkout this one reads and, when the working directory's has the benchmark, how to
+    run that one."""
+    message = f'no benchmark "{name}" in {", ".join(dirs)} (there are: {", ".join(known)})'
+    local = checkout_with(name, cwd)
+    if local is not None and not any(Path(d).resolve() == (local / "bench").resolve() for d in dirs):
+        message += (
+            f"; this lahar ({program}) is installed from another checkout than the one here ({local}): "
+            f"run {local / '.venv' / 'bin' / 'lahar'} bench {name}, or `make bench BENCH={name}` there"
+        )
+    return message
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -25,7 +55,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def run_bench(args: argparse.Namespace) -> int:
-    if args.name not in available():
-        raise ValueError(f'no benchmark "{args.name}" (there are: {", ".join(available())})')
+    known = available()
+    if args.name not in known:
+        raise ValueError(missing_message(args.name, bench_dirs(), known, Path.cwd(), sys.argv[0]))
     module = importlib.import_module(f"lahar.bench.{args.name}")
     return int(module.main(args.options) or 0)

@@ -28,6 +28,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help=f"/healthz port (default {DEFAULT_METRICS_PORT}; 0 picks one)",
     )
     federation.add_argument("--metrics-address", default="0.0.0.0", help="address /healthz listens on (default all)")
+    federation.add_argument(
+        "--no-jobflows",
+        action="store_true",
+        help="do not run the hub's JobFlow controller (another one runs there); by default the federation runs "
+        "it, so a JobFlow on the hub makes its Jobs in dependency order wherever each one runs",
+    )
     federation.set_defaults(run=run_federation)
 
 
@@ -36,6 +42,7 @@ def run_federation(args: argparse.Namespace) -> int:
 
     from lahar.client.api import KubeApi
     from lahar.client.connect import describe_source, new_api_client
+    from lahar.controller.jobflows import JobFlowController
     from lahar.federation.federation import Federation
     from lahar.federation.policy import load_policy
     from lahar.metrics_server import MetricsServer
@@ -47,12 +54,28 @@ def run_federation(args: argparse.Namespace) -> int:
     policy = load_policy(args.policy)  # a PolicyError is a ValueError: `lahar` prints it, exits 1
     hub = KubeApi(new_api_client(args.kubeconfig, pool_size=16))
     federation = Federation(hub, policy, tick=args.tick)
+    # The hub runs no job controller (it would start the hub's Jobs there), but its JobFlows need
+    # one: it makes a flow's next Job once the Jobs it depends on are Completed, which it reads
+    # from the status the federation mirrors back from wherever they ran.
+    flows = None if args.no_jobflows else JobFlowController(hub)
+
+    def start() -> None:
+        federation.start()
+        if flows is not None:
+            flows.start()
+
+    def stop() -> None:
+        if flows is not None:
+            flows.stop()
+        federation.stop()
+
     metrics = MetricsServer(CollectorRegistry(), federation.healthy, args.metrics_address, args.metrics_port)
     stopped = stop_event()
     metrics.start()
     print(
         f"lahar federation using {describe_source(args.kubeconfig)}: health on "
-        f"http://{args.metrics_address}:{metrics.port}/healthz",
+        f"http://{args.metrics_address}:{metrics.port}/healthz"
+        + ("" if flows is not None else " (the hub's JobFlows are left to another controller)"),
         flush=True,
     )
-    return run_until_signalled(stopped, "federation", federation.start, federation.stop, metrics.stop)
+    return run_until_signalled(stopped, "federation", start, stop, metrics.stop)

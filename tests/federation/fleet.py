@@ -7,7 +7,7 @@ from typing import Any
 
 from lahar.api.resources import ResourceList
 from lahar.federation import names
-from lahar.federation.placement import MemberView
+from lahar.federation.placement import MemberView, demand_of
 from lahar.federation.planner import HubJob, MemberCopy, hub_job
 
 GI = 1024**3
@@ -36,6 +36,7 @@ def vcjob(
     annotations: dict[str, str] | None = None,
     status: dict[str, Any] | None = None,
     priority_class: str = "",
+    generation: int = 1,
 ) -> dict[str, Any]:
     limits = {"cpu": cpu, "memory": "1Gi", **({"nvidia.com/gpu": str(gpu)} if gpu else {})}
     metadata: dict[str, Any] = {
@@ -43,7 +44,7 @@ def vcjob(
         "namespace": namespace,
         "uid": uid or f"uid-{name}",
         "resourceVersion": "1",
-        "generation": 1,
+        "generation": generation,
         "creationTimestamp": created,
         "labels": {"team": "a"},
         "annotations": dict(annotations or {}),
@@ -120,9 +121,17 @@ def member(
 
 
 def member_copy(
-    job: dict[str, Any], member_name: str, placement: int, status: dict[str, Any] | None = None
+    job: dict[str, Any],
+    member_name: str,
+    placement: int,
+    status: dict[str, Any] | None = None,
+    *,
+    made_from: dict[str, Any] | None = None,
 ) -> MemberCopy:
+    """The copy of `job` in a member, made from `made_from` (an earlier version of the Job; by
+    default `job` itself: its spec and generation)."""
     metadata = job["metadata"]
+    source = made_from or job
     return MemberCopy(
         member=member_name,
         key=(metadata["namespace"], metadata["name"]),
@@ -130,6 +139,8 @@ def member_copy(
         hub_uid=metadata["uid"],
         placement=placement,
         status=status or {},
+        hub_generation=source["metadata"].get("generation") or 0,
+        total=demand_of(source).total,
     )
 
 

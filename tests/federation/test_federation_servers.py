@@ -1,7 +1,8 @@
 """The federation against real API servers on this machine: a hub and three members, each an
 embedded API server process (no scheduler or controller on the members: the test plays the
-member's controller by writing the copy's status). Dispatch, mirroring, delete propagation,
-member loss and return, restarts of the federation and of the hub, and bad input."""
+member's controller by writing the copy's status). Dispatch, mirroring, spec changes after
+dispatch, delete propagation, a deleted Cluster, member loss and return, restarts of the
+federation and of the hub, a JobFlow whose Jobs run in different members, and bad input."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ import pytest
 from lahar.api import kinds
 from lahar.client.api import KubeApi
 from lahar.client.connect import new_api_client
-from lahar.client.errors import ApiUnavailable, NotFound
+from lahar.client.errors import ApiUnavailable, Invalid, NotFound
+from lahar.controller.jobflows import JobFlowController
 from lahar.endpoints import free_loopback_port
 from lahar.federation import names
 from lahar.federation.federation import Federation
@@ -143,10 +145,115 @@ def test_dispatch_mirror_and_delete(fleet: dict[str, Any]) -> None:
         cluster = hub.get(kinds.CLUSTER, "m2")["status"]
         assert cluster["reachable"] is True and cluster["capacity"]["cpu"] == "16"
         assert cluster["conditions"][0]["reason"] == "Reachable"
+        # A spec change after dispatch (what the hub's admission lets change) reaches the copy.
+        hub.patch(kinds.JOB, "wide", {"spec": {"maxRetry": 5}}, "team")
+        wait_for(
+            lambda: apis["m2"].get(kinds.JOB, "wide", "team")["spec"]["maxRetry"] == 5, 10, "the change in the copy"
+        )
+        carried = apis["m2"].get(kinds.JOB, "wide", "team")
+        assert carried["metadata"]["uid"] == copy["metadata"]["uid"]  # updated in place, not made again
+        assert carried["metadata"]["annotations"][names.HUB_GENERATION_ANNOTATION] == "2"
+        wait_for(lambda: any(line.startswith("SpecUpdated: ") for line in hub_events()), 10, "the SpecUpdated event")
+        with pytest.raises(Invalid):  # what may not change is refused on the hub, as in any cluster
+            hub.patch(kinds.JOB, "wide", {"spec": {"schedulerName": "other"}}, "team")
         # Deleting on the hub deletes in the member.
         hub.delete(kinds.JOB, "wide", "team")
         wait_for(lambda: not copies_of(apis, "wide", "team"), 10, "the copy to be deleted")
     finally:
+        federation.stop()
+
+
+def test_a_deleted_cluster_s_copies_are_deleted_and_its_jobs_move(fleet: dict[str, Any]) -> None:
+    apis = fleet["apis"]
+    hub = apis["hub"]
+    job = vcjob("moving", replicas=1, cpu="1", annotations={names.CLUSTER_SELECTOR_ANNOTATION: "region=eu"})
+    for key in ("uid", "resourceVersion", "generation", "creationTimestamp"):
+        del job["metadata"][key]
+    federation = start_federation(hub)
+    try:
+        hub.create(kinds.JOB, job, "default")
+        first = wait_for(
+            lambda: (
+                hub_job(apis, "moving")["metadata"]["annotations"].get(names.DISPATCHED_ANNOTATION)
+                and hub_job(apis, "moving")["metadata"]["labels"][names.CLUSTER_LABEL]
+            ),
+            10,
+            "the dispatch",
+        )
+        assert first in ("m1", "m3")  # the eu members
+        hub.delete(kinds.CLUSTER, first)
+        other = {"m1": "m3", "m3": "m1"}[first]
+        wait_for(lambda: set(copies_of(apis, "moving")) == {other}, 10, "the copy to move")
+        after = hub_job(apis, "moving")["metadata"]
+        assert after["labels"][names.CLUSTER_LABEL] == other and after["annotations"][names.PLACEMENT_ANNOTATION] == "2"
+    finally:
+        federation.stop()
+
+
+def flow_template(name: str, cpu: str) -> dict[str, Any]:
+    spec = vcjob(name, replicas=2, cpu=cpu)["spec"]
+    return {
+        "apiVersion": "flow.volcano.sh/v1alpha1",
+        "kind": "JobTemplate",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": spec,
+    }
+
+
+def test_a_jobflow_runs_in_dependency_order_across_members(fleet: dict[str, Any]) -> None:
+    apis = fleet["apis"]
+    hub = apis["hub"]
+    hub.create(kinds.JOBTEMPLATE, flow_template("prep", "6"), "default")  # 6-CPU pods: only m2 holds them
+    hub.create(kinds.JOBTEMPLATE, flow_template("train", "1"), "default")
+    flow = {
+        "apiVersion": "flow.volcano.sh/v1alpha1",
+        "kind": "JobFlow",
+        "metadata": {"name": "pipe", "namespace": "default"},
+        "spec": {"flows": [{"name": "prep"}, {"name": "train", "dependsOn": {"targets": ["prep"]}}]},
+    }
+    # A cycle is refused on the hub, naming it: nothing is made.
+    cyclic = {**flow, "metadata": {"name": "loop", "namespace": "default"}}
+    cyclic["spec"] = {
+        "flows": [
+            {"name": "prep", "dependsOn": {"targets": ["train"]}},
+            {"name": "train", "dependsOn": {"targets": ["prep"]}},
+        ]
+    }
+    with pytest.raises(Invalid, match="dependency cycle"):
+        hub.create(kinds.JOBFLOW, cyclic, "default")
+    federation = start_federation(hub)
+    flows = JobFlowController(hub)  # what `lahar federation` runs beside the federation on the hub
+    flows.start()
+    try:
+        hub.create(kinds.JOBFLOW, flow, "default")
+        prep = wait_for(lambda: copies_of(apis, "pipe-prep").get("m2"), 10, "prep's copy in m2")
+        running = {"state": {"phase": "Running"}, "minAvailable": 2, "running": 2}
+        prep = apis["m2"].update_status(kinds.JOB, {**prep, "status": running})
+        wait_for(
+            lambda: hub_job(apis, "pipe-prep").get("status", {}).get("running") == 2, 10, "prep Running on the hub"
+        )
+        time.sleep(1.0)  # several cycles: train must not start while prep runs
+        with pytest.raises(NotFound):
+            hub_job(apis, "pipe-train")
+        # m2 takes no new Jobs now, so train must run in another member than prep.
+        hub.patch(kinds.CLUSTER, "m2", {"spec": {"unschedulable": True}})
+        apis["m2"].update_status(kinds.JOB, {**prep, "status": {"state": {"phase": "Completed"}, "succeeded": 2}})
+        train = wait_for(
+            lambda: next(iter(copies_of(apis, "pipe-train").items()), None), 15, "train dispatched once prep completed"
+        )
+        assert train[0] != "m2"
+        apis[train[0]].update_status(kinds.JOB, {**train[1], "status": {"state": {"phase": "Completed"}}})
+        wait_for(
+            lambda: (
+                (hub.get(kinds.JOBFLOW, "pipe", "default").get("status") or {}).get("state", {}).get("phase")
+                == "Succeed"
+            ),
+            15,
+            "the flow to succeed",
+        )
+        assert hub.get(kinds.JOBFLOW, "pipe", "default")["status"]["completedJobs"] == ["pipe-prep", "pipe-train"]
+    finally:
+        flows.stop()
         federation.stop()
 
 

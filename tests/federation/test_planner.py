@@ -5,7 +5,16 @@ from __future__ import annotations
 
 from lahar.api.queue import Queue
 from lahar.federation import names
-from lahar.federation.planner import CreateCopy, DeleteCopy, Dispatch, SetStatus, fleet_capability, plan
+from lahar.federation.planner import (
+    CreateCopy,
+    DeleteCopy,
+    Dispatch,
+    HoldChange,
+    SetStatus,
+    UpdateCopy,
+    fleet_capability,
+    plan,
+)
 from lahar.federation.policy import Policy
 from tests.federation.fleet import member, member_copy, resources, running_status, vcjob, view
 
@@ -13,10 +22,14 @@ POLICY = Policy(heartbeat_period=1.0, unreachable_after=5.0, redispatch_after=30
 NOW = 1000.0
 
 
-def hub_queue(name: str, weight: int = 1, capability: dict[str, str] | None = None) -> Queue:
+def hub_queue(
+    name: str, weight: int = 1, capability: dict[str, str] | None = None, guarantee: dict[str, str] | None = None
+) -> Queue:
     spec: dict[str, object] = {"weight": weight}
     if capability:
         spec["capability"] = capability
+    if guarantee:
+        spec["guarantee"] = {"resource": guarantee}
     return Queue({"metadata": {"name": name}, "spec": spec})
 
 
@@ -224,3 +237,92 @@ def test_a_copy_newer_than_the_hub_read_is_left_alone() -> None:
     lagging = view(vcjob("j"))
     copy = member_copy(lagging.raw, "a", 1)
     assert plan([lagging], {"a": member("a")}, {"a": [copy]}, {}, POLICY, NOW) == []
+
+
+def test_a_queue_guarantee_keeps_fleet_room_for_its_queue() -> None:
+    # 16 CPUs over two members; team-b is guaranteed 8 of them, fleet-wide, though idle.
+    members = {"a": member("a", nodes=1, cpu=8), "b": member("b", nodes=1, cpu=8)}
+    queues = {"team-a": hub_queue("team-a"), "team-b": hub_queue("team-b", guarantee={"cpu": "8"})}
+    first = view(vcjob("a1", replicas=2, cpu="3", queue="team-a"))  # 6 of the 16: 10 left, 8 held
+    second = view(vcjob("a2", replicas=1, cpu="4", queue="team-a", created="2026-01-02T00:00:00Z"))  # 6 left < 8
+    actions = plan([first, second], members, {"a": [], "b": []}, queues, POLICY, NOW)
+    assert [a.job[1] for a in of(Dispatch, actions)] == ["a1"]
+    (held,) = of(SetStatus, actions)
+    assert held.job[1] == "a2" and held.status["state"]["reason"] == names.REASON_GUARANTEE
+    assert "team-b" in held.status["state"]["message"]
+    # team-b's own Jobs take the guaranteed room; once it uses its guarantee, nothing is held for it.
+    b_job = view(vcjob("b1", replicas=2, cpu="4", queue="team-b"))
+    assert [a.job[1] for a in of(Dispatch, plan([b_job], members, {"a": [], "b": []}, queues, POLICY, NOW))] == ["b1"]
+    placed = view(vcjob("b1", replicas=2, cpu="4", queue="team-b", cluster="b", placement=1, dispatched=1))
+    members["b"] = member("b", nodes=1, cpu=8, used=[resources(8, 2)])
+    copy = member_copy(placed.raw, "b", 1, running_status(2))
+    actions = plan([placed, second], members, {"a": [], "b": [copy]}, queues, POLICY, NOW)
+    assert [a.job[1] for a in of(Dispatch, actions)] == ["a2"]
+
+
+def test_a_spec_change_after_dispatch_is_carried_to_the_copy() -> None:
+    before = vcjob("j", replicas=2, cluster="a", placement=1, dispatched=1, status=running_status(2))
+    scaled = view(
+        vcjob("j", replicas=3, cluster="a", placement=1, dispatched=1, status=running_status(2), generation=2)
+    )
+    copy = member_copy(scaled.raw, "a", 1, running_status(2), made_from=before)
+    actions = plan([scaled], {"a": member("a")}, {"a": [copy]}, {}, POLICY, NOW)
+    assert actions == [UpdateCopy("a", ("default", "j"), copy.uid, 1, 2)]
+    # Carried: the copy says generation 2, nothing more to do.
+    assert (
+        plan([scaled], {"a": member("a")}, {"a": [member_copy(scaled.raw, "a", 1, running_status(2))]}, {}, POLICY, NOW)
+        == []
+    )
+
+
+def test_a_growing_change_past_the_fleet_quota_is_held_and_told_once() -> None:
+    queues = {"team": hub_queue("team", capability={"cpu": "4"})}
+    before = vcjob("j", replicas=2, cpu="2", queue="team", cluster="a", placement=1, dispatched=1)
+    grown = vcjob("j", replicas=3, cpu="2", queue="team", cluster="a", placement=1, dispatched=1, generation=2)
+    copy = member_copy(grown, "a", 1, made_from=before)
+    (hold,) = plan([view(grown)], {"a": member("a")}, {"a": [copy]}, queues, POLICY, NOW)
+    assert isinstance(hold, HoldChange) and hold.generation == 2 and "queue team" in hold.message
+    told = vcjob(
+        "j",
+        replicas=3,
+        cpu="2",
+        queue="team",
+        cluster="a",
+        placement=1,
+        dispatched=1,
+        generation=2,
+        annotations={names.HELD_GENERATION_ANNOTATION: "2"},
+    )
+    assert plan([view(told)], {"a": member("a")}, {"a": [copy]}, queues, POLICY, NOW) == []
+    # A change that asks less always goes, quota or not.
+    shrunk = vcjob("j", replicas=1, cpu="2", queue="team", cluster="a", placement=1, dispatched=1, generation=3)
+    actions = plan(
+        [view(shrunk)], {"a": member("a")}, {"a": [member_copy(shrunk, "a", 1, made_from=grown)]}, queues, POLICY, NOW
+    )
+    assert of(UpdateCopy, actions) and not of(HoldChange, actions)
+
+
+def test_a_finished_job_s_spec_change_is_not_carried() -> None:
+    done = {"state": {"phase": "Completed"}}
+    before = vcjob("j", cluster="a", placement=1, dispatched=1, status=done)
+    edited = view(vcjob("j", cluster="a", placement=1, dispatched=1, status=done, generation=2))
+    assert (
+        plan(
+            [edited],
+            {"a": member("a")},
+            {"a": [member_copy(edited.raw, "a", 1, done, made_from=before)]},
+            {},
+            POLICY,
+            NOW,
+        )
+        == []
+    )
+
+
+def test_the_jobs_of_a_deleted_cluster_are_placed_elsewhere_at_once() -> None:
+    # Its Cluster is gone from the hub (the loop deleted its copies there first, when it could).
+    job = view(vcjob("j", cluster="gone", placement=1, dispatched=1, status=running_status(2)))
+    (move,) = plan([job], {"b": member("b")}, {"b": []}, {}, POLICY, NOW)
+    assert move == Dispatch(
+        ("default", "j"), "b", 2, names.REASON_REDISPATCHED, "member cluster gone lost; placed on b"
+    )

@@ -1,0 +1,276 @@
+"""`lahar bench federation --live`: the placement bench in real time, on real processes. It starts
+`lahar up --clusters 3` (a hub running `lahar federation`, three members each with its own
+embedded API server, scheduler, controller and simulated nodes), submits the seeded Jobs of the
+simulated bench (fewer, shorter: simulated pods that end after 5-20 s) to the hub with the teams'
+fleet-wide capabilities on the hub's Queues, and watches until every one completed. Then the same
+Jobs again, created straight in the members round-robin (Job i in member i mod 3, or the next that
+could ever hold it; the members' queues have no capability: round-robin knows no fleet quota).
+
+Measured from outside, as a user would see it: the dispatch rate (Jobs placed on a member per
+second, from the first submission to the last dispatch), the time until every Job had been
+Running, the time until all completed, mean fleet CPU use (Running pods' CPU requests over the
+fleet's CPUs, sampled every half second until all completed) and the quota error (the most any
+team used over its capability, as a fraction of it)."""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lahar.api import kinds
+from lahar.api.job import job_phase
+from lahar.api.resources import ResourceList, pod_requests
+from lahar.bench._cluster import Cluster
+from lahar.client.api import KubeApi
+from lahar.client.connect import new_api_client
+from lahar.client.errors import AlreadyExists, KubeError
+from lahar.federation import names
+from lahar.federation.placement import pack
+
+SIM_DURATION = "lahar.dev/sim-duration"
+QUEUE_LABEL = "volcano.sh/queue-name"  # on the pods the members' controllers make
+SAMPLE_SECONDS = 0.5
+FLEET_START_TIMEOUT = 600.0  # seven programs start on a shared 2-core machine
+RUN_TIMEOUT = 900.0
+
+
+@dataclass
+class LiveOutcome:
+    name: str
+    jobs: int
+    dispatch_seconds: float | None  # first submission to last dispatch (federation only)
+    all_running: float  # first submission until every Job had been Running
+    all_done: float
+    utilisation: float
+    quota_error: float
+    curve: list[tuple[float, float]] = field(default_factory=list)
+
+    @property
+    def dispatch_rate(self) -> float | None:
+        return self.jobs / self.dispatch_seconds if self.dispatch_seconds else None
+
+
+def live_seconds(simulated: float) -> int:
+    """The simulated bench's 10-60 s run times, shortened to 5-20 s."""
+    return max(5, round(simulated / 3))
+
+
+def live_job(obj: dict[str, Any], namespace: str, seconds: int) -> dict[str, Any]:
+    """A Volcano Job for a member's controller and scheduler, from the simulated bench's Job."""
+    task = obj["spec"]["tasks"][0]
+    requests = task["template"]["spec"]["containers"][0]["resources"]["requests"]
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": obj["metadata"]["name"], "namespace": namespace},
+        "spec": {
+            "schedulerName": "volcano",
+            "minAvailable": task["replicas"],
+            "queue": obj["spec"]["queue"],
+            "tasks": [
+                {
+                    "name": "w",
+                    "replicas": task["replicas"],
+                    "template": {
+                        "metadata": {"annotations": {SIM_DURATION: str(seconds)}},
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [
+                                {"name": "c", "image": "sim", "resources": {"requests": requests, "limits": requests}}
+                            ],
+                        },
+                    },
+                }
+            ],
+        },
+    }
+
+
+class Watch:
+    """When each Job was first dispatched, first Running (or already past it), and finished; and
+    the fleet's CPU use and each team's, sampled from the members' pods."""
+
+    def __init__(self, members: dict[str, KubeApi], namespace: str, fleet_cpu_milli: int) -> None:
+        self.members = members
+        self.namespace = namespace
+        self.fleet_cpu = fleet_cpu_milli
+        self.dispatched: dict[str, float] = {}
+        self.running: dict[str, float] = {}
+        self.done: dict[str, float] = {}
+        self.curve: list[tuple[float, float]] = []
+        self.team_peak: dict[str, int] = {}
+
+    def note_jobs(
+        self, jobs: Sequence[dict[str, Any]], now: float, dispatched: Callable[[dict[str, Any]], bool]
+    ) -> None:
+        for job in jobs:
+            name = job["metadata"]["name"]
+            if dispatched(job):
+                self.dispatched.setdefault(name, now)
+            phase = job_phase(job).value
+            if phase in ("Running", "Completing", "Completed"):
+                self.running.setdefault(name, now)
+            if phase in ("Completed", "Failed", "Terminated", "Aborted"):
+                self.running.setdefault(name, now)
+                self.done.setdefault(name, now)
+
+    def sample_pods(self, now: float) -> None:
+        used = 0
+        teams: dict[str, int] = {}
+        for api in self.members.values():
+            for pod in api.list(kinds.POD, self.namespace)["items"]:
+                if (pod.get("status") or {}).get("phase") != "Running" or not (pod.get("spec") or {}).get("nodeName"):
+                    continue
+                cpu = pod_requests(pod).get("cpu")
+                used += cpu
+                team = (pod["metadata"].get("labels") or {}).get(QUEUE_LABEL, "")
+                teams[team] = teams.get(team, 0) + cpu
+        self.curve.append((now, used / self.fleet_cpu))
+        for team, cpu in teams.items():
+            self.team_peak[team] = max(self.team_peak.get(team, 0), cpu)
+
+
+def _member_apis(data_dir: Path, member_names: Sequence[str]) -> dict[str, KubeApi]:
+    return {
+        name: KubeApi(new_api_client(str(data_dir / "members" / name / "kubeconfig")), timeout=30)
+        for name in member_names
+    }
+
+
+def _ensure(api: KubeApi, kind: Any, obj: dict[str, Any], namespace: str | None = None) -> None:
+    with contextlib.suppress(AlreadyExists):
+        api.create(kind, obj, namespace)
+
+
+def _follow(
+    watch: Watch,
+    names_wanted: set[str],
+    began: float,
+    list_jobs: Callable[[], list[dict[str, Any]]],
+    dispatched: Callable[[dict[str, Any]], bool],
+) -> None:
+    deadline = began + RUN_TIMEOUT
+    while set(watch.done) < names_wanted:
+        now = time.monotonic() - began
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{len(names_wanted - set(watch.done))} Jobs not finished after {RUN_TIMEOUT:.0f} s")
+        try:
+            watch.note_jobs([j for j in list_jobs() if j["metadata"]["name"] in names_wanted], now, dispatched)
+            watch.sample_pods(now)
+        except KubeError as exc:  # a slow answer on a loaded machine: the next sample
+            print(f"  (sample skipped: {exc})", flush=True)
+        time.sleep(SAMPLE_SECONDS)
+
+
+def _outcome(name: str, watch: Watch, count: int, capability_milli: int, with_dispatch: bool) -> LiveOutcome:
+    curve = watch.curve
+    return LiveOutcome(
+        name=name,
+        jobs=count,
+        dispatch_seconds=max(watch.dispatched.values()) if with_dispatch and watch.dispatched else None,
+        all_running=max(watch.running.values()),
+        all_done=max(watch.done.values()),
+        utilisation=sum(u for _, u in curve) / len(curve) if curve else 0.0,
+        quota_error=max(0.0, max((p / capability_milli - 1 for p in watch.team_peak.values()), default=0.0)),
+        curve=curve,
+    )
+
+
+def run_live(
+    jobs: Sequence[dict[str, Any]],
+    durations: Sequence[float],
+    teams: Sequence[str],
+    capability_cpu: int,
+    members: Sequence[tuple[str, tuple[ResourceList, ...]]],
+    fleet_cpu: int,
+    keep: Path | None = None,
+) -> list[LiveOutcome]:
+    """Both runs on one `lahar up --clusters 3`; `members` are (name, node allocatables) in order."""
+    data_dir = keep or Path(tempfile.mkdtemp(prefix="lahar-bench-federation-"))
+    fleet = Cluster(data_dir / "fleet", 0, clusters=len(members), start_timeout=FLEET_START_TIMEOUT)
+    print(f"starting lahar up --clusters {len(members)} (data: {data_dir})…", flush=True)
+    hub = fleet.start()
+    outcomes = []
+    try:
+        apis = _member_apis(data_dir / "fleet", [name for name, _ in members])
+        deadline = time.monotonic() + 120
+        while not all((c.get("status") or {}).get("reachable") for c in hub.list(kinds.CLUSTER)["items"]):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the members did not all become reachable from the hub")
+            time.sleep(0.5)
+        wanted = {job["metadata"]["name"] for job in jobs}
+        capability = {"cpu": str(capability_cpu)}
+
+        # The federation: every Job to the hub, the teams' capabilities on the hub's Queues.
+        namespace = "bench-fed"
+        _ensure(hub, kinds.NAMESPACE, {"metadata": {"name": namespace}})
+        for team in teams:
+            _ensure(hub, kinds.QUEUE, {"metadata": {"name": team}, "spec": {"weight": 1, "capability": capability}})
+        watch = Watch(apis, namespace, fleet_cpu * 1000)
+        began = time.monotonic()
+        for job, seconds in zip(jobs, durations, strict=True):
+            hub.create(kinds.JOB, live_job(job, namespace, live_seconds(seconds)), namespace)
+        print(f"  federation: {len(jobs)} Jobs submitted in {time.monotonic() - began:.1f} s", flush=True)
+        _follow(
+            watch,
+            wanted,
+            began,
+            lambda: hub.list(kinds.JOB, namespace)["items"],
+            lambda job: names.DISPATCHED_ANNOTATION in (job["metadata"].get("annotations") or {}),
+        )
+        outcomes.append(_outcome("federation", watch, len(jobs), capability_cpu * 1000, True))
+
+        # Round-robin: the same Jobs straight into the members, no fleet-wide quota.
+        namespace = "bench-rr"
+        order = [name for name, _ in members]
+        for name in order:
+            _ensure(apis[name], kinds.NAMESPACE, {"metadata": {"name": namespace}})
+            for team in teams:
+                _ensure(apis[name], kinds.QUEUE, {"metadata": {"name": team}, "spec": {"weight": 1}})
+        allocatable = dict(members)
+        watch = Watch(apis, namespace, fleet_cpu * 1000)
+        began = time.monotonic()
+        for index, (job, seconds) in enumerate(zip(jobs, durations, strict=True)):
+            pods = _pods(job)
+            for offset in range(len(order)):
+                member = order[(index + offset) % len(order)]
+                if pack(allocatable[member], pods) is not None:
+                    apis[member].create(kinds.JOB, live_job(job, namespace, live_seconds(seconds)), namespace)
+                    break
+
+        def member_jobs() -> list[dict[str, Any]]:
+            return [j for api in apis.values() for j in api.list(kinds.JOB, namespace)["items"]]
+
+        _follow(watch, wanted, began, member_jobs, lambda job: True)
+        outcomes.append(_outcome("round-robin", watch, len(jobs), capability_cpu * 1000, False))
+    finally:
+        fleet.stop()
+    return outcomes
+
+
+def _pods(job: dict[str, Any]) -> list[ResourceList]:
+    task = job["spec"]["tasks"][0]
+    requests = task["template"]["spec"]["containers"][0]["resources"]["requests"]
+    return [ResourceList.from_k8s(requests)] * task["replicas"]
+
+
+def print_live(outcomes: Sequence[LiveOutcome], capability_cpu: int, fleet_cpu: int) -> None:
+    print(
+        f"{outcomes[0].jobs} jobs over 3 members ({fleet_cpu} CPUs), real time, teams capped at "
+        f"{capability_cpu} CPUs each"
+    )
+    print(
+        f"{'placement':<12} {'dispatch rate':>14} {'all Running (s)':>16} {'all done (s)':>13} "
+        f"{'mean CPU use':>13} {'quota error':>12}"
+    )
+    for o in outcomes:
+        rate = f"{o.dispatch_rate:.1f} jobs/s" if o.dispatch_rate else "-"
+        print(
+            f"{o.name:<12} {rate:>14} {o.all_running:>16.1f} {o.all_done:>13.1f} {o.utilisation:>12.1%} "
+            f"{o.quota_error:>12.1%}"
+        )
