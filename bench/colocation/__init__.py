@@ -107,9 +107,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reaction", action="store_true", help="the load step and quiet period instead of the cells")
     parser.add_argument("--step-seconds", type=float, default=5.0, help="seconds before and after the step (default 5)")
     parser.add_argument("--quiet-seconds", type=float, default=60.0, help="the quiet period (default 60; 0: none)")
+    parser.add_argument(
+        "--pool",
+        type=Path,
+        nargs="+",
+        metavar="MATRIX_JSON",
+        help="measure nothing: pool the rounds of earlier runs (their matrix.json) and print one table",
+    )
     parser.add_argument("--out", type=Path, help="write the figures (json, a markdown table) and a plot per cell here")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    if args.pool:
+        return _pool(parser, args.pool, args.out, args.json)
     if args.seconds <= 0 or args.runs < 1 or args.settle < 0 or args.step_seconds < 2 or args.quiet_seconds < 0:
         parser.error("--seconds must be > 0, --runs >= 1, --settle >= 0, --step-seconds >= 2, --quiet-seconds >= 0")
     online = _choice(parser, "--online", args.online, matrix.ONLINE_KINDS, "builtin" if not args.matrix else None)
@@ -183,6 +192,32 @@ def main(argv: list[str] | None = None) -> int:
     if not args.json and summary["missed"]:
         print("missed: " + "; ".join(summary["missed"]))
     return 1 if any("cgroups_left" in cell for cell in summary["cells"]) else 0
+
+
+def _pool(parser: argparse.ArgumentParser, files: list[Path], out: Path | None, as_json: bool) -> int:
+    from lahar.bench.colocation import matrix
+
+    summaries = []
+    for file in files:
+        try:
+            summary = json.loads(file.read_text())
+        except (OSError, ValueError) as exc:
+            parser.error(f"--pool {file}: {exc}")
+        if not isinstance(summary, dict) or summary.get("benchmark") != "colocation-matrix" or "cells" not in summary:
+            parser.error(f"--pool {file}: not a matrix.json of lahar bench colocation")
+        summaries.append(summary)
+    pooled = matrix.pool(summaries)
+    if not pooled["cells"]:
+        parser.error("--pool: no cell with solo, kubelet and Lahar rounds in these files")
+    text = matrix.pooled_table(pooled["cells"])
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "pooled.json").write_text(json.dumps(pooled, indent=1) + "\n")
+        (out / "pooled.md").write_text(text + "\n")
+    print(json.dumps(pooled) if as_json else text)
+    if not as_json and pooled["missed"]:
+        print("missed: " + "; ".join(pooled["missed"]))
+    return 0
 
 
 def _choice(

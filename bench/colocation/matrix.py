@@ -775,20 +775,93 @@ def summarise(
         "lahar_vs_kubelet": _ratio(lahar, kubelet),
     }
     harvest_bar = 0.9 if cell.cpu else 0.7
-    verdicts = {
-        "never_worse_than_kubelet": ratios["lahar_vs_kubelet"] is not None and ratios["lahar_vs_kubelet"] <= 1.05,
-        "holds_solo_where_kubelet_does_not": (
-            None
-            if ratios["kubelet_vs_solo"] is None or ratios["kubelet_vs_solo"] <= 1.10
-            else ratios["lahar_vs_solo"] is not None and ratios["lahar_vs_solo"] <= 1.10
-        ),
-        "harvest": figures["lahar"]["harvest"] is not None and figures["lahar"]["harvest"] >= harvest_bar,
-    }
+    verdicts = judge(ratios, figures["lahar"]["harvest"], harvest_bar)
     result = {"modes": figures, "ratios": ratios, "verdicts": verdicts, "harvest_bar": harvest_bar}
     result["cap_changes"] = sum(cap_changes)
     if not_isolated is not None:
         result["not_isolated"] = not_isolated
     return result
+
+
+def judge(ratios: dict[str, float | None], harvest: float | None, harvest_bar: float) -> dict[str, bool | None]:
+    """The issue's verdicts for one cell: never worse than kubelet (within 5%), near solo where
+    kubelet is not (within 10%; None where kubelet already is), and the BE work harvested."""
+    lahar_vs_kubelet, kubelet_vs_solo, lahar_vs_solo = (
+        ratios["lahar_vs_kubelet"],
+        ratios["kubelet_vs_solo"],
+        ratios["lahar_vs_solo"],
+    )
+    return {
+        "never_worse_than_kubelet": lahar_vs_kubelet is not None and lahar_vs_kubelet <= 1.05,
+        "holds_solo_where_kubelet_does_not": (
+            None
+            if kubelet_vs_solo is None or kubelet_vs_solo <= 1.10
+            else lahar_vs_solo is not None and lahar_vs_solo <= 1.10
+        ),
+        "harvest": harvest is not None and harvest >= harvest_bar,
+    }
+
+
+def pool(summaries: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Several matrix runs (their matrix.json) as one: per cell, every round's p99 of each mode
+    pooled and its median taken, the ratios and verdicts on those medians, and per mode how many
+    rounds were slow (p99 above twice the pooled solo median). A cell missing from a run is pooled
+    from the runs that have it; harvest and agent CPU are the median of the runs' medians."""
+    by_cell: dict[str, list[dict[str, Any]]] = {}
+    for summary in summaries:
+        for result in summary.get("cells", []):
+            if all(mode in result.get("modes", {}) for mode in MODES):
+                by_cell.setdefault(result["cell"], []).append(result)
+    pooled = []
+    for name, results in by_cell.items():
+        rounds = {
+            mode: [v for r in results for v in r["modes"][mode]["p99_runs_ms"] if v is not None] for mode in MODES
+        }
+        p99 = {mode: median(values) for mode, values in rounds.items()}
+        solo = p99["solo"]
+        slow = {mode: sum(1 for v in values if solo and v > 2 * solo) for mode, values in rounds.items()}
+        ratios = {
+            "kubelet_vs_solo": _ratio(p99["kubelet"], solo),
+            "lahar_vs_solo": _ratio(p99["lahar"], solo),
+            "lahar_vs_kubelet": _ratio(p99["lahar"], p99["kubelet"]),
+        }
+        harvest = median([r["modes"]["lahar"].get("harvest") for r in results])
+        bar = results[0].get("harvest_bar", 0.9)
+        pooled.append(
+            {
+                "cell": name,
+                "runs": len(results),
+                "rounds": rounds,
+                "p99_ms": p99,
+                "slow_rounds": slow,
+                "ratios": ratios,
+                "harvest": harvest,
+                "cap_changes": sum(r.get("cap_changes", 0) for r in results),
+                "agent_cpu_cores": median([r.get("agent_cpu_cores") for r in results], 4),
+                "verdicts": judge(ratios, harvest, bar),
+            }
+        )
+    missed = [f"{c['cell']}: {k}" for c in pooled for k, ok in c["verdicts"].items() if ok is False]
+    return {"benchmark": "colocation-pooled", "runs": len(summaries), "cells": pooled, "missed": missed}
+
+
+def pooled_table(cells: list[dict[str, Any]]) -> str:
+    """A markdown table of pooled runs: medians over every round, ratios, slow rounds per mode."""
+    lines = [
+        "| cell | runs | rounds | p99 solo ms | kubelet | Lahar | Lahar ÷ kubelet | kubelet ÷ solo | Lahar ÷ solo "
+        "| slow rounds solo / kubelet / Lahar | harvest | cap changes | verdicts |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in cells:
+        p, q, slow = c["p99_ms"], c["ratios"], c["slow_rounds"]
+        marks = ", ".join(f"{k}: {'ok' if ok else 'MISSED'}" for k, ok in c["verdicts"].items() if ok is not None)
+        lines.append(
+            f"| {c['cell']} | {c['runs']} | {len(c['rounds']['lahar'])} | "
+            f"{p['solo']} | {p['kubelet']} | {p['lahar']} | "
+            f"{q['lahar_vs_kubelet']} | {q['kubelet_vs_solo']} | {q['lahar_vs_solo']} | "
+            f"{slow['solo']} / {slow['kubelet']} / {slow['lahar']} | {c['harvest']} | {c['cap_changes']} | {marks} |"
+        )
+    return "\n".join(lines)
 
 
 def _ratio(value: float | None, base: float | None) -> float | None:

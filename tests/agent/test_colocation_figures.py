@@ -4,6 +4,7 @@ the plot, and the refusal of bad arguments. The real runs are in test_colocation
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from lahar.bench.colocation.matrix import (
     http_content_length,
     isolation_notes,
     nginx_config,
+    pool,
+    pooled_table,
     protocol,
     reaction,
     reaction_table,
@@ -208,3 +211,40 @@ def test_a_phase_the_machine_stalled_is_told_apart() -> None:
     assert result["modes"]["lahar"]["retried"] == 2 and "disturbed after retries, lahar" in table(
         [{**result, "cell": "redis-high-cpu"}]
     )
+
+
+def matrix_run(cell: Cell, solo: list[float], kubelet: list[float], lahar: list[float]) -> dict[str, object]:
+    rounds = {"solo": [phase(v) for v in solo], "kubelet": [phase(v) for v in kubelet]}
+    rounds["lahar"] = [phase(v) for v in lahar]
+    result = summarise(rounds, cell, [1]) | {"cell": cell.name, "agent_cpu_cores": 0.007}
+    return {"benchmark": "colocation-matrix", "cells": [result], "missed": []}
+
+
+def test_runs_pool_their_rounds_into_one_median(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cell = Cell("redis", "high", "cpu-requests")
+    first = matrix_run(cell, [0.3, 0.3, 0.3], [4.0, 4.1, 4.2], [0.2, 2.1, 0.2])
+    second = matrix_run(cell, [0.3, 0.31, 0.29], [4.0, 3.9, 6.0], [2.3, 0.21, 2.2])
+    pooled = pool([first, second])
+    [only] = pooled["cells"]
+    assert only["runs"] == 2 and len(only["rounds"]["lahar"]) == 6
+    # six rounds each: the median of 0.2, 0.2, 0.21, 2.1, 2.2, 2.3, not either run's median
+    assert only["p99_ms"] == {"solo": 0.3, "kubelet": 4.05, "lahar": 1.155}
+    assert only["slow_rounds"] == {"solo": 0, "kubelet": 6, "lahar": 3}  # above 2 x the pooled solo median
+    assert only["ratios"]["lahar_vs_kubelet"] == 0.285 and only["cap_changes"] == 2
+    assert only["verdicts"]["holds_solo_where_kubelet_does_not"] is False
+    assert pooled["missed"] == ["redis-high-cpu-requests: holds_solo_where_kubelet_does_not"]
+    assert "| redis-high-cpu-requests | 2 | 6 | 0.3 | 4.05 | 1.155 |" in pooled_table(pooled["cells"])
+
+    files = []
+    for index, run in enumerate((first, second)):
+        files.append(tmp_path / f"run{index}.json")
+        files[-1].write_text(json.dumps(run))
+    assert main(["--pool", *map(str, files), "--out", str(tmp_path / "pooled")]) == 0
+    assert "redis-high-cpu-requests" in capsys.readouterr().out
+    assert json.loads((tmp_path / "pooled" / "pooled.json").read_text())["cells"][0]["p99_ms"]["lahar"] == 1.155
+
+    (tmp_path / "other.json").write_text(json.dumps({"benchmark": "colocation-reaction", "cells": []}))
+    for bad, message in ((tmp_path / "missing.json", "No such file"), (tmp_path / "other.json", "not a matrix.json")):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["--pool", str(bad)])
+        assert exit_info.value.code == 2 and message in capsys.readouterr().err
