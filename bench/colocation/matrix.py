@@ -690,7 +690,7 @@ def run_cell(
                     # cost every phase alike (it ran in the Lahar phase only until 2026-11-26)
                     with Series(run) as sampled:
                         rounds[mode].append(run.measure(rate))
-                    waits[mode] += [point.wait_share for point in sampled.points]
+                    waits[mode] += _round_waits(rounds[mode][-1], sampled)
                     continue
                 with lahar_agent(run, agents[mode]) as agent:
                     time.sleep(max(settle - 0.5, 0.0))
@@ -699,7 +699,7 @@ def run_cell(
                     used, began = run.tree.tree.cpu_seconds(agent_dir), time.monotonic()
                     with Series(run) as sampled:
                         rounds[mode].append(run.measure(rate))
-                    waits[mode] += [point.wait_share for point in sampled.points]
+                    waits[mode] += _round_waits(rounds[mode][-1], sampled)
                     cap_changes[mode].append(agent.qos.cap_changes - before)
                     if mode == "lahar":
                         series = sampled
@@ -730,6 +730,14 @@ def run_cell(
     return result
 
 
+def _round_waits(phase: dict[str, Any], sampled: Series) -> list[float]:
+    """The online pod's CPU wait share per sample of one round, its mean kept on the round: a slow
+    round with a high share waited for CPU, one without waited elsewhere (the load generator)."""
+    shares = [point.wait_share for point in sampled.points]
+    phase["online_wait_share_mean"] = round(statistics.fmean(shares), 4) if shares else None
+    return shares
+
+
 def spread(values: Sequence[float]) -> dict[str, float | None]:
     """p50, p90 and the largest of samples (nearest rank)."""
     if not values:
@@ -758,6 +766,7 @@ def summarise(
         }
         figures[mode]["harvest"] = median([p.get("be_harvest_ratio_net_of_other") for p in phases])
         figures[mode]["p99_runs_ms"] = [p.get("p99_ms") for p in phases]  # the spread behind the median
+        figures[mode]["wait_share_runs"] = [p.get("online_wait_share_mean") for p in phases]
         figures[mode]["retried"] = sum(p.get("retried", 0) for p in phases)
         if any(p.get("disturbed") for p in phases):
             figures[mode]["disturbed"] = [p["disturbed"] for p in phases if p.get("disturbed")]

@@ -78,6 +78,9 @@ def test_verdicts_follow_the_issues_targets() -> None:
     # the median of the rounds
     rounds = {mode: [phase(3.0), phase(4.0), phase(30.0)] for mode in ("solo", "kubelet", "lahar")}
     assert summarise(rounds, cpu, [])["modes"]["lahar"]["p99_ms"] == 4.0
+    # each round's mean online wait share is kept beside its p99, to tell CPU waits from others
+    rounds["lahar"] = [phase(3.0) | {"online_wait_share_mean": 0.02}, phase(30.0) | {"online_wait_share_mean": 0.4}]
+    assert summarise(rounds, cpu, [])["modes"]["lahar"]["wait_share_runs"] == [0.02, 0.4]
 
 
 def test_memory_cells_count_the_be_work_kept_and_say_what_cannot_be_isolated() -> None:
