@@ -40,8 +40,8 @@ Shapes (sizes are the issue's; --scale multiplies node and pod counts, not pod s
               the high-priority pods. kube-scheduler gets the same pods without PodGroups (it has
               no gangs: its row is not a gang result).
   affinity    1,000 nodes in 10 zones; 2,000 pods with required pod anti-affinity per hostname
-              (one per node per app of 2) and a zone topology spread (maxSkew 1). Lahar refuses
-              such pods (no predicate enforces them): it is reported as not supported.
+              (one per node per app of 2) and a zone topology spread (maxSkew 1): Lahar's
+              predicates plugin, Volcano's and kube-scheduler's all enforce both.
 
 Peers: `lahar` (this checkout's scheduler, its built-in configuration), `volcano` (vc-scheduler
 built by scripts/build-volcano.sh from VOLCANO_SRC; Volcano's default configuration, plus the
@@ -319,12 +319,7 @@ SHAPES = {
         Shape("gangs", gangs, ("lahar", "volcano"), {"kube-scheduler": "no gangs (PodGroups)"}, capacity_bound=True),
         Shape("queues", queues, ("lahar", "volcano"), {"kube-scheduler": "no queues"}, capacity_bound=True),
         Shape("preemption", preemption, PEERS),
-        Shape(
-            "affinity",
-            affinity,
-            ("volcano", "kube-scheduler"),
-            {"lahar": "no predicate enforces podAntiAffinity / topologySpreadConstraints: the session refuses them"},
-        ),
+        Shape("affinity", affinity, PEERS),
     )
 }
 DEFAULT_SHAPES = ("basic", "gangs", "queues", "preemption", "affinity")
@@ -1242,7 +1237,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def render(args: argparse.Namespace) -> int:
     """--render: one table, JSON and plot from the peers.json of several runs of the bench (run
-    in parts, each on a quiet machine), later results of a shape and backend replacing earlier."""
+    in parts, each on a quiet machine), a later part's result for a shape, backend and peer
+    replacing an earlier one (a part may re-measure one peer of a shape and keep the others)."""
     document: dict[str, Any] = {"commands": [], "machine": "", "results": {}}
     for path in args.render:
         try:
@@ -1253,7 +1249,8 @@ def render(args: argparse.Namespace) -> int:
         document["commands"] += part.get("commands", [])
         document["machine"] = part.get("machine", document["machine"])
         document["runs"] = part.get("runs")
-        document["results"].update(part.get("results", {}))
+        for key, by_peer in part.get("results", {}).items():
+            document["results"].setdefault(key, {}).update(by_peer)
     for by_peer in document["results"].values():  # summaries again from the runs, by this version's rules
         for entry in by_peer.values():
             if entry.get("runs"):

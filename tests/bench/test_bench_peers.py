@@ -5,6 +5,7 @@ in test_bench_peers_e2e.py."""
 
 from __future__ import annotations
 
+import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -231,3 +232,22 @@ def test_throughput_targets_do_not_apply_where_capacity_and_run_times_bound_it()
     throughput = [check for check in checks if check["what"].startswith("pods/s")]
     assert len(throughput) == 1 and throughput[0]["ok"] is None
     assert any(check["what"] == "partial_gangs <= 0 (worst run)" and check["ok"] for check in checks)
+
+
+def test_render_replaces_a_shapes_result_peer_by_peer(tmp_path: Path) -> None:
+    def part(name: str, results: dict[str, Any]) -> str:
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"commands": [name], "machine": "m", "runs": 1, "results": results}))
+        return str(path)
+
+    run = {"outcome": "all bound", "pods": 10, "bound": 10, "pods_per_second": 4.0, "curve": [(0.0, 0), (1.0, 10)]}
+    faster = {**run, "pods_per_second": 8.0}
+    first = part("first", {"queues / real": {"lahar": {"runs": [run]}, "volcano": {"runs": [run]}}})
+    later = part("later", {"queues / real": {"lahar": {"runs": [faster]}}})
+    args = peers.parse_args(["--render", first, later, "--out", str(tmp_path / "all"), "--json"])
+    assert peers.render(args) == 0
+    merged = json.loads((tmp_path / "all" / "peers.json").read_text())
+    assert merged["commands"] == ["first", "later"]
+    queues = merged["results"]["queues / real"]
+    assert queues["lahar"]["summary"]["pods_per_second"]["median"] == 8.0  # the later part's run
+    assert queues["volcano"]["summary"]["pods_per_second"]["median"] == 4.0  # kept from the first
