@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from lahar.rpc.convert import report_from_proto
 from lahar.rpc.report import NodeReport
@@ -65,14 +65,24 @@ class NodeReportStore:
         """Keep `report` as its node's latest. A wire message must already have passed
         validate_report. A sequence lower than the previous one means the agent restarted: the
         report is still the newest thing the node said, so it replaces the previous one."""
-        latest = _Latest(report, self._clock() if received_at is None else received_at)
+        self.submit_many([report], received_at)
+
+    def submit_many(self, reports: Sequence[NodeReport | pb.NodeReport], received_at: float | None = None) -> None:
+        """submit() for reports that arrived together (a batch of the report server), in order."""
+        if not reports:
+            return
+        at = self._clock() if received_at is None else received_at
+        latest = self._latest
         with self._lock:
-            previous = self._latest.get(report.node)
-            if previous is not None and latest.sequence < previous.sequence:
-                self.sequence_resets += 1
-            self._latest[report.node] = latest
-            self._counts[ACCEPTED] += 1
-        self._notify(report.node)
+            for report in reports:
+                previous = latest.get(report.node)
+                if previous is not None and report.sequence < previous.sequence:
+                    self.sequence_resets += 1
+                latest[report.node] = _Latest(report, at)
+            self._counts[ACCEPTED] += len(reports)
+        if self._listeners:
+            for report in reports:
+                self._notify(report.node)
 
     def refuse(self, reason: str) -> None:
         """Count a report refused before it reached the store (malformed, invalid, ...)."""

@@ -135,40 +135,101 @@ def _summary(problems: list[str]) -> str:
     return f"{shown} (and {hidden} more)" if hidden > 0 else shown
 
 
-class _BatchValidator:
-    """Validates reports in batches: checking many reports at once costs much less per report
-    (see lahar.rpc.convert), so a report waits up to BATCH_WINDOW_SECONDS for others to arrive
-    (at 5000 agents a second that gathers dozens). The wait only delays the ack; an agent sends
-    one report a second."""
+class _Stream:
+    """One agent's open stream, as the batches answer its reports: the acks it is owed, written
+    in order by one writer task at a time (gRPC allows one write in flight per call)."""
 
-    def __init__(self) -> None:
-        self._waiting: list[tuple[pb.NodeReport, bytes, asyncio.Future[list[str]]]] = []
+    __slots__ = ("acked_before", "closed", "context", "last", "outbox", "unanswered", "waiting", "writer")
+
+    def __init__(self, context: grpc.aio.ServicerContext[bytes, bytes]) -> None:
+        self.context = context
+        self.acked_before = False  # an ack was sent on this stream
+        self.unanswered = 0  # accepted reports not acked yet
+        self.last = 0  # the sequence of the last report answered
+        self.waiting = 0  # reports of this stream in the batch, not answered yet
+        self.outbox: list[bytes] = []
+        self.writer: asyncio.Task[None] | None = None
+        self.closed = False  # the handler has returned: nothing more is written
+
+
+class _Batcher:
+    """Answers reports in batches. A stream's handler only parses a report and hands it over
+    (no await per report); the batch, up to BATCH_WINDOW_SECONDS or BATCH_MAX_REPORTS later,
+    validates them together (checking many reports at once costs much less per report, see
+    lahar.rpc.convert), stores the accepted ones and queues the acks that are due, which a
+    writer task per stream sends. At 5000 agents a second a window gathers dozens of reports;
+    the wait only delays the ack (an agent sends one report a second)."""
+
+    def __init__(self, store: NodeReportStore, ack_every: int) -> None:
+        self.store = store
+        self.ack_every = ack_every
+        # (stream, message or None when refused before validation, its bytes, why refused)
+        self._waiting: list[tuple[_Stream, pb.NodeReport | None, bytes, str]] = []
         self._timer: asyncio.TimerHandle | None = None
 
-    async def problems(self, message: pb.NodeReport, wire: bytes) -> list[str]:
-        """What validate_report says of `message`, which was parsed from `wire`."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[list[str]] = loop.create_future()
-        self._waiting.append((message, wire, future))
+    def add(self, stream: _Stream, message: pb.NodeReport | None, wire: bytes, refused: str = "") -> None:
+        """Queue a report parsed from `wire` (or one already `refused`, to be answered in order)."""
+        stream.waiting += 1
+        self._waiting.append((stream, message, wire, refused))
         if len(self._waiting) >= BATCH_MAX_REPORTS:
-            self._validate_waiting()
+            self.flush()
         elif self._timer is None:
-            self._timer = loop.call_later(BATCH_WINDOW_SECONDS, self._validate_waiting)
-        return await future
+            self._timer = asyncio.get_running_loop().call_later(BATCH_WINDOW_SECONDS, self.flush)
 
-    def _validate_waiting(self) -> None:
+    def flush(self) -> None:
+        """Answer every queued report now."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         waiting, self._waiting = self._waiting, []
+        if not waiting:
+            return
+        parsed = [(message, wire) for _, message, wire, _ in waiting if message is not None]
         try:
-            results = validate_reports([message for message, _, _ in waiting], wire=[wire for _, wire, _ in waiting])
+            results = iter(validate_reports([message for message, _ in parsed], wire=[wire for _, wire in parsed]))
         except Exception as exc:  # a bug in validation fails these reports, not the server
-            log.exception("validating %d reports failed", len(waiting))
-            results = [[f"internal error validating the report: {exc}"]] * len(waiting)
-        for (_, _, future), problems in zip(waiting, results, strict=True):
-            if not future.done():
-                future.set_result(problems)
+            log.exception("validating %d reports failed", len(parsed))
+            results = iter([[f"internal error validating the report: {exc}"]] * len(parsed))
+        answers: list[tuple[_Stream, int, str]] = []
+        accepted: list[pb.NodeReport] = []
+        for stream, message, _, refused in waiting:
+            if message is None:
+                answers.append((stream, 0, refused))
+                continue
+            problems = next(results)
+            if problems:
+                self.store.refuse(INVALID)
+                log.debug("refused report %d from %s: %s", message.sequence, message.node, problems)
+                answers.append((stream, message.sequence, f"invalid report: {_summary(problems)}"))
+            else:
+                accepted.append(message)
+                answers.append((stream, message.sequence, ""))
+        self.store.submit_many(accepted)  # stored before any of them is acked
+        for stream, sequence, error in answers:
+            stream.waiting -= 1
+            self._answer(stream, sequence, error)
+
+    def _answer(self, stream: _Stream, sequence: int, error: str) -> None:
+        stream.last = sequence
+        if not error:
+            stream.unanswered += 1
+        if stream.closed or not ack_due(bool(error), stream.acked_before, stream.unanswered, self.ack_every):
+            return
+        stream.outbox.append(_ack(sequence, error))
+        stream.acked_before, stream.unanswered = True, 0
+        if stream.writer is None:
+            stream.writer = asyncio.get_running_loop().create_task(_write_acks(stream))
+
+
+async def _write_acks(stream: _Stream) -> None:
+    """Send the stream's queued acks in order, then end (the next due ack starts another writer)."""
+    try:
+        while stream.outbox and not stream.closed:
+            await stream.context.write(stream.outbox.pop(0))
+    except Exception as exc:  # the call ended under it (the agent went away, the server stops)
+        log.debug("an ack could not be written, the stream has ended: %s", exc)
+    finally:
+        stream.writer = None
 
 
 class ReportServer:
@@ -191,7 +252,7 @@ class ReportServer:
         self.ack_every = ack_every
         self._nodes_by_digest = {_digest(token): node for token, node in tokens.items()}
         self._server: grpc.aio.Server | None = None
-        self._validator: _BatchValidator | None = None
+        self._batcher: _Batcher | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
@@ -216,7 +277,7 @@ class ReportServer:
             )
         except RuntimeError as exc:
             raise ReportServerError(f"cannot listen on {address}: {exc}") from exc
-        self._validator = _BatchValidator()
+        self._batcher = _Batcher(self.store, self.ack_every)
         await server.start()
         self._server = server
         log.info("node report server listening on %s (port %d, %s)", address, port, "TLS" if self.tls else "insecure")
@@ -284,42 +345,37 @@ class ReportServer:
         if node is None:
             self.store.refuse(UNAUTHENTICATED)
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or unknown bearer token")
-        assert node is not None
+        assert node is not None and self._batcher is not None
+        batcher = self._batcher
         await context.send_initial_metadata((STREAM_ACCEPTED,))
-        acked_before, unanswered, last = False, 0, 0
-        # the stubs type read() as the request alone; it returns EOF once the stream ends
-        while (raw := await context.read()) is not grpc.aio.EOF:  # type: ignore[comparison-overlap]
-            sequence, error = await self._answer(raw, node, context)
-            unanswered, last = (unanswered if error else unanswered + 1), sequence
-            if ack_due(bool(error), acked_before, unanswered, self.ack_every):
-                await context.write(_ack(sequence, error))
-                acked_before, unanswered = True, 0
-        if unanswered:  # the agent closed its side: answer what is left
-            await context.write(_ack(last))
+        stream = _Stream(context)
+        try:
+            # the stubs type read() as the request alone; it returns EOF once the stream ends
+            while (raw := await context.read()) is not grpc.aio.EOF:  # type: ignore[comparison-overlap]
+                try:
+                    message = pb.NodeReport.FromString(raw)
+                except DecodeError as exc:
+                    self.store.refuse(MALFORMED)
+                    batcher.add(stream, None, raw, f"malformed report: {exc}")
+                    continue
+                if node != ANY_NODE and message.node != node:
+                    self.store.refuse(FORBIDDEN)
+                    await context.abort(
+                        grpc.StatusCode.PERMISSION_DENIED,
+                        f"a node may only report for itself: this token is for {node}, "
+                        f"the report is for {message.node or '(no node)'}",
+                    )
+                batcher.add(stream, message, raw)
+            # The agent closed its side: answer what is queued and what is left unacked.
+            if stream.waiting:
+                batcher.flush()
+            if stream.writer is not None:
+                await stream.writer
+            if stream.unanswered:
+                await context.write(_ack(stream.last))
+        finally:
+            stream.closed = True
 
     def _node_of_caller(self, context: grpc.aio.ServicerContext[bytes, bytes]) -> str | None:
         token = _bearer_token(context.invocation_metadata())
         return None if token is None else self._nodes_by_digest.get(_digest(token))
-
-    async def _answer(self, raw: bytes, node: str, context: grpc.aio.ServicerContext[bytes, bytes]) -> tuple[int, str]:
-        """Check and store one report: (its sequence, why it was refused or "")."""
-        try:
-            message = pb.NodeReport.FromString(raw)
-        except DecodeError as exc:
-            self.store.refuse(MALFORMED)
-            return 0, f"malformed report: {exc}"
-        if node != ANY_NODE and message.node != node:
-            self.store.refuse(FORBIDDEN)
-            await context.abort(
-                grpc.StatusCode.PERMISSION_DENIED,
-                f"a node may only report for itself: this token is for {node}, "
-                f"the report is for {message.node or '(no node)'}",
-            )
-        assert self._validator is not None
-        problems = await self._validator.problems(message, raw)
-        if problems:
-            self.store.refuse(INVALID)
-            log.debug("refused report %d from %s: %s", message.sequence, message.node, problems)
-            return message.sequence, f"invalid report: {_summary(problems)}"
-        self.store.submit(message)
-        return message.sequence, ""

@@ -11,8 +11,9 @@ messages would cost more than everything else the server does, so validation let
 parser gather them (see `_numbers_message`): the bytes of a batch of reports, concatenated, are
 parsed once more with a "numbers" schema in which every number is a repeated field and every
 nested message a single one, and protobuf's merge rules then hand over each field of all the
-pods, containers, ... of all the reports as one column, checked with a couple of C calls. Only
-when a batch fails are its reports walked one by one to name each problem.
+pods, containers, ... of all the reports as one packed column. Serialized again, each column is
+raw little-endian numbers (or varints), which numpy checks without making a Python object of any
+number. Only when a batch fails are its reports walked one by one to name each problem.
 
 Decoding into dataclasses likewise works a column at a time (all the pods of a report together)."""
 
@@ -29,6 +30,7 @@ from itertools import chain, islice, starmap
 from operator import attrgetter, itemgetter
 from typing import Any
 
+import numpy as np
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError, Message
@@ -242,22 +244,89 @@ def _shape_problems(message: pb.NodeReport, now: float) -> list[str]:
 
 def _numbers_fine(data: bytes) -> bool:
     """Whether every number in these serialized reports is finite and every size non-negative; a
-    filter (a sum may overflow to infinity): False sends the reports to _name_bad_numbers."""
+    filter: False sends the reports to _name_bad_numbers, which names what is wrong (or finds
+    nothing, and the reports pass). The batch is parsed with the numbers schema (one packed column
+    per field over all its reports), serialized again, and each column's raw bytes are checked
+    with numpy, so no number becomes a Python object."""
     try:
-        columns = _numbers_message().FromString(data)
+        merged = _numbers_message().FromString(data)
     except DecodeError:  # cannot be, the reports parsed; if it were, the slow path decides
         return False
-    sizes: list[float] = []
-    others: list[float] = []
-    for get_message, get_sizes, get_others in _column_getters():
-        message = get_message(columns)
-        sizes += chain.from_iterable(map(_whole, get_sizes(message)))
-        others += chain.from_iterable(map(_whole, get_others(message)))
-    # One NaN or infinity makes the sum one.
-    return min(sizes, default=0) >= 0 and math.isfinite(sum(sizes)) and math.isfinite(sum(others))
+    merged.DiscardUnknownFields()  # the strings and bools the schema leaves out
+    columns = merged.SerializeToString()
+    found: dict[_Column, list[bytes]] = {kind: [] for kind in _Column}
+    if not _gather_columns(memoryview(columns), _column_layout(), found):
+        return False
+    return all(_COLUMN_FINE[kind](b"".join(parts)) for kind, parts in found.items() if parts)
 
 
-Getter = Callable[[Any], Any]
+class _Column(enum.Enum):
+    """How a packed column is checked (MAY_BE_NEGATIVE fields: only finiteness, where it applies)."""
+
+    DOUBLE_SIZE = "double, finite and not negative"
+    DOUBLE = "double, finite"
+    FLOAT_SIZE = "float, finite and not negative"
+    FLOAT = "float, finite"
+    VARINT_SIZE = "int32/int64 varint, not negative"
+    ZIGZAG_SIZE = "sint32/sint64 zigzag varint, not negative"
+    SFIXED32_SIZE = "sfixed32, not negative"
+    SFIXED64_SIZE = "sfixed64, not negative"
+
+
+def _finite(dtype: str, sizes: bool) -> Callable[[bytes], bool]:
+    def fine(data: bytes) -> bool:
+        values = np.frombuffer(data, dtype=dtype)
+        return bool(np.isfinite(values).all() and (not sizes or (values >= 0).all()))
+
+    return fine
+
+
+def _not_negative(dtype: str) -> Callable[[bytes], bool]:
+    return lambda data: bool((np.frombuffer(data, dtype=dtype) >= 0).all())
+
+
+def _varint_ends(data: bytes) -> np.ndarray:
+    """The index of each varint's last byte (the bytes without the continuation bit)."""
+    return np.flatnonzero(np.frombuffer(data, dtype=np.uint8) < 0x80)
+
+
+def _varints_not_negative(data: bytes) -> bool:
+    # A negative int32 or int64 is sign-extended to ten bytes on the wire; a non-negative one
+    # takes at most nine (63 bits).
+    return bool((np.diff(_varint_ends(data), prepend=-1) <= 9).all())
+
+
+def _zigzags_not_negative(data: bytes) -> bool:
+    # Zigzag encodes a negative number as an odd one: the low bit of the varint's first byte.
+    starts = np.concatenate(([0], _varint_ends(data)[:-1] + 1))
+    return not (np.frombuffer(data, dtype=np.uint8)[starts] & 1).any()
+
+
+_COLUMN_FINE: dict[_Column, Callable[[bytes], bool]] = {
+    _Column.DOUBLE_SIZE: _finite("<f8", sizes=True),
+    _Column.DOUBLE: _finite("<f8", sizes=False),
+    _Column.FLOAT_SIZE: _finite("<f4", sizes=True),
+    _Column.FLOAT: _finite("<f4", sizes=False),
+    _Column.VARINT_SIZE: _varints_not_negative,
+    _Column.ZIGZAG_SIZE: _zigzags_not_negative,
+    _Column.SFIXED32_SIZE: _not_negative("<i4"),
+    _Column.SFIXED64_SIZE: _not_negative("<i8"),
+}
+
+# field number -> a nested message's layout, a column to check, or None (cannot be negative or
+# non-finite: unsigned and fixed-width unsigned numbers, MAY_BE_NEGATIVE integers)
+_Layout = dict[int, "_Layout | _Column | None"]
+_SIZE_COLUMNS = {
+    FieldDescriptor.TYPE_DOUBLE: _Column.DOUBLE_SIZE,
+    FieldDescriptor.TYPE_FLOAT: _Column.FLOAT_SIZE,
+    FieldDescriptor.TYPE_INT32: _Column.VARINT_SIZE,
+    FieldDescriptor.TYPE_INT64: _Column.VARINT_SIZE,
+    FieldDescriptor.TYPE_SINT32: _Column.ZIGZAG_SIZE,
+    FieldDescriptor.TYPE_SINT64: _Column.ZIGZAG_SIZE,
+    FieldDescriptor.TYPE_SFIXED32: _Column.SFIXED32_SIZE,
+    FieldDescriptor.TYPE_SFIXED64: _Column.SFIXED64_SIZE,
+}
+_SIGNED_COLUMNS = {FieldDescriptor.TYPE_DOUBLE: _Column.DOUBLE, FieldDescriptor.TYPE_FLOAT: _Column.FLOAT}
 
 
 def _message_type(field: FieldDescriptor) -> Descriptor:
@@ -267,30 +336,55 @@ def _message_type(field: FieldDescriptor) -> Descriptor:
 
 
 @cache
-def _column_getters() -> list[tuple[Getter, Getter, Getter]]:
-    """For each message type in the numbers schema: the getter of its message (by dotted path from
-    the top) and of its columns, the sizes (non-negative) and the others (MAY_BE_NEGATIVE)."""
-    getters: list[tuple[Getter, Getter, Getter]] = []
+def _column_layout() -> _Layout:
+    """The numbers schema's fields by number, message fields as nested layouts."""
+
+    def layout(descriptor: Descriptor) -> _Layout:
+        fields: _Layout = {}
+        for field in descriptor.fields:
+            if field.type == FieldDescriptor.TYPE_MESSAGE:
+                fields[field.number] = layout(_message_type(field))
+            elif field.name in MAY_BE_NEGATIVE:
+                fields[field.number] = _SIGNED_COLUMNS.get(field.type)
+            else:
+                fields[field.number] = _SIZE_COLUMNS.get(field.type)
+        return fields
+
     top = _numbers_message().DESCRIPTOR
     assert isinstance(top, Descriptor)  # upb's C Descriptor passes: Descriptor's metaclass says so
-    waiting: list[tuple[str, Descriptor]] = [("", top)]
-    while waiting:
-        path, descriptor = waiting.pop()
-        numbers = [field.name for field in descriptor.fields if field.type != FieldDescriptor.TYPE_MESSAGE]
-        get_message = attrgetter(path) if path else (lambda message: message)
-        getters.append(
-            (
-                get_message,
-                _getter(tuple(name for name in numbers if name not in MAY_BE_NEGATIVE)),
-                _getter(tuple(name for name in numbers if name in MAY_BE_NEGATIVE)),
-            )
-        )
-        waiting += [
-            (f"{path}.{field.name}" if path else field.name, _message_type(field))
-            for field in descriptor.fields
-            if field.type == FieldDescriptor.TYPE_MESSAGE
-        ]
-    return getters
+    return layout(top)
+
+
+def _gather_columns(data: memoryview, layout: _Layout, found: dict[_Column, list[bytes]]) -> bool:
+    """Append each packed column of serialized numbers message `data` to `found` by how it is
+    checked. Every field of that message is length-delimited (a packed column or a message); any
+    other wire type or an unknown field returns False (then the slow path decides)."""
+    position, end = 0, len(data)
+    while position < end:
+        key, position = _varint(data, position)
+        length, position = _varint(data, position)
+        if key & 7 != 2 or key >> 3 not in layout or position + length > end:
+            return False
+        entry = layout[key >> 3]
+        if isinstance(entry, dict):
+            if not _gather_columns(data[position : position + length], entry, found):
+                return False
+        elif entry is not None:
+            found[entry].append(data[position : position + length].tobytes())
+        position += length
+    return True
+
+
+def _varint(data: memoryview, position: int) -> tuple[int, int]:
+    """The varint at `position` and the position after it (keys and lengths: a few bytes)."""
+    value = shift = 0
+    while True:
+        byte = data[position]
+        position += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, position
+        shift += 7
 
 
 @cache
