@@ -43,7 +43,8 @@ Shapes (sizes are the issue's; --scale multiplies node and pod counts, not pod s
               (one per node per app of 2) and a zone topology spread (maxSkew 1): Lahar's
               predicates plugin, Volcano's and kube-scheduler's all enforce both.
 
-Peers: `lahar` (this checkout's scheduler, its built-in configuration), `volcano` (vc-scheduler
+Peers: `lahar` (this checkout's scheduler: its built-in plugins, with the shape's actions, which
+are Volcano's: enqueue, allocate, backfill, plus preempt for `preemption`), `volcano` (vc-scheduler
 built by scripts/build-volcano.sh from VOLCANO_SRC; Volcano's default configuration, plus the
 preempt action for `preemption`; client QPS/burst 2000, its defaults) and `kube-scheduler`
 (scripts/build-k8s.sh; its default profile, client QPS/burst raised from 50/100 to Volcano's
@@ -89,6 +90,7 @@ from lahar.bench.scheduler import (
 from lahar.client.api import KubeApi, Obj
 from lahar.client.errors import AlreadyExists, Gone, KubeError
 from lahar.endpoints import free_loopback_port
+from lahar.scheduler.conf import DEFAULT_CONF
 
 REPO = Path(__file__).resolve().parents[1]
 NAMESPACE = "bench"
@@ -479,12 +481,15 @@ class Peer:
 
     def argv(self, backend: Backend, workdir: Path, shape: str) -> list[str]:
         if self.name == "lahar":
+            conf = workdir / "lahar-scheduler.conf"
+            conf.write_text(lahar_conf(shape))
             return [
                 sys.executable,
                 "-m",
                 "lahar",
                 "scheduler",
                 f"--kubeconfig={backend.kubeconfig}",
+                f"--conf={conf}",
                 "--metrics-address=127.0.0.1",
                 "--metrics-port=0",
             ]
@@ -527,14 +532,30 @@ class Peer:
         ]
 
 
+def shape_actions(shape: str) -> str:
+    """The actions Lahar and Volcano both run for `shape`: Volcano's built-in list (pkg/scheduler/
+    util.go), with preempt for `preemption`."""
+    return "enqueue, allocate, preempt, backfill" if shape == "preemption" else "enqueue, allocate, backfill"
+
+
 def volcano_conf(shape: str) -> str:
-    """Volcano's built-in configuration (pkg/scheduler/util.go), with preempt for `preemption`."""
-    actions = "enqueue, allocate, preempt, backfill" if shape == "preemption" else "enqueue, allocate, backfill"
+    """Volcano's built-in configuration, with the shape's actions."""
     tiers = [
         {"plugins": [{"name": "priority"}, {"name": "gang"}, {"name": "conformance"}]},
         {"plugins": [{"name": name} for name in ("overcommit", "drf", "predicates", "proportion", "nodeorder")]},
     ]
-    return yaml.safe_dump({"actions": actions, "tiers": tiers}, sort_keys=False)
+    return yaml.safe_dump({"actions": shape_actions(shape), "tiers": tiers}, sort_keys=False)
+
+
+def lahar_conf(shape: str) -> str:
+    """Lahar's built-in configuration (its plugins as they ship) with the shape's actions, the same
+    as Volcano's. Lahar's own default adds preempt and reclaim everywhere: on `queues`, reclaim
+    takes back the weight-1 queue's early surplus by evicting pods of its running gangs, and with
+    no job controller here to restart a broken gang its PodGroups keep holding the queue's
+    admission budget; the comparison would then measure the missing controller."""
+    actions, _, tiers = DEFAULT_CONF.partition("\n")
+    assert actions.startswith("actions:"), actions
+    return f'actions: "{shape_actions(shape)}"\n{tiers}'
 
 
 def find_peers(names: list[str], volcano_src: str | None, progress: Callable[[str], None]) -> dict[str, Peer]:

@@ -15,6 +15,7 @@ import yaml
 
 from lahar.bench import peers
 from lahar.bench.peers import GROUP_LABEL, QUEUE_LABEL, Ledger, NodeShape, Workload
+from lahar.scheduler.conf import default_conf, parse_conf
 
 GIB = 1 << 30
 
@@ -251,3 +252,12 @@ def test_render_replaces_a_shapes_result_peer_by_peer(tmp_path: Path) -> None:
     queues = merged["results"]["queues / real"]
     assert queues["lahar"]["summary"]["pods_per_second"]["median"] == 8.0  # the later part's run
     assert queues["volcano"]["summary"]["pods_per_second"]["median"] == 4.0  # kept from the first
+
+
+def test_lahar_runs_its_own_plugins_with_volcanos_actions_for_each_shape() -> None:
+    for shape in ("basic", "queues", "preemption"):
+        lahar = parse_conf(peers.lahar_conf(shape))
+        volcano = yaml.safe_load(peers.volcano_conf(shape))
+        assert ", ".join(lahar.actions) == volcano["actions"]
+        assert [p.name for tier in lahar.tiers for p in tier] == [p.name for tier in default_conf().tiers for p in tier]
+    assert "reclaim" not in parse_conf(peers.lahar_conf("queues")).actions
