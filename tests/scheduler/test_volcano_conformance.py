@@ -22,6 +22,7 @@ from tests.scheduler.volcano_cases import (
     Case,
     binds,
     evicted,
+    only,
     outcome,
     quantities,
     vc_node,
@@ -1226,15 +1227,27 @@ def test_volcano_predicates_node_num() -> None:
     assert binds(session) == {"ns1/worker-1": "node1", "ns1/worker-2": "node1"}
 
 
-def test_volcano_predicates_pod_anti_affinity_in_preempt() -> None:
+@pytest.mark.parametrize(
+    "tier",
+    [
+        pytest.param(["predicates", "priority"], id="file-switches"),
+        pytest.param(
+            [only("predicates", "predicate"), only("priority", "preemptable", "job_starving")], id="go-tier-switches"
+        ),
+    ],
+)
+def test_volcano_predicates_pod_anti_affinity_in_preempt(tier: list[Any]) -> None:
     """DELIBERATE disagreement. n1 is full (two pod slots): worker-2 (job pg1, low-priority
     class) and worker-1 (job pg1, pod priority 100000, anti-affinity to role=worker); worker-3
     (job pg2, high-priority class, role=worker) needs a slot and worker-1 gone. Volcano's test
     expects nothing evicted; Lahar evicts worker-1, the one pod whose eviction makes n1 feasible:
     its job is of lower priority than the preemptor's (the priority plugin compares jobs, in
-    Volcano too), and Volcano evicts such a blocker itself in TestTopologyAwarePreempt's
-    anti-affinity row. Which step of Volcano's keeps worker-1 here (this row runs allocate before
-    preempt) was not established."""
+    Volcano too). Volcano keeps worker-1 only because the Go tier leaves predicates'
+    enablePreemptable off: its topology-aware dry run then never tells the inter-pod-affinity
+    state that a victim was removed (SimulateRemoveTaskFn is gated by that switch, the simulated
+    predicate by enablePredicate), so no victim set ever passes. With a configuration file's
+    switches (unset = on) Volcano evicts worker-1 too. Lahar decides the same under the Go
+    tier's switches as written and under a file's (docs/scheduler-conformance.md, 7)."""
     objects = [
         vc_priority_class("high-priority", 100000),
         vc_priority_class("low-priority", 10),
@@ -1248,7 +1261,7 @@ def test_volcano_predicates_pod_anti_affinity_in_preempt() -> None:
         vc_pod("ns1", "worker-2", "n1", RUNNING, R("3", "3G"), "pg1", priority=10),
         with_affinity(vc_pod("ns1", "worker-3", "", PENDING, R("3", "3G"), "pg2", ROLE, priority=100000), WORKER_ANTI),
     ]
-    session = outcome(objects, "allocate, preempt", (["predicates", "priority"],))
+    session = outcome(objects, "allocate, preempt", (tier,))
     volcano_evicted: list[str] = []
     assert evicted(session) == ["ns1/worker-1"] != volcano_evicted
     assert {task.name: task.node for task in session.pipelined} == {"worker-3": "n1"} and binds(session) == {}

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from lahar.scheduler.actions.gang_eviction import DEFAULT_MAX_DOMAINS
-from lahar.scheduler.conf import SWITCHES, ConfError, parse_conf
+from lahar.scheduler.conf import ConfError, parse_conf
 from lahar.scheduler.framework.plugin import PLUGINS, Plugin, action_class
 from lahar.scheduler.framework.session import PERMIT, REJECT, Session
 from lahar.scheduler.model import CHARGED, JobInfo, NodeTable, Rows, TaskInfo, TaskStatus
@@ -26,6 +26,7 @@ from tests.scheduler.volcano_cases import (
     PREEMPTABLE,
     binds,
     evicted,
+    only,
     outcome,
     quantities,
     vc_node,
@@ -59,12 +60,6 @@ def with_min_resources(podgroup: Obj, cpu: str, memory: str) -> Obj:
 def annotated(obj: Obj, **annotations: str) -> Obj:
     obj["metadata"].setdefault("annotations", {}).update(annotations)
     return obj
-
-
-def only(name: str, *kinds: str) -> dict[str, Any]:
-    """A plugin entry with every switchable callback off but `kinds` (Volcano's tests build tiers
-    in Go, where a switch left nil is off; a Lahar file leaves it on)."""
-    return {"name": name, **{switch: kind in kinds for switch, kind in SWITCHES.items()}}
 
 
 # -- actions/preempt/preempt_test.go: TestNormalPreemptRechecksPredicateAfterEviction ----------------

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lahar.scheduler.conf import SWITCHES
 from lahar.scheduler.framework.session import Session
 from tests.scheduler.preempt_builders import cluster, conf, run
 
@@ -155,3 +156,9 @@ def binds(session: Session) -> dict[str, str]:
 
 def evicted(session: Session) -> list[str]:
     return sorted(f"{e.task.namespace}/{e.task.name}" for e in session.evictions)
+
+
+def only(name: str, *kinds: str) -> dict[str, Any]:
+    """A plugin entry with every switchable callback off but `kinds` (Volcano's tests build tiers
+    in Go, where a switch left nil is off; a Lahar file leaves it on)."""
+    return {"name": name, **{switch: kind in kinds for switch, kind in SWITCHES.items()}}
