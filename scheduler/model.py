@@ -281,6 +281,8 @@ class TaskInfo:
     creation: str = ""  # RFC 3339, for FIFO order
     index: int = 0  # the pod's index within its task, from the pod name's suffix when it has one
     pod_terms: bool = False  # has_pod_terms(pod): pod (anti-)affinity, topology spread or host ports
+    # asks_for_nothing(request), kept: gang and allocate ask it of every task, per placement.
+    no_request: bool = False
 
     @property
     def key(self) -> str:
@@ -306,13 +308,6 @@ class TaskInfo:
         """The pod has scheduling gates left: nothing may place it until they are removed."""
         return bool(self.pod.spec.get("schedulingGates"))
 
-    @property
-    def no_request(self) -> bool:
-        """Volcano's "BestEffort" task: it asks for nothing but a pod slot, so allocate leaves it
-        to backfill and a gang counts it as ready while pending."""
-        request = self.request
-        return bool(np.count_nonzero(request) == (request[PODS_COLUMN] != 0))
-
     def clone(self) -> TaskInfo:
         # The request vector and the pod view are never mutated, so a snapshot shares them.
         return TaskInfo(
@@ -331,6 +326,7 @@ class TaskInfo:
             self.creation,
             self.index,
             self.pod_terms,
+            self.no_request,
         )
 
     def __repr__(self) -> str:
@@ -352,6 +348,11 @@ def _totals_rows(statuses: Collection[TaskStatus], best_effort: bool | None) -> 
         rows = _ROWS[key] = np.zeros(len(_TOTALS_ROW) * 2, dtype=np.int64)
         rows[[_TOTALS_ROW[s] + o for s in statuses for o in offsets]] = 1
     return rows
+
+
+def requested_in(totals: np.ndarray, statuses: Collection[TaskStatus], best_effort: bool | None = None) -> np.ndarray:
+    """`JobInfo.requested` of a `totals` array: one job's, or several jobs' summed (a queue's)."""
+    return np.dot(_totals_rows(statuses, best_effort), totals)
 
 
 @dataclass(slots=True, eq=False)
@@ -377,6 +378,9 @@ class JobInfo:
     totals: np.ndarray | None = None
     # Set by the session for the status writer: why the gang did not fit this cycle.
     unschedulable_message: str = ""
+    # Pending tasks that ask for nothing (`TaskInfo.no_request`): a gang counts them as ready,
+    # and asks after every placement, so they are counted as tasks come, go and change state.
+    pending_no_request: int = 0
 
     @property
     def preemptable(self) -> bool:
@@ -387,6 +391,8 @@ class JobInfo:
         return preemptable_flag(group.meta.annotations, group.meta.labels) is not False
 
     def _count_in(self, task: TaskInfo, sign: int) -> None:
+        if task.no_request and task.status is TaskStatus.PENDING:
+            self.pending_no_request += sign
         if self.totals is None:
             self.totals = np.zeros((len(_TOTALS_ROW) * 2, len(task.request)), dtype=np.int64)
         row = self.totals[_TOTALS_ROW[task.status] + task.best_effort]
@@ -460,7 +466,7 @@ class JobInfo:
         others, when `best_effort` says)."""
         if self.totals is None:
             return np.zeros(len(self.min_resources), dtype=np.int64)
-        return np.dot(_totals_rows(statuses, best_effort), self.totals)
+        return requested_in(self.totals, statuses, best_effort)
 
     @property
     def allocated(self) -> np.ndarray:
@@ -490,6 +496,7 @@ class JobInfo:
             clone = job.tasks[task.uid] = task.clone()
             job.by_status.setdefault(clone.status, {})[clone.uid] = clone
         job.totals = None if self.totals is None else self.totals.copy()  # the same requests and states
+        job.pending_no_request = self.pending_no_request
         return job
 
     def copy(self) -> JobInfo:
@@ -500,6 +507,7 @@ class JobInfo:
         job.by_status = {status: dict(tasks) for status, tasks in self.by_status.items() if tasks}
         job.totals = None if self.totals is None else self.totals.copy()
         job.unschedulable_message = self.unschedulable_message
+        job.pending_no_request = self.pending_no_request
         return job
 
     def __repr__(self) -> str:
@@ -669,22 +677,24 @@ class NodeTable:
         used, be_used = self.used[rows], self.be_used[rows]
         if future:
             used, be_used = used - self.releasing[rows], be_used - self.be_releasing[rows]
-        allocatable = self.allocatable[rows]
-        free = allocatable - used - be_used
-        if be_capacity is not None:
-            lent = len(LENT_COLUMNS)
-            if task.best_effort:
-                free[:, :lent] = be_capacity[rows] - be_used[:, :lent]
-            else:
-                free[:, :lent] = allocatable[:, :lent] - used[:, :lent]
+        free = self.allocatable[rows] - used
+        if be_capacity is None:
+            free -= be_used
+            return free
+        lent = len(LENT_COLUMNS)
+        free[:, lent:] -= be_used[:, lent:]  # on the lent columns online tasks ignore BE usage
+        if task.best_effort:
+            free[:, :lent] = be_capacity[rows] - be_used[:, :lent]
         return free
 
     def fits(
         self, task: TaskInfo, rows: Rows = slice(None), be_capacity: np.ndarray | None = None, future: bool = False
     ) -> np.ndarray:
         """Whether the task's request fits on each of `rows` (the rule is `free`'s)."""
-        # .all(axis=1) of a 2-d array is an array; numpy types it "bool or array"
-        return cast("np.ndarray", (task.request <= self.free(task, rows, be_capacity, future)).all(axis=1))
+        # The ufunc's reduce: .all(axis=1) goes through numpy's Python wrappers, once per placement.
+        return cast(
+            "np.ndarray", np.logical_and.reduce(task.request <= self.free(task, rows, be_capacity, future), axis=1)
+        )
 
     def copies(self, task: TaskInfo, rows: Rows = slice(None), be_capacity: np.ndarray | None = None) -> np.ndarray:
         """How many more copies of the task each of `rows` holds (0 where none fits)."""
@@ -865,6 +875,12 @@ class Snapshot:
         )
 
 
+def asks_for_nothing(request: np.ndarray) -> bool:
+    """Volcano's "BestEffort" task (`TaskInfo.no_request`): it asks for nothing but a pod slot,
+    so allocate leaves it to backfill and a gang counts it as ready while pending."""
+    return bool(np.count_nonzero(request) == (request[PODS_COLUMN] != 0))
+
+
 def task_info(pod: Pod, job_key: str, resources: Resources) -> TaskInfo:
     """A pod as a task; `resources` must already hold every resource the pod requests."""
     annotations = pod.meta.annotations
@@ -889,6 +905,7 @@ def task_info(pod: Pod, job_key: str, resources: Resources) -> TaskInfo:
         pod.meta.creation_timestamp or "",
         int(suffix) if suffix.isdigit() else 0,
         has_pod_terms(pod),
+        asks_for_nothing(request),
     )
 
 
@@ -951,6 +968,7 @@ __all__ = [
     "TaskInfo",
     "TaskStatus",
     "Toleration",
+    "asks_for_nothing",
     "default_queue_info",
     "hard_constraints",
     "has_pod_terms",
@@ -960,6 +978,7 @@ __all__ = [
     "placement_class",
     "preemptable_flag",
     "queue_info",
+    "requested_in",
     "soft_constraints",
     "status_of",
     "task_info",

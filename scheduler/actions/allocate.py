@@ -112,7 +112,8 @@ class _Allocation:
             if self._allocate_job(job, queue):
                 heapq.heappush(jobs, self._entry(session.job_order_key(job), job))
             if jobs:
-                heapq.heappush(queues, self._entry(session.queue_order_key(queue), queue))
+                # Alone in the heap, the queue needs no key: nothing is compared with it.
+                heapq.heappush(queues, self._entry(session.queue_order_key(queue) if queues else (), queue))
 
     def _pending_of(self, job: JobInfo) -> _Pending:
         pending = self.pending.get(job.key)

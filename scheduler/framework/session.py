@@ -99,6 +99,10 @@ class _Registered:
     plugin: str
     fn: Any
     extra: Any = None
+    # For predicates and scores: whether the callback has anything to say about a task (None:
+    # always). Asked once per class (`Session.class_key`), so a plugin with nothing to check for
+    # a pod costs nothing per node or per placement.
+    applies: Callable[[TaskInfo], bool] | None = None
 
 
 @dataclass
@@ -151,6 +155,8 @@ class Session:
         # What a class's answers depend on beyond the placement class, and which classes are
         # volatile (`add_class_key_fn`); empty for most sessions, so the key is the placement.
         self._class_key_fns: list[Callable[[TaskInfo], Hashable]] = []
+        # Per (callback kind, class key): the predicates or scores that apply to the class.
+        self._applying: dict[tuple[str, Hashable], tuple[Any, ...]] = {}
         self._volatile_fns: list[Callable[[TaskInfo], bool]] = []
         self._enforced: set[str] = set()  # hard constraints some configured predicate enforces
         self._scored: set[str] = set()  # preferences some configured node order scores
@@ -276,7 +282,7 @@ class Session:
 
     # -- registration ------------------------------------------------------------------------
 
-    def _add(self, kind: str, fn: Any, extra: Any = None) -> None:
+    def _add(self, kind: str, fn: Any, extra: Any = None, applies: Callable[[TaskInfo], bool] | None = None) -> None:
         option = self._current
         if option is None:
             raise RuntimeError("callbacks are registered from Plugin.on_session_open")
@@ -285,8 +291,9 @@ class Session:
         tiers = self._callbacks.setdefault(kind, [])
         while len(tiers) <= self._tier:
             tiers.append([])
-        tiers[self._tier].append(_Registered(option.name, fn, extra))
+        tiers[self._tier].append(_Registered(option.name, fn, extra, applies))
         self._flat.pop(kind, None)
+        self._applying.clear()
 
     def add_job_order_fn(self, fn: Callable[[JobInfo], Any]) -> None:
         self._add("job_order", fn)
@@ -302,11 +309,17 @@ class Session:
     def add_task_order_fn(self, fn: Callable[[TaskInfo], Any]) -> None:
         self._add("task_order", fn)
 
-    def add_predicate_fn(self, fn: Predicate, explain: Explain | None = None) -> None:
-        self._add("predicate", fn, explain)
+    def add_predicate_fn(
+        self, fn: Predicate, explain: Explain | None = None, applies: Callable[[TaskInfo], bool] | None = None
+    ) -> None:
+        """`applies(task)`, when given, says whether the predicate checks anything for the task;
+        it must depend only on what the task's class key covers (its placement class and what
+        the plugins declared), since it is asked once per class."""
+        self._add("predicate", fn, explain, applies)
 
-    def add_node_order_fn(self, fn: Score) -> None:
-        self._add("node_order", fn)
+    def add_node_order_fn(self, fn: Score, applies: Callable[[TaskInfo], bool] | None = None) -> None:
+        """`applies` as for `add_predicate_fn`: a score that does not apply adds nothing."""
+        self._add("node_order", fn, None, applies)
 
     def add_job_ready_fn(self, fn: Callable[[JobInfo], bool]) -> None:
         self._add("job_ready", fn)
@@ -406,6 +419,14 @@ class Session:
         if flat is None:
             flat = self._flat[kind] = [r for tier in self._callbacks.get(kind, ()) for r in tier]
         return flat
+
+    def _applying_to(self, kind: str, task: TaskInfo) -> tuple[Any, ...]:
+        """The callbacks of `kind` (predicate, node_order) that apply to the task's class."""
+        key = (kind, self.class_key(task))
+        found = self._applying.get(key)
+        if found is None:
+            found = self._applying[key] = tuple(r.fn for r in self._all(kind) if r.applies is None or r.applies(task))
+        return found
 
     def has(self, kind: str) -> bool:
         return any(True for _ in self._all(kind))
@@ -537,15 +558,15 @@ class Session:
         # takes more than it has (pod slots included).
         mask = nodes.fits(task, rows, self.be_capacity)
         mask &= nodes.schedulable[rows]
-        for registered in self._all("predicate"):
-            mask &= registered.fn(task, nodes, rows)
+        for fn in self._applying_to("predicate", task):
+            mask &= fn(task, nodes, rows)
         return mask
 
     def score(self, task: TaskInfo, rows: Rows = slice(None)) -> np.ndarray:
         nodes = self.nodes
         total: np.ndarray | None = None
-        for registered in self._all("node_order"):
-            part = registered.fn(task, nodes, rows)
+        for fn in self._applying_to("node_order", task):
+            part = fn(task, nodes, rows)
             total = part if total is None else total + part  # never in place: a part may be a view
         return np.zeros(len(nodes.schedulable[rows]), dtype=np.float64) if total is None else total
 
@@ -597,7 +618,7 @@ class Session:
         scores = self.candidate_scores(task)
         if not len(scores):
             return NO_NODE
-        row = int(np.argmax(scores))
+        row = int(scores.argmax())
         return row if scores[row] > -np.inf else NO_NODE
 
     def explain(self, task: TaskInfo) -> Counter[str]:
@@ -610,6 +631,8 @@ class Session:
         # Each node by the first check that refuses it: the plugins' filters, then resources.
         left = nodes.schedulable.copy()
         for registered in self._all("predicate"):
+            if registered.applies is not None and not registered.applies(task):
+                continue  # checks nothing for this task: every node passes it
             passed = registered.fn(task, nodes, slice(None))
             if registered.extra is not None:
                 reasons.update(registered.extra(task, nodes))

@@ -69,4 +69,4 @@ class BinpackPlugin(Plugin):
         columns, weights = self._columns(task)
         used = nodes.used[rows, columns] + nodes.be_used[rows, columns] + task.request[columns]
         fractions = used * self._inverse[rows, columns]
-        return np.where((fractions > 1.0).any(axis=1), 0.0, fractions @ weights)
+        return np.where(np.logical_or.reduce(fractions > 1.0, axis=1), 0.0, fractions @ weights)

@@ -24,7 +24,7 @@ import numpy as np
 from lahar.scheduler.framework import hdrf
 from lahar.scheduler.framework.plugin import Plugin, register_plugin
 from lahar.scheduler.framework.session import Session
-from lahar.scheduler.model import CHARGED, QueueInfo, TaskInfo, TaskStatus
+from lahar.scheduler.model import CHARGED, JobInfo, QueueInfo, TaskInfo, TaskStatus
 
 SHARE_DELTA = 1e-6  # Volcano's shareDelta: shares this close count as equal
 
@@ -41,7 +41,7 @@ class DrfPlugin(Plugin):
         columns = columns[total[columns] > 0]  # a resource the cluster lacks is nobody's share
         self._columns, self._total = columns, total[columns]
         self._allocated: dict[str, np.ndarray] = {}
-        session.add_job_order_fn(lambda job: self.share(self._of(job.key)))
+        session.add_job_order_fn(self._job_share)
         session.add_preemptable_fn(self.victims)
         session.add_event_handler(self._allocate, self._deallocate)
         self._tree: hdrf.Node | None = None
@@ -99,6 +99,13 @@ class DrfPlugin(Plugin):
         if allocated is None:
             allocated = self._allocated[job_key] = self.session.jobs[job_key].requested(CHARGED)
         return allocated
+
+    def _job_share(self, job: JobInfo) -> float:
+        """The job's dominant share (its job order key); 0 for a job that holds nothing, without
+        counting it (most of a backlog)."""
+        if job.key not in self._allocated and not job.count(CHARGED):
+            return 0.0
+        return self.share(self._of(job.key))
 
     def share(self, allocated: np.ndarray) -> float:
         if not len(self._columns):

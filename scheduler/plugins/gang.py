@@ -9,9 +9,11 @@
 - preemptable / reclaimable: never take a victim whose job would fall below minMember;
 - on close: every gang that is not ready gets an Unschedulable message and a Warning event.
 
-Readiness is asked after every placement, so the counts are kept per job and moved by the
-session's allocate/deallocate handlers instead of being recounted (a 10,000-task gang would
-otherwise cost 10,000² status walks).
+Readiness is asked after every placement, so nothing is recounted: the job's tasks by state are
+kept by the job itself (`JobInfo.by_status`, `pending_no_request`), and the per-task counts that
+minTaskMember needs are kept here, only for jobs that have such minimums, and moved by the
+session's allocate/deallocate handlers (a 10,000-task gang would otherwise cost 10,000² status
+walks).
 """
 
 from __future__ import annotations
@@ -27,32 +29,29 @@ from lahar.scheduler.model import READY, JobInfo, TaskInfo, TaskStatus
 VALID = READY | {TaskStatus.PENDING, TaskStatus.PIPELINED}
 
 
-class _Counts:
-    """A job's occupied tasks (ready, or pending with no request), overall and by task name when
-    the job has per-task minimums, and its pipelined ones; `last` holds each task's
-    (occupied, pipelined) as last counted."""
+class _ByTask:
+    """A job's occupied tasks (ready, or pending with no request) by task name, for its
+    minTaskMember; `occupied` holds the uids counted."""
 
-    __slots__ = ("by_task", "last", "pipelined", "ready")
+    __slots__ = ("counts", "occupied")
 
-    def __init__(self, by_task: bool) -> None:
-        self.ready = 0
-        self.pipelined = 0
-        self.by_task: Counter[str] | None = Counter() if by_task else None
-        self.last: dict[str, tuple[bool, bool]] = {}
-
-    def add(self, task: TaskInfo, state: tuple[bool, bool], sign: int) -> None:
-        occupied, pipelined = state
-        if occupied:
-            self.ready += sign
-            if self.by_task is not None:
-                self.by_task[task.task_name] += sign
-        if pipelined:
-            self.pipelined += sign
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self.occupied: set[str] = set()
 
 
-def _state(task: TaskInfo) -> tuple[bool, bool]:
+def _occupied(task: TaskInfo) -> bool:
     status = task.status
-    return (status in READY or (status is TaskStatus.PENDING and task.no_request), status is TaskStatus.PIPELINED)
+    return status in READY or (status is TaskStatus.PENDING and task.no_request)
+
+
+def _ready(job: JobInfo) -> int:
+    """Ready tasks plus pending ones that ask for nothing (backfill places them)."""
+    return job.count(READY) + job.pending_no_request
+
+
+def _pipelined(job: JobInfo) -> int:
+    return len(job.by_status.get(TaskStatus.PIPELINED) or ())
 
 
 @register_plugin
@@ -61,7 +60,7 @@ class GangPlugin(Plugin):
 
     def on_session_open(self, session: Session) -> None:
         self.session = session
-        self._counts: dict[str, _Counts] = {}
+        self._by_task: dict[str, _ByTask] = {}
         session.add_job_valid_fn(self.job_valid)
         session.add_job_ready_fn(self.job_ready)
         session.add_job_pipelined_fn(self.job_pipelined)
@@ -69,27 +68,29 @@ class GangPlugin(Plugin):
         session.add_job_order_fn(lambda job: 1 if self.job_ready(job) else 0)  # not ready first
         session.add_preemptable_fn(self.victims)
         session.add_reclaimable_fn(self.victims)
-        session.add_event_handler(self._moved, self._moved)
+        if any(job.min_task_member for job in session.jobs.values()):
+            session.add_event_handler(self._moved, self._moved)
 
-    def _of(self, job: JobInfo) -> _Counts:
-        counts = self._counts.get(job.key)
-        if counts is None:
-            counts = self._counts[job.key] = _Counts(bool(job.min_task_member))
+    def _tasks_of(self, job: JobInfo) -> Counter[str]:
+        """The job's occupied tasks by task name (a job with per-task minimums)."""
+        by_task = self._by_task.get(job.key)
+        if by_task is None:
+            by_task = self._by_task[job.key] = _ByTask()
             for task in job.tasks.values():
-                state = counts.last[task.uid] = _state(task)
-                counts.add(task, state, 1)
-        return counts
+                if _occupied(task):
+                    by_task.occupied.add(task.uid)
+                    by_task.counts[task.task_name] += 1
+        return by_task.counts
 
     def _moved(self, task: TaskInfo) -> None:
-        """A task changed state in the session: move it within its job's counts."""
-        counts = self._counts.get(task.job)
-        if counts is None:
+        """A task changed state in the session: move it within its job's per-task counts."""
+        by_task = self._by_task.get(task.job)
+        if by_task is None:
             return  # counted from scratch when first asked
-        old, new = counts.last[task.uid], _state(task)
-        if old != new:
-            counts.add(task, old, -1)
-            counts.add(task, new, 1)
-            counts.last[task.uid] = new
+        was, now = task.uid in by_task.occupied, _occupied(task)
+        if was != now:
+            by_task.counts[task.task_name] += 1 if now else -1
+            (by_task.occupied.add if now else by_task.occupied.discard)(task.uid)
 
     # -- callbacks ---------------------------------------------------------------------------
 
@@ -107,27 +108,25 @@ class GangPlugin(Plugin):
                 return f"Not enough valid pods of each task for gang-scheduling: {', '.join(short)}"
         return None
 
-    @staticmethod
-    def _tasks_met(job: JobInfo, counts: Counter[str] | None) -> bool:
+    def _tasks_met(self, job: JobInfo) -> bool:
         minimums = job.min_task_member
         # Volcano checks per-task minimums only when minMember covers them: a job whose
         # minMember is below their sum asked for an elastic gang.
-        if counts is None or job.min_member < sum(minimums.values()):
+        if not minimums or job.min_member < sum(minimums.values()):
             return True
+        counts = self._tasks_of(job)
         return all(counts[name] >= least for name, least in minimums.items())
 
     def job_ready(self, job: JobInfo) -> bool:
-        counts = self._of(job)
-        return counts.ready >= job.min_member and self._tasks_met(job, counts.by_task)
+        return _ready(job) >= job.min_member and self._tasks_met(job)
 
     def job_pipelined(self, job: JobInfo) -> bool:
-        counts = self._of(job)
-        return counts.ready + counts.pipelined >= job.min_member
+        return _ready(job) + _pipelined(job) >= job.min_member
 
     def job_starving(self, job: JobInfo) -> bool:
         # Volcano's count: ready and pipelined tasks only. A pending task that asks for nothing
         # counts towards readiness, but it still needs a pod slot, which it may have to preempt.
-        return job.count(READY) + self._of(job).pipelined < job.min_member
+        return job.count(READY) + _pipelined(job) < job.min_member
 
     def victims(self, preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
         """The candidates whose eviction keeps their job at or above minMember, taking them in
@@ -157,7 +156,7 @@ class GangPlugin(Plugin):
                 # are gone or going (torn down). Only a PodGroup waiting for admission is reported.
                 continue
             if not job.unschedulable_message:
-                job.set_unschedulable(job.min_member - self._of(job).ready, self._not_ready(job))
+                job.set_unschedulable(job.min_member - _ready(job), self._not_ready(job))
             if job.podgroup is not None:
                 session.record_event(
                     "PodGroup", job.namespace, job.name, "Warning", "Unschedulable", job.unschedulable_message

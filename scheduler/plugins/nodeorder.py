@@ -73,7 +73,7 @@ class NodeOrderPlugin(Plugin):
         if self.pod_affinity or self.spread:
             self.topology = PodTopology.of(session)
             if self.topology.pending_terms:
-                session.add_node_order_fn(self.score_pods_around)
+                session.add_node_order_fn(self.score_pods_around, applies=lambda task: task.pod_terms)
 
     def scores(self) -> frozenset[str]:
         scored = set()

@@ -46,20 +46,26 @@ class Oversubscription(Plugin):
         self._capacity = capacity
         self._reported = np.array([report is not None for report in reports], dtype=bool)
         if not self._reported.all():
-            session.add_predicate_fn(self._predicate, self._explain)
+            session.add_predicate_fn(self._predicate, self._explain, applies=self._borrows)
         self._weight = float(self.argument("weight", 1.0))
         if self._weight and capacity.any():
-            session.add_node_order_fn(self._score)
+            session.add_node_order_fn(self._score, applies=lambda task: task.best_effort)
+
+    @staticmethod
+    def _borrows(task: TaskInfo) -> bool:
+        """A BE task asking for cpu or memory: the only kind the lent capacity concerns (the
+        others pass the predicate everywhere, so it is not asked about them)."""
+        return task.best_effort and bool(task.request[: len(LENT_COLUMNS)].any())
 
     def _predicate(self, task: TaskInfo, nodes: NodeTable, rows: Rows) -> np.ndarray:
         """BE tasks that borrow cpu or memory only where the agent reported recently."""
         reported = self._reported[rows]
-        if not task.best_effort or not task.request[: len(LENT_COLUMNS)].any():
+        if not self._borrows(task):
             return np.ones(len(reported), dtype=bool)
         return reported
 
     def _explain(self, task: TaskInfo, nodes: NodeTable) -> Counter[str]:
-        if not task.best_effort or not task.request[: len(LENT_COLUMNS)].any():
+        if not self._borrows(task):
             return Counter()
         stale = int((~self._reported).sum())
         return Counter({STALE_REASON: stale}) if stale else Counter()

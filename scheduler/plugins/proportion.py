@@ -47,7 +47,16 @@ from lahar.scheduler.framework.plugin import Plugin, register_plugin
 from lahar.scheduler.framework.queue_tree import queue_tree
 from lahar.scheduler.framework.session import PERMIT, REJECT, Session
 from lahar.scheduler.framework.shares import victims_over_share
-from lahar.scheduler.model import CHARGED, LENT_COLUMNS, JobInfo, QueueInfo, TaskInfo, TaskStatus
+from lahar.scheduler.model import (
+    CHARGED,
+    LENT_COLUMNS,
+    PODS_COLUMN,
+    JobInfo,
+    QueueInfo,
+    TaskInfo,
+    TaskStatus,
+    requested_in,
+)
 
 QUOTA_INSUFFICIENT = "queue resource quota insufficient"
 
@@ -97,6 +106,14 @@ def _share(held: np.ndarray, inverse: np.ndarray, undeserved: np.ndarray | None)
 TOLERANCE = 10**7  # deserved / TOLERANCE + 1: the slack of the deserved-share check
 
 
+def _add_into(sums: dict[str, np.ndarray], name: str, totals: np.ndarray) -> None:
+    found = sums.get(name)
+    if found is None:
+        sums[name] = totals.copy()
+    else:
+        found += totals
+
+
 @register_plugin
 class ProportionPlugin(Plugin):
     name = "proportion"
@@ -106,7 +123,10 @@ class ProportionPlugin(Plugin):
         queues = session.queues
         width = len(session.resources)
         self._inqueue: dict[str, np.ndarray] = {}
-        self._asked: dict[str, np.ndarray] = {}  # per placement class: the quota resources it asks for
+        # Per placement class: the quota resources it asks for, and its charge on them.
+        self._asked: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        # Per queue: its deserved array and the bound the check compares with (see below).
+        self._limits: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         for each in queues.values():
             each.allocated = np.zeros(width, dtype=np.int64)
             each.request = np.zeros(width, dtype=np.int64)
@@ -121,18 +141,30 @@ class ProportionPlugin(Plugin):
         self._waiting = {name: np.zeros(width, dtype=np.int64) for name in queues}
         self._admission_inverse: dict[str, tuple[np.ndarray, np.ndarray | None]] | None = None
         admits = "enqueue" in session.conf.actions
+        # What the queues' jobs hold and their admitted jobs ask for are sums of the jobs' own
+        # sums (`JobInfo.totals`): add those up per queue, then charge each queue once, rather
+        # than charging each of thousands of jobs.
+        held: dict[str, np.ndarray] = {}
+        admitted: dict[str, np.ndarray] = {}
         for job in session.jobs.values():
             queue = queues.get(job.queue)
             if queue is None:
                 continue
-            allocated = self._charged(job, CHARGED)
-            queue.allocated += allocated
-            queue.request += allocated
+            if job.totals is not None:
+                _add_into(held, queue.name, job.totals)
             if job.phase is not PodGroupPhase.PENDING or not admits:
-                self._demand(queue, job)  # only admitted jobs' pending tasks (module docstring)
+                if job.totals is not None:  # only admitted jobs' pending tasks (module docstring)
+                    _add_into(admitted, queue.name, job.totals)
             else:  # its pods if it was created with them, else what its controller will create
                 self._waiting[queue.name] += np.maximum(self._charged(job, (TaskStatus.PENDING,)), job.min_resources)
-            self._inqueue[queue.name] += job.inqueue_request
+            if job.podgroup is not None:  # a lone pod has no minResources: it holds nothing back
+                self._inqueue[queue.name] += job.inqueue_request
+        for name, totals in held.items():
+            allocated = self._charged_totals(totals, CHARGED)
+            queues[name].allocated += allocated
+            queues[name].request += allocated
+        for name, totals in admitted.items():
+            self._add_demand(queues[name], totals)
         self._deserve(session)
         self._tree(session)
         session.add_queue_order_fn(
@@ -153,16 +185,29 @@ class ProportionPlugin(Plugin):
 
     def _charged(self, job: JobInfo, statuses: Collection[TaskStatus]) -> np.ndarray:
         """What the job's tasks in `statuses` count against its queue (`charge` summed)."""
+        if job.totals is None:
+            return np.zeros(len(job.min_resources), dtype=np.int64)
+        return self._charged_totals(job.totals, statuses)
+
+    def _charged_totals(self, totals: np.ndarray, statuses: Collection[TaskStatus]) -> np.ndarray:
+        """`_charged` of a `JobInfo.totals` array (one job's, or a queue's jobs' summed)."""
         if self._uncharged is None:
-            return job.requested(statuses)
-        borrowed = job.requested(statuses, best_effort=True)
+            return requested_in(totals, statuses)
+        borrowed = requested_in(totals, statuses, best_effort=True)
         borrowed[self._uncharged] = 0
-        return job.requested(statuses, best_effort=False) + borrowed
+        return requested_in(totals, statuses, best_effort=False) + borrowed
 
     def _demand(self, queue: QueueInfo, job: JobInfo) -> None:
         """Add an admitted job's pending tasks to what its queue asks for."""
-        queue.request += self._charged(job, (TaskStatus.PENDING,))
-        if self._uncharged is not None and any(t.best_effort for t in job.with_status(TaskStatus.PENDING)):
+        if job.totals is not None:
+            self._add_demand(queue, job.totals)
+
+    def _add_demand(self, queue: QueueInfo, totals: np.ndarray) -> None:
+        """Add the pending tasks of `totals` (one admitted job's, or several summed) to what the
+        queue asks for; a pending BE task (a pod slot in the BE pending row) makes it a borrower."""
+        pending = (TaskStatus.PENDING,)
+        queue.request += self._charged_totals(totals, pending)
+        if self._uncharged is not None and requested_in(totals, pending, best_effort=True)[PODS_COLUMN] > 0:
             self._borrowers.add(queue.name)
 
     def _water_fill(self, session: Session, requests: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -294,13 +339,18 @@ class ProportionPlugin(Plugin):
         cluster's memory can come out bytes short, refusing the pod that fills it (Volcano's
         comparisons have the same tolerance)."""
         self._fresh()
-        request = self.charge(task)
-        asked = self._asked.get(task.placement)
-        if asked is None:
+        found = self._asked.get(task.placement)
+        if found is None:
+            request = self.charge(task)
             columns = self.session.resources.quota_columns
-            asked = self._asked[task.placement] = columns[request[columns] > 0]
-        deserved = queue.deserved[asked]
-        return bool((queue.allocated[asked] + request[asked] <= deserved + deserved // TOLERANCE + 1).all())
+            asked = columns[request[columns] > 0]
+            found = self._asked[task.placement] = (asked, request[asked])
+        asked, charged = found
+        deserved = queue.deserved
+        limits = self._limits.get(queue.name)
+        if limits is None or limits[0] is not deserved:  # deserved is replaced, never changed in place
+            limits = self._limits[queue.name] = (deserved, deserved + deserved // TOLERANCE + 1)
+        return bool(np.logical_and.reduce(queue.allocated[asked] + charged <= limits[1][asked]))
 
     def _allocate(self, task: TaskInfo) -> None:
         queue = self.session.queue_of(task)

@@ -120,7 +120,8 @@ class TaskTopologyPlugin(Plugin):
         session.add_class_key_fn(self.class_key)
         session.add_event_handler(self._allocated, self._deallocated)
         if self.weight:
-            session.add_node_order_fn(self.score)
+            # Only a job with a topology scores (the class key keeps such jobs apart).
+            session.add_node_order_fn(self.score, applies=lambda task: task.job in self.jobs)
 
     def _count(self, job: JobInfo, topology: JobTopology) -> None:
         index, rows = self.session.nodes.index, len(self.session.nodes)
