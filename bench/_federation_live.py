@@ -15,6 +15,7 @@ team used over its capability, as a fraction of it)."""
 from __future__ import annotations
 
 import contextlib
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -44,6 +45,10 @@ class LiveOutcome:
     name: str
     jobs: int
     dispatch_seconds: float | None  # first submission to last dispatch (federation only)
+    # Jobs dispatched before the first one finished (while nothing waited for room to free), and
+    # by when: the rate the federation places at when room is there.
+    first_wave: int
+    first_wave_seconds: float | None
     all_running: float  # first submission until every Job had been Running
     all_done: float
     utilisation: float
@@ -53,6 +58,10 @@ class LiveOutcome:
     @property
     def dispatch_rate(self) -> float | None:
         return self.jobs / self.dispatch_seconds if self.dispatch_seconds else None
+
+    @property
+    def first_wave_rate(self) -> float | None:
+        return self.first_wave / self.first_wave_seconds if self.first_wave_seconds else None
 
 
 def live_seconds(simulated: float) -> int:
@@ -169,10 +178,14 @@ def _follow(
 
 def _outcome(name: str, watch: Watch, count: int, capability_milli: int, with_dispatch: bool) -> LiveOutcome:
     curve = watch.curve
+    first_done = min(watch.done.values())
+    wave = [t for t in watch.dispatched.values() if t <= first_done] if with_dispatch else []
     return LiveOutcome(
         name=name,
         jobs=count,
         dispatch_seconds=max(watch.dispatched.values()) if with_dispatch and watch.dispatched else None,
+        first_wave=len(wave),
+        first_wave_seconds=max(wave) if wave else None,
         all_running=max(watch.running.values()),
         all_done=max(watch.done.values()),
         utilisation=sum(u for _, u in curve) / len(curve) if curve else 0.0,
@@ -250,6 +263,8 @@ def run_live(
         outcomes.append(_outcome("round-robin", watch, len(jobs), capability_cpu * 1000, False))
     finally:
         fleet.stop()
+        if keep is None:
+            shutil.rmtree(data_dir, ignore_errors=True)
     return outcomes
 
 
@@ -265,12 +280,13 @@ def print_live(outcomes: Sequence[LiveOutcome], capability_cpu: int, fleet_cpu: 
         f"{capability_cpu} CPUs each"
     )
     print(
-        f"{'placement':<12} {'dispatch rate':>14} {'all Running (s)':>16} {'all done (s)':>13} "
+        f"{'placement':<12} {'dispatch rate':>14} {'first wave':>22} {'all Running (s)':>16} {'all done (s)':>13} "
         f"{'mean CPU use':>13} {'quota error':>12}"
     )
     for o in outcomes:
         rate = f"{o.dispatch_rate:.1f} jobs/s" if o.dispatch_rate else "-"
+        wave = f"{o.first_wave} in {o.first_wave_seconds:.1f} s" if o.first_wave_seconds else "-"
         print(
-            f"{o.name:<12} {rate:>14} {o.all_running:>16.1f} {o.all_done:>13.1f} {o.utilisation:>12.1%} "
-            f"{o.quota_error:>12.1%}"
+            f"{o.name:<12} {rate:>14} {wave:>22} {o.all_running:>16.1f} {o.all_done:>13.1f} "
+            f"{o.utilisation:>12.1%} {o.quota_error:>12.1%}"
         )

@@ -315,7 +315,7 @@ def main_live(args: argparse.Namespace) -> int:
     outcomes = live.run_live([j.obj for j in jobs], [j.duration for j in jobs], TEAMS, capability, shapes, fleet_cpu())
     live.print_live(outcomes, capability, fleet_cpu())
     args.out.mkdir(parents=True, exist_ok=True)
-    results = {o.name: {k: v for k, v in vars(o).items() if k != "curve"} for o in outcomes}
+    results = {o.name: {**{k: v for k, v in vars(o).items() if k != "curve"}, "curve": o.curve} for o in outcomes}
     (args.out / "federation-live.json").write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {args.out / 'federation-live.json'}")
     return 0
