@@ -403,21 +403,22 @@ class InProcess:
         are assumed, confirmed and come back as pod updates (nodeName set, Running), victims are
         marked releasing and then deleted (grace period 0), and the PodGroup statuses the status
         writer would write are fed back (so Pending -> Inqueue -> Running persists)."""
-        from lahar.scheduler.framework.session import run_cycle
+        from lahar.scheduler.framework.session import paused_collector, run_cycle
         from lahar.scheduler.status import podgroup_status_patch
 
-        started = time.perf_counter()
-        snapshot = self.cache.snapshot()
-        snapped = time.perf_counter()
-        session = run_cycle(snapshot, self.conf, self.reports, now)
-        decided = time.perf_counter()
         cache = self.cache
         bound: list[tuple[Any, str]] = []
-        for batch in session.binds:
-            cache.assume(batch)
-            bound.extend((task, task.node) for task in batch.tasks)
-        evicted = [eviction.task for eviction in session.evictions]
-        cache.assume_evicted(evicted)
+        with paused_collector():  # as the scheduler loop's cycle (Scheduler.run_once)
+            started = time.perf_counter()
+            snapshot = cache.snapshot()
+            snapped = time.perf_counter()
+            session = run_cycle(snapshot, self.conf, self.reports, now)
+            decided = time.perf_counter()
+            for batch in session.binds:
+                cache.assume(batch)
+                bound.extend((task, task.node) for task in batch.tasks)
+            evicted = [eviction.task for eviction in session.evictions]
+            cache.assume_evicted(evicted)
         stamp = rfc3339(EPOCH)
         for job in session.jobs.values():
             if job.podgroup is None or job.key not in self.podgroups:

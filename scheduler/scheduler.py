@@ -49,7 +49,7 @@ from lahar.scheduler.binder import Binder
 from lahar.scheduler.cache import DEFAULT_SCHEDULER_NAMES, SchedulerCache
 from lahar.scheduler.conf import ConfWatcher
 from lahar.scheduler.framework.options import SchedulerConf
-from lahar.scheduler.framework.session import REPORT_STALENESS_SECONDS, Session, run_cycle
+from lahar.scheduler.framework.session import REPORT_STALENESS_SECONDS, Session, paused_collector, run_cycle
 from lahar.scheduler.metrics import SchedulerMetrics
 from lahar.scheduler.node_reports import NodeReportStore
 from lahar.scheduler.status import COMPONENT, StatusWriter, summarize
@@ -250,12 +250,13 @@ class Scheduler:
         self.metrics.conf_warnings.set(len(conf.warnings))
         # Read before the snapshot: a change in between only costs one more cycle.
         changes, confirmations, status_failures = self.cache.changes, self.cache.confirmations, self.status.failures
-        snapshot = self.cache.snapshot()
-        snapshot_seconds = time.perf_counter() - started
-        session = run_cycle(snapshot, conf, self.reports)
-        for batch in session.binds:
-            self.cache.assume(batch)
-        self.cache.assume_evicted([eviction.task for eviction in session.evictions])
+        with paused_collector():
+            snapshot = self.cache.snapshot()
+            snapshot_seconds = time.perf_counter() - started
+            session = run_cycle(snapshot, conf, self.reports)
+            for batch in session.binds:
+                self.cache.assume(batch)
+            self.cache.assume_evicted([eviction.task for eviction in session.evictions])
         self.binder.submit(session.binds, gpu_annotations(session.device_choices))
         self.binder.evict(session.evictions)
         figures = summarize(session)
