@@ -137,7 +137,9 @@ SCALAR: Final = Shape("scalar")
 ANY: Final = Shape("any")
 
 
+@cache
 def shape_of(kind: Kind) -> Shape:
+    """The kind's shape, once (the schemas are fixed while the server runs)."""
     message = protobuf.message_for(kind.api_version, kind.kind)
     if message is not None:
         return Shape("struct", message=message, pointer=False)
@@ -320,12 +322,25 @@ def encode_fields(fields: Iterable[Path]) -> dict[str, Any]:
     """A set of paths as a FieldsV1 tree: `.` marks a node that is itself owned and has children."""
     members = set(fields)
     tree: dict[str, Any] = {}
-    for path in _sorted_paths(members):
+    for path in members:
         node = tree
-        for element in path:
-            node = node.setdefault(f"{element[0]}:{element[1]}", {})
+        for tag, text in path:
+            node = node.setdefault(f"{tag}:{text}", {})
+    tree = _in_order(tree)
     _mark_members(tree, (), members)
     return tree
+
+
+def _in_order(node: dict[str, Any]) -> dict[str, Any]:
+    """The tree with every node's keys in path order (what inserting the paths sorted gives),
+    sorting each node's few keys rather than every path by all its elements."""
+    items = sorted(node.items(), key=_key_order) if len(node) > 1 else node.items()
+    return {key: _in_order(child) if child else {} for key, child in items}
+
+
+def _key_order(item: tuple[str, Any]) -> tuple[int, Any]:
+    tag, text = item[0][0], item[0][2:]
+    return _TAG_ORDER[tag], int(text) if tag == "i" else text
 
 
 def _mark_members(node: dict[str, Any], path: Path, members: set[Path]) -> None:
@@ -412,6 +427,8 @@ def _is_empty(value: Any) -> bool:
 
 
 def _compare(old: Any, new: Any, shape: Shape, path: Path, result: Comparison) -> None:
+    if old is new or (isinstance(old, (dict, list)) and old == new):
+        return  # an unchanged subtree (most of an object, in most writes): nothing below it to walk
     form = _form(shape, new if new is not _ABSENT else old)
     if form in ("scalar", "atomic") or (_is_empty(old) and _is_empty(new)):
         if old is _ABSENT:
@@ -551,14 +568,15 @@ class ManagerEntry:
         version = self.api_version if self.operation == UPDATE else ""
         return (self.manager, self.operation, version, self.subresource)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, tree: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The entry as managedFields hold it; `tree`: its fields already encoded."""
         entry: dict[str, Any] = {
             "manager": self.manager,
             "operation": self.operation,
             "apiVersion": self.api_version,
             "time": self.time,
             "fieldsType": "FieldsV1",
-            "fieldsV1": encode_fields(self.fields),
+            "fieldsV1": encode_fields(self.fields) if tree is None else tree,
         }
         if not self.time:  # a manager whose applies never changed the object has none
             del entry["time"]
@@ -674,7 +692,16 @@ def _without_managed(obj: dict[str, Any]) -> dict[str, Any]:
 def prior_entries(live: dict[str, Any] | None, sent: dict[str, Any] | None) -> dict[tuple[str, ...], ManagerEntry]:
     """The managers before a write: the body's managedFields where it carries valid ones (`[{}]`
     resets them), else the live object's, as kube-apiserver decides."""
-    sent_raw = (sent or {}).get("metadata", {}).get("managedFields") if isinstance(sent, dict) else None
+    return _prior_entries(live, sent_managed_fields(sent))
+
+
+def sent_managed_fields(sent: Any) -> Any:
+    """The managedFields a request's object carries (None when it has none)."""
+    metadata = sent.get("metadata") if isinstance(sent, dict) else None
+    return metadata.get("managedFields") if isinstance(metadata, dict) else None
+
+
+def _prior_entries(live: dict[str, Any] | None, sent_raw: Any) -> dict[tuple[str, ...], ManagerEntry]:
     if sent_raw == [{}]:
         return {}
     if sent_raw:
@@ -692,16 +719,33 @@ def record_update(
     kind: Kind,
     old: dict[str, Any] | None,
     new: dict[str, Any],
-    entries: dict[tuple[str, ...], ManagerEntry],
+    sent_raw: Any,
     manager: Manager,
 ) -> list[dict[str, Any]]:
-    """The managedFields after an Update by `manager` from `old` (None: a create) to `new`."""
+    """The managedFields after an Update by `manager` from `old` (None: a create) to `new`; the
+    managers before it are the request's managedFields (`sent_raw`, sent_managed_fields) where
+    it carries valid ones, else `old`'s (prior_entries)."""
     shape = shape_of(kind)
-    before = _without_managed(old) if old is not None else zero_value(shape)
+    before = _without_managed(old) if old is not None else _zero_object(shape)
     comparison = compare(before, _without_managed(new), shape)
-    changed = owned(comparison.changed(), kind.has_status, manager.subresource)
-    removed = set(comparison.removed)
-    entry = ManagerEntry(manager.name, UPDATE, kind.api_version, now_time(), frozenset(), manager.subresource)
+    changed = frozenset(owned(comparison.changed(), kind.has_status, manager.subresource))
+    removed = frozenset(comparison.removed)
+    live = _live_entries(old, sent_raw)
+    if live is not None:
+        return _update_encoded(live, changed, removed, kind.api_version, manager)
+    return _update_decoded(_prior_entries(old, sent_raw), changed, removed, kind.api_version, manager)
+
+
+def _update_decoded(
+    entries: dict[tuple[str, ...], ManagerEntry],
+    changed: FieldSet,
+    removed: FieldSet,
+    api_version: str,
+    manager: Manager,
+) -> list[dict[str, Any]]:
+    """An Update's effect on the managers: `manager` comes to own what it changed, and every
+    manager loses what the write changed or removed."""
+    entry = ManagerEntry(manager.name, UPDATE, api_version, now_time(), frozenset(), manager.subresource)
     updated: dict[tuple[str, ...], ManagerEntry] = {}
     for key, other in entries.items():
         remaining = other.fields - changed - removed
@@ -711,6 +755,77 @@ def record_update(
         fields = changed | (previous.fields if previous else frozenset())
         updated[entry.key] = _with_fields(entry, fields)
     return encode_entries(updated.values())
+
+
+def _live_entries(old: dict[str, Any] | None, sent_raw: Any) -> list[dict[str, Any]] | None:
+    """The live object's managedFields when they are the managers before a write (the request
+    carries none, or the same): entries this module encoded, so already in canonical form. None
+    when the request's own entries decide (_prior_entries reads them)."""
+    if old is None:
+        return None if sent_raw else []
+    live = (old.get("metadata") or {}).get("managedFields") or []
+    if sent_raw and sent_raw != live:
+        return None
+    return live if isinstance(live, list) and all(isinstance(item, dict) for item in live) else None
+
+
+def _update_encoded(
+    live: list[dict[str, Any]], changed: FieldSet, removed: FieldSet, api_version: str, manager: Manager
+) -> list[dict[str, Any]]:
+    """record_update on encoded entries: an entry the write takes no field from is kept as it
+    was encoded (most writes touch one manager's entry), only the others are decoded and encoded
+    again. Gives what decoding every entry, updating and encoding them all gives."""
+    own_key = (manager.name, UPDATE, api_version, manager.subresource)
+    gone = changed | removed
+    kept: list[dict[str, Any]] = []
+    own: dict[str, Any] | None = None
+    for item in live:
+        if _raw_key(item) == own_key:
+            own = item
+        elif not any(_tree_has(item.get("fieldsV1") or {}, path) for path in gone):
+            kept.append(item)  # untouched: as it was
+        else:
+            remaining = decode_fields(item.get("fieldsV1") or {}) - gone
+            if remaining:
+                kept.append({**item, "fieldsV1": encode_fields(remaining)})
+    own_tree = (own.get("fieldsV1") or {}) if own is not None else {}
+    loses = own is not None and any(_tree_has(own_tree, path) for path in removed)
+    if changed:
+        # Its fields: what it changed, and what it had that the write did not remove.
+        if own is not None and not loses and all(_tree_has(own_tree, path) for path in changed):
+            tree = own_tree  # the same fields as before: only its time is new
+        else:
+            tree = encode_fields(changed | (decode_fields(own_tree) - removed))
+        entry = ManagerEntry(manager.name, UPDATE, api_version, now_time(), frozenset(), manager.subresource)
+        kept.append(entry.to_json(tree))
+    elif own is not None and not loses:
+        kept.append(own)  # the writer changed nothing it may own: its entry as it was
+    elif own is not None and (remaining := decode_fields(own_tree) - removed):
+        kept.append({**own, "fieldsV1": encode_fields(remaining)})
+    kept.sort(key=_raw_order)
+    return kept
+
+
+def _raw_key(item: dict[str, Any]) -> tuple[str, ...]:
+    """ManagerEntry.key of an encoded entry."""
+    operation = str(item.get("operation", UPDATE))
+    version = str(item.get("apiVersion", "")) if operation == UPDATE else ""
+    return (str(item.get("manager", "")), operation, version, str(item.get("subresource", "")))
+
+
+def _raw_order(item: dict[str, Any]) -> tuple[str, ...]:
+    """encode_entries' order, of encoded entries."""
+    return tuple(str(item.get(name, "")) for name in ("operation", "time", "manager", "apiVersion", "subresource"))
+
+
+def _tree_has(tree: dict[str, Any], path: Path) -> bool:
+    """Whether a FieldsV1 tree owns `path` (decode_fields(tree) would hold it), without decoding."""
+    node: Any = tree
+    for tag, text in path:
+        node = node.get(f"{tag}:{text}")
+        if not isinstance(node, dict):
+            return False
+    return not node or "." in node
 
 
 def _with_time(entry: ManagerEntry, time: str) -> ManagerEntry:
@@ -777,3 +892,9 @@ def _zero(shape: Shape) -> Any:
         elif child.form == "list" and not child.pointer:
             result[name] = None
     return result
+
+
+@cache
+def _zero_object(shape: Shape) -> dict[str, Any]:
+    """zero_value, once a shape: what every create is compared against (read, never changed)."""
+    return zero_value(shape)

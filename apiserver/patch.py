@@ -18,7 +18,6 @@ the problem and, where there is one, the field path.
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 from collections.abc import Mapping
@@ -29,6 +28,7 @@ import jsonpatch
 import jsonpointer
 import yaml
 
+from lahar.api.errors import json_copy
 from lahar.apiserver import limits
 
 
@@ -182,13 +182,13 @@ def _json_type(value: Any) -> str:
 
 def json_merge_patch(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
     """RFC 7386: ``null`` deletes a member, objects merge recursively, anything else replaces."""
-    return _expect_object_result(_merge_patch_value(copy.deepcopy(target), patch), "merge patch")
+    return _expect_object_result(_merge_patch_value(json_copy(target), patch), "merge patch")
 
 
 def _merge_patch_value(target: Any, patch: Any) -> Any:
     # ``target`` is already a private copy, so its untouched subtrees can be reused as they are.
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return json_copy(patch)
     result = dict(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:
@@ -207,8 +207,8 @@ def json_patch(target: dict[str, Any], operations: list[Any]) -> dict[str, Any]:
     """RFC 6902, one operation at a time so that a failure names the operation that failed."""
     if not isinstance(operations, list):
         raise PatchError(f"a JSON patch must be an array of operations, got {_json_type(operations)}")
-    document: Any = copy.deepcopy(target)
-    for index, operation in enumerate(copy.deepcopy(operations)):
+    document: Any = json_copy(target)
+    for index, operation in enumerate(json_copy(operations)):
         document = _apply_json_patch_operation(document, index, operation)
     return _expect_object_result(document, "JSON patch")
 
@@ -402,7 +402,7 @@ def strategic_merge_patch(target: dict[str, Any], patch: dict[str, Any], kind: s
     if not isinstance(patch, dict):
         raise PatchError(f"a strategic merge patch must be a JSON object, got {_json_type(patch)}")
     schema = KIND_SCHEMAS.get(kind, JUST_METADATA)
-    merged = _merge_map(copy.deepcopy(target), patch, schema, path="")
+    merged = _merge_map(json_copy(target), patch, schema, path="")
     return {} if isinstance(merged, _Deleted) else merged
 
 
@@ -442,7 +442,7 @@ def _merge_value(original: Any, patch: Any, field_schema: Schema | MergeList | N
         return _merge_map(original if isinstance(original, dict) else {}, patch, schema, path)
     if isinstance(patch, list) and isinstance(field_schema, MergeList):
         return _merge_list(original if isinstance(original, list) else [], patch, field_schema, path)
-    return copy.deepcopy(patch)  # primitives and lists without a merge strategy replace
+    return json_copy(patch)  # primitives and lists without a merge strategy replace
 
 
 def _reject_unknown_directives(patch: dict[str, Any], path: str) -> None:
@@ -514,7 +514,7 @@ def _merge_primitive_list(original: list[Any], patch: list[Any], path: str) -> l
             )
     for element in ([] if replace else original) + additions:
         if element not in result:
-            result.append(copy.deepcopy(element))
+            result.append(json_copy(element))
     return result
 
 

@@ -61,6 +61,12 @@ def _copy(obj: dict[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(obj))
 
 
+def _with_new_metadata(obj: dict[str, Any]) -> dict[str, Any]:
+    """A stored object to change the metadata of: its own top level and metadata, every other
+    part shared with the stored one (which nobody changes), instead of a deep copy of it all."""
+    return {**obj, "metadata": dict(obj["metadata"])}
+
+
 def _without(obj: dict[str, Any], *fields: str) -> dict[str, Any]:
     return {k: v for k, v in obj.items() if k not in fields}
 
@@ -234,6 +240,8 @@ class Registry:
             obj.pop("status", None)
         if behaviour.on_create is not None:
             behaviour.on_create(obj)
+        # The body's managedFields, which a manager's write replaces: neither defaulted nor copied.
+        sent_managed = obj["metadata"].pop("managedFields", None) if manager is not None else None
         obj = self._admit(kind, obj, None)
         meta = obj["metadata"]
         meta["uid"] = str(uuid.uuid4())
@@ -241,8 +249,7 @@ class Registry:
         if kind in GENERATION_KINDS:
             meta["generation"] = 1
         if manager is not None:
-            entries = fieldmanager.prior_entries(None, body if isinstance(body, dict) else None)
-            _set_managed_fields(obj, fieldmanager.record_update(kind, None, obj, entries, manager))
+            _set_managed_fields(obj, fieldmanager.record_update(kind, None, obj, sent_managed, manager))
         if dry_run:
             meta["resourceVersion"] = ""
             return obj
@@ -338,6 +345,7 @@ class Registry:
         """Write obj over current. managedFields: those an apply computed, else those an Update by
         manager leaves, else (the server's own writes) the current ones."""
         old = current.obj
+        sent_managed = fieldmanager.sent_managed_fields(obj)  # before obj's metadata is changed below
         old_meta, meta = old["metadata"], obj["metadata"]
         name = old_meta["name"]
         if meta.get("name", name) != name:
@@ -378,10 +386,10 @@ class Registry:
             else:
                 new_meta.pop(server_field, None)
         new_meta.pop("generation", None)
+        new_meta.pop("managedFields", None)  # set below, whoever writes: neither defaulted nor copied
         new = self._admit(kind, new, old)
         if managed_fields is None and manager is not None:
-            entries = fieldmanager.prior_entries(old, obj)
-            managed_fields = fieldmanager.record_update(kind, old, new, entries, manager)
+            managed_fields = fieldmanager.record_update(kind, old, new, sent_managed, manager)
         _set_managed_fields(new, managed_fields if managed_fields is not None else old_meta.get("managedFields"))
         # generation counts changes of the (defaulted) spec; a write that changes nothing is no write.
         if kind in GENERATION_KINDS:
@@ -518,7 +526,7 @@ class Registry:
         """Foreground deletion: the owner stays, marked (deletionTimestamp, the foregroundDeletion
         finalizer), until its dependents are gone; each dependent is deleted in the foreground too.
         The last dependent's removal removes the owner (_release_foreground_owners)."""
-        obj = _copy(current.obj)
+        obj = _with_new_metadata(current.obj)
         meta = obj["metadata"]
         meta.setdefault("deletionTimestamp", now_rfc3339())
         meta["deletionGracePeriodSeconds"] = 0
@@ -545,7 +553,7 @@ class Registry:
             entry = self.store.get(dependent_kind, namespace, name)
             if entry is None:
                 continue
-            obj = _copy(entry.obj)
+            obj = _with_new_metadata(entry.obj)
             refs = [r for r in obj["metadata"].get("ownerReferences") or [] if r.get("uid") != owner_uid]
             if refs:
                 obj["metadata"]["ownerReferences"] = refs
@@ -568,7 +576,7 @@ class Registry:
         return max(int(grace), 0)
 
     def _mark_terminating(self, current: Entry, grace: int) -> dict[str, Any]:
-        obj = _copy(current.obj)
+        obj = _with_new_metadata(current.obj)
         meta = obj["metadata"]
         deadline = time.time() + grace
         meta["deletionTimestamp"] = now_rfc3339(deadline)
@@ -643,13 +651,12 @@ class Registry:
                 f'already assigned to node "{assigned}"',
                 {"name": name, "kind": "pods/binding"},
             )
-        obj = _copy(pod)
-        obj.setdefault("spec", {})["nodeName"] = node
-        conditions = [
-            c for c in obj.setdefault("status", {}).get("conditions") or [] if c.get("type") != "PodScheduled"
-        ]
+        obj = _with_new_metadata(pod)
+        obj["spec"] = {**(pod.get("spec") or {}), "nodeName": node}
+        status = obj["status"] = dict(pod.get("status") or {})
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
         conditions.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": now_rfc3339()})
-        obj["status"]["conditions"] = conditions
+        status["conditions"] = conditions
         self.store.put(kinds.POD, self._stamp(obj))
 
     def evict(self, namespace: str, name: str, eviction: Any) -> None:

@@ -6,10 +6,10 @@ stays free of plugin knowledge.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
+from lahar.api.errors import json_copy
 from lahar.api.job import STATUS_VERSION, Job, TaskSpec
 from lahar.api.qos import QoSClass, qos_class
 from lahar.api.quantity import QuantityError
@@ -31,7 +31,7 @@ PodMutator = Callable[[dict[str, Any], Job, TaskSpec, int], None]
 
 def _template_pod(task: TaskSpec) -> dict[str, Any]:
     """A pod with only the task template's spec (enough for its requests)."""
-    return {"spec": copy.deepcopy(dict(task.template.get("spec") or {}))}
+    return {"spec": json_copy(dict(task.template.get("spec") or {}))}
 
 
 def _minimum_pod_tasks(job: Job, tasks: Sequence[TaskSpec] | None = None) -> Iterator[TaskSpec]:
@@ -153,7 +153,7 @@ def build_pod(
     """One pod from the task's template, before and then through the plugin mutators."""
     template = task.template
     template_meta: Mapping[str, Any] = template.get("metadata") or {}
-    spec = copy.deepcopy(dict(template.get("spec") or {}))
+    spec = json_copy(dict(template.get("spec") or {}))
     # Lahar's gangs only work if Lahar's scheduler places the pods, so the job's scheduler
     # wins over the template's (Volcano keeps a template's explicit schedulerName).
     spec["schedulerName"] = job.scheduler_name

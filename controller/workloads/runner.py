@@ -17,6 +17,7 @@ from lahar.client.errors import AlreadyExists, KubeError, NotFound
 from lahar.client.events import EventRecorder, ObjectRef
 from lahar.client.informer import Informer, by_owner
 from lahar.controller.controller import WorkQueue
+from lahar.controller.naming import JOB_NAME_KEY
 from lahar.controller.workloads import cronjob, daemonset, deployment, job, replicaset, statefulset
 from lahar.controller.workqueue import still_there
 
@@ -57,7 +58,10 @@ class WorkloadControllers:
             api,
             on_delete=lambda obj, *_: self.queue.add((f"{NAMESPACE_TAG}/", obj["metadata"]["namespace"])),
         )
-        self.pods = Informer(kinds.POD, api, on_change=self._pod_changed)
+        # Only pods a workload may own: a Volcano Job's pods (the job controller's, labelled with
+        # their job) are left out, so their every change is not decoded a second time in this
+        # process (half of the controller's CPU in a 10,000-pod bench went to decoding pod events).
+        self.pods = Informer(kinds.POD, api, label_selector=f"!{JOB_NAME_KEY}", on_change=self._pod_changed)
         # What start() queues once the caches are synced: each object under its kind's tag.
         self._tagged_informers = (
             (self.deployments, DEPLOYMENT_TAG),

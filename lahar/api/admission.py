@@ -4,7 +4,6 @@ error). Every kind gets the metadata rules; Job, PodGroup, Queue, Pod and Node t
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +24,7 @@ from lahar.api import (
     secret,
     workloads,
 )
-from lahar.api.errors import Field, FieldError, ValidationError
+from lahar.api.errors import Field, FieldError, ValidationError, json_copy
 from lahar.api.kinds import (
     BATCH_CRONJOB,
     BATCH_JOB,
@@ -108,9 +107,9 @@ def apply_defaults(kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
     """A defaulted copy of `obj` (never mutated). Malformed input is copied as far as it goes and
     left for `validate` to report."""
     if not isinstance(obj, dict):
-        return copy.deepcopy(obj)
+        return json_copy(obj)
     defaulter = rules_for(kind).defaults
-    result = defaulter(obj) if defaulter else copy.deepcopy(obj)
+    result = defaulter(obj) if defaulter else json_copy(obj)
     result.setdefault("apiVersion", kind.api_version)
     result.setdefault("kind", kind.kind)
     return result

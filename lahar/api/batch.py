@@ -9,11 +9,10 @@ how a Job is scaled)."""
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from lahar.api import cronjob
-from lahar.api.errors import Field, FieldError, child_dict, set_default
+from lahar.api.errors import Field, FieldError, child_dict, json_copy, set_default
 from lahar.api.pod import default_pod_spec, validate_pod_template
 
 DEFAULT_BACKOFF_LIMIT = 6
@@ -22,7 +21,7 @@ NON_INDEXED = "NonIndexed"
 
 
 def job_defaults(obj: dict[str, Any]) -> dict[str, Any]:
-    result = copy.deepcopy(obj)
+    result = json_copy(obj)
     spec = child_dict(result, "spec")
     if spec is None:
         return result

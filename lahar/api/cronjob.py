@@ -7,14 +7,13 @@ under spec.jobTemplate.spec)."""
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from lahar.api import job as job_api
 from lahar.api.cron import CronError, parse_schedule
-from lahar.api.errors import Field, FieldError, child_dict, set_default
+from lahar.api.errors import Field, FieldError, child_dict, json_copy, set_default
 
 CONCURRENCY_POLICIES = ("Allow", "Forbid", "Replace")
 DEFAULT_SUCCESSFUL_HISTORY = 3
@@ -30,7 +29,7 @@ JobValidator = Callable[[dict[str, Any], "dict[str, Any] | None"], list[FieldErr
 
 def defaults(obj: dict[str, Any], job_defaults: JobDefaults = job_api.defaults) -> dict[str, Any]:
     """Volcano's CronJob defaults; batch/v1's CronJob (lahar.api.batch) passes its own Job's."""
-    result = copy.deepcopy(obj)
+    result = json_copy(obj)
     spec = child_dict(result, "spec")
     if spec is None:
         return result

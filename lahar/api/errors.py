@@ -8,12 +8,13 @@ import json
 import re
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar, cast, overload
 
 from lahar.api.quantity import Quantity, QuantityError, parse_quantity
 from lahar.api.resources import to_base_units
 
 T = TypeVar("T")
+JsonValue = TypeVar("JsonValue")
 
 # Reasons, spelled as Kubernetes spells field.ErrorType in a Status's details.causes.
 REQUIRED = "FieldValueRequired"
@@ -266,6 +267,21 @@ def _tuple(types: type | tuple[type, ...]) -> tuple[type, ...]:
 
 
 # --- tolerant access, for defaulting (which runs before validation, on input of any shape) -----
+
+
+def json_copy(value: JsonValue) -> JsonValue:
+    """A deep copy of a JSON value (dicts, lists and scalars; anything else is shared, as an
+    immutable scalar would be). Several times faster than copy.deepcopy, whose memo and per-type
+    dispatch the API server paid on every node of every object it defaulted or patched."""
+    return cast(JsonValue, _json_copy(value))
+
+
+def _json_copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _json_copy(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_json_copy(item) for item in value]
+    return value
 
 
 def dict_elements(value: Any) -> Iterator[dict[str, Any]]:

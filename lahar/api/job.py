@@ -18,7 +18,6 @@ Where Lahar differs:
 
 from __future__ import annotations
 
-import copy
 import enum
 import re
 from collections.abc import Mapping
@@ -34,6 +33,7 @@ from lahar.api.errors import (
     FieldError,
     child_dict,
     dict_elements,
+    json_copy,
     set_default,
 )
 from lahar.api.goflags import PLUGIN_FLAGS, plugin_flags
@@ -309,7 +309,7 @@ def _sum_of_ints(values: list[Any]) -> int | None:
 
 def defaults(obj: dict[str, Any]) -> dict[str, Any]:
     """A defaulted copy of a Job (Volcano's mutating webhook, filling absent fields only)."""
-    result = copy.deepcopy(obj)
+    result = json_copy(obj)
     spec = child_dict(result, "spec")
     if spec is None:
         return result

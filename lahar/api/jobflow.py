@@ -9,18 +9,17 @@ of the JobFlow, and a cycle (naming it)."""
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from lahar.api import job as job_api
-from lahar.api.errors import DUPLICATE, Field, FieldError, child_dict, set_default
+from lahar.api.errors import DUPLICATE, Field, FieldError, child_dict, json_copy, set_default
 
 RETAIN, DELETE = "retain", "delete"
 RETAIN_POLICIES = (RETAIN, DELETE)
 
 
 def template_defaults(obj: dict[str, Any]) -> dict[str, Any]:
-    result = copy.deepcopy(obj)
+    result = json_copy(obj)
     if isinstance(result.get("spec"), dict):
         result["spec"] = job_api.defaults({"spec": result["spec"]})["spec"]
     return result
@@ -34,7 +33,7 @@ def validate_template(obj: dict[str, Any], old: dict[str, Any] | None = None) ->
 
 
 def flow_defaults(obj: dict[str, Any]) -> dict[str, Any]:
-    result = copy.deepcopy(obj)
+    result = json_copy(obj)
     spec = child_dict(result, "spec")
     if spec is not None:
         set_default(spec, "jobRetainPolicy", RETAIN)

@@ -3,12 +3,11 @@ defaults to capacity) and validation of taints and resource quantities."""
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lahar.api.errors import DUPLICATE, Field, FieldError, child_dict, set_default
+from lahar.api.errors import DUPLICATE, Field, FieldError, child_dict, json_copy, set_default
 from lahar.api.meta import MetaAccessors, ObjectMeta, check_name, label_value_problems, qualified_name_problems
 from lahar.api.quantity import canonicalize_resource_list
 from lahar.api.resources import ResourceList
@@ -99,7 +98,7 @@ class Node(MetaAccessors):
 def defaults(obj: dict[str, Any]) -> dict[str, Any]:
     """A defaulted copy: quantities in canonical form; `status.allocatable` copies
     `status.capacity` when absent."""
-    result = copy.deepcopy(obj)
+    result = json_copy(obj)
     status = child_dict(result, "status")
     for key in ("capacity", "allocatable"):  # stored in canonical form, as kube-apiserver does
         canonicalize_resource_list(child_dict(status, key))

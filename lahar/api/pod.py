@@ -4,12 +4,11 @@ Job task templates share."""
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lahar.api.errors import DUPLICATE, Field, FieldError, child_dict, dict_elements, set_default
+from lahar.api.errors import DUPLICATE, Field, FieldError, child_dict, dict_elements, json_copy, set_default
 from lahar.api.meta import (
     ObjectView,
     OwnerReference,
@@ -235,7 +234,7 @@ def _canonical_quantities(spec: dict[str, Any]) -> None:
 def defaults(obj: dict[str, Any]) -> dict[str, Any]:
     """A defaulted copy of a Pod: spec defaults, quantities in canonical form, `status.phase`
     Pending and `status.qosClass`."""
-    result = copy.deepcopy(obj)
+    result = json_copy(obj)
     spec = child_dict(result, "spec", create=True)
     if spec is None:
         return result

@@ -4,12 +4,11 @@ per Job. Pods join a group by annotation."""
 
 from __future__ import annotations
 
-import copy
 import enum
 from collections.abc import Mapping
 from typing import Any
 
-from lahar.api.errors import Field, FieldError, child_dict, set_default
+from lahar.api.errors import Field, FieldError, child_dict, json_copy, set_default
 from lahar.api.meta import ObjectView, check_name, dns1123_subdomain_problems
 from lahar.api.node import validate_conditions
 from lahar.api.queue import DEFAULT_QUEUE
@@ -100,7 +99,7 @@ class PodGroup(ObjectView):
 
 def defaults(obj: dict[str, Any]) -> dict[str, Any]:
     """A defaulted copy: minMember 1, queue "default", status.phase Pending."""
-    result = copy.deepcopy(obj)
+    result = json_copy(obj)
     spec = child_dict(result, "spec", create=True)
     if spec is not None:
         set_default(spec, "minMember", DEFAULT_MIN_MEMBER)

@@ -3,12 +3,11 @@ Volcano's defaults (weight 1, reclaimable) and validation of weights and resourc
 
 from __future__ import annotations
 
-import copy
 import enum
 from collections.abc import Mapping
 from typing import Any
 
-from lahar.api.errors import Field, FieldError, child_dict, set_default
+from lahar.api.errors import Field, FieldError, child_dict, json_copy, set_default
 from lahar.api.meta import ObjectView, check_name, dns1123_subdomain_problems
 from lahar.api.quantity import Quantity
 from lahar.api.resources import ResourceList
@@ -81,7 +80,7 @@ class Queue(ObjectView):
 def defaults(obj: dict[str, Any]) -> dict[str, Any]:
     """A defaulted copy: weight 1, reclaimable true, status.state Open. Only an absent weight
     is defaulted: Volcano also rewrites `weight: 0`, Lahar refuses it (weight must be >= 1)."""
-    result = copy.deepcopy(obj)
+    result = json_copy(obj)
     spec = child_dict(result, "spec", create=True)
     if spec is not None:
         set_default(spec, "weight", DEFAULT_WEIGHT)

@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import base64
 import binascii
-import copy
 from typing import Any
 
-from lahar.api.errors import Field, FieldError
+from lahar.api.errors import Field, FieldError, json_copy
 
 OPAQUE = "Opaque"
 
 
 def defaults(obj: dict[str, Any]) -> dict[str, Any]:
-    result = copy.deepcopy(obj)
+    result = json_copy(obj)
     string_data = result.pop("stringData", None)
     if isinstance(string_data, dict):
         given = result.get("data")

@@ -5,11 +5,10 @@ never changes (it is immutable in apps/v1). The template is defaulted and valida
 
 from __future__ import annotations
 
-import copy
 import re
 from typing import Any
 
-from lahar.api.errors import Field, FieldError, child_dict, set_default
+from lahar.api.errors import Field, FieldError, child_dict, json_copy, set_default
 from lahar.api.pod import default_pod_spec, validate_pod_template
 from lahar.api.selectors import SelectorError, label_selector_from_dict
 
@@ -27,7 +26,7 @@ def _default_template(spec: dict[str, Any]) -> None:
 
 
 def replica_set_defaults(obj: dict[str, Any]) -> dict[str, Any]:
-    result = copy.deepcopy(obj)
+    result = json_copy(obj)
     spec = child_dict(result, "spec")
     if spec is not None:
         set_default(spec, "replicas", 1)
@@ -36,7 +35,7 @@ def replica_set_defaults(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def statefulset_defaults(obj: dict[str, Any]) -> dict[str, Any]:
-    result = copy.deepcopy(obj)
+    result = json_copy(obj)
     spec = child_dict(result, "spec")
     if spec is None:
         return result
@@ -55,7 +54,7 @@ def statefulset_defaults(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def daemonset_defaults(obj: dict[str, Any]) -> dict[str, Any]:
-    result = copy.deepcopy(obj)
+    result = json_copy(obj)
     spec = child_dict(result, "spec")
     if spec is None:
         return result
@@ -73,7 +72,7 @@ def daemonset_defaults(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def deployment_defaults(obj: dict[str, Any]) -> dict[str, Any]:
-    result = copy.deepcopy(obj)
+    result = json_copy(obj)
     spec = child_dict(result, "spec")
     if spec is None:
         return result

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lahar.api import kinds
 from lahar.apiserver import fieldmanager
@@ -227,3 +229,71 @@ def test_bad_applied_configurations_are_refused(registry: Registry, body: bytes,
         registry.apply(kinds.CONFIGMAP, "default", "cm", body, KUBECTL)
     assert raised.value.code == 400 and message in raised.value.message
     assert registry.store.get(kinds.CONFIGMAP, "default", "cm") is None
+
+
+# -- an Update on the encoded entries gives what decoding, updating and encoding them all gives ----------------
+
+ELEMENTS = [("f", "a"), ("f", "b"), ("f", "spec"), ("k", '{"name":"x"}'), ("v", '"s"'), ("i", "0"), ("i", "10")]
+paths = st.lists(st.sampled_from(ELEMENTS), min_size=1, max_size=3).map(tuple)
+field_sets = st.frozensets(paths, max_size=6)
+update_managers = st.sampled_from(
+    [Manager("ctl"), Manager("ctl", subresource="status"), Manager("node", subresource="status"), Manager("kubectl")]
+)
+
+
+@st.composite
+def live_entries(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """managedFields as the server stores them: encoded by the module, each manager once."""
+    entries = []
+    for name, operation, subresource in draw(
+        st.lists(
+            st.sampled_from(
+                [
+                    ("ctl", "Update", ""),
+                    ("ctl", "Update", "status"),
+                    ("node", "Update", "status"),
+                    ("kubectl", "Apply", ""),
+                    ("kubectl", "Update", ""),
+                ]
+            ),
+            unique=True,
+            max_size=4,
+        )
+    ):
+        time = draw(st.sampled_from(["", "2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z"]))
+        entries.append(fieldmanager.ManagerEntry(name, operation, "v1", time, draw(field_sets), subresource))
+    return fieldmanager.encode_entries(entries)
+
+
+@given(live_entries(), field_sets, field_sets, update_managers)
+@settings(max_examples=400, deadline=None)
+def test_an_update_keeps_untouched_entries_as_encoded_and_agrees_with_decoding_them(
+    live: list[dict[str, Any]], changed: frozenset[Any], removed: frozenset[Any], manager: Manager
+) -> None:
+    removed = removed - changed  # a comparison never both changes and removes a path
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fieldmanager, "now_time", lambda: "2026-01-03T00:00:00Z")
+        fast = fieldmanager._update_encoded(live, changed, removed, "v1", manager)
+        slow = fieldmanager._update_decoded(fieldmanager.decode_entries(live), changed, removed, "v1", manager)
+    assert json.dumps(fast) == json.dumps(slow)  # the same entries, in the same order, keys in the same order
+
+
+def test_a_status_update_keeps_the_creators_entry_as_it_was(registry: Registry) -> None:
+    pod = {
+        "metadata": {"name": "p", "labels": {"app": "x"}},
+        "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+    }
+    created = registry.create(kinds.POD, "default", pod, manager=Manager("ctl"))
+    patch = json.dumps({"status": {"phase": "Running"}}).encode()
+    patched = registry.patch(
+        kinds.POD,
+        "default",
+        "p",
+        patch,
+        "application/merge-patch+json",
+        "status",
+        manager=Manager("node", subresource="status"),
+    )
+    creator = created["metadata"]["managedFields"][0]
+    assert patched["metadata"]["managedFields"][0] is creator  # not decoded and encoded again
+    assert managers(patched)[("node", "Update")] == {"f:status": {"f:phase": {}}}
