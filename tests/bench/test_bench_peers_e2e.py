@@ -53,7 +53,9 @@ def test_tiny_basic_run_binds_everything_on_both_backends(
 
 def test_ctrl_c_leaves_nothing_running(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    argv = [sys.executable, "-m", "lahar", "bench", "peers", "--scale", "0.01", "--shapes", "basic"]
+    # The queues shape: its jobs arrive for 60 s whatever the scale, so the signal lands mid-run
+    # (a tiny basic run can finish before the test sees the scheduler start, on a loaded machine)
+    argv = [sys.executable, "-m", "lahar", "bench", "peers", "--scale", "0.01", "--shapes", "queues"]
     argv += ["--peers", "lahar", "--backends", "embedded", "--runs", "1", "--out", str(out)]
     bench = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, start_new_session=True)
     assert bench.stderr is not None
