@@ -54,10 +54,17 @@ def test_tiny_basic_run_binds_everything_on_both_backends(
 def test_ctrl_c_leaves_nothing_running(tmp_path: Path) -> None:
     out = tmp_path / "out"
     # The queues shape: its jobs arrive for 60 s whatever the scale, so the signal lands mid-run
-    # (a tiny basic run can finish before the test sees the scheduler start, on a loaded machine)
     argv = [sys.executable, "-m", "lahar", "bench", "peers", "--scale", "0.01", "--shapes", "queues"]
     argv += ["--peers", "lahar", "--backends", "embedded", "--runs", "1", "--out", str(out)]
-    bench = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    # SIGINT back to its default in the child: a test run started in the background of a shell
+    # without job control (`make test &`) inherits SIGINT ignored, and Python then keeps ignoring it
+    bench = subprocess.Popen(
+        argv,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     assert bench.stderr is not None
     children: list[psutil.Process] = []
     try:
