@@ -854,6 +854,11 @@ def pool(summaries: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {"benchmark": "colocation-pooled", "runs": len(summaries), "cells": pooled, "missed": missed}
 
 
+def verdict_marks(verdicts: dict[str, bool | None]) -> str:
+    """The verdicts that apply, as `name: ok` or `name: MISSED`."""
+    return ", ".join(f"{k}: {'ok' if ok else 'MISSED'}" for k, ok in verdicts.items() if ok is not None)
+
+
 def pooled_table(cells: list[dict[str, Any]]) -> str:
     """A markdown table of pooled runs: medians over every round, ratios, slow rounds per mode."""
     lines = [
@@ -863,7 +868,7 @@ def pooled_table(cells: list[dict[str, Any]]) -> str:
     ]
     for c in cells:
         p, q, slow = c["p99_ms"], c["ratios"], c["slow_rounds"]
-        marks = ", ".join(f"{k}: {'ok' if ok else 'MISSED'}" for k, ok in c["verdicts"].items() if ok is not None)
+        marks = verdict_marks(c["verdicts"])
         lines.append(
             f"| {c['cell']} | {c['runs']} | {len(c['rounds']['lahar'])} | "
             f"{p['solo']} | {p['kubelet']} | {p['lahar']} | "
@@ -908,7 +913,7 @@ def table(results: list[dict[str, Any]]) -> str:
     ]
     for r in results:
         m, q, v = r["modes"], r["ratios"], r["verdicts"]
-        marks = ", ".join(f"{k}: {'ok' if ok else 'MISSED'}" for k, ok in v.items() if ok is not None)
+        marks = verdict_marks(v)
         note = f" ({r['not_isolated']})" if "not_isolated" in r else ""
         stalled = [f"{mode}: {'; '.join(m[mode]['disturbed'])}" for mode in MODES if m[mode].get("disturbed")]
         note += f" (disturbed after retries, {', '.join(stalled)})" if stalled else ""
