@@ -613,10 +613,10 @@ class System:
         if program.restart_at is not None:
             if now >= program.restart_at:
                 program.restart_at = None
-                program.restarts += 1
                 program.probe_failures = 0
                 program.start()
                 self._write_pids()
+                program.restarts += 1  # last: a reader seeing the count sees the new process and pid file
                 say(f"restarted the {program.name} (restart {program.restarts})")
             return
         code = program.poll()

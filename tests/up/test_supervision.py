@@ -83,4 +83,6 @@ def test_a_program_that_is_not_live_is_killed_and_restarted(supervised: Any, tmp
     wedged.live = False
     wait_for(lambda: wedged.restarts >= 1, 15, "the wedged program's restart")
     wedged.live = True
+    # The supervisor thread counts a restart only once the new process is started.
     assert wedged.process is not None and wedged.process.pid != first
+    assert wedged.process.poll() is None
