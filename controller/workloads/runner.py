@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -192,6 +193,31 @@ class WorkloadControllers:
     def _still_there(self, kind: kinds.Kind, obj: dict[str, Any]) -> bool:
         return still_there(self.api, kind, obj)
 
+    def _create_and_delete_pods(
+        self,
+        ref: ObjectRef,
+        owner: dict[str, Any],
+        create: int,
+        pod_for: Callable[[dict[str, Any]], dict[str, Any]],
+        delete: Iterable[dict[str, Any]],
+    ) -> bool:
+        """Create `create` pods from the owner and delete the decided ones, each with its event;
+        False (nothing done) when pods are to be created for an owner the API no longer has (the
+        cache can lag a deletion, and pods made then would be orphans)."""
+        if create and not self._still_there(ref.kind, owner):
+            return False
+        for _ in range(create):
+            pod = self.api.create(kinds.POD, pod_for(owner), ref.namespace)
+            self.events.record(ref, "Normal", "SuccessfulCreate", f"Created pod: {pod['metadata']['name']}")
+        for pod in delete:
+            pod_name = pod["metadata"]["name"]
+            try:
+                self.api.delete(kinds.POD, pod_name, ref.namespace, uid=pod["metadata"]["uid"])
+            except NotFound:
+                continue
+            self.events.record(ref, "Normal", "SuccessfulDelete", f"Deleted pod: {pod_name}")
+        return True
+
     # -- ReplicaSets ---------------------------------------------------------------------------------
 
     def _sync_replica_set(self, namespace: str, name: str) -> None:
@@ -201,18 +227,8 @@ class WorkloadControllers:
         pods = self.pods.by_index(OWNER_INDEX, rs["metadata"]["uid"])
         decided = replicaset.plan(rs, pods)
         ref = ObjectRef(kinds.REPLICA_SET, namespace, name, rs["metadata"]["uid"])
-        if decided.create and not self._still_there(kinds.REPLICA_SET, rs):
+        if not self._create_and_delete_pods(ref, rs, decided.create, replicaset.pod_from_template, decided.delete):
             return
-        for _ in range(decided.create):
-            pod = self.api.create(kinds.POD, replicaset.pod_from_template(rs), namespace)
-            self.events.record(ref, "Normal", "SuccessfulCreate", f"Created pod: {pod['metadata']['name']}")
-        for pod in decided.delete:
-            pod_name = pod["metadata"]["name"]
-            try:
-                self.api.delete(kinds.POD, pod_name, namespace, uid=pod["metadata"]["uid"])
-            except NotFound:
-                continue
-            self.events.record(ref, "Normal", "SuccessfulDelete", f"Deleted pod: {pod_name}")
         if {**(rs.get("status") or {})} != decided.status:
             self.api.update_status(kinds.REPLICA_SET, {**rs, "status": decided.status})
 
@@ -275,18 +291,8 @@ class WorkloadControllers:
         pods = self.pods.by_index(OWNER_INDEX, obj["metadata"]["uid"])
         decided = job.plan(obj, pods, datetime.now(UTC))
         ref = ObjectRef(kinds.BATCH_JOB, namespace, name, obj["metadata"]["uid"])
-        if decided.create and not self._still_there(kinds.BATCH_JOB, obj):
+        if not self._create_and_delete_pods(ref, obj, decided.create, job.job_pod, decided.delete):
             return
-        for _ in range(decided.create):
-            pod = self.api.create(kinds.POD, job.job_pod(obj), namespace)
-            self.events.record(ref, "Normal", "SuccessfulCreate", f"Created pod: {pod['metadata']['name']}")
-        for pod in decided.delete:
-            pod_name = pod["metadata"]["name"]
-            try:
-                self.api.delete(kinds.POD, pod_name, namespace, uid=pod["metadata"]["uid"])
-            except NotFound:
-                continue
-            self.events.record(ref, "Normal", "SuccessfulDelete", f"Deleted pod: {pod_name}")
         if (obj.get("status") or {}) != decided.status:
             self.api.update_status(kinds.BATCH_JOB, {**obj, "status": decided.status})
         for event_type, reason, message in decided.events:
