@@ -956,6 +956,19 @@ def ablation_table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def run_summary(benchmark: str, results: list[dict[str, Any]], **parameters: Any) -> dict[str, Any]:
+    """What a run writes as its JSON: the machine, the run's parameters, its cells and the
+    verdicts it missed."""
+    return {
+        "benchmark": benchmark,
+        "cores": os.cpu_count(),
+        "kernel": os.uname().release,
+        **parameters,
+        "cells": results,
+        "missed": [f"{r['cell']}: {name}" for r in results for name, ok in r["verdicts"].items() if ok is False],
+    }
+
+
 def run_matrix(
     selected: list[Cell],
     runs: int,
@@ -985,15 +998,7 @@ def run_matrix(
             f"kubelet/solo {r['kubelet_vs_solo']}, harvest {result['modes']['lahar']['harvest']}"
             + "".join(f", {name.replace('_vs_', '/')} {value}" for name, value in r.items() if "without" in name)
         )
-    summary = {
-        "benchmark": "colocation-matrix",
-        "cores": os.cpu_count(),
-        "kernel": os.uname().release,
-        "runs": runs,
-        "seconds": seconds,
-        "cells": results,
-        "missed": [f"{r['cell']}: {name}" for r in results for name, ok in r["verdicts"].items() if ok is False],
-    }
+    summary = run_summary("colocation-matrix", results, runs=runs, seconds=seconds)
     if out is not None:
         (out / "matrix.json").write_text(json.dumps(summary, indent=1))
         extra = "\n\n" + ablation_table(results) if strategies_off else ""
@@ -1200,15 +1205,7 @@ def run_reactions(
             f"    Lahar reaction {result['lahar']['reaction_ms']} ms (rose: {result['lahar']['rose']}), "
             f"quiet cap changes {quiet['cap_changes'] if quiet else '-'}"
         )
-    summary = {
-        "benchmark": "colocation-reaction",
-        "cores": os.cpu_count(),
-        "kernel": os.uname().release,
-        "step_seconds": step_seconds,
-        "quiet_seconds": quiet_seconds,
-        "cells": results,
-        "missed": [f"{r['cell']}: {name}" for r in results for name, ok in r["verdicts"].items() if ok is False],
-    }
+    summary = run_summary("colocation-reaction", results, step_seconds=step_seconds, quiet_seconds=quiet_seconds)
     if out is not None:
         (out / "reaction.json").write_text(json.dumps(summary, indent=1))
         (out / "reaction.md").write_text(reaction_table(results) + "\n")

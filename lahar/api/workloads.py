@@ -25,6 +25,19 @@ def _default_template(spec: dict[str, Any]) -> None:
         default_pod_spec(pod_spec)
 
 
+def _default_rolling_update(spec: dict[str, Any], field: str, rolling_defaults: dict[str, Any]) -> None:
+    """The update strategy under `field` defaults to RollingUpdate, whose parameters default as given."""
+    strategy = child_dict(spec, field, create=True)
+    if strategy is None:
+        return
+    set_default(strategy, "type", ROLLING_UPDATE)
+    if strategy["type"] == ROLLING_UPDATE:
+        rolling = child_dict(strategy, "rollingUpdate", create=True)
+        if rolling is not None:
+            for key, value in rolling_defaults.items():
+                set_default(rolling, key, value)
+
+
 def replica_set_defaults(obj: dict[str, Any]) -> dict[str, Any]:
     result = json_copy(obj)
     spec = child_dict(result, "spec")
@@ -42,13 +55,7 @@ def statefulset_defaults(obj: dict[str, Any]) -> dict[str, Any]:
     set_default(spec, "replicas", 1)
     set_default(spec, "podManagementPolicy", ORDERED_READY)
     set_default(spec, "revisionHistoryLimit", 10)
-    strategy = child_dict(spec, "updateStrategy", create=True)
-    if strategy is not None:
-        set_default(strategy, "type", ROLLING_UPDATE)
-        if strategy["type"] == ROLLING_UPDATE:
-            rolling = child_dict(strategy, "rollingUpdate", create=True)
-            if rolling is not None:
-                set_default(rolling, "partition", 0)
+    _default_rolling_update(spec, "updateStrategy", {"partition": 0})
     _default_template(spec)
     return result
 
@@ -59,14 +66,7 @@ def daemonset_defaults(obj: dict[str, Any]) -> dict[str, Any]:
     if spec is None:
         return result
     set_default(spec, "revisionHistoryLimit", 10)
-    strategy = child_dict(spec, "updateStrategy", create=True)
-    if strategy is not None:
-        set_default(strategy, "type", ROLLING_UPDATE)
-        if strategy["type"] == ROLLING_UPDATE:
-            rolling = child_dict(strategy, "rollingUpdate", create=True)
-            if rolling is not None:
-                set_default(rolling, "maxUnavailable", 1)
-                set_default(rolling, "maxSurge", 0)
+    _default_rolling_update(spec, "updateStrategy", {"maxUnavailable": 1, "maxSurge": 0})
     _default_template(spec)
     return result
 
@@ -79,14 +79,7 @@ def deployment_defaults(obj: dict[str, Any]) -> dict[str, Any]:
     set_default(spec, "replicas", 1)
     set_default(spec, "revisionHistoryLimit", 10)
     set_default(spec, "progressDeadlineSeconds", 600)
-    strategy = child_dict(spec, "strategy", create=True)
-    if strategy is not None:
-        set_default(strategy, "type", ROLLING_UPDATE)
-        if strategy["type"] == ROLLING_UPDATE:
-            rolling = child_dict(strategy, "rollingUpdate", create=True)
-            if rolling is not None:
-                set_default(rolling, "maxSurge", DEFAULT_SURGE)
-                set_default(rolling, "maxUnavailable", DEFAULT_UNAVAILABLE)
+    _default_rolling_update(spec, "strategy", {"maxSurge": DEFAULT_SURGE, "maxUnavailable": DEFAULT_UNAVAILABLE})
     _default_template(spec)
     return result
 
