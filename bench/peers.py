@@ -21,6 +21,11 @@ Measured per run, from the scheduler's start to the last measured pod bound:
   over_capacity    binds that took a node past its allocatable CPU, memory or pod count, replayed
                    from the watch in etcd order (a pod holds its node until it ends or is deleted);
   partial_gangs    PodGroups some but not all of whose minMember pods were ever bound at the end;
+  beyond_requests, over_reclaim, over_usage
+                   (oversubscription) BE binds that took their node's requests past allocatable
+                   (placements on lent capacity); BE binds past the reclaimable capacity the
+                   node's agent reports; binds past the node's capacity in real usage. BE pods
+                   count toward a node's pods, not its allocatable cpu and memory (over_capacity);
   share_error      (queues) max over the queues of |mean share - weight share| / weight share, a
                    fraction (0.05: 5 %; the table prints it in %), where a queue's share is its
                    part of the CPU allocated to the queues, sampled every 0.5 s while all queues
@@ -42,6 +47,15 @@ Shapes (sizes are the issue's; --scale multiplies node and pod counts, not pod s
   affinity    1,000 nodes in 10 zones; 2,000 pods with required pod anti-affinity per hostname
               (one per node per app of 2) and a zone topology spread (maxSkew 1): Lahar's
               predicates plugin, Volcano's and kube-scheduler's all enforce both.
+  oversubscription
+              1,000 nodes, each running an online (LS) pod created bound to it that asks 3 of
+              its 4 CPUs (16Gi) and uses a tenth; then 5,000 batch pods (BE: lahar.dev/qos-class,
+              500m / 1Gi each, using all they ask), more than anyone may place. For Lahar the
+              simulated agents stream their usage over its gRPC report endpoint (every 1 s) and
+              its oversubscription plugin lends what they report reclaimable; Volcano runs its
+              overcommit plugin with overcommit-factor 2 (an enqueue admission factor: it places
+              by requests); kube-scheduler places by requests. Measured: the batch pods. The run
+              ends 5 s after the last bind (once every node's report was taken).
 
 Peers: `lahar` (this checkout's scheduler: its built-in plugins, with the shape's actions, which
 are Volcano's: enqueue, allocate, backfill, plus preempt for `preemption`), `volcano` (vc-scheduler
@@ -62,7 +76,9 @@ import argparse
 import contextlib
 import json
 import os
+import secrets
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -79,6 +95,7 @@ from typing import Any
 import yaml
 
 from lahar.api import kinds
+from lahar.api.qos import QOS_CLASS_KEY, QoSClass, qos_class
 from lahar.api.quantity import cpu_millis, memory_bytes
 from lahar.bench.scheduler import (
     api_shaped,
@@ -90,6 +107,7 @@ from lahar.bench.scheduler import (
 from lahar.client.api import KubeApi, Obj
 from lahar.client.errors import AlreadyExists, Gone, KubeError
 from lahar.endpoints import free_loopback_port
+from lahar.node.simulated import SIM_USAGE_ANNOTATION, SyntheticUsage, reclaimable, sim_usage, system_usage
 from lahar.scheduler.conf import DEFAULT_CONF
 
 REPO = Path(__file__).resolve().parents[1]
@@ -105,6 +123,13 @@ CREATE_THREADS = 16
 STOP_GRACE = 10.0
 SAMPLE_SECONDS = 0.5
 NO_PROGRESS_SECONDS = 60.0  # a scheduler that binds nothing for this long has stalled: the run ends
+NODE_PREFIX = "bench-node-"
+REPORT_SECONDS = 1.0  # the simulated agents' report interval where a shape streams reports
+# oversubscription: what online pods ask and use, what batch pods ask, Volcano's enqueue factor.
+ONLINE_CPU, ONLINE_MEMORY, ONLINE_USAGE = "3", "16Gi", 0.1
+BATCH_CPU, BATCH_MEMORY, BATCH_USAGE, BATCH_PER_NODE = "500m", "1Gi", 1.0, 5
+OVERCOMMIT_FACTOR = 2.0
+SETTLE_SECONDS = 5.0
 
 
 class PeerUnavailable(RuntimeError):
@@ -145,6 +170,13 @@ class Workload:
     end_at: float | None = None  # the run ends then, bound or not (an over-subscribed shape never catches up)
     limit_seconds: float = 600.0
     note: str = ""
+    # The simulated nodes' usage model; given, the ledger also counts binds against usage and
+    # the reclaimable capacity the agents report (oversubscription).
+    usage: SyntheticUsage | None = None
+    reports: bool = False  # the simulated agents stream their reports to the scheduler (Lahar's endpoint)
+    # The run ends once nothing has been bound for this long (after every report stream has had
+    # a report acked): the shape asks for more than any scheduler may place.
+    settle_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -314,6 +346,46 @@ def affinity(peer: str, scale: float) -> Workload:
     return Workload(NodeShape(nodes, zones=10), [wave], limit_seconds=max(300.0, count / 10))
 
 
+OVERSUBSCRIPTION_USAGE = SyntheticUsage(noise=0.0)  # steady usage: what each report says is the model's
+
+
+def oversubscription(peer: str, scale: float) -> Workload:
+    """Each node runs an online (LS) pod that reserves 3 of its 4 CPUs and uses a tenth of them;
+    then 5 batch (BE) pods a node, each asking 500m and using all of it, more than anyone may
+    place. By requests 2 fit a node; the agents report 2.22 CPUs reclaimable (4 × 0.65 −
+    0.08 system − 0.3 online), room for 4."""
+    nodes = scaled(1000, scale, least=2)
+    online = Wave(measured=False)
+    for i in range(nodes):
+        pod = pod_dict(f"online-{i:05d}", ONLINE_CPU, ONLINE_MEMORY, node=f"{NODE_PREFIX}{i}", namespace=NAMESPACE)
+        pod.pop("status", None)
+        pod["metadata"]["annotations"] = {SIM_USAGE_ANNOTATION: f"{ONLINE_USAGE:g}"}
+        online.pods.append(pod)
+    batch = Wave()
+    for i in range(nodes * BATCH_PER_NODE):
+        name = f"batch-{i:06d}"
+        if peer == "volcano":  # as vc-controller-manager makes them for plain pods
+            batch.podgroups += group_of(f"pg-{name}", 1, peer, cpu=BATCH_CPU)
+        pod = bench_pod(name, peer, BATCH_CPU, BATCH_MEMORY, group=f"pg-{name}" if peer == "volcano" else "")
+        pod["metadata"]["labels"][QOS_CLASS_KEY] = "BE"
+        pod["metadata"].setdefault("annotations", {})[SIM_USAGE_ANNOTATION] = f"{BATCH_USAGE:g}"
+        batch.pods.append(pod)
+    notes = {
+        "lahar": "the simulated agents stream their usage to Lahar's report endpoint (gRPC)",
+        "volcano": f"overcommit-factor {OVERCOMMIT_FACTOR:g}: admits PodGroups at enqueue; places by requests",
+        "kube-scheduler": "requests only",
+    }
+    return Workload(
+        NodeShape(nodes),
+        [online, batch],
+        usage=OVERSUBSCRIPTION_USAGE,
+        reports=peer == "lahar",
+        settle_seconds=SETTLE_SECONDS,
+        limit_seconds=max(300.0, nodes * BATCH_PER_NODE / 10),
+        note=notes[peer],
+    )
+
+
 SHAPES = {
     shape.name: shape
     for shape in (
@@ -322,9 +394,10 @@ SHAPES = {
         Shape("queues", queues, ("lahar", "volcano"), {"kube-scheduler": "no queues"}, capacity_bound=True),
         Shape("preemption", preemption, PEERS),
         Shape("affinity", affinity, PEERS),
+        Shape("oversubscription", oversubscription, PEERS),
     )
 }
-DEFAULT_SHAPES = ("basic", "gangs", "queues", "preemption", "affinity")
+DEFAULT_SHAPES = ("basic", "gangs", "queues", "preemption", "affinity", "oversubscription")
 # Seen in their logs: each lists and waits for kinds `lahar apiserver` does not serve.
 NOT_ON_EMBEDDED = {
     "kube-scheduler": "waits for kinds the embedded server does not serve (PersistentVolumes, StorageClasses, "
@@ -332,10 +405,7 @@ NOT_ON_EMBEDDED = {
     "volcano": "waits for kinds the embedded server does not serve (Numatopologies, HyperNodes, StorageClasses, "
     "ResourceQuotas, VolumeAttachments, ...)",
 }
-NOT_RUN_SHAPES = {
-    "oversubscription": "not built yet: needs the agents' report stream for every peer and Volcano's "
-    "usage-based overcommit; see docs/performance.md",
-}
+NOT_RUN_SHAPES: dict[str, str] = {}  # shapes named but not built: name -> why
 
 
 # --- processes -----------------------------------------------------------------------------------
@@ -470,6 +540,25 @@ def start_backend(name: str, workdir: Path, k8s_bin: Path | None) -> contextlib.
     return real_backend(workdir, k8s_bin)
 
 
+@dataclass(frozen=True)
+class ReportEndpoint:
+    """Where the simulated agents stream their reports to Lahar's scheduler, with the token it
+    takes for any node."""
+
+    address: str
+    token: str
+
+    @classmethod
+    def on_loopback(cls) -> ReportEndpoint:
+        return cls(f"127.0.0.1:{free_loopback_port()}", secrets.token_hex(16))
+
+    def listening(self) -> bool:
+        host, _, port = self.address.rpartition(":")
+        with socket.socket() as probe:
+            probe.settimeout(0.2)
+            return probe.connect_ex((host, int(port))) == 0
+
+
 @dataclass
 class Peer:
     """How to start one scheduler: its binaries (None: not available, `why` says why)."""
@@ -479,11 +568,11 @@ class Peer:
     why: str = ""
     verbosity: int = 1  # klog's -v for the Go schedulers (their logs are in the run's folder)
 
-    def argv(self, backend: Backend, workdir: Path, shape: str) -> list[str]:
+    def argv(self, backend: Backend, workdir: Path, shape: str, reports: ReportEndpoint | None = None) -> list[str]:
         if self.name == "lahar":
             conf = workdir / "lahar-scheduler.conf"
             conf.write_text(lahar_conf(shape))
-            return [
+            argv = [
                 sys.executable,
                 "-m",
                 "lahar",
@@ -493,6 +582,12 @@ class Peer:
                 "--metrics-address=127.0.0.1",
                 "--metrics-port=0",
             ]
+            if reports is not None:
+                tokens = workdir / "report-tokens"
+                tokens.write_text(f"{reports.token} *\n")
+                tokens.chmod(0o600)
+                argv += [f"--report-address={reports.address}", f"--token-file={tokens}"]
+            return argv
         assert self.bin_dir is not None
         if self.name == "volcano":
             # In a folder of its own: vc-scheduler watches the configuration's folder and reloads
@@ -539,11 +634,14 @@ def shape_actions(shape: str) -> str:
 
 
 def volcano_conf(shape: str) -> str:
-    """Volcano's built-in configuration, with the shape's actions."""
-    tiers = [
-        {"plugins": [{"name": "priority"}, {"name": "gang"}, {"name": "conformance"}]},
-        {"plugins": [{"name": name} for name in ("overcommit", "drf", "predicates", "proportion", "nodeorder")]},
+    """Volcano's built-in configuration, with the shape's actions; for `oversubscription` its
+    overcommit plugin (in the defaults already, factor 1.2) with `overcommit-factor` set."""
+    plugins: list[dict[str, Any]] = [
+        {"name": name} for name in ("overcommit", "drf", "predicates", "proportion", "nodeorder")
     ]
+    if shape == "oversubscription":
+        plugins[0]["arguments"] = {"overcommit-factor": OVERCOMMIT_FACTOR}
+    tiers = [{"plugins": [{"name": "priority"}, {"name": "gang"}, {"name": "conformance"}]}, {"plugins": plugins}]
     return yaml.safe_dump({"actions": shape_actions(shape), "tiers": tiers}, sort_keys=False)
 
 
@@ -597,19 +695,35 @@ class PodEntry:
     queue: str = ""
     app: str = ""  # the `app` label: what anti-affinity and spread select on
     holding: bool = False  # bound and neither ended nor deleted
+    best_effort: bool = False  # Lahar's QoS class BE: borrows what online pods leave idle
+    usage: float = 0.0  # the share of its requests it uses (the simulated nodes' model)
 
 
 class Ledger:
     """Every pod of the bench namespace from one list + watch, replayed in etcd order: when each
-    was bound, what each node holds, and binds past a node's allocatable."""
+    was bound, what each node holds, and binds past a node's allocatable.
 
-    def __init__(self, api: KubeApi, node_cpu: int, node_memory: int, node_pods: int) -> None:
+    BE pods count toward a node's pods but not toward its allocatable cpu and memory: they borrow
+    what online pods leave idle. With a `usage` model (the simulated nodes'), each bind is also
+    checked against the node's real usage and, for BE pods, against the reclaimable capacity its
+    agent reports (the same function the simulated agents report with)."""
+
+    def __init__(
+        self, api: KubeApi, node_cpu: int, node_memory: int, node_pods: int, usage: SyntheticUsage | None = None
+    ) -> None:
         self.api = api
         self.capacity = (node_cpu, node_memory, node_pods)
+        self.usage = usage
         self.pods: dict[str, PodEntry] = {}
-        self.used: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+        self.used: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # online cpu, memory; all pods
+        self.be_used: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # BE cpu, memory requested
+        self.online_load: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])  # online pods' usage
+        self.be_load: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])  # BE pods' usage
         self.bound_at: dict[str, float] = {}  # pod name -> perf_counter when first seen bound
         self.over_capacity = 0
+        self.beyond_requests = 0  # BE binds past allocatable by requests: placements on lent capacity
+        self.over_reclaim = 0  # BE binds past the reclaimable capacity the node's agent reports
+        self.over_usage = 0  # binds after which the node's real usage is past its capacity
         self.queue_cpu: dict[str, int] = defaultdict(int)
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)
@@ -660,12 +774,15 @@ class Ledger:
                     cpu += cpu_millis(str(requests.get("cpu", "0")))
                     memory += memory_bytes(str(requests.get("memory", "0")))
                 labels = meta.get("labels") or {}
+                share = sim_usage(pod)[0] if self.usage is not None else None
                 entry = self.pods[name] = PodEntry(
                     cpu=cpu,
                     memory=memory,
                     group=labels.get(GROUP_LABEL, ""),
                     queue=labels.get(QUEUE_LABEL, ""),
                     app=labels.get("app", ""),
+                    best_effort=qos_class(pod) is QoSClass.BE,
+                    usage=(self.usage.factor if share is None else share) if self.usage is not None else 0.0,
                 )
             node = spec.get("nodeName") or ""
             ended = kind == "DELETED" or status.get("phase") in ("Succeeded", "Failed")
@@ -674,18 +791,42 @@ class Ledger:
                 self.bound_at.setdefault(name, now)
                 if not ended:
                     self._hold(entry, +1)
-                    used = self.used[node]
-                    if any(u > c for u, c in zip(used, self.capacity, strict=True)):
-                        self.over_capacity += 1
+                    self._check_bind(entry)
             elif entry.holding and ended:
                 self._hold(entry, -1)
             self.changed.notify_all()
 
+    def _check_bind(self, entry: PodEntry) -> None:
+        """Count what the bind just held took its node past."""
+        node_cpu, node_memory, _ = self.capacity
+        used, be_used = self.used[entry.node], self.be_used[entry.node]
+        if any(u > c for u, c in zip(used, self.capacity, strict=True)):
+            self.over_capacity += 1
+        if entry.best_effort and (used[0] + be_used[0] > node_cpu or used[1] + be_used[1] > node_memory):
+            self.beyond_requests += 1
+        if self.usage is None:
+            return
+        system_cpu, system_memory = system_usage(node_cpu, node_memory, self.usage)
+        online, batch = self.online_load[entry.node], self.be_load[entry.node]
+        if entry.best_effort:
+            lent = reclaimable(node_cpu, node_memory, system_cpu + online[0], system_memory + online[1], self.usage)
+            if be_used[0] > lent["cpu"] or be_used[1] > lent["memory"]:
+                self.over_reclaim += 1
+        if system_cpu + online[0] + batch[0] > node_cpu or system_memory + online[1] + batch[1] > node_memory:
+            self.over_usage += 1
+
     def _hold(self, entry: PodEntry, sign: int) -> None:
         entry.holding = sign > 0
         used = self.used[entry.node]
-        used[0] += sign * entry.cpu
-        used[1] += sign * entry.memory
+        requested, load = (
+            (self.be_used[entry.node], self.be_load[entry.node])
+            if entry.best_effort
+            else (used, self.online_load[entry.node])
+        )
+        requested[0] += sign * entry.cpu
+        requested[1] += sign * entry.memory
+        load[0] += sign * entry.cpu * entry.usage
+        load[1] += sign * entry.memory * entry.usage
         used[2] += sign
         if entry.queue:
             self.queue_cpu[entry.queue] += sign * entry.cpu
@@ -784,9 +925,19 @@ def run_once(
     api = KubeApi(new_api_client(str(backend.kubeconfig), pool_size=CREATE_THREADS * 2))
     prepare(api, backend, peer, workload)
     size = workload.nodes
-    sim = SimulatedNodes(api, size.count, SimNodeSize(size.cpu, size.memory, size.pods), name_prefix="bench-node-")
+    reports = ReportEndpoint.on_loopback() if workload.reports else None
+    sim = SimulatedNodes(
+        api,
+        size.count,
+        SimNodeSize(size.cpu, size.memory, size.pods),
+        reports.address if reports else None,
+        reports.token if reports else None,
+        name_prefix=NODE_PREFIX,
+        report_interval=REPORT_SECONDS,
+        usage=workload.usage,
+    )
     zones = size.zones
-    ledger = Ledger(api, cpu_millis(size.cpu), memory_bytes(size.memory), size.pods)
+    ledger = Ledger(api, cpu_millis(size.cpu), memory_bytes(size.memory), size.pods, workload.usage)
     measured: set[str] = set()
     min_members: dict[str, int] = {}
     for wave in workload.waves:
@@ -795,7 +946,7 @@ def run_once(
         if wave.measured:
             measured |= {pod["metadata"]["name"] for pod in wave.pods}
     samples: list[tuple[float, dict[str, int]]] = []
-    sim.start()
+    sim.start(stream_reports=False)  # streams start once the scheduler listens
     try:
         if zones:
             label_zones(api, zones_of(sim.node_names, zones))
@@ -805,24 +956,35 @@ def run_once(
             for wave in timed:  # everything there is at the start is created before the scheduler
                 create_objects(api, kinds.PODGROUP, wave.podgroups, pool)
                 create_objects(api, kinds.POD, wave.pods, pool)
+                wait_running(sim, wave)
             progress(
                 f"  {len(sim.node_names)} nodes, {sum(len(w.pods) for w in timed)} pods created; starting {peer.name}"
             )
             log = workdir / f"{peer.name}.log"
             started = time.perf_counter()
-            with process(peer.argv(backend, workdir, shape.name), log) as proc:
+            with process(peer.argv(backend, workdir, shape.name, reports), log) as proc:
                 pids = {"scheduler": proc.pid, **backend.server_pids}
                 before = {name: cpu_seconds(pid) for name, pid in backend.server_pids.items()} | {"scheduler": 0.0}
-                result = watch_run(workload, ledger, api, pool, proc, log, measured, started, samples, pids, before)
+                reported = stream_reports_when_listening(sim, reports, proc, log) if reports else lambda: True
+                result = watch_run(
+                    workload, ledger, api, pool, proc, log, measured, started, samples, pids, before, reported
+                )
                 for name, pid in pids.items():  # from the start, or the measured wave's creation
                     result[f"{name}_cpu_s"] = round(cpu_seconds(pid) - before[name], 3)
                 result["peak_rss_mib"] = round(peak_rss_mib(proc.pid), 1)
+                if workload.usage is not None and min_members:  # what enqueue admitted (Volcano's overcommit)
+                    result["podgroups_admitted"] = podgroups_admitted(api)
+                sim.stop()  # the report streams end before their scheduler does
     finally:
         ledger.stop()
         sim.stop()
     if ledger.error is not None:
         raise RuntimeError(str(ledger.error))
     result["over_capacity"] = ledger.over_capacity
+    if workload.usage is not None:
+        result["beyond_requests"] = ledger.beyond_requests
+        result["over_reclaim"] = ledger.over_reclaim
+        result["over_usage"] = ledger.over_usage
     result["partial_gangs"] = len(ledger.partial_gangs(min_members)) if peer.name != "kube-scheduler" else None
     if workload.queues:
         result["queue_shares"] = mean_shares(samples, workload)
@@ -833,6 +995,40 @@ def run_once(
         result["scheduler_cpu_s_per_1000"] = round(result["scheduler_cpu_s"] * 1000 / result["bound"], 3)
     result["note"] = workload.note
     return result
+
+
+def podgroups_admitted(api: KubeApi) -> int:
+    """PodGroups of the bench namespace that enqueue let through (no longer Pending)."""
+    groups = api.list_all(kinds.PODGROUP, NAMESPACE).get("items") or []
+    return sum(1 for group in groups if (group.get("status") or {}).get("phase", "Pending") != "Pending")
+
+
+def wait_running(sim: Any, wave: Wave, timeout: float = 120.0) -> None:
+    """Pods created bound (with a nodeName: online pods already running) are waited for until
+    the simulated nodes run them, so the first report shows their usage."""
+    count = sum(1 for pod in wave.pods if pod["spec"].get("nodeName"))
+    deadline = time.monotonic() + timeout
+    while count and sum(len(node.pods) for node in sim.nodes.values()) < count:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the simulated nodes did not run the {count} pods created bound in {timeout:.0f}s")
+        time.sleep(0.05)
+
+
+def stream_reports_when_listening(
+    sim: Any, reports: ReportEndpoint, proc: subprocess.Popen[bytes], log: Path, timeout: float = 60.0
+) -> Callable[[], bool]:
+    """Start the simulated agents' report streams once the scheduler's endpoint listens (the
+    streams would otherwise wait out their reconnect backoff); returns whether every node has
+    had a report acked."""
+    deadline = time.monotonic() + timeout
+    while not reports.listening():
+        if proc.poll() is not None:
+            raise RuntimeError(f"the scheduler exited with {proc.returncode}:\n{log_tail(log)}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the scheduler's report endpoint {reports.address} did not listen in {timeout:.0f}s")
+        time.sleep(0.05)
+    sim.start_streams()
+    return lambda: all(stats.acked for stats in sim.stream_stats().values())
 
 
 def zones_of(nodes: list[str], zones: int) -> dict[str, str]:
@@ -862,16 +1058,20 @@ def watch_run(
     samples: list[tuple[float, dict[str, int]]],
     pids: dict[str, int],
     cpu_before: dict[str, float],
+    reported: Callable[[], bool] = lambda: True,
 ) -> dict[str, Any]:
     """Create the later waves when due, sample, and wait until every measured pod is bound, the
-    scheduler exits, stalls, or the shape's limit passes. A measured wave created while the
-    scheduler runs moves `cpu_before` to that moment: its CPU figures are that wave's."""
+    scheduler exits, stalls, settles (the shape's `settle_seconds` without a bind once something
+    is bound and, where agents report, every node has had a report taken), or the shape's limit
+    passes. A measured wave created while the scheduler runs moves `cpu_before` to that moment:
+    its CPU figures are that wave's."""
     pending = [w for w in workload.waves if w.at > 0 or w.after_bound]
     created_before: set[str] = {p["metadata"]["name"] for w in workload.waves if w not in pending for p in w.pods}
     measure_from = started
     last_count, last_progress = -1, started
     outcome = "all bound"
     next_sample = started
+    reported_at: float | None = None
     while True:
         now = time.perf_counter()
         if proc.poll() is not None:
@@ -895,7 +1095,19 @@ def watch_run(
             break
         if count != last_count:
             last_count, last_progress = count, now
-        elif now - last_progress > NO_PROGRESS_SECONDS and not pending:
+        if reported_at is None and reported():
+            reported_at = now
+        settle = workload.settle_seconds
+        if (
+            settle is not None
+            and count
+            and not pending
+            and reported_at is not None
+            and now - max(last_progress, reported_at) >= settle
+        ):
+            outcome = f"settled: nothing bound for {settle:.0f}s"
+            break
+        if now - last_progress > NO_PROGRESS_SECONDS and not pending:
             outcome = f"stalled: nothing bound for {NO_PROGRESS_SECONDS:.0f}s"
             break
         if workload.end_at is not None and now - started >= workload.end_at:
@@ -974,6 +1186,9 @@ FIGURES = (
     "partial_gangs",
     "share_error",
     "affinity_violations",
+    "beyond_requests",
+    "over_reclaim",
+    "over_usage",
 )
 
 
@@ -994,7 +1209,14 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return summary
 
 
-LAHAR_LIMITS = (("over_capacity", 0), ("partial_gangs", 0), ("share_error", 0.05), ("affinity_violations", 0))
+LAHAR_LIMITS = (
+    ("over_capacity", 0),
+    ("partial_gangs", 0),
+    ("share_error", 0.05),
+    ("affinity_violations", 0),
+    ("over_reclaim", 0),
+    ("over_usage", 0),
+)
 
 
 def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
@@ -1038,6 +1260,13 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                     "ratio": round(cpu / theirs_cpu, 2),
                 }
             )
+        if median(lahar, "beyond_requests") is not None:  # oversubscription: how many more BE pods
+            for peer in ("volcano", "kube-scheduler"):
+                theirs_bound = (by_peer.get(peer) or {}).get("summary", {}).get("bound")
+                if theirs_bound and statistics.median(theirs_bound):
+                    ratio = statistics.median(lahar["summary"]["bound"]) / statistics.median(theirs_bound)
+                    what = f"BE pods placed vs {peer} (no target: what borrowing reclaimable capacity adds)"
+                    checks.append({"where": key, "what": what, "ok": None, "ratio": round(ratio, 2)})
         for figure, limit in LAHAR_LIMITS:
             worst = (lahar["summary"].get(figure) or {}).get("max")
             if worst is not None:
@@ -1048,36 +1277,32 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 PERCENT = frozenset({"share_error"})  # fractions in the JSON, printed in % in the table
+SHAPE_FIGURES = frozenset({"beyond_requests", "over_reclaim", "over_usage"})  # oversubscription's
 
 
 def print_table(results: dict[str, Any], out: Any = None) -> None:
     out = out or sys.stdout
-    columns = (
-        "pods/s",
-        "to all bound s",
-        "sched CPU-s",
-        "CPU-s/1k pods",
-        "apiserver CPU-s",
-        "etcd CPU-s",
-        "RSS MiB",
-        "over-cap",
-        "partial",
-        "share err %",
-        "affinity viol.",
-    )
-    names = (
-        "pods_per_second",
-        "seconds",
-        "scheduler_cpu_s",
-        "scheduler_cpu_s_per_1000",
-        "apiserver_cpu_s",
-        "etcd_cpu_s",
-        "peak_rss_mib",
-        "over_capacity",
-        "partial_gangs",
-        "share_error",
-        "affinity_violations",
-    )
+    every = {
+        "bound": "bound",
+        "pods_per_second": "pods/s",
+        "seconds": "to all bound s",
+        "scheduler_cpu_s": "sched CPU-s",
+        "scheduler_cpu_s_per_1000": "CPU-s/1k pods",
+        "apiserver_cpu_s": "apiserver CPU-s",
+        "etcd_cpu_s": "etcd CPU-s",
+        "peak_rss_mib": "RSS MiB",
+        "over_capacity": "over-cap",
+        "partial_gangs": "partial",
+        "share_error": "share err %",
+        "affinity_violations": "affinity viol.",
+        "beyond_requests": "BE beyond requests",
+        "over_reclaim": "over-reclaim",
+        "over_usage": "over-usage",
+    }
+    # The shape-specific figures only where some shape of these results gives them.
+    given = {figure for by_peer in results.values() for e in by_peer.values() for figure in e.get("summary") or {}}
+    names = [name for name in every if name in given or name not in SHAPE_FIGURES]
+    columns = [every[name] for name in names]
     print("| shape / backend | peer | " + " | ".join(columns) + " |", file=out)
     print("|---|---|" + "---|" * len(columns), file=out)
     for key, by_peer in results.items():
@@ -1088,6 +1313,9 @@ def print_table(results: dict[str, Any], out: Any = None) -> None:
             cells = []
             for name in names:
                 value = entry["summary"].get(name)
+                if name == "bound":  # the summary keeps each run's count
+                    counts = value or [0]
+                    value = {"median": statistics.median(counts), "spread": max(counts) - min(counts)}
                 scale = 100 if name in PERCENT else 1
                 cells.append(
                     "–"

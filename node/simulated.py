@@ -6,12 +6,17 @@ running anything, as kwok does, so big jobs, gangs and queues can be tried on a 
   Succeeded, or Failed with the exit code `lahar.dev/sim-exit-code` names (default 0); without
   the annotation it runs until deleted (the restart policy is not simulated);
 - a deleted or evicted pod is removed at once (its grace period is not simulated);
+- with `lahar.dev/sim-usage: "<fraction>"` it uses that share of its requests in the usage
+  reports (default: the node's `factor`), so online pods that reserve much and use little sit
+  beside batch pods that use all they ask;
 - a bad annotation fails the pod with a StartError that names it.
 
 With a scheduler report address, each node also streams synthetic usage NodeReports over the
 agents' gRPC protocol (agent/report_stream.py, one stream per node): each running pod uses its
 requests × `factor` with relative noise `noise`, the node adds a small system share, and
 `reclaimable` is what the agent would offer BE pods: capacity × threshold − online usage.
+`start(stream_reports=False)` then `start_streams()` starts the streams later, once the scheduler
+listens (the streams would otherwise wait out their reconnect backoff).
 
 Efficient by construction: one asyncio loop thread runs every node's timers and report streams,
 one informer watches all bound pods, and a small pool of API writers sends statuses. A thousand
@@ -60,6 +65,7 @@ log = logging.getLogger("lahar.node.simulated")
 
 SIM_DURATION_ANNOTATION = "lahar.dev/sim-duration"
 SIM_EXIT_CODE_ANNOTATION = "lahar.dev/sim-exit-code"
+SIM_USAGE_ANNOTATION = "lahar.dev/sim-usage"
 SIMULATED_LABEL = "lahar.dev/simulated"
 DEFAULT_PREFIX = "lahar-sim-"
 DEFAULT_REPORT_SECONDS = 5.0
@@ -161,9 +167,10 @@ class SimPod:
     qos_class: str
     kube_qos_class: str
     timer: asyncio.TimerHandle | None = None
+    factor: float | None = None  # its share of its requests used (lahar.dev/sim-usage); None: the node's
 
     @classmethod
-    def of(cls, pod: Obj, usage: SyntheticUsage) -> SimPod:
+    def of(cls, pod: Obj, usage: SyntheticUsage, factor: float | None = None) -> SimPod:
         meta, spec = pod["metadata"], pod.get("spec") or {}
         requests = pod_requests(pod)
         cpu = requests.get("cpu") or requests.get("kubernetes.io/batch-cpu") or usage.best_effort_cpu_millis
@@ -176,6 +183,7 @@ class SimPod:
             memory,
             str(qos_class(pod)),
             (pod.get("status") or {}).get("qosClass") or k8s_qos_class(spec),
+            factor=factor,
         )
 
 
@@ -211,6 +219,38 @@ def sim_plan(pod: Obj) -> tuple[float | None, int, str]:
     return duration, exit_code, ""
 
 
+def sim_usage(pod: Obj) -> tuple[float | None, str]:
+    """(the share of its requests the pod uses, or None for the default; problem) from
+    `lahar.dev/sim-usage`."""
+    text = ((pod.get("metadata") or {}).get("annotations") or {}).get(SIM_USAGE_ANNOTATION)
+    if text is None:
+        return None, ""
+    try:
+        factor = float(text)
+    except ValueError:
+        factor = -1.0
+    if not (math.isfinite(factor) and factor >= 0):
+        return None, f"{SIM_USAGE_ANNOTATION}: {text!r} is not a share of the requests (a number, 0 or more)"
+    return factor, ""
+
+
+def reclaimable(
+    node_cpu: int, node_memory: int, online_cpu: float, online_memory: float, usage: SyntheticUsage
+) -> dict[str, int]:
+    """What the agent would offer BE pods on a node of `node_cpu` millicores and `node_memory`
+    bytes: capacity × threshold − online usage, where online usage includes the node's own
+    share (`system_usage`)."""
+    return {
+        "cpu": max(0, int(node_cpu * usage.reclaim_threshold - online_cpu)),
+        "memory": max(0, int(node_memory * usage.reclaim_threshold - online_memory)),
+    }
+
+
+def system_usage(node_cpu: int, node_memory: int, usage: SyntheticUsage) -> tuple[float, float]:
+    """The node's own use outside pods (millicores, bytes)."""
+    return node_cpu * usage.system_ratio, node_memory * usage.system_ratio
+
+
 def sim_status(
     pod: Obj, host_ip: str, started_at: float, at: float, end: tuple[int, str, str] | None = None
 ) -> dict[str, Any]:
@@ -232,12 +272,13 @@ def sim_status(
 def synthetic_report(node: SimNode, usage: SyntheticUsage, rng: random.Random, now: float) -> NodeReport:
     """One NodeReport of what the node's running pods would use."""
 
-    def sample(amount: float) -> float:
-        return amount * usage.factor * max(0.0, rng.gauss(1.0, usage.noise))
+    def sample(amount: float, factor: float | None) -> float:
+        return amount * (usage.factor if factor is None else factor) * max(0.0, rng.gauss(1.0, usage.noise))
 
-    pods, online_cpu, online_memory = [], node.cpu_millis * usage.system_ratio, node.memory_bytes * usage.system_ratio
+    pods = []
+    online_cpu, online_memory = system_usage(node.cpu_millis, node.memory_bytes, usage)
     for pod in node.pods.values():
-        cpu, memory = sample(pod.cpu_millis), sample(pod.memory_bytes)
+        cpu, memory = sample(pod.cpu_millis, pod.factor), sample(pod.memory_bytes, pod.factor)
         pods.append(
             PodUsage(pod.namespace, pod.name, pod.uid, pod.qos_class, pod.kube_qos_class, "", cpu / 1000, int(memory))
         )
@@ -248,10 +289,6 @@ def synthetic_report(node: SimNode, usage: SyntheticUsage, rng: random.Random, n
         node.memory_bytes, int(node.memory_bytes * usage.system_ratio + sum(p.memory_working_set_bytes for p in pods))
     )
     node.sequence += 1
-    reclaimable = {
-        "cpu": max(0, int(node.cpu_millis * usage.reclaim_threshold - online_cpu)),
-        "memory": max(0, int(node.memory_bytes * usage.reclaim_threshold - online_memory)),
-    }
     return NodeReport(
         node=node.name,
         sequence=node.sequence,
@@ -259,7 +296,7 @@ def synthetic_report(node: SimNode, usage: SyntheticUsage, rng: random.Random, n
         cpu=CpuUsage(node.cores, used_cpu / 1000, used_cpu / node.cpu_millis),
         memory=MemoryUsage(node.memory_bytes, used_memory, node.memory_bytes - used_memory, 0),
         pods=pods,
-        reclaimable=reclaimable,
+        reclaimable=reclaimable(node.cpu_millis, node.memory_bytes, online_cpu, online_memory, usage),
         health=AgentHealth(f"lahar-sim-{lahar.__version__}", 0.0),
     )
 
@@ -335,18 +372,18 @@ class SimulatedNodes:
 
     # --- lifecycle -------------------------------------------------------------------------------
 
-    def start(self) -> None:
+    def start(self, *, stream_reports: bool = True) -> None:
         """Register the nodes (removing simulated nodes of this prefix beyond the count), then
-        take pods and stream reports. Raises the API's error when the nodes cannot be registered."""
+        take pods and (unless told not to: `start_streams` later) stream reports. Raises the
+        API's error when the nodes cannot be registered."""
         self._register_nodes()
         self.writer.start()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name=THREAD_NAME, daemon=True)
         self._thread.start()
         asyncio.run_coroutine_threadsafe(self._start_heartbeats(), self._loop).result()
-        if self.report_address:
-            logging.getLogger(STREAM_LOGGER).addFilter(self._log_filter)
-            asyncio.run_coroutine_threadsafe(self._start_reports(), self._loop).result()
+        if stream_reports:
+            self.start_streams()
         self.informer.start()
         log.info(
             "%d simulated nodes of %s CPU, %s memory%s",
@@ -355,6 +392,16 @@ class SimulatedNodes:
             self.size.memory,
             f"; reports to {self.report_address} every {self.report_interval:g}s" if self.report_address else "",
         )
+
+    def start_streams(self) -> None:
+        """Start streaming reports, if there is a report address and they are not streaming yet
+        (after `start(stream_reports=False)`, once the scheduler listens)."""
+        if self._loop is None:
+            raise RuntimeError("start the simulated nodes first")
+        if not self.report_address or self._reporting is not None:
+            return
+        logging.getLogger(STREAM_LOGGER).addFilter(self._log_filter)
+        asyncio.run_coroutine_threadsafe(self._start_reports(), self._loop).result()
 
     def stop(self) -> None:
         """Stop taking pods and close the report streams; the nodes and their pods stay."""
@@ -438,10 +485,12 @@ class SimulatedNodes:
         status = pod.get("status") or {}
         now = time.time()
         duration, exit_code, problem = sim_plan(pod)
-        if problem:
-            self._post(pod, sim_status(pod, node.address, now, now, (START_ERROR_EXIT_CODE, START_ERROR, problem)))
+        factor, usage_problem = sim_usage(pod)
+        if problem or usage_problem:
+            message = problem or usage_problem
+            self._post(pod, sim_status(pod, node.address, now, now, (START_ERROR_EXIT_CODE, START_ERROR, message)))
             return
-        sim = SimPod.of(pod, self.usage)
+        sim = SimPod.of(pod, self.usage, factor)
         node.pods[sim.uid] = sim
         self._placed[sim.uid] = node
         started = parse_rfc3339(status.get("startTime")) if status.get("phase") == RUNNING else None

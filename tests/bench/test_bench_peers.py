@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
+from lahar.api.qos import QOS_CLASS_KEY
 from lahar.bench import peers
 from lahar.bench.peers import GROUP_LABEL, QUEUE_LABEL, Ledger, NodeShape, Workload
+from lahar.node.simulated import SIM_USAGE_ANNOTATION
 from lahar.scheduler.conf import default_conf, parse_conf
 
 GIB = 1 << 30
@@ -261,3 +263,95 @@ def test_lahar_runs_its_own_plugins_with_volcanos_actions_for_each_shape() -> No
         assert ", ".join(lahar.actions) == volcano["actions"]
         assert [p.name for tier in lahar.tiers for p in tier] == [p.name for tier in default_conf().tiers for p in tier]
     assert "reclaim" not in parse_conf(peers.lahar_conf("queues")).actions
+
+
+# --- oversubscription ---------------------------------------------------------------------------
+
+
+def shaped_pod(name: str, node: str, cpu: str, *, best_effort: bool = False, share: float = 1.0) -> dict:
+    """A pod as the oversubscription shape makes it: BE by Lahar's label, its usage share annotated."""
+    labels = {QOS_CLASS_KEY: "BE"} if best_effort else {}
+    return {
+        "metadata": {"name": name, "labels": labels, "annotations": {SIM_USAGE_ANNOTATION: f"{share:g}"}},
+        "spec": {"nodeName": node, "containers": [{"resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]},
+        "status": {"phase": "Pending"},
+    }
+
+
+def test_batch_pods_borrow_against_reclaimable_not_allocatable() -> None:
+    """A 4-CPU node whose online pod asks 3 and uses a tenth: 2,220m reclaimable (2,600 − 80
+    system − 300). BE binds past allocatable are counted as placements on lent capacity, not
+    as over-capacity; past reclaimable, as over-reclaim."""
+    book = ledger(cpu_millis=4000, memory=32 * GIB)
+    book.usage = peers.OVERSUBSCRIPTION_USAGE
+    book._apply("ADDED", shaped_pod("online", "n1", "3", share=0.1))
+    for i, cpu in enumerate(("500m", "500m")):
+        book._apply("ADDED", shaped_pod(f"b{i}", "n1", cpu, best_effort=True))
+    assert (book.over_capacity, book.beyond_requests, book.over_reclaim) == (0, 0, 0)  # 4 CPU of 4 asked
+    book._apply("ADDED", shaped_pod("b2", "n1", "1000m", best_effort=True))  # BE 2,000m of 2,220m
+    assert (book.over_capacity, book.beyond_requests, book.over_reclaim) == (0, 1, 0)
+    book._apply("ADDED", shaped_pod("b3", "n1", "300m", best_effort=True))  # 2,300m: past what is lent
+    assert (book.over_capacity, book.beyond_requests, book.over_reclaim, book.over_usage) == (0, 2, 1, 0)
+    book._apply("ADDED", shaped_pod("b4", "n1", "1400m", best_effort=True))  # usage 80+300+3,700 > 4,000
+    assert book.over_usage == 1
+    book._apply("MODIFIED", {**shaped_pod("b4", "n1", "1400m", best_effort=True), "status": {"phase": "Failed"}})
+    assert book.be_used["n1"][0] == 2300 and book.used["n1"] == [3000, GIB, 5]
+
+
+def test_without_a_usage_model_only_requests_count() -> None:
+    book = ledger(cpu_millis=1000)
+    book._apply("ADDED", shaped_pod("online", "n1", "1"))
+    book._apply("ADDED", shaped_pod("batch", "n1", "1", best_effort=True))
+    assert (book.over_capacity, book.beyond_requests, book.over_reclaim, book.over_usage) == (0, 1, 0, 0)
+
+
+def test_oversubscription_gives_each_peer_the_same_pods_and_only_lahar_the_reports() -> None:
+    shapes = {peer: peers.oversubscription(peer, 0.003) for peer in peers.PEERS}
+    for peer, workload in shapes.items():
+        online, batch = workload.waves
+        assert not online.measured and batch.measured and workload.settle_seconds
+        nodes = [p["spec"]["nodeName"] for p in online.pods]
+        assert nodes == [f"{peers.NODE_PREFIX}{i}" for i in range(3)]  # one online pod a node, bound
+        assert len(batch.pods) == 3 * peers.BATCH_PER_NODE
+        assert all(p["metadata"]["labels"][QOS_CLASS_KEY] == "BE" for p in batch.pods)
+        assert workload.reports == (peer == "lahar") and workload.usage is peers.OVERSUBSCRIPTION_USAGE
+        assert len(batch.podgroups) == (len(batch.pods) if peer == "volcano" else 0)
+    # Volcano's PodGroups carry minResources, which its overcommit plugin admits against
+    assert shapes["volcano"].waves[1].podgroups[0]["spec"]["minResources"] == {"cpu": "500m"}
+
+
+def test_volcano_runs_its_overcommit_plugin_with_the_factor_for_oversubscription() -> None:
+    def overcommit(shape: str) -> dict:
+        tiers = yaml.safe_load(peers.volcano_conf(shape))["tiers"]
+        [plugin] = [p for tier in tiers for p in tier["plugins"] if p["name"] == "overcommit"]
+        return plugin
+
+    assert overcommit("oversubscription")["arguments"] == {"overcommit-factor": peers.OVERCOMMIT_FACTOR}
+    assert "arguments" not in overcommit("basic")  # its default factor elsewhere
+    # Lahar's own configuration lends reclaimable capacity to BE pods
+    names = [p.name for tier in parse_conf(peers.lahar_conf("oversubscription")).tiers for p in tier]
+    assert "oversubscription" in names
+
+
+def test_oversubscription_compares_placements_and_checks_lahars_borrowing() -> None:
+    def run(bound: int, beyond: int, over_reclaim: int = 0) -> dict[str, Any]:
+        return {
+            "outcome": "settled",
+            "pods": 50,
+            "bound": bound,
+            "pods_per_second": 100.0,
+            "beyond_requests": beyond,
+            "over_reclaim": over_reclaim,
+            "over_usage": 0,
+        }
+
+    results = {
+        "oversubscription / real": {
+            "lahar": {"summary": peers.summarize([run(40, 20), run(40, 20, over_reclaim=1)])},
+            "kube-scheduler": {"summary": peers.summarize([run(20, 0)])},
+        }
+    }
+    by_what = {check["what"]: check for check in peers.targets(results)}
+    placed = by_what["BE pods placed vs kube-scheduler (no target: what borrowing reclaimable capacity adds)"]
+    assert placed["ratio"] == 2.0 and placed["ok"] is None
+    assert not by_what["over_reclaim <= 0 (worst run)"]["ok"] and by_what["over_usage <= 0 (worst run)"]["ok"]

@@ -17,6 +17,7 @@ import psutil
 import pytest
 
 from lahar.bench import peers
+from lahar.node.simulated import reclaimable
 
 # About 40 s on an idle 2-core machine (two control plane starts and stops, three runs); much
 # more when other test runs share the cores.
@@ -49,6 +50,26 @@ def test_tiny_basic_run_binds_everything_on_both_backends(
     table = capsys.readouterr().out
     assert "| basic / real | lahar |" in table and "| basic / real | kube-scheduler |" in table
     assert (out / "peers.svg").read_text().startswith("<svg")
+
+
+def test_lahar_places_batch_pods_on_what_the_agents_report_reclaimable(k8s_binaries: Path, tmp_path: Path) -> None:
+    """oversubscription on kube-apiserver, 5 nodes: each node's simulated agent streams its usage
+    to Lahar's report endpoint; Lahar places the batch pods on what the reports lend (4 of 500m
+    in the 2,220m a node reports reclaimable), 2 a node past what requests allow, none past what
+    was lent. About 12 s."""
+    out = tmp_path / "out"
+    argv = ["--scale", "0.005", "--shapes", "oversubscription", "--peers", "lahar", "--backends", "real"]
+    assert peers.main([*argv, "--runs", "1", "--out", str(out)]) == 0
+    entry = json.loads((out / "peers.json").read_text())["results"]["oversubscription / real"]["lahar"]
+    assert entry.get("runs"), entry.get("why")
+    [run] = entry["runs"]
+    nodes = 5
+    lent = reclaimable(4000, 32 << 30, 4000 * 0.02 + 3000 * peers.ONLINE_USAGE, 0, peers.OVERSUBSCRIPTION_USAGE)
+    per_node = lent["cpu"] // 500  # the batch pods' request
+    assert per_node == 4 and run["outcome"].startswith("settled")
+    assert run["bound"] == nodes * per_node and run["pods"] == nodes * peers.BATCH_PER_NODE
+    assert run["beyond_requests"] == nodes * (per_node - 2)  # 2 a node fit in the 1,000m requests leave
+    assert run["over_reclaim"] == run["over_usage"] == run["over_capacity"] == 0
 
 
 def test_ctrl_c_leaves_nothing_running(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from lahar.node import node_object
 from lahar.node.simulated import (
     SIM_DURATION_ANNOTATION,
     SIM_EXIT_CODE_ANNOTATION,
+    SIM_USAGE_ANNOTATION,
     SIMULATED_LABEL,
     SimNode,
     SimNodeSize,
@@ -24,6 +25,7 @@ from lahar.node.simulated import (
     SimulatedNodes,
     SyntheticUsage,
     sim_plan,
+    sim_usage,
     synthetic_report,
 )
 from lahar.scheduler.node_reports import NodeReportStore
@@ -224,6 +226,57 @@ def test_reports_stream_to_a_report_server(
     assert store.counts().get("accepted", 0) >= 3 and set(store.counts()) == {"accepted"}
 
 
+def test_streams_start_when_asked_and_each_pod_uses_its_own_share(
+    api: KubeApi, report_server: tuple[NodeReportStore, int]
+) -> None:
+    """`start(stream_reports=False)` then `start_streams()` (a bench starts the streams once its
+    scheduler listens); an online pod with `lahar.dev/sim-usage: "0.1"` uses a tenth of what it
+    asks, and reclaimable is what it leaves: 4000 × 0.65 − 80 (the node's own 2 %) − 200."""
+    store, port = report_server
+    usage = SyntheticUsage(noise=0.0)
+    nodes = SimulatedNodes(
+        api,
+        1,
+        SimNodeSize(cpu="4", memory="8Gi"),
+        f"127.0.0.1:{port}",
+        TOKEN,
+        name_prefix=f"sim-{secrets.token_hex(3)}-",
+        report_interval=0.1,
+        usage=usage,
+    )
+    nodes.start(stream_reports=False)
+    try:
+        assert nodes.wait_for_sync(10)
+        [node] = nodes.node_names
+        name = unique("reserved")
+        requests = {"cpu": "2", "memory": "1Gi"}
+        api.create(kinds.POD, sim_pod(name, node, {SIM_USAGE_ANNOTATION: "0.1"}, resources={"requests": requests}))
+        wait_for(lambda: phase_is(api, name, "Running"), what="the pod to run")
+        assert store.latest(node) is None and not nodes.stream_stats()  # nothing streams yet
+
+        nodes.start_streams()
+        nodes.start_streams()  # a second call changes nothing
+
+        report = wait_for(lambda: store.latest(node), what="the node's first report")
+        assert len(nodes.stream_stats()) == 1
+        [pod] = [p for p in report.pods if p.name == name]
+        assert pod.cpu_usage_cores == pytest.approx(0.2) and pod.memory_working_set_bytes == (1 << 30) // 10
+        assert report.reclaimable["cpu"] == 4000 * 0.65 - 80 - 200
+    finally:
+        nodes.stop()
+
+
+def test_a_bad_usage_share_fails_the_pod_with_a_reason(api: KubeApi, simulated: SimFactory) -> None:
+    nodes = simulated()
+    name = unique("bad-usage")
+    api.create(kinds.POD, sim_pod(name, nodes.node_names[0], {SIM_USAGE_ANNOTATION: "-0.5"}))
+
+    done = wait_for(lambda: phase_is(api, name, "Failed"), what="the pod to fail")
+
+    terminated = done["containerStatuses"][0]["state"]["terminated"]
+    assert terminated["reason"] == "StartError" and SIM_USAGE_ANNOTATION in terminated["message"]
+
+
 # --- pure parts -------------------------------------------------------------------------------------
 
 
@@ -257,6 +310,31 @@ def test_plan_reads_the_annotations() -> None:
     assert plan(**{SIM_DURATION_ANNOTATION: "2.5", SIM_EXIT_CODE_ANNOTATION: "3"}) == (2.5, 3, "")
     assert "not a number" in plan(**{SIM_DURATION_ANNOTATION: "-1"})[2]
     assert "not an exit code" in plan(**{SIM_EXIT_CODE_ANNOTATION: "x"})[2]
+
+
+def test_usage_share_reads_the_annotation() -> None:
+    def share(value: str | None) -> tuple[float | None, str]:
+        annotations = {} if value is None else {SIM_USAGE_ANNOTATION: value}
+        return sim_usage({"metadata": {"annotations": annotations}})
+
+    assert share(None) == (None, "") and share("0.25") == (0.25, "") and share("0") == (0.0, "")
+    for bad in ("-1", "nan", "inf", "lots", ""):
+        factor, problem = share(bad)
+        assert factor is None and SIM_USAGE_ANNOTATION in problem, bad
+
+
+def test_a_pods_own_share_replaces_the_nodes_factor() -> None:
+    node = SimNode("n", "10.0.0.1", 4000, 16 << 30)
+    node.pods["a"] = SimPod("ns", "online", "a", 3000, 8 << 30, "LS", "Burstable", factor=0.1)
+    node.pods["b"] = SimPod("ns", "batch", "b", 500, 1 << 30, "BE", "Burstable", factor=1.0)
+    node.pods["c"] = SimPod("ns", "other", "c", 1000, 1 << 30, "LS", "Burstable")  # the node's factor
+    usage = SyntheticUsage(factor=0.5, noise=0.0, system_ratio=0.0, reclaim_threshold=0.65)
+
+    report = synthetic_report(node, usage, random.Random(1), now=1.0)
+
+    by_name = {p.name: p.cpu_usage_cores for p in report.pods}
+    assert by_name == pytest.approx({"online": 0.3, "batch": 0.5, "other": 0.5})
+    assert report.reclaimable["cpu"] == 4000 * 0.65 - 300 - 500  # BE usage lends nothing back
 
 
 def test_synthetic_usage_follows_requests_and_leaves_reclaimable_to_be() -> None:
