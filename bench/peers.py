@@ -397,7 +397,7 @@ SHAPES = {
         Shape("oversubscription", oversubscription, PEERS),
     )
 }
-DEFAULT_SHAPES = ("basic", "gangs", "queues", "preemption", "affinity", "oversubscription")
+DEFAULT_SHAPES = tuple(SHAPES)
 # Seen in their logs: each lists and waits for kinds `lahar apiserver` does not serve.
 NOT_ON_EMBEDDED = {
     "kube-scheduler": "waits for kinds the embedded server does not serve (PersistentVolumes, StorageClasses, "
@@ -405,7 +405,6 @@ NOT_ON_EMBEDDED = {
     "volcano": "waits for kinds the embedded server does not serve (Numatopologies, HyperNodes, StorageClasses, "
     "ResourceQuotas, VolumeAttachments, ...)",
 }
-NOT_RUN_SHAPES: dict[str, str] = {}  # shapes named but not built: name -> why
 
 
 # --- processes -----------------------------------------------------------------------------------
@@ -1380,7 +1379,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--shapes",
         default=",".join(DEFAULT_SHAPES),
-        help=f"comma-separated, of {', '.join([*SHAPES, *NOT_RUN_SHAPES])}",
+        help=f"comma-separated, of {', '.join(SHAPES)}",
     )
     parser.add_argument("--peers", default=",".join(PEERS), help=f"comma-separated, of {', '.join(PEERS)}")
     parser.add_argument("--backends", default=",".join(BACKENDS), help=f"comma-separated, of {', '.join(BACKENDS)}")
@@ -1401,7 +1400,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error(f"--scale must be in (0, 10], not {args.scale}")
     if args.runs < 1:
         parser.error(f"--runs must be at least 1, not {args.runs}")
-    for option, known in (("shapes", [*SHAPES, *NOT_RUN_SHAPES]), ("peers", PEERS), ("backends", BACKENDS)):
+    for option, known in (("shapes", list(SHAPES)), ("peers", PEERS), ("backends", BACKENDS)):
         chosen = [name for name in getattr(args, option).split(",") if name]
         unknown = [name for name in chosen if name not in known]
         if unknown or not chosen:
@@ -1421,9 +1420,6 @@ def run(args: argparse.Namespace, progress: Callable[[str], None]) -> dict[str, 
         for backend_name in args.backends:
             key = f"{shape_name} / {backend_name}"
             by_peer: dict[str, Any] = results.setdefault(key, {})
-            if shape_name in NOT_RUN_SHAPES:
-                by_peer["all"] = {"why": NOT_RUN_SHAPES[shape_name]}
-                continue
             shape = SHAPES[shape_name]
             for peer_name in args.peers:
                 peer = peers[peer_name]
