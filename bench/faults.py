@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import requests
 
@@ -371,25 +371,35 @@ def wait_final(system: Cluster, names: list[str], timeout: float) -> dict[str, s
     return phases
 
 
-class Writer:
-    """Creates ConfigMaps one after another and remembers the ones the server acknowledged (2xx);
-    what was acknowledged must exist afterwards, whatever was killed meanwhile."""
+class _Background:
+    """A loop (`_run`) on a thread of its own for the length of a `with` block."""
 
-    def __init__(self, system: Cluster, prefix: str) -> None:
-        self.system = system
-        self.prefix = prefix
-        self.acked: list[str] = []
-        self.refused = 0
+    def __init__(self) -> None:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> Writer:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
     def __exit__(self, *_: object) -> None:
         self._stop.set()
         self._thread.join(30)
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+
+class Writer(_Background):
+    """Creates ConfigMaps one after another and remembers the ones the server acknowledged (2xx);
+    what was acknowledged must exist afterwards, whatever was killed meanwhile."""
+
+    def __init__(self, system: Cluster, prefix: str) -> None:
+        super().__init__()
+        self.system = system
+        self.prefix = prefix
+        self.acked: list[str] = []
+        self.refused = 0
 
     def _run(self) -> None:
         session = requests.Session()
@@ -418,22 +428,13 @@ class Writer:
         return [name for name in self.acked if name not in stored]
 
 
-class BindWatcher:
+class BindWatcher(_Background):
     """Lists pods every half second and remembers every node each pod (by uid) was seen on."""
 
     def __init__(self, system: Cluster) -> None:
+        super().__init__()
         self.system = system
         self.nodes: dict[str, set[str]] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> BindWatcher:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(30)
 
     def _run(self) -> None:
         while not self._stop.wait(0.5):
