@@ -26,6 +26,7 @@ Measured per run, from the scheduler's start to the last measured pod bound:
                    (placements on lent capacity); BE binds past the reclaimable capacity the
                    node's agent reports; binds past the node's capacity in real usage. BE pods
                    count toward a node's pods, not its allocatable cpu and memory (over_capacity);
+  podgroups_admitted  (oversubscription, where PodGroups are made) those enqueue let through;
   share_error      (queues) max over the queues of |mean share - weight share| / weight share, a
                    fraction (0.05: 5 %; the table prints it in %), where a queue's share is its
                    part of the CPU allocated to the queues, sampled every 0.5 s while all queues
@@ -1188,6 +1189,7 @@ FIGURES = (
     "beyond_requests",
     "over_reclaim",
     "over_usage",
+    "podgroups_admitted",
 )
 
 
@@ -1276,7 +1278,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 PERCENT = frozenset({"share_error"})  # fractions in the JSON, printed in % in the table
-SHAPE_FIGURES = frozenset({"beyond_requests", "over_reclaim", "over_usage"})  # oversubscription's
+SHAPE_FIGURES = frozenset({"beyond_requests", "over_reclaim", "over_usage", "podgroups_admitted"})  # oversubscription
 
 
 def print_table(results: dict[str, Any], out: Any = None) -> None:
@@ -1297,6 +1299,7 @@ def print_table(results: dict[str, Any], out: Any = None) -> None:
         "beyond_requests": "BE beyond requests",
         "over_reclaim": "over-reclaim",
         "over_usage": "over-usage",
+        "podgroups_admitted": "PodGroups admitted",
     }
     # The shape-specific figures only where some shape of these results gives them.
     given = {figure for by_peer in results.values() for e in by_peer.values() for figure in e.get("summary") or {}}
