@@ -696,6 +696,23 @@ class NodeTable:
             "np.ndarray", np.logical_and.reduce(task.request <= self.free(task, rows, be_capacity, future), axis=1)
         )
 
+    def fits_row(self, task: TaskInfo, row: int, be_capacity: np.ndarray | None = None) -> bool:
+        """`fits` for one row, in plain Python where nothing is lent (the session brings a class
+        up to date row by row after each placement, where numpy's per-call cost dominates)."""
+        if be_capacity is not None:
+            return bool(self.fits(task, slice(row, row + 1), be_capacity)[0])
+        # `free` without lending: allocatable - used - be_used, in every column.
+        for asked, allocatable, used, be_used in zip(
+            task.request.tolist(),
+            self.allocatable[row].tolist(),
+            self.used[row].tolist(),
+            self.be_used[row].tolist(),
+            strict=True,
+        ):
+            if asked > allocatable - used - be_used:
+                return False
+        return True
+
     def copies(self, task: TaskInfo, rows: Rows = slice(None), be_capacity: np.ndarray | None = None) -> np.ndarray:
         """How many more copies of the task each of `rows` holds (0 where none fits)."""
         free = self.free(task, rows, be_capacity)

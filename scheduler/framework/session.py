@@ -68,10 +68,17 @@ log = logging.getLogger("lahar.scheduler.session")
 
 Predicate = Callable[[TaskInfo, NodeTable, Rows], np.ndarray]
 Score = Callable[[TaskInfo, NodeTable, Rows], np.ndarray]
+# A predicate's or score's answer for one row, as a plain Python value (see `add_predicate_fn`).
+RowPredicate = Callable[[TaskInfo, NodeTable, int], bool]
+RowScore = Callable[[TaskInfo, NodeTable, int], float]
 Explain = Callable[[TaskInfo, NodeTable], Counter[str]]
 VictimFilter = Callable[[TaskInfo, list[TaskInfo]], list[TaskInfo] | None]
 
 PERMIT, ABSTAIN, REJECT = 1, 0, -1
+# Up to this many changed rows a class brings its cached answers up to date row by row in plain
+# Python (when every callback that applies has a row form): a numpy call costs about a
+# microsecond whatever its size, and one row through the array forms takes a few dozen.
+ROW_BY_ROW = 8
 # How old an agent report may be before report-based plugins ignore it (their `staleness` default).
 REPORT_STALENESS_SECONDS = 10.0
 NO_NODE = -1
@@ -105,6 +112,8 @@ class _Registered:
     # always). Asked once per class (`Session.class_key`), so a plugin with nothing to check for
     # a pod costs nothing per node or per placement.
     applies: Callable[[TaskInfo], bool] | None = None
+    # For predicates and scores: the same answer for one row as a Python value, when given.
+    row: Any = None
 
 
 @dataclass
@@ -159,6 +168,8 @@ class Session:
         self._class_key_fns: list[Callable[[TaskInfo], Hashable]] = []
         # Per (callback kind, class key): the predicates or scores that apply to the class.
         self._applying: dict[tuple[str, Hashable], tuple[Any, ...]] = {}
+        # Per class key: the row forms of the predicates and scores that apply (`_row_forms`).
+        self._row_forms: dict[Hashable, tuple[tuple[RowPredicate, ...], tuple[RowScore, ...]] | None] = {}
         self._volatile_fns: list[Callable[[TaskInfo], bool]] = []
         self._enforced: set[str] = set()  # hard constraints some configured predicate enforces
         self._scored: set[str] = set()  # preferences some configured node order scores
@@ -284,7 +295,14 @@ class Session:
 
     # -- registration ------------------------------------------------------------------------
 
-    def _add(self, kind: str, fn: Any, extra: Any = None, applies: Callable[[TaskInfo], bool] | None = None) -> None:
+    def _add(
+        self,
+        kind: str,
+        fn: Any,
+        extra: Any = None,
+        applies: Callable[[TaskInfo], bool] | None = None,
+        row: Any = None,
+    ) -> None:
         option = self._current
         if option is None:
             raise RuntimeError("callbacks are registered from Plugin.on_session_open")
@@ -293,9 +311,10 @@ class Session:
         tiers = self._callbacks.setdefault(kind, [])
         while len(tiers) <= self._tier:
             tiers.append([])
-        tiers[self._tier].append(_Registered(option.name, fn, extra, applies))
+        tiers[self._tier].append(_Registered(option.name, fn, extra, applies, row))
         self._flat.pop(kind, None)
         self._applying.clear()
+        self._row_forms.clear()
 
     def add_job_order_fn(self, fn: Callable[[JobInfo], Any]) -> None:
         self._add("job_order", fn)
@@ -312,16 +331,26 @@ class Session:
         self._add("task_order", fn)
 
     def add_predicate_fn(
-        self, fn: Predicate, explain: Explain | None = None, applies: Callable[[TaskInfo], bool] | None = None
+        self,
+        fn: Predicate,
+        explain: Explain | None = None,
+        applies: Callable[[TaskInfo], bool] | None = None,
+        row: RowPredicate | None = None,
     ) -> None:
         """`applies(task)`, when given, says whether the predicate checks anything for the task;
         it must depend only on what the task's class key covers (its placement class and what
-        the plugins declared), since it is asked once per class."""
-        self._add("predicate", fn, explain, applies)
+        the plugins declared), since it is asked once per class. `row(task, nodes, r)`, when
+        given, is `fn`'s answer for the one row `r` as a Python bool: bringing a class up to
+        date after a placement asks one row, where numpy's per-call cost dominates. It must
+        give exactly `fn`'s answer (tests/scheduler/test_row_forms.py checks the built-in ones)."""
+        self._add("predicate", fn, explain, applies, row)
 
-    def add_node_order_fn(self, fn: Score, applies: Callable[[TaskInfo], bool] | None = None) -> None:
-        """`applies` as for `add_predicate_fn`: a score that does not apply adds nothing."""
-        self._add("node_order", fn, None, applies)
+    def add_node_order_fn(
+        self, fn: Score, applies: Callable[[TaskInfo], bool] | None = None, row: RowScore | None = None
+    ) -> None:
+        """`applies` as for `add_predicate_fn`: a score that does not apply adds nothing. `row`:
+        the score of one row as a Python float, bit for bit `fn`'s (see `add_predicate_fn`)."""
+        self._add("node_order", fn, None, applies, row)
 
     def add_job_ready_fn(self, fn: Callable[[JobInfo], bool]) -> None:
         self._add("job_ready", fn)
@@ -428,6 +457,22 @@ class Session:
         found = self._applying.get(key)
         if found is None:
             found = self._applying[key] = tuple(r.fn for r in self._all(kind) if r.applies is None or r.applies(task))
+        return found
+
+    def _row_forms_of(self, task: TaskInfo) -> tuple[tuple[RowPredicate, ...], tuple[RowScore, ...]] | None:
+        """The row forms of the predicates and scores that apply to the task's class, None when
+        one of them has none (the class is then brought up to date through the array forms)."""
+        key = self.class_key(task)
+        if key in self._row_forms:
+            return self._row_forms[key]
+        forms: list[tuple[Any, ...]] = []
+        for kind in ("predicate", "node_order"):
+            applying = [r for r in self._all(kind) if r.applies is None or r.applies(task)]
+            if any(r.row is None for r in applying):
+                self._row_forms[key] = None
+                return None
+            forms.append(tuple(r.row for r in applying))
+        found = self._row_forms[key] = (forms[0], forms[1])
         return found
 
     def has(self, kind: str) -> bool:
@@ -577,6 +622,31 @@ class Session:
         scores = self.score(task, rows)
         return np.where(mask, scores, -np.inf)
 
+    def _evaluate_row(
+        self,
+        task: TaskInfo,
+        row: int,
+        forms: tuple[tuple[RowPredicate, ...], tuple[RowScore, ...]],
+        view: NodeTable | None = None,
+    ) -> float:
+        """`_evaluate` for one row through the callbacks' row forms: the same checks (the fit,
+        schedulable, every predicate against `view` when given) and the scores summed in the
+        same order, so the value is bit for bit the array form's."""
+        nodes = self.nodes if view is None else view
+        if not (nodes.schedulable[row] and nodes.fits_row(task, row, self.be_capacity)):
+            return -np.inf
+        predicates, scores = forms
+        for predicate in predicates:
+            if not predicate(task, nodes, row):
+                return -np.inf
+        if not scores:
+            return 0.0
+        own = self.nodes
+        total = scores[0](task, own, row)
+        for score in scores[1:]:
+            total = total + score(task, own, row)
+        return total
+
     def node_changed(self, row: int) -> None:
         """Record that a node's usage changed, so cached class scores re-evaluate it."""
         self._change_log.append(row)
@@ -601,7 +671,12 @@ class Session:
             state = self._classes[key] = _ClassState(self._evaluate(task, slice(None), view), log_length, volatile)
         elif state.synced < log_length:
             changed = self._change_log[state.synced :]
-            if state.volatile or len(changed) * 4 > len(self.nodes):
+            forms = self._row_forms_of(task) if len(changed) <= ROW_BY_ROW and not state.volatile else None
+            if forms is not None:
+                masked = state.masked
+                for row in changed if len(changed) == 1 else set(changed):
+                    masked[row] = self._evaluate_row(task, row, forms, view)
+            elif state.volatile or len(changed) * 4 > len(self.nodes):
                 state.masked = self._evaluate(task, slice(None), view)
             else:
                 # One placement between two tasks of a class is the common case: a slice keeps

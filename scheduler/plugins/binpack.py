@@ -10,7 +10,8 @@ be overcommitted scores 0. Arguments as Volcano's: `binpack.weight` (1), `binpac
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Sequence
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -47,26 +48,57 @@ class BinpackPlugin(Plugin):
         # of a resource, which scores 0 there as Volcano's formula does).
         allocatable = session.nodes.allocatable.astype(np.float64)
         self._inverse = np.divide(1.0, allocatable, out=np.zeros_like(allocatable), where=allocatable > 0)
-        self._scored: dict[str, tuple[slice | np.ndarray, np.ndarray]] = {}
+        self._scored: dict[str, _Columns] = {}
         if self.weight and weights.any():
-            session.add_node_order_fn(self.score)
+            session.add_node_order_fn(self.score, row=self.score_row)
 
-    def _columns(self, task: TaskInfo) -> tuple[slice | np.ndarray, np.ndarray]:
-        """The weighted resources the task asks for (a slice when adjacent, as cpu and memory
-        are) and their weights, scaled so that the score spans 0–100 × binpack.weight."""
+    def _columns(self, task: TaskInfo) -> _Columns:
+        """The weighted resources the task asks for and their weights, scaled so that the score
+        spans 0–100 × binpack.weight."""
         scored = self._scored.get(task.placement)
         if scored is None:
             found = np.flatnonzero((task.request > 0) & (self.weights > 0))
             weight_sum = float(self.weights[found].sum())
-            columns: slice | np.ndarray = found
-            if len(found) and found[-1] - found[0] == len(found) - 1:
-                columns = slice(int(found[0]), int(found[-1]) + 1)
             scale = MAX_SCORE * self.weight / weight_sum if weight_sum else 0.0
-            scored = self._scored[task.placement] = (columns, self.weights[found] * scale)
+            scored = self._scored[task.placement] = _Columns(found.tolist(), (self.weights[found] * scale).tolist())
         return scored
+
+    @staticmethod
+    def _weighted(fractions: Sequence[Any], weights: list[float]) -> Any:
+        """Σ fraction × weight over the columns, left to right: for columns of arrays (one value
+        per row) or floats alike, so a row's score (`score_row`) is bit for bit the array's."""
+        total = fractions[0] * weights[0]
+        for fraction, weight in zip(fractions[1:], weights[1:], strict=True):
+            total = total + fraction * weight
+        return total
 
     def score(self, task: TaskInfo, nodes: NodeTable, rows: Rows) -> np.ndarray:
         columns, weights = self._columns(task)
-        used = nodes.used[rows, columns] + nodes.be_used[rows, columns] + task.request[columns]
-        fractions = used * self._inverse[rows, columns]
-        return np.where(np.logical_or.reduce(fractions > 1.0, axis=1), 0.0, fractions @ weights)
+        if not columns:
+            return np.zeros(len(nodes.schedulable[rows]))
+        used = nodes.used[rows][:, columns] + nodes.be_used[rows][:, columns] + task.request[columns]
+        fractions = used * self._inverse[rows][:, columns]
+        over = np.logical_or.reduce(fractions > 1.0, axis=1)
+        scores: np.ndarray = np.where(
+            over, 0.0, self._weighted([fractions[:, i] for i in range(len(columns))], weights)
+        )
+        return scores
+
+    def score_row(self, task: TaskInfo, nodes: NodeTable, row: int) -> float:
+        """`score` for one row, in plain Python."""
+        columns, weights = self._columns(task)
+        if not columns:
+            return 0.0
+        used, be_used, request = nodes.used[row].tolist(), nodes.be_used[row].tolist(), task.request.tolist()
+        inverse = self._inverse[row].tolist()
+        fractions = [(used[c] + be_used[c] + request[c]) * inverse[c] for c in columns]
+        if any(fraction > 1.0 for fraction in fractions):
+            return 0.0
+        return float(self._weighted(fractions, weights))
+
+
+class _Columns(NamedTuple):
+    """What binpack scores for a placement class: the resource columns and their weights."""
+
+    columns: list[int]
+    weights: list[float]

@@ -19,7 +19,7 @@ is accepted for Volcano configurations and scores nothing (Lahar does not know n
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -34,7 +34,6 @@ MAX_SCORE = 100.0
 DEFAULT_CPU_MILLI = 100
 DEFAULT_MEMORY_BYTES = 200 * 1024 * 1024
 SCORED = 2  # cpu and memory: the first columns of every resource axis
-_DIFFERENCE = np.array([1.0, -1.0])
 WEIGHTS = {
     "leastrequested": 1.0,
     "mostrequested": 0.0,
@@ -59,16 +58,17 @@ class NodeOrderPlugin(Plugin):
         self.balanced = weight["balancedresource"]
         self.affinity, self.taints = weight["nodeaffinity"], weight["tainttoleration"]
         self._static: dict[str, np.ndarray | None] = {}
-        self._pod_requests: dict[str, np.ndarray] = {}
+        self._pod_requests: dict[str, tuple[np.ndarray, list[int]]] = {}
         # Allocatable does not change within a session (what-if views share it): keep its
         # inverse, so a fraction is one multiplication; a node without cpu or memory counts as full.
         allocatable = session.nodes.allocatable[:, :SCORED].astype(np.float64)
         self._inverse = np.divide(1.0, allocatable, out=np.zeros_like(allocatable), where=allocatable > 0)
         self._absent = allocatable <= 0 if (allocatable <= 0).any() else None
-        self._mean_weights = np.full(SCORED, (self.most - self.least) * MAX_SCORE / 2)
+        self._mean_weight = (self.most - self.least) * MAX_SCORE / 2
+        self._balance_weight = self.balanced * MAX_SCORE / 2
         self._constant = (self.least + self.balanced) * MAX_SCORE
         if self.least or self.most or self.balanced or self.affinity or self.taints:
-            session.add_node_order_fn(self.score)
+            session.add_node_order_fn(self.score, row=self.score_row)
         self.pod_affinity, self.spread = weight["podaffinity"], weight["podtopologyspread"]
         if self.pod_affinity or self.spread:
             self.topology = PodTopology.of(session)
@@ -120,27 +120,51 @@ class NodeOrderPlugin(Plugin):
         self._static[task.placement] = total
         return total
 
-    def fractions(self, task: TaskInfo, nodes: NodeTable, rows: Rows) -> np.ndarray:
-        """(requested on the node + the pod's non-zero request) / allocatable for cpu and memory,
-        capped at 1, per row."""
+    def _pod_request(self, task: TaskInfo) -> tuple[np.ndarray, list[int]]:
+        """The pod's cpu and memory for scoring (kube-scheduler's defaults where it asks for
+        none), as an array and as Python ints."""
         pod = self._pod_requests.get(task.placement)
         if pod is None:
             request = task.request
-            pod = self._pod_requests[task.placement] = np.array(
-                [request[0] or DEFAULT_CPU_MILLI, request[1] or DEFAULT_MEMORY_BYTES], dtype=np.int64
-            )
+            array = np.array([request[0] or DEFAULT_CPU_MILLI, request[1] or DEFAULT_MEMORY_BYTES], dtype=np.int64)
+            pod = self._pod_requests[task.placement] = (array, array.tolist())
+        return pod
+
+    def fractions(self, task: TaskInfo, nodes: NodeTable, rows: Rows) -> np.ndarray:
+        """(requested on the node + the pod's non-zero request) / allocatable for cpu and memory,
+        capped at 1, per row."""
+        pod, _ = self._pod_request(task)
         fractions = (nodes.used[rows, :SCORED] + nodes.be_used[rows, :SCORED] + pod) * self._inverse[rows]
         if self._absent is not None:
             fractions[self._absent[rows]] = 1.0
         return np.minimum(fractions, 1.0, out=fractions)
 
-    def score(self, task: TaskInfo, nodes: NodeTable, rows: Rows) -> np.ndarray:
-        # With fractions a (cpu) and b (memory): least·100·(1 − (a+b)/2) + most·100·(a+b)/2
-        # + balanced·100·(1 − |a−b|/2), the std of two values being |a−b|/2; folded into two
-        # products per row since this runs once per placement.
-        fractions = self.fractions(task, nodes, rows)
-        total = fractions @ self._mean_weights + self._constant
+    def _combine(self, cpu: Any, memory: Any) -> Any:
+        """With fractions a (cpu) and b (memory): least·100·(1 − (a+b)/2) + most·100·(a+b)/2 +
+        balanced·100·(1 − |a−b|/2), the std of two values being |a−b|/2. For arrays (one value
+        per row) or floats alike: the same operations in the same order, so a row's score
+        (`score_row`) is bit for bit the array form's."""
+        total = (cpu + memory) * self._mean_weight + self._constant
         if self.balanced:
-            total -= np.abs(fractions @ _DIFFERENCE) * (self.balanced * MAX_SCORE / 2)
+            total = total - abs(cpu - memory) * self._balance_weight
+        return total
+
+    def score(self, task: TaskInfo, nodes: NodeTable, rows: Rows) -> np.ndarray:
+        fractions = self.fractions(task, nodes, rows)
+        total: np.ndarray = self._combine(fractions[:, 0], fractions[:, 1])
         static = self._static_score(task)
         return total if static is None else total + static[rows]
+
+    def score_row(self, task: TaskInfo, nodes: NodeTable, row: int) -> float:
+        """`score` for one row, in plain Python."""
+        _, pod = self._pod_request(task)
+        used, be_used = nodes.used[row].tolist(), nodes.be_used[row].tolist()
+        inverse = self._inverse[row].tolist()
+        absent = self._absent[row].tolist() if self._absent is not None else (False,) * SCORED
+        cpu, memory = (
+            1.0 if absent[column] else min((used[column] + be_used[column] + pod[column]) * inverse[column], 1.0)
+            for column in range(SCORED)
+        )
+        total: float = self._combine(cpu, memory)
+        static = self._static_score(task)
+        return total if static is None else total + float(static[row])

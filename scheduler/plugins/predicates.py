@@ -74,7 +74,7 @@ class PredicatesPlugin(Plugin):
         self.taints = self.argument("predicate.TaintTolerationEnable", True)
         self._static: dict[str, np.ndarray | None] = {}
         self._everywhere = np.ones(len(session.nodes), dtype=bool)
-        session.add_predicate_fn(self.predicate, self.explain)
+        session.add_predicate_fn(self.predicate, self.explain, row=self.predicate_row)
         self.pod_affinity = self.argument("predicate.PodAffinityEnable", True)
         self.spread = self.argument("predicate.PodTopologySpreadEnable", True)
         self.ports = self.argument("predicate.NodePortsEnable", True)
@@ -125,6 +125,10 @@ class PredicatesPlugin(Plugin):
         # Resource fit is the session's own check (Session.predicate), whatever the plugins.
         static = self._static_mask(task)
         return (self._everywhere if static is None else static)[rows]
+
+    def predicate_row(self, task: TaskInfo, nodes: NodeTable, row: int) -> bool:
+        static = self._static_mask(task)
+        return static is None or bool(static[row])
 
     def explain(self, task: TaskInfo, nodes: NodeTable) -> Counter[str]:
         """Each schedulable node that refuses the task, by the first filter that refuses it

@@ -90,7 +90,7 @@ class Usage(Plugin):
         )
         cpu_weight, memory_weight = float(self.argument("cpu.weight", 1.0)), float(self.argument("memory.weight", 1.0))
         total = cpu_weight + memory_weight
-        self._weights = np.array([cpu_weight, memory_weight]) / total if total else np.zeros(2)
+        self._weights = (cpu_weight / total, memory_weight / total) if total else (0.0, 0.0)
         self._scale = MAX_SCORE * float(self.argument("usage.weight", 5.0))
         columns = session.resources.column
         self._columns = [columns[CPU], columns[MEMORY]]
@@ -100,9 +100,9 @@ class Usage(Plugin):
         self._rows = session.nodes.index
         if not self._known.any():
             return  # no live data anywhere: every node passes and scores the same
-        session.add_predicate_fn(self._predicate, self._explain)
+        session.add_predicate_fn(self._predicate, self._explain, row=self._predicate_row)
         if self._scale and total:
-            session.add_node_order_fn(self._score)
+            session.add_node_order_fn(self._score, row=self._score_row)
             session.add_event_handler(self._on_allocate, self._on_deallocate)
 
     def _predicate(self, task: TaskInfo, nodes: NodeTable, rows: Rows) -> np.ndarray:
@@ -113,9 +113,28 @@ class Usage(Plugin):
         reason = f"node(s) too busy (usage over cpu {self._cpu_threshold:g}% or memory {self._mem_threshold:g}%)"
         return Counter({reason: hot} if hot else {})
 
+    def _predicate_row(self, task: TaskInfo, nodes: NodeTable, row: int) -> bool:
+        return not self._hot[row]
+
+    def _weighted(self, cpu_free: Any, memory_free: Any) -> Any:
+        """The score from the unused shares: for arrays (one value per row) or floats alike, the
+        same operations in the same order, so `_score_row` is bit for bit `_score`'s."""
+        cpu_weight, memory_weight = self._weights
+        return (cpu_free * cpu_weight + memory_free * memory_weight) * self._scale
+
     def _score(self, task: TaskInfo, nodes: NodeTable, rows: Rows) -> np.ndarray:
-        usage = self._usage[rows] + self._shadow[rows]
-        return (1.0 - np.clip(usage, 0.0, 1.0)) @ self._weights * self._scale
+        free = 1.0 - np.clip(self._usage[rows] + self._shadow[rows], 0.0, 1.0)
+        scores: np.ndarray = self._weighted(free[:, 0], free[:, 1])
+        return scores
+
+    def _score_row(self, task: TaskInfo, nodes: NodeTable, row: int) -> float:
+        """`_score` for one row, in plain Python."""
+        cpu, memory = (
+            1.0 - min(max(usage + shadow, 0.0), 1.0)
+            for usage, shadow in zip(self._usage[row].tolist(), self._shadow[row].tolist(), strict=True)
+        )
+        score: float = self._weighted(cpu, memory)
+        return score
 
     def _on_allocate(self, task: TaskInfo) -> None:
         # Placements only: a restored eviction (status back to Running/Bound) was never shadowed.
