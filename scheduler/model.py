@@ -697,19 +697,21 @@ class NodeTable:
         )
 
     def fits_row(self, task: TaskInfo, row: int, be_capacity: np.ndarray | None = None) -> bool:
-        """`fits` for one row, in plain Python where nothing is lent (the session brings a class
-        up to date row by row after each placement, where numpy's per-call cost dominates)."""
-        if be_capacity is not None:
-            return bool(self.fits(task, slice(row, row + 1), be_capacity)[0])
-        # `free` without lending: allocatable - used - be_used, in every column.
-        for asked, allocatable, used, be_used in zip(
-            task.request.tolist(),
-            self.allocatable[row].tolist(),
-            self.used[row].tolist(),
-            self.be_used[row].tolist(),
-            strict=True,
-        ):
-            if asked > allocatable - used - be_used:
+        """`fits` for one row, in plain Python: the session brings a class up to date row by row
+        after each placement, where numpy's per-call cost dominates. `free`'s rule, column by
+        column (tests/scheduler/test_row_forms.py holds the two to the same answers)."""
+        request = task.request.tolist()
+        allocatable, used, be_used = self.allocatable[row].tolist(), self.used[row].tolist(), self.be_used[row].tolist()
+        lent = 0 if be_capacity is None else len(LENT_COLUMNS)
+        borrowed = be_capacity[row].tolist() if lent and task.best_effort else None
+        for column, asked in enumerate(request):
+            if column >= lent:
+                free = allocatable[column] - used[column] - be_used[column]
+            elif borrowed is not None:  # a BE task on what the agent lends
+                free = borrowed[column] - be_used[column]
+            else:  # an online task ignores BE usage on the lent columns
+                free = allocatable[column] - used[column]
+            if asked > free:
                 return False
         return True
 

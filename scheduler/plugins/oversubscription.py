@@ -18,7 +18,7 @@ over cpu and memory of the share left); online tasks get no opinion.
 from __future__ import annotations
 
 from collections import Counter
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -46,10 +46,10 @@ class Oversubscription(Plugin):
         self._capacity = capacity
         self._reported = np.array([report is not None for report in reports], dtype=bool)
         if not self._reported.all():
-            session.add_predicate_fn(self._predicate, self._explain, applies=self._borrows)
+            session.add_predicate_fn(self._predicate, self._explain, applies=self._borrows, row=self._predicate_row)
         self._weight = float(self.argument("weight", 1.0))
         if self._weight and capacity.any():
-            session.add_node_order_fn(self._score, applies=lambda task: task.best_effort)
+            session.add_node_order_fn(self._score, applies=lambda task: task.best_effort, row=self._score_row)
 
     @staticmethod
     def _borrows(task: TaskInfo) -> bool:
@@ -70,6 +70,18 @@ class Oversubscription(Plugin):
         stale = int((~self._reported).sum())
         return Counter({STALE_REASON: stale}) if stale else Counter()
 
+    def _predicate_row(self, task: TaskInfo, nodes: NodeTable, row: int) -> bool:
+        return not self._borrows(task) or bool(self._reported[row])
+
+    def _combine(self, shares: list[Any]) -> Any:
+        """The mean of the lent columns' shares left, scaled: for arrays (one value per row) or
+        floats alike, the same operations in the same order, so `_score_row` is bit for bit
+        `_score`'s."""
+        total = shares[0]
+        for share in shares[1:]:
+            total = total + share
+        return total / len(shares) * MAX_SCORE * self._weight
+
     def _score(self, task: TaskInfo, nodes: NodeTable, rows: Rows) -> np.ndarray:
         capacity = self._capacity[rows]
         if not task.best_effort:
@@ -77,5 +89,20 @@ class Oversubscription(Plugin):
         lent = len(LENT_COLUMNS)
         left = capacity - nodes.be_used[rows, :lent] - task.request[:lent]
         with np.errstate(divide="ignore", invalid="ignore"):
-            share = np.where(capacity > 0, left / capacity, 0.0)
-        return np.clip(share, 0.0, 1.0).mean(axis=1) * MAX_SCORE * self._weight
+            share = np.clip(np.where(capacity > 0, left / capacity, 0.0), 0.0, 1.0)
+        scores: np.ndarray = self._combine([share[:, column] for column in range(lent)])
+        return scores
+
+    def _score_row(self, task: TaskInfo, nodes: NodeTable, row: int) -> float:
+        """`_score` for one row, in plain Python (the division as numpy's: of the two floats)."""
+        if not task.best_effort:
+            return 0.0
+        be_used, request = nodes.be_used[row].tolist(), task.request.tolist()
+        shares = [
+            min(max(float(capacity - be_used[column] - request[column]) / float(capacity), 0.0), 1.0)
+            if capacity > 0
+            else 0.0
+            for column, capacity in enumerate(self._capacity[row].tolist())
+        ]
+        score: float = self._combine(shares)
+        return score

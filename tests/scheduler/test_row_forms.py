@@ -70,10 +70,13 @@ def _session(seed: int) -> Session:
     clock = Clock()
     reports = store(
         clock,
-        report("n00", cpu_ratio=0.3, memory_used=4 * GIB),
+        # What the agents lend BE pods (oversubscription): BE pods borrow only on these nodes.
+        report("n00", cpu_ratio=0.3, memory_used=4 * GIB, reclaimable={"cpu": 1500, "memory": 6 * GIB}),
         report("n01", cpu_ratio=0.95),  # over the usage threshold: filtered
-        report("n02", cpu_ratio=0.55, memory_used=20 * GIB),
-        report("n05", cpu_ratio=0.1, memory_total=8 * GIB, memory_used=1 * GIB),
+        report("n02", cpu_ratio=0.55, memory_used=20 * GIB, reclaimable={"cpu": 3000, "memory": 2 * GIB}),
+        report("n05", cpu_ratio=0.1, memory_total=8 * GIB, memory_used=1 * GIB, reclaimable={"cpu": 700}),
+        report("n06", cpu_ratio=0.2, reclaimable={"cpu": 4000, "memory": 16 * GIB}),
+        report("n09", reclaimable={"cpu": 2500, "memory": 8 * GIB}),
     )
     configuration = conf(
         "allocate",
@@ -82,6 +85,7 @@ def _session(seed: int) -> Session:
             "nodeorder",
             {"name": "binpack", "arguments": {"binpack.resources": GPU, f"binpack.resources.{GPU}": 2}},
             "usage",
+            "oversubscription",
         ],
     )
     return opened(cluster(*_objects(rng)), configuration, reports)
@@ -144,8 +148,9 @@ def test_each_row_form_answers_as_its_array_form_on_every_row() -> None:
     checked = set()
     for tasks in by_class.values():
         task = tasks[0]
-        fits = nodes.fits(task)
-        assert [nodes.fits_row(task, row) for row in range(len(nodes))] == fits.tolist()
+        for lent in (None, session.be_capacity):
+            fits = nodes.fits(task, slice(None), lent)
+            assert [nodes.fits_row(task, row, lent) for row in range(len(nodes))] == fits.tolist()
         for kind in ("predicate", "node_order"):
             for registered in session._all(kind):
                 assert registered.row is not None, f"{registered.plugin}'s {kind} has no row form"
@@ -155,4 +160,4 @@ def test_each_row_form_answers_as_its_array_form_on_every_row() -> None:
                     assert type(one) is (bool if kind == "predicate" else float)
                     assert one == whole[row] == registered.fn(task, nodes, slice(row, row + 1))[0]
                 checked.add(registered.plugin)
-    assert checked == {"predicates", "nodeorder", "binpack", "usage"}
+    assert checked == {"predicates", "nodeorder", "binpack", "usage", "oversubscription"}
