@@ -703,7 +703,7 @@ class NodeTable:
         request = task.request.tolist()
         allocatable, used, be_used = self.allocatable[row].tolist(), self.used[row].tolist(), self.be_used[row].tolist()
         lent = 0 if be_capacity is None else len(LENT_COLUMNS)
-        borrowed = be_capacity[row].tolist() if lent and task.best_effort else None
+        borrowed = be_capacity[row].tolist() if be_capacity is not None and task.best_effort else None
         for column, asked in enumerate(request):
             if column >= lent:
                 free = allocatable[column] - used[column] - be_used[column]
