@@ -347,9 +347,9 @@ def _mark_members(node: dict[str, Any], path: Path, members: set[Path]) -> None:
     for key, child in list(node.items()):
         tag, _, text = key.partition(":")
         child_path = (*path, (tag, text))
+        _mark_members(child, child_path, members)  # first: the copy below must carry the marks made inside
         if child and child_path in members:
             node[key] = {".": {}, **child}
-        _mark_members(child, child_path, members)
 
 
 def decode_fields(tree: Any, path: Path = ()) -> frozenset[Path]:

@@ -195,6 +195,21 @@ def test_fields_v1_round_trips() -> None:
     assert fieldmanager.encode_fields(fieldmanager.decode_fields(tree)) == tree
 
 
+def test_an_owned_node_under_an_owned_parent_keeps_its_marker(registry: Registry) -> None:
+    # As kube writes a container's ports: the container, its ports list and each port are owned
+    # and have children, so each carries `.` (the mark of a node right under a marked one was lost).
+    web = deployment("busybox")
+    web["spec"]["template"]["spec"]["containers"][0]["ports"] = [{"containerPort": 80}]
+    created = registry.create(kinds.DEPLOYMENT, "default", web, manager=Manager("kubectl-create"))
+    container = managers(created)[("kubectl-create", "Update")]["f:spec"]["f:template"]["f:spec"]["f:containers"]
+    assert container['k:{"name":"main"}']["f:ports"] == {
+        ".": {},
+        'k:{"containerPort":80,"protocol":"TCP"}': {".": {}, "f:containerPort": {}, "f:protocol": {}},
+    }
+    tree = {"f:spec": {"f:containers": container}}
+    assert fieldmanager.encode_fields(fieldmanager.decode_fields(tree)) == tree
+
+
 def test_sent_managed_fields_reset_with_an_empty_entry(registry: Registry) -> None:
     apply(registry, configmap(a="1"))
     current = registry.require(kinds.CONFIGMAP, "default", "cm").obj
