@@ -1,10 +1,16 @@
 """`lahar bench federation --live`: the placement bench in real time, on real processes. It starts
 `lahar up --clusters 3` (a hub running `lahar federation`, three members each with its own
 embedded API server, scheduler, controller and simulated nodes), submits the seeded Jobs of the
-simulated bench (fewer, shorter: simulated pods that end after 5-20 s) to the hub with the teams'
-fleet-wide capabilities on the hub's Queues, and watches until every one completed. Then the same
-Jobs again, created straight in the members round-robin (Job i in member i mod 3, or the next that
-could ever hold it; the members' queues have no capability: round-robin knows no fleet quota).
+simulated bench to the hub with the teams' fleet-wide capabilities on the hub's Queues, and watches
+until every one completed. Then the same Jobs again, created straight in the members round-robin
+(Job i in member i mod 3, or the next that could ever hold it; the members' queues have no
+capability: round-robin knows no fleet quota). `--method` runs one of the two alone, on a fleet of
+its own, so that each fits a benchmark's hold of the machine.
+
+Time can be scaled (`--time-scale S`): a Job that runs d simulated seconds runs d / S real seconds
+(simulated pods), the federation's heartbeat is the `--heartbeat` given, and finished Jobs are
+deleted in the members `ttlSecondsAfterFinished` after they end (on the hub they stay), so that
+1,000 real Jobs through real API servers run in minutes and the members' lists stay short.
 
 Measured from outside, as a user would see it: the dispatch rate (Jobs placed on a member per
 second, from the first submission to the last dispatch), the time until every Job had been
@@ -37,7 +43,7 @@ SIM_DURATION = "lahar.dev/sim-duration"
 QUEUE_LABEL = "volcano.sh/queue-name"  # on the pods the members' controllers make
 SAMPLE_SECONDS = 0.5
 FLEET_START_TIMEOUT = 600.0  # seven programs start on a shared 2-core machine
-RUN_TIMEOUT = 900.0
+RUN_TIMEOUT = 900.0  # a placement's run, from the first submission until all completed (--run-timeout)
 
 
 @dataclass
@@ -64,13 +70,14 @@ class LiveOutcome:
         return self.first_wave / self.first_wave_seconds if self.first_wave_seconds else None
 
 
-def live_seconds(simulated: float) -> int:
-    """The simulated bench's 10-60 s run times, shortened to 5-20 s."""
-    return max(5, round(simulated / 3))
+def live_seconds(simulated: float, time_scale: float) -> float:
+    """The simulated bench's 10-60 s run time of a Job, in real seconds (to the millisecond)."""
+    return round(simulated / time_scale, 3)
 
 
-def live_job(obj: dict[str, Any], namespace: str, seconds: int) -> dict[str, Any]:
-    """A Volcano Job for a member's controller and scheduler, from the simulated bench's Job."""
+def live_job(obj: dict[str, Any], namespace: str, seconds: float, ttl: int | None = None) -> dict[str, Any]:
+    """A Volcano Job for a member's controller and scheduler, from the simulated bench's Job;
+    with `ttl`, the member's controller deletes it that many seconds after it finished."""
     task = obj["spec"]["tasks"][0]
     requests = task["template"]["spec"]["containers"][0]["resources"]["requests"]
     return {
@@ -81,12 +88,13 @@ def live_job(obj: dict[str, Any], namespace: str, seconds: int) -> dict[str, Any
             "schedulerName": "volcano",
             "minAvailable": task["replicas"],
             "queue": obj["spec"]["queue"],
+            **({"ttlSecondsAfterFinished": ttl} if ttl is not None else {}),
             "tasks": [
                 {
                     "name": "w",
                     "replicas": task["replicas"],
                     "template": {
-                        "metadata": {"annotations": {SIM_DURATION: str(seconds)}},
+                        "metadata": {"annotations": {SIM_DURATION: f"{seconds:g}"}},
                         "spec": {
                             "restartPolicy": "Never",
                             "containers": [
@@ -117,6 +125,11 @@ class Watch:
     def note_jobs(
         self, jobs: Sequence[dict[str, Any]], now: float, dispatched: Callable[[dict[str, Any]], bool]
     ) -> None:
+        # A Job seen Running and gone from the list since was deleted by its ttlSecondsAfterFinished
+        # (the members' controllers delete only finished Jobs): done, at the latest by now.
+        listed = {job["metadata"]["name"] for job in jobs}
+        for name in set(self.running) - listed - set(self.done):
+            self.done[name] = now
         for job in jobs:
             name = job["metadata"]["name"]
             if dispatched(job):
@@ -162,12 +175,13 @@ def _follow(
     began: float,
     list_jobs: Callable[[], list[dict[str, Any]]],
     dispatched: Callable[[dict[str, Any]], bool],
+    timeout: float,
 ) -> None:
-    deadline = began + RUN_TIMEOUT
+    deadline = began + timeout
     while set(watch.done) < names_wanted:
         now = time.monotonic() - began
         if time.monotonic() > deadline:
-            raise RuntimeError(f"{len(names_wanted - set(watch.done))} Jobs not finished after {RUN_TIMEOUT:.0f} s")
+            raise RuntimeError(f"{len(names_wanted - set(watch.done))} Jobs not finished after {timeout:.0f} s")
         try:
             watch.note_jobs([j for j in list_jobs() if j["metadata"]["name"] in names_wanted], now, dispatched)
             watch.sample_pods(now)
@@ -194,78 +208,111 @@ def _outcome(name: str, watch: Watch, count: int, capability_milli: int, with_di
     )
 
 
+@dataclass(frozen=True)
+class LiveSetup:
+    """What both placements run: the seeded Jobs, the fleet and the time scale."""
+
+    jobs: Sequence[dict[str, Any]]
+    durations: Sequence[float]  # simulated seconds
+    teams: Sequence[str]
+    capability_cpu: int
+    members: Sequence[tuple[str, tuple[ResourceList, ...]]]  # (name, node allocatables), in order
+    fleet_cpu: int
+    time_scale: float = 3.0
+    ttl: int | None = None  # ttlSecondsAfterFinished of the Jobs (None: kept)
+    run_timeout: float = RUN_TIMEOUT
+
+    def job(self, index: int, namespace: str) -> dict[str, Any]:
+        seconds = live_seconds(self.durations[index], self.time_scale)
+        return live_job(self.jobs[index], namespace, seconds, self.ttl)
+
+    @property
+    def wanted(self) -> set[str]:
+        return {job["metadata"]["name"] for job in self.jobs}
+
+
+METHODS = ("federation", "round-robin")
+
+
 def run_live(
-    jobs: Sequence[dict[str, Any]],
-    durations: Sequence[float],
-    teams: Sequence[str],
-    capability_cpu: int,
-    members: Sequence[tuple[str, tuple[ResourceList, ...]]],
-    fleet_cpu: int,
-    keep: Path | None = None,
+    setup: LiveSetup, methods: Sequence[str] = METHODS, policy: str = "", keep: Path | None = None
 ) -> list[LiveOutcome]:
-    """Both runs on one `lahar up --clusters 3`; `members` are (name, node allocatables) in order."""
+    """The placements `methods` one after the other on one `lahar up --clusters 3` (its hub with
+    the federation policy `policy`, YAML, when given)."""
     data_dir = keep or Path(tempfile.mkdtemp(prefix="lahar-bench-federation-"))
-    fleet = Cluster(data_dir / "fleet", 0, clusters=len(members), start_timeout=FLEET_START_TIMEOUT)
-    print(f"starting lahar up --clusters {len(members)} (data: {data_dir})…", flush=True)
+    extra: list[str] = []
+    if policy:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        (data_dir / "federation.yaml").write_text(policy)
+        extra = ["--federation-policy", str(data_dir / "federation.yaml")]
+    fleet = Cluster(data_dir / "fleet", 0, *extra, clusters=len(setup.members), start_timeout=FLEET_START_TIMEOUT)
+    print(f"starting lahar up --clusters {len(setup.members)} (data: {data_dir})…", flush=True)
     hub = fleet.start()
     outcomes = []
     try:
-        apis = _member_apis(data_dir / "fleet", [name for name, _ in members])
+        apis = _member_apis(data_dir / "fleet", [name for name, _ in setup.members])
         deadline = time.monotonic() + 120
         while not all((c.get("status") or {}).get("reachable") for c in hub.list(kinds.CLUSTER)["items"]):
             if time.monotonic() > deadline:
                 raise RuntimeError("the members did not all become reachable from the hub")
             time.sleep(0.5)
-        wanted = {job["metadata"]["name"] for job in jobs}
-        capability = {"cpu": str(capability_cpu)}
-
-        # The federation: every Job to the hub, the teams' capabilities on the hub's Queues.
-        namespace = "bench-fed"
-        _ensure(hub, kinds.NAMESPACE, {"metadata": {"name": namespace}})
-        for team in teams:
-            _ensure(hub, kinds.QUEUE, {"metadata": {"name": team}, "spec": {"weight": 1, "capability": capability}})
-        watch = Watch(apis, namespace, fleet_cpu * 1000)
-        began = time.monotonic()
-        for job, seconds in zip(jobs, durations, strict=True):
-            hub.create(kinds.JOB, live_job(job, namespace, live_seconds(seconds)), namespace)
-        print(f"  federation: {len(jobs)} Jobs submitted in {time.monotonic() - began:.1f} s", flush=True)
-        _follow(
-            watch,
-            wanted,
-            began,
-            lambda: hub.list(kinds.JOB, namespace)["items"],
-            lambda job: names.DISPATCHED_ANNOTATION in (job["metadata"].get("annotations") or {}),
-        )
-        outcomes.append(_outcome("federation", watch, len(jobs), capability_cpu * 1000, True))
-
-        # Round-robin: the same Jobs straight into the members, no fleet-wide quota.
-        namespace = "bench-rr"
-        order = [name for name, _ in members]
-        for name in order:
-            _ensure(apis[name], kinds.NAMESPACE, {"metadata": {"name": namespace}})
-            for team in teams:
-                _ensure(apis[name], kinds.QUEUE, {"metadata": {"name": team}, "spec": {"weight": 1}})
-        allocatable = dict(members)
-        watch = Watch(apis, namespace, fleet_cpu * 1000)
-        began = time.monotonic()
-        for index, (job, seconds) in enumerate(zip(jobs, durations, strict=True)):
-            pods = _pods(job)
-            for offset in range(len(order)):
-                member = order[(index + offset) % len(order)]
-                if pack(allocatable[member], pods) is not None:
-                    apis[member].create(kinds.JOB, live_job(job, namespace, live_seconds(seconds)), namespace)
-                    break
-
-        def member_jobs() -> list[dict[str, Any]]:
-            return [j for api in apis.values() for j in api.list(kinds.JOB, namespace)["items"]]
-
-        _follow(watch, wanted, began, member_jobs, lambda job: True)
-        outcomes.append(_outcome("round-robin", watch, len(jobs), capability_cpu * 1000, False))
+        for method in methods:
+            run = _run_federation if method == "federation" else _run_round_robin
+            outcomes.append(run(setup, hub, apis))
     finally:
         fleet.stop()
         if keep is None:
             shutil.rmtree(data_dir, ignore_errors=True)
     return outcomes
+
+
+def _run_federation(setup: LiveSetup, hub: KubeApi, apis: dict[str, KubeApi]) -> LiveOutcome:
+    """Every Job to the hub, the teams' capabilities on the hub's Queues."""
+    namespace = "bench-fed"
+    _ensure(hub, kinds.NAMESPACE, {"metadata": {"name": namespace}})
+    capability = {"cpu": str(setup.capability_cpu)}
+    for team in setup.teams:
+        _ensure(hub, kinds.QUEUE, {"metadata": {"name": team}, "spec": {"weight": 1, "capability": capability}})
+    watch = Watch(apis, namespace, setup.fleet_cpu * 1000)
+    began = time.monotonic()
+    for index in range(len(setup.jobs)):
+        hub.create(kinds.JOB, setup.job(index, namespace), namespace)
+    print(f"  federation: {len(setup.jobs)} Jobs submitted in {time.monotonic() - began:.1f} s", flush=True)
+    _follow(
+        watch,
+        setup.wanted,
+        began,
+        lambda: hub.list(kinds.JOB, namespace)["items"],
+        lambda job: names.DISPATCHED_ANNOTATION in (job["metadata"].get("annotations") or {}),
+        setup.run_timeout,
+    )
+    return _outcome("federation", watch, len(setup.jobs), setup.capability_cpu * 1000, True)
+
+
+def _run_round_robin(setup: LiveSetup, hub: KubeApi, apis: dict[str, KubeApi]) -> LiveOutcome:
+    """The same Jobs straight into the members, no fleet-wide quota."""
+    namespace = "bench-rr"
+    order = [name for name, _ in setup.members]
+    for name in order:
+        _ensure(apis[name], kinds.NAMESPACE, {"metadata": {"name": namespace}})
+        for team in setup.teams:
+            _ensure(apis[name], kinds.QUEUE, {"metadata": {"name": team}, "spec": {"weight": 1}})
+    allocatable = dict(setup.members)
+    watch = Watch(apis, namespace, setup.fleet_cpu * 1000)
+    began = time.monotonic()
+    for index, job in enumerate(setup.jobs):
+        pods = _pods(job)
+        for offset in range(len(order)):
+            member = order[(index + offset) % len(order)]
+            if pack(allocatable[member], pods) is not None:
+                apis[member].create(kinds.JOB, setup.job(index, namespace), namespace)
+                break
+
+    def member_jobs() -> list[dict[str, Any]]:
+        return [j for api in apis.values() for j in api.list(kinds.JOB, namespace)["items"]]
+
+    _follow(watch, setup.wanted, began, member_jobs, lambda job: True, setup.run_timeout)
+    return _outcome("round-robin", watch, len(setup.jobs), setup.capability_cpu * 1000, False)
 
 
 def _pods(job: dict[str, Any]) -> list[ResourceList]:

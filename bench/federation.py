@@ -238,7 +238,7 @@ def run_round_robin(jobs: list[SimJob], queues: dict[str, Queue], step: float) -
     return _summary("round-robin", jobs, outcome)
 
 
-def write_svg(outcomes: Sequence[Outcome], path: Path) -> None:
+def write_svg(outcomes: Sequence[Outcome], path: Path, time_unit: str = "s (simulated)") -> None:
     width, height, pad = 640, 300, 45
     t_max = max(o.makespan for o in outcomes) or 1.0
     colours = {"federation": "#1f77b4", "round-robin": "#d62728"}
@@ -249,10 +249,10 @@ def write_svg(outcomes: Sequence[Outcome], path: Path) -> None:
         f'<rect width="{width}" height="{height}" fill="white"/>',
         f'<rect x="{pad}" y="{pad}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>',
         f'<text x="{pad}" y="{height - 12}">0</text>',
-        f'<text x="{width - pad}" y="{height - 12}" text-anchor="end">{t_max:.0f} s (simulated)</text>',
+        f'<text x="{width - pad}" y="{height - 12}" text-anchor="end">{t_max:.0f} {time_unit}</text>',
         f'<text x="{pad - 4}" y="{pad + 4}" text-anchor="end">100%</text>',
         f'<text x="{pad - 4}" y="{pad + plot_h}" text-anchor="end">0</text>',
-        '<text x="6" y="14" fill="#555">fleet CPU utilisation over simulated time, 3 members</text>',
+        f'<text x="6" y="14" fill="#555">fleet CPU utilisation, 3 members, time in {time_unit}</text>',
     ]
     for line, outcome in enumerate(outcomes):
         points = " ".join(f"{pad + plot_w * t / t_max:.1f},{pad + plot_h * (1 - u):.1f}" for t, u in outcome.curve)
@@ -277,12 +277,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--live",
         action="store_true",
-        help="real time on real processes: `lahar up --clusters 3`, the Jobs (default 60) running 5-20 s "
-        "(bench/_federation_live.py)",
+        help="real time on real processes: `lahar up --clusters 3`, the Jobs (default 60) running their simulated "
+        "time / --time-scale (bench/_federation_live.py)",
+    )
+    parser.add_argument(
+        "--method",
+        choices=("both", "federation", "round-robin"),
+        default="both",
+        help="--live: the placement(s) to run, each on a fleet of its own (default both, one after the other)",
+    )
+    parser.add_argument(
+        "--time-scale",
+        type=float,
+        default=3.0,
+        help="--live: a Job's real run time is its simulated 10-60 s divided by this (default 3: 3.3-20 s)",
+    )
+    parser.add_argument(
+        "--heartbeat", type=float, help="--live: the federation's heartbeatPeriod in seconds (default its own, 2)"
+    )
+    parser.add_argument(
+        "--ttl",
+        type=int,
+        help="--live: ttlSecondsAfterFinished of the Jobs: the members delete finished ones (default: kept)",
+    )
+    parser.add_argument(
+        "--run-timeout", type=float, default=900.0, help="--live: seconds a placement may take to finish (default 900)"
     )
     args = parser.parse_args(argv)
     if (args.jobs is not None and args.jobs < 1) or not 0 < args.team_share <= 1 or not args.step > 0:
         parser.error("--jobs must be positive, --team-share in (0, 1], --step positive")
+    if not args.time_scale > 0 or not args.run_timeout > 0 or (args.heartbeat is not None and not args.heartbeat > 0):
+        parser.error("--time-scale, --heartbeat and --run-timeout must be positive")
+    if args.ttl is not None and args.ttl < 0:
+        parser.error("--ttl must be 0 or more")
     if args.live:
         return main_live(args)
     queues = team_capability(args.team_share)
@@ -312,12 +339,36 @@ def main_live(args: argparse.Namespace) -> int:
     jobs = make_jobs(args.jobs or 60, args.seed)
     capability = int(fleet_cpu() * args.team_share)
     shapes = [(name, tuple(node(cpu, gpus) for _ in range(count))) for name, count, cpu, gpus, _ in MEMBERS]
-    outcomes = live.run_live([j.obj for j in jobs], [j.duration for j in jobs], TEAMS, capability, shapes, fleet_cpu())
+    setup = live.LiveSetup(
+        [j.obj for j in jobs],
+        [j.duration for j in jobs],
+        TEAMS,
+        capability,
+        shapes,
+        fleet_cpu(),
+        time_scale=args.time_scale,
+        ttl=args.ttl,
+        run_timeout=args.run_timeout,
+    )
+    methods = live.METHODS if args.method == "both" else (args.method,)
+    policy = "" if args.heartbeat is None else f"heartbeatPeriod: {args.heartbeat:g}s\n"
+    outcomes = live.run_live(setup, methods, policy)
     live.print_live(outcomes, capability, fleet_cpu())
     args.out.mkdir(parents=True, exist_ok=True)
-    results = {o.name: {**{k: v for k, v in vars(o).items() if k != "curve"}, "curve": o.curve} for o in outcomes}
-    (args.out / "federation-live.json").write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote {args.out / 'federation-live.json'}")
+    for outcome in outcomes:  # one file a placement: each may come from a run of its own
+        path = args.out / f"federation-live-{outcome.name}.json"
+        fields = {k: v for k, v in vars(outcome).items() if k != "curve"}
+        run = {"time_scale": args.time_scale, "heartbeat": args.heartbeat, "ttl": args.ttl, "seed": args.seed}
+        path.write_text(json.dumps({**fields, **run, "curve": outcome.curve}, indent=2) + "\n")
+        print(f"wrote {path}")
+    found = [args.out / f"federation-live-{name}.json" for name in live.METHODS]
+    if all(path.exists() for path in found):
+        curves = [json.loads(path.read_text()) for path in found]
+        plotted = [
+            Outcome(c["name"], c["all_done"], c["utilisation"], c["quota_error"], curve=c["curve"]) for c in curves
+        ]
+        write_svg(plotted, args.out / "federation-live.svg", "s (real time)")
+        print(f"wrote {args.out / 'federation-live.svg'} (both placements' files are there)")
     return 0
 
 

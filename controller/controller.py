@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from lahar.api import kinds
-from lahar.api.job import Job, JobPhase, TaskSpec, job_phase
+from lahar.api.job import COMMAND_ANNOTATION, Job, JobPhase, TaskSpec, job_phase
 from lahar.api.queue import DEFAULT_QUEUE
 from lahar.client.api import KubeApi
 from lahar.client.errors import AlreadyExists, Conflict, KubeError, NotFound
@@ -44,7 +44,6 @@ log = logging.getLogger("lahar.controller")
 
 JOB_INDEX = "job"  # pods by "<namespace>/<job name>" (their job-name label)
 QUEUE_INDEX = "queue"  # Jobs and PodGroups by the queue they name
-COMMAND_ANNOTATION = "lahar.dev/command"  # AbortJob / ResumeJob, written by `lahar job suspend|resume`
 CRASH_LOOP_EVENT = "PodCrashLooping"
 POD_WRITERS = 8
 DEFAULT_WORKERS = 4  # reconciles at once: each spends most of its time waiting on the API

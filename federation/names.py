@@ -27,6 +27,15 @@ HUB_GENERATION_ANNOTATION = f"{PREFIX}/hub-generation"
 HUB_RESOURCE_VERSION_ANNOTATION = f"{PREFIX}/hub-resource-version"
 # On the namespaces, ConfigMaps, Secrets and Queues copied into a member.
 MANAGED_LABEL = f"{PREFIX}/managed"
+# On a member copy, written by the member's fence (`lahar federation member`) when it stopped the
+# copy because the hub's lease on the member had expired: when, and why.
+FENCED_ANNOTATION = f"{PREFIX}/fenced"
+
+# In each member: the Lease (coordination.k8s.io/v1) the federation renews at every heartbeat that
+# reaches the member. Past it, the member's fence stops the federated copies, before the hub may
+# place them elsewhere (policy.py: redispatchAfter is longer than the lease, with a margin).
+LEASE_NAMESPACE = "lahar-federation"
+LEASE_NAME = "hub"
 
 # status.state.reason values the federation writes on hub Jobs.
 REASON_WAITING = "WaitingForMember"  # no member has room now
@@ -37,7 +46,10 @@ REASON_UNREACHABLE = "MemberUnreachable"
 REASON_REDISPATCHED = "Redispatched"
 REASON_DELETED_IN_MEMBER = "DeletedInMember"
 REASON_GUARANTEE = "GuaranteeReserved"  # the room left is another queue's unmet guarantee
+REASON_PREEMPTED = "Preempted"  # evicted from its member for a higher-priority Job of its queue
+REASON_RECLAIMED = "Reclaimed"  # evicted from its member for a queue below its guarantee
 
 # Event reasons on hub Jobs.
 EVENT_SPEC_CARRIED = "SpecUpdated"
 EVENT_SPEC_HELD = "SpecChangeHeld"
+EVENT_FENCED = "Fenced"  # on a member copy: stopped by the member's fence

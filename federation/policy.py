@@ -12,6 +12,9 @@ plugins:                      # how a member is scored among those the Job fits;
 heartbeatPeriod: 2s           # how often each member is asked how it is
 unreachableAfter: 10s         # no answer for this long: the member is marked unreachable
 redispatchAfter: 60s          # unreachable for this long: its Jobs are placed elsewhere
+memberLease: 30s              # the lease each heartbeat renews in a member (whole seconds; default
+                              # half of redispatchAfter): past it the member stops the hub's Jobs
+actions: "dispatch, preempt, reclaim"   # preempt/reclaim: evict lower-priority federated Jobs
 ```
 
 Every key is checked when the text is read; a bad one is refused with its name, so a policy that
@@ -20,7 +23,7 @@ loads is one the federation can run."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +32,11 @@ import yaml
 from lahar.api.job import parse_duration
 
 SCORERS = ("free-capacity", "queue-share", "cost")
-TOP_LEVEL_KEYS = ("plugins", "heartbeatPeriod", "unreachableAfter", "redispatchAfter")
+TOP_LEVEL_KEYS = ("plugins", "heartbeatPeriod", "unreachableAfter", "redispatchAfter", "memberLease", "actions")
+ACTIONS = ("dispatch", "preempt", "reclaim")
+# How often a member's fence (`lahar federation member`) looks at the lease: the margin between the
+# lease and redispatchAfter must cover it, and a heartbeat (see Policy.lease_margin).
+FENCE_PERIOD = 1.0
 
 
 class PolicyError(ValueError):
@@ -42,6 +49,16 @@ class Policy:
     heartbeat_period: float = 2.0
     unreachable_after: float = 10.0
     redispatch_after: float = 60.0
+    member_lease: int = 30  # seconds (a Lease holds whole seconds)
+    actions: tuple[str, ...] = ACTIONS
+
+    @property
+    def lease_margin(self) -> float:
+        """How long after a member's lease ran out the hub may place its Jobs elsewhere. It must
+        cover the member's fence noticing (FENCE_PERIOD) and a heartbeat: a federation that
+        crashed between renewing a lease and recording the heartbeat judges by the one before.
+        Clock skew between hub and member must fit in what is left."""
+        return self.redispatch_after - self.member_lease
 
 
 def _seconds(document: Mapping[str, Any], key: str, default: float) -> float:
@@ -80,6 +97,28 @@ def _weights(plugins: Any) -> dict[str, float]:
     return weights
 
 
+def _actions(value: Any) -> tuple[str, ...]:
+    """`actions: "dispatch, preempt, reclaim"`, as the scheduler's configuration names its actions."""
+    if not isinstance(value, str):
+        raise PolicyError('actions: must be a comma-separated string such as "dispatch, preempt"')
+    listed = tuple(name.strip() for name in value.split(",") if name.strip())
+    unknown = [name for name in listed if name not in ACTIONS]
+    if unknown:
+        raise PolicyError(f"actions: unknown action {unknown[0]!r} (known: {', '.join(ACTIONS)})")
+    if "dispatch" not in listed or len(set(listed)) != len(listed):
+        raise PolicyError("actions: must name dispatch, and each action once")
+    return listed
+
+
+def _member_lease(document: Mapping[str, Any], redispatch_after: float) -> int:
+    if document.get("memberLease") is None:
+        return max(1, int(redispatch_after // 2))
+    seconds = _seconds(document, "memberLease", 0.0)
+    if seconds != int(seconds):
+        raise PolicyError(f"memberLease: must be whole seconds (a Lease holds no fractions), not {seconds:g}s")
+    return int(seconds)
+
+
 def parse_policy(text: str, source: str = "policy") -> Policy:
     try:
         document = yaml.safe_load(text)
@@ -98,10 +137,29 @@ def parse_policy(text: str, source: str = "policy") -> Policy:
         heartbeat_period=_seconds(document, "heartbeatPeriod", defaults.heartbeat_period),
         unreachable_after=_seconds(document, "unreachableAfter", defaults.unreachable_after),
         redispatch_after=_seconds(document, "redispatchAfter", defaults.redispatch_after),
+        actions=_actions(document["actions"]) if "actions" in document else defaults.actions,
     )
+    policy = replace(policy, member_lease=_member_lease(document, policy.redispatch_after))
     if policy.unreachable_after < policy.heartbeat_period:
         raise PolicyError(f"{source}: unreachableAfter must be at least heartbeatPeriod")
+    check_lease(policy, source)
     return policy
+
+
+def check_lease(policy: Policy, source: str = "policy") -> None:
+    """The member's lease must outlive a late heartbeat and end before the hub re-dispatches."""
+    if policy.member_lease < 2 * policy.heartbeat_period:
+        raise PolicyError(
+            f"{source}: memberLease ({policy.member_lease}s) must be at least two heartbeatPeriods "
+            f"({2 * policy.heartbeat_period:g}s): one late heartbeat must not stop a member's Jobs"
+        )
+    needed = policy.heartbeat_period + FENCE_PERIOD
+    if policy.lease_margin < needed:
+        raise PolicyError(
+            f"{source}: redispatchAfter ({policy.redispatch_after:g}s) must be at least memberLease "
+            f"({policy.member_lease}s) + heartbeatPeriod + {FENCE_PERIOD:g}s ({policy.member_lease + needed:g}s): "
+            "a lost member must have stopped its copies before they are placed elsewhere"
+        )
 
 
 def load_policy(path: Path | None) -> Policy:

@@ -66,6 +66,10 @@ INTERNAL_EVENTS = ("OutOfSync", "CommandIssued", "PodRunning")
 INTERNAL_ACTIONS = ("SyncJob", "EnqueueJob", "SyncQueue", "OpenQueue", "CloseQueue")
 # The event whose policy is meaningless without a timeout (how long is "pending too long").
 TIMED_EVENT = "PodPending"
+# A user's command to a Job's controller (`lahar job suspend|resume`, the federation's member
+# fence): the annotation's value is an action, AbortJob or ResumeJob; the controller removes it.
+COMMAND_ANNOTATION = "lahar.dev/command"
+ABORT_JOB = "AbortJob"
 TOPOLOGY_POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
 DEPENDS_ON_ITERATIONS = ("any", "all")
 

@@ -4,9 +4,22 @@ not negative, times as strings (MicroTime, RFC 3339 with microseconds)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from lahar.api.errors import Field, FieldError
+
+MICRO_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+def micro_time(at: float) -> str:
+    """A MicroTime as kube-apiserver writes and parses it (RFC 3339, six fractional digits)."""
+    return datetime.fromtimestamp(at, tz=UTC).strftime(MICRO_TIME_FORMAT)
+
+
+def parse_micro_time(text: str) -> float:
+    """Seconds since the epoch; ValueError when `text` is no MicroTime."""
+    return datetime.strptime(text, MICRO_TIME_FORMAT).replace(tzinfo=UTC).timestamp()
 
 
 def validate(obj: dict[str, Any], old: dict[str, Any] | None = None) -> list[FieldError]:

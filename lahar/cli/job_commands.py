@@ -15,7 +15,7 @@ import yaml
 
 from lahar.api import admission, kinds
 from lahar.api.errors import ValidationError
-from lahar.api.job import DEFAULT_SCHEDULER_NAME, POD_COUNTERS
+from lahar.api.job import COMMAND_ANNOTATION, DEFAULT_SCHEDULER_NAME, POD_COUNTERS
 from lahar.api.kinds import Kind
 from lahar.api.printing import aligned, text_table
 from lahar.api.queue import DEFAULT_QUEUE
@@ -26,7 +26,6 @@ from lahar.client.manifests import display_name
 if TYPE_CHECKING:
     from lahar.client.api import KubeApi
 
-JOB_COMMAND_ANNOTATION = "lahar.dev/command"
 QUEUE_COMMAND_ANNOTATION = "lahar.dev/queue-command"  # the key controller/queues.py consumes
 # Volcano's pod label naming the job (controller/naming.py JOB_NAME_KEY).
 JOB_NAME_LABEL = "volcano.sh/job-name"
@@ -399,7 +398,7 @@ def run_job_view(args: argparse.Namespace) -> int:
 
 def run_job_command(args: argparse.Namespace) -> int:
     name = _job_name(args)
-    annotate(connect(args), kinds.JOB, name, args.namespace, JOB_COMMAND_ANNOTATION, args.action)
+    annotate(connect(args), kinds.JOB, name, args.namespace, COMMAND_ANNOTATION, args.action)
     print(f"{display_name(kinds.JOB, name)}: {args.action} requested")
     return 0
 

@@ -26,10 +26,10 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from lahar.api.kinds import LEASE
+from lahar.api.lease import micro_time
 from lahar.client.api import KubeApi
 from lahar.client.errors import Conflict, KubeError, NotFound
 
@@ -93,11 +93,6 @@ def default_identity() -> str:
     """Unique per process: the host (the pod's name in a cluster) and a random suffix, as kube's
     components use (hostname_uuid), so a restarted pod is a new candidate."""
     return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4()}"
-
-
-def micro_time(at: float) -> str:
-    """A MicroTime as kube-apiserver writes and parses it (RFC 3339, six fractional digits)."""
-    return datetime.fromtimestamp(at, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 # --- decisions ----------------------------------------------------------------------------------
