@@ -25,8 +25,8 @@ def _travelling_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
 
 def member_job(hub_job: Mapping[str, Any], placement: int) -> dict[str, Any]:
     """The Job to create in the member: the hub Job's spec, its labels and annotations less the
-    federation's own, and the fence (hub uid label, placement, hub generation and
-    resourceVersion)."""
+    federation's own (but its on-member-loss, for the member's fence), and the fence (hub uid
+    label, placement, hub generation and resourceVersion)."""
     metadata = hub_job.get("metadata") or {}
     travelling = _travelling_metadata(metadata)
     labels = {k: v for k, v in (travelling.get("labels") or {}).items() if not k.startswith(names.PREFIX + "/")}
@@ -34,6 +34,9 @@ def member_job(hub_job: Mapping[str, Any], placement: int) -> dict[str, Any]:
         k: v for k, v in (travelling.get("annotations") or {}).items() if not k.startswith(names.PREFIX + "/")
     }
     labels[names.HUB_UID_LABEL] = metadata.get("uid") or ""
+    on_loss = (metadata.get("annotations") or {}).get(names.ON_MEMBER_LOSS_ANNOTATION)
+    if on_loss:  # the member's fence leaves a Job the hub will never move running
+        annotations[names.ON_MEMBER_LOSS_ANNOTATION] = on_loss
     annotations[names.PLACEMENT_ANNOTATION] = str(placement)
     annotations[names.HUB_GENERATION_ANNOTATION] = str(metadata.get("generation") or 0)
     annotations[names.HUB_RESOURCE_VERSION_ANNOTATION] = str(metadata.get("resourceVersion") or "")

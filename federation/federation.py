@@ -26,7 +26,7 @@ from lahar.client.errors import AlreadyExists, Conflict, KubeError, NotFound
 from lahar.client.events import EventRecorder, ObjectRef, rfc3339
 from lahar.client.informer import Informer
 from lahar.federation import copies, names
-from lahar.federation.members import MemberProblem, Snapshot, connect, private_ca_dir, take_snapshot
+from lahar.federation.members import MemberProblem, Snapshot, connect, private_ca_dir, renew_lease, take_snapshot
 from lahar.federation.members import cluster_status as next_cluster_status
 from lahar.federation.placement import MemberView
 from lahar.federation.planner import (
@@ -34,6 +34,7 @@ from lahar.federation.planner import (
     CreateCopy,
     DeleteCopy,
     Dispatch,
+    Evict,
     HoldChange,
     HubJob,
     SetStatus,
@@ -200,9 +201,13 @@ class Federation:
         member.probed_at = now
         try:
             api = self._connection(cluster, member)
-            member.snapshot = take_snapshot(cluster.name, api)
+            snapshot = take_snapshot(cluster.name, api)
+            # The lease's renewTime is when the snapshot was taken, never later than the heartbeat
+            # the hub counts from: the member's fence stops its copies before the hub moves them.
+            renew_lease(cluster.name, api, snapshot.taken_at, self.policy.member_lease)
+            member.snapshot = snapshot
             member.problem = None
-            member.last_answer = member.snapshot.taken_at
+            member.last_answer = snapshot.taken_at
             member.written_since_snapshot = False
         except MemberProblem as problem:
             if member.problem is None or member.problem.reason != problem.reason:
@@ -331,6 +336,8 @@ class Federation:
             self._update_copy(action)
         elif isinstance(action, HoldChange):
             self._hold_change(action)
+        elif isinstance(action, Evict):
+            self._evict(action)
         elif isinstance(action, SetStatus):
             self._set_status(action)
 
@@ -387,6 +394,22 @@ class Federation:
             {"metadata": {"annotations": {names.DISPATCHED_ANNOTATION: str(placement)}}},
             namespace,
         )
+
+    def _evict(self, action: Evict) -> None:
+        """The hub Job back to pending (its placement number kept: the next placement is new, so
+        the old copy is stale whatever happens next), then its copy deleted in the member."""
+        job = self.jobs.get(action.job[1], action.job[0])
+        if job is None:
+            return
+        pending = copy.deepcopy(job)
+        metadata = pending["metadata"]
+        metadata.setdefault("labels", {}).pop(names.CLUSTER_LABEL, None)
+        metadata.setdefault("annotations", {}).pop(names.DISPATCHED_ANNOTATION, None)
+        pending = self.hub.update(JOB, pending)  # Conflict: the next cycle decides again
+        status = {STATUS_STATE: {"phase": JobPhase.PENDING.value, "reason": action.reason, "message": action.message}}
+        pending = self.hub.update_status(JOB, {**pending, "status": status})
+        self._record(pending, "Warning", action.reason, action.message)
+        self._delete_copy(DeleteCopy(action.member, action.job, action.uid, action.message))
 
     def _delete_copy(self, action: DeleteCopy) -> None:
         api = self._member_api(action.member)

@@ -24,6 +24,7 @@ from lahar.federation import names
 # A copy in these phases runs nothing (or is being stopped): nothing to fence.
 _STOPPED = FINISHED_PHASES | {JobPhase.ABORTING, JobPhase.ABORTED, JobPhase.TERMINATING}
 
+
 def lease_object(member: str, renew_at: float, seconds: int) -> dict[str, Any]:
     """The Lease the federation writes in `member`: renewed at `renew_at` (the hub's clock), for
     `seconds`."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import os
 import tempfile
 import time
@@ -21,16 +22,17 @@ from kubernetes import client
 import lahar
 from lahar.api import cluster as cluster_api
 from lahar.api.cluster import Cluster
-from lahar.api.kinds import EVENT, JOB, NODE, POD, QUEUE
+from lahar.api.kinds import EVENT, JOB, LEASE, NAMESPACE, NODE, POD, QUEUE
 from lahar.api.node import Node
 from lahar.api.pod import Pod
 from lahar.api.quantity import QuantityError
 from lahar.api.queue import Queue
 from lahar.api.resources import ResourceList
 from lahar.client.api import KubeApi
-from lahar.client.errors import ApiUnavailable, Forbidden, KubeError, Unauthorized
+from lahar.client.errors import AlreadyExists, ApiUnavailable, Forbidden, KubeError, NotFound, Unauthorized
 from lahar.federation import names
-from lahar.federation.copies import copy_hub_generation, copy_placement
+from lahar.federation.copies import copy_hub_generation, copy_placement, member_namespace
+from lahar.federation.fence import lease_object
 from lahar.federation.placement import demand_of
 from lahar.federation.planner import MemberCopy
 
@@ -128,12 +130,17 @@ def take_snapshot(member: str, api: KubeApi) -> Snapshot:
     except KubeError as exc:
         raise MemberProblem(cluster_api.UNREACHABLE, f"the member answered {exc.status}: {exc.reason}") from None
     used: dict[str, ResourceList] = {}
+    owned: dict[tuple[str, str], ResourceList] = {}  # (owner uid, node): what a Job's pods take there
     for pod in pods:
         if pod.node_name and not pod.is_terminal:
             try:
-                used[pod.node_name] = used.get(pod.node_name, ResourceList()) + pod.requests
+                requests = pod.requests
             except QuantityError:
                 continue  # a pod the member's own admission let through; its node keeps the room
+            used[pod.node_name] = used.get(pod.node_name, ResourceList()) + requests
+            for owner in pod.raw.get("metadata", {}).get("ownerReferences") or ():
+                key = (owner.get("uid") or "", pod.node_name)
+                owned[key] = owned.get(key, ResourceList()) + requests
     usable = []
     for node in nodes:
         try:
@@ -168,6 +175,8 @@ def take_snapshot(member: str, api: KubeApi) -> Snapshot:
                 status=job.get("status") or {},
                 hub_generation=copy_hub_generation(job),
                 total=total,
+                fenced=names.FENCED_ANNOTATION in (metadata.get("annotations") or {}),
+                on_nodes=_on_nodes(owned, metadata.get("uid") or "", usable),
             )
         )
         raw[key] = job
@@ -180,6 +189,34 @@ def take_snapshot(member: str, api: KubeApi) -> Snapshot:
         raw_copies=raw,
         events=tuple(events),
     )
+
+
+def renew_lease(member: str, api: KubeApi, renew_at: float, seconds: int) -> None:
+    """Renew the hub's lease in the member (made, with its namespace, the first time). Raises
+    MemberProblem when the member refuses or does not answer: a member whose lease cannot be
+    renewed is one the hub cannot vouch for, and is treated as not answering."""
+    lease = lease_object(member, renew_at, seconds)
+    try:
+        try:
+            api.patch(LEASE, names.LEASE_NAME, {"spec": lease["spec"]}, names.LEASE_NAMESPACE)
+        except NotFound:
+            with contextlib.suppress(AlreadyExists):
+                api.create(NAMESPACE, member_namespace(names.LEASE_NAMESPACE))
+            api.create(LEASE, lease, names.LEASE_NAMESPACE)  # AlreadyExists (a race): renewed next time
+    except (Unauthorized, Forbidden) as exc:
+        raise MemberProblem(cluster_api.UNAUTHORIZED, f"the member refused the lease's renewal: {exc.reason}") from None
+    except ApiUnavailable as exc:
+        raise MemberProblem(cluster_api.UNREACHABLE, f"the member does not answer: {exc}") from None
+    except KubeError as exc:
+        raise MemberProblem(
+            cluster_api.UNREACHABLE, f"the lease could not be renewed: the member answered {exc.status}: {exc.reason}"
+        ) from None
+
+
+def _on_nodes(owned: Mapping[tuple[str, str], ResourceList], uid: str, nodes: list[Node]) -> tuple[ResourceList, ...]:
+    """What the Job `uid`'s bound pods take of each usable node (empty when it has none bound)."""
+    taken = tuple(owned.get((uid, node.name), ResourceList()) for node in nodes)
+    return taken if any(taken) else ()
 
 
 def cluster_status(

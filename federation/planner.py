@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lahar.api.job import FINISHED_PHASES, STATUS_STATE, JobPhase, job_phase
+from lahar.api.pod import preemptable_flag
 from lahar.api.queue import DEFAULT_QUEUE, Queue
 from lahar.api.resources import ResourceList
 from lahar.api.selectors import LabelSelector, SelectorError
@@ -64,6 +65,7 @@ class HubJob:
     deleting: bool
     status: Mapping[str, Any]
     raw: Mapping[str, Any] = field(repr=False, compare=False)
+    preemptable: bool = True  # not `volcano.sh/preemptable: "false"` (on the Job or a task's pods)
 
     @property
     def done(self) -> bool:
@@ -91,7 +93,18 @@ def hub_job(obj: Mapping[str, Any], priorities: Mapping[str, int]) -> HubJob:
         deleting=bool(metadata.get("deletionTimestamp")),
         status=obj.get("status") or {},
         raw=obj,
+        preemptable=_preemptable(obj),
     )
+
+
+def _preemptable(obj: Mapping[str, Any]) -> bool:
+    """Whether the Job may be evicted: neither it nor any task's pod template opts out."""
+    metadata = obj.get("metadata") or {}
+    marked = [(metadata.get("annotations") or {}, metadata.get("labels") or {})]
+    for task in (obj.get("spec") or {}).get("tasks") or ():
+        template = (task.get("template") or {}).get("metadata") or {} if isinstance(task, Mapping) else {}
+        marked.append((template.get("annotations") or {}, template.get("labels") or {}))
+    return all(preemptable_flag(annotations, labels) is not False for annotations, labels in marked)
 
 
 @dataclass(frozen=True)
@@ -106,6 +119,10 @@ class MemberCopy:
     status: Mapping[str, Any]
     hub_generation: int = 0  # the hub Job's generation the copy's spec was made from
     total: ResourceList = field(default_factory=ResourceList)  # what the copy's spec asks, all pods
+    fenced: bool = False  # the member's fence stopped it: the hub's lease there had run out
+    # What its bound pods take of each of the member's nodes (in the snapshot's node order): the
+    # room evicting it gives back.
+    on_nodes: tuple[ResourceList, ...] = ()
 
 
 # --- actions ------------------------------------------------------------------------------------
@@ -164,6 +181,19 @@ class DeleteCopy:
 
 
 @dataclass(frozen=True)
+class Evict:
+    """Take a running Job off its member for a Job that needs the room (preempt or reclaim): the
+    hub Job goes back to pending first (its placement number kept, so the next one is new), then
+    its copy is deleted in the member (preconditioned on the copy's uid)."""
+
+    job: Key
+    member: str
+    uid: str  # the copy's uid in the member
+    reason: str  # names.REASON_PREEMPTED or REASON_RECLAIMED
+    message: str
+
+
+@dataclass(frozen=True)
 class SetStatus:
     """Write the hub Job's status: the member copy's (mirroring) or a reason of the federation's."""
 
@@ -172,7 +202,7 @@ class SetStatus:
     event: tuple[str, str, str] | None = None  # (type, reason, message) to record with it
 
 
-Action = Dispatch | CreateCopy | UpdateCopy | HoldChange | DeleteCopy | SetStatus
+Action = Dispatch | CreateCopy | UpdateCopy | HoldChange | DeleteCopy | Evict | SetStatus
 
 
 # --- quotas -------------------------------------------------------------------------------------
@@ -278,6 +308,82 @@ def choose(
     if best is None:
         return Choice(None, names.REASON_WAITING, "no member cluster has room for the whole gang now")
     return Choice(best[1], free_after=tuple(best[2]))
+
+
+@dataclass(frozen=True)
+class _Running:
+    """A placed Job whose copy's pods are bound in its member: what an eviction could take."""
+
+    job: HubJob
+    copy: MemberCopy
+
+
+def _may_evict(job: HubJob, victim: HubJob, fleet: _Fleet, hub_queues: Mapping[str, Queue], policy: Policy) -> str:
+    """Why `victim` may be evicted for `job` (names.REASON_PREEMPTED / REASON_RECLAIMED), or "".
+    Volcano's rules, whole Jobs: preempt takes a strictly lower-priority Job of the same queue;
+    reclaim, for a queue still within its fleet-wide guarantee with this Job, takes a Job of
+    another queue that is reclaimable and keeps that queue at its own guarantee or above."""
+    if not victim.preemptable:
+        return ""
+    if victim.queue == job.queue:
+        return names.REASON_PREEMPTED if "preempt" in policy.actions and victim.priority < job.priority else ""
+    if "reclaim" not in policy.actions:
+        return ""
+    own = hub_queues.get(job.queue)
+    guarantee = own.guarantee if own is not None else ResourceList()
+    if not guarantee or not within(fleet.queue_use.get(job.queue, ResourceList()) + job.demand.total, guarantee):
+        return ""
+    theirs = hub_queues.get(victim.queue)
+    if theirs is not None and not theirs.reclaimable:
+        return ""
+    kept = theirs.guarantee if theirs is not None else ResourceList()
+    left = fleet.queue_use.get(victim.queue, ResourceList()) - victim.demand.total
+    if any(left.get(name) < amount for name, amount in kept.items()):
+        return ""
+    return names.REASON_RECLAIMED
+
+
+def _evictions_for(
+    job: HubJob,
+    fleet: _Fleet,
+    running: Sequence[_Running],
+    hub_queues: Mapping[str, Queue],
+    policy: Policy,
+) -> tuple[str, list[tuple[_Running, str]], list[ResourceList]] | None:
+    """A member where `job` fits once some running Jobs are evicted, and those Jobs: on each
+    member the Job may go to, the victims lowest priority first (then newest), only until the
+    whole gang packs; the member needing the fewest evictions wins (then the lower victims)."""
+    try:
+        selector = cluster_selector(job.raw)
+    except SelectorError:
+        return None
+    best: tuple[tuple[int, int, str], str, list[tuple[_Running, str]], list[ResourceList]] | None = None
+    for member in fleet.members.values():
+        if not member.accepts_new_jobs or (selector is not None and not selector.matches(member.labels)):
+            continue
+        if member.queue_capability.get(job.queue) is not None:
+            continue  # a member queue's own bound: its room is the member's to share out
+        free = list(fleet.free[member.name])
+        chosen: list[tuple[_Running, str]] = []
+        candidates = [r for r in running if r.job.cluster == member.name and len(r.copy.on_nodes) == len(free)]
+        candidates.sort(key=lambda r: (r.job.created, r.job.key), reverse=True)  # newest first...
+        candidates.sort(key=lambda r: r.job.priority)  # ...within each priority, lowest first
+        free_after = pack(free, job.demand.pods)
+        for candidate in candidates:
+            if free_after is not None:
+                break
+            why = _may_evict(job, candidate.job, fleet, hub_queues, policy)
+            if not why:
+                continue
+            chosen.append((candidate, why))
+            free = [room + used for room, used in zip(free, candidate.copy.on_nodes, strict=True)]
+            free_after = pack(free, job.demand.pods)
+        if free_after is None or not chosen:
+            continue
+        rank = (len(chosen), max(r.job.priority for r, _ in chosen), member.name)
+        if best is None or rank < best[0]:
+            best = (rank, member.name, chosen, free_after)
+    return None if best is None else (best[1], best[2], best[3])
 
 
 def _guarantees_in_the_way(job: HubJob, fleet: _Fleet, hub_queues: Mapping[str, Queue]) -> list[str]:
@@ -392,6 +498,7 @@ def plan(
     by_uid = {job.uid: job for job in jobs if not job.deleting}
     copy_of: dict[tuple[str, str], MemberCopy] = {}
     ahead: set[str] = set()  # hub uids whose read lags a copy
+    fenced: set[str] = set()  # hub uids whose current copy the member's fence stopped
     for member_name, found in copies.items():
         for member_copy in found:
             hub = by_uid.get(member_copy.hub_uid)
@@ -411,6 +518,12 @@ def plan(
                         f"stale: placement {hub.placement} is on {hub.cluster or 'no member'}",
                     )
                 )
+            elif member_copy.fenced:
+                # The member stopped it when the lease ran out: the Job runs nowhere now. It is
+                # placed again (this member may take it: it answers again), the stopped copy goes.
+                fenced.add(hub.uid)
+                why = "fenced in the member: the hub's lease there ran out"
+                actions.append(DeleteCopy(member_name, member_copy.key, member_copy.uid, why))
             else:
                 copy_of[(member_name, hub.uid)] = member_copy
 
@@ -421,7 +534,15 @@ def plan(
         queue_on_member={},
     )
     pending: list[HubJob] = []
-    moving: dict[Key, str] = {}  # Jobs placed again, away from this member
+    moving: dict[Key, tuple[str, str]] = {}  # Jobs placed again: (the member to avoid, why)
+
+    def place_again(job: HubJob, avoid: str, why: str) -> None:
+        """Take the Job off its member (its room and its queue's use there) and into pending."""
+        fleet.queue_use[job.queue] = fleet.queue_use[job.queue] - job.demand.total
+        fleet.queue_on_member[(job.queue, job.cluster)] -= job.demand.total
+        moving[job.key] = (avoid, why)
+        pending.append(job)
+
     edited: list[tuple[HubJob, MemberCopy]] = []  # spec changed on the hub since the copy was made
     for job in jobs:
         if job.deleting or job.uid in ahead:
@@ -436,6 +557,10 @@ def plan(
             fleet.queue_on_member[key] = fleet.queue_on_member.get(key, ResourceList()) + job.demand.total
         member = members.get(job.cluster)
         listed = job.cluster in copies
+        if job.uid in fenced:
+            if not job.done:
+                place_again(job, "", f"the copy in {job.cluster} was stopped when the hub's lease there ran out")
+            continue
         its_copy = copy_of.get((job.cluster, job.uid))
         if its_copy is not None:
             if dict(its_copy.status) != dict(job.status) and its_copy.status:
@@ -466,10 +591,7 @@ def plan(
             continue  # it answered recently: nothing to conclude yet
         lost = member is None or silent_for >= policy.redispatch_after
         if lost and job.on_member_loss == names.REDISPATCH:
-            fleet.queue_use[job.queue] = fleet.queue_use[job.queue] - job.demand.total
-            fleet.queue_on_member[(job.queue, job.cluster)] -= job.demand.total
-            moving[job.key] = job.cluster
-            pending.append(job)
+            place_again(job, job.cluster, f"member cluster {job.cluster} lost")
             continue
         message = f"member cluster {job.cluster} is not answering" + (
             "" if member is not None else " (its Cluster is gone)"
@@ -480,19 +602,39 @@ def plan(
 
     actions += _carry_spec_changes(edited, fleet, hub_queues)
     _hold_room_for_unstarted(jobs, copy_of, fleet)
+    running = [
+        _Running(job, copy_of[(job.cluster, job.uid)])
+        for job in jobs
+        if job.cluster and not job.done and not job.deleting and (job.cluster, job.uid) in copy_of
+    ]
+    evicted: set[str] = set()
     for job in _fair_order(pending, fleet, hub_queues):
-        away_from = moving.get(job.key, "")
+        away_from, why = moving.get(job.key, ("", ""))
         choice = choose(job, fleet, hub_queues, policy, exclude=away_from)
+        if choice.reason == names.REASON_WAITING and not away_from:
+            left = [r for r in running if r.job.uid not in evicted]
+            found = _evictions_for(job, fleet, left, hub_queues, policy)
+            if found is not None:
+                member_name, victims, free_after = found
+                for victim, reason in victims:
+                    evicted.add(victim.job.uid)
+                    fleet.queue_use[victim.job.queue] -= victim.job.demand.total
+                    fleet.queue_on_member[(victim.job.queue, member_name)] -= victim.job.demand.total
+                    namespace, name = job.key
+                    message = f"evicted from member cluster {member_name} for {namespace}/{name}"
+                    actions.append(Evict(victim.job.key, member_name, victim.copy.uid, reason, message))
+                choice = Choice(member_name, free_after=tuple(free_after))
         if choice.member is None:
             if not _says(job, choice.reason, choice.message):
-                status = _with_state({} if away_from else job.status, JobPhase.PENDING, choice.reason, choice.message)
+                was_placed = job.key in moving
+                status = _with_state({} if was_placed else job.status, JobPhase.PENDING, choice.reason, choice.message)
                 event = ("Warning", choice.reason, choice.message) if choice.reason == names.REASON_NEVER_FITS else None
                 actions.append(SetStatus(job.key, status, event))
             continue
         fleet.commit(choice.member, job, choice.free_after)
-        if away_from:
+        if why:
             reason = names.REASON_REDISPATCHED
-            message = f"member cluster {away_from} lost; placed on {choice.member}"
+            message = f"{why}; placed on {choice.member}"
         else:
             reason, message = names.REASON_DISPATCHED, f"placed on member cluster {choice.member}"
         actions.append(Dispatch(job.key, choice.member, job.placement + 1, reason, message))

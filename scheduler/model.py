@@ -25,7 +25,7 @@ from typing import cast
 import numpy as np
 
 from lahar.api.node import Node, Taint
-from lahar.api.pod import Pod, Toleration
+from lahar.api.pod import PREEMPTABLE_KEY, Pod, Toleration, preemptable_flag
 from lahar.api.podgroup import PodGroup, PodGroupPhase
 from lahar.api.qos import QoSClass
 from lahar.api.queue import DEFAULT_QUEUE, Queue, QueueState
@@ -113,22 +113,6 @@ READY = frozenset(
 # session's allocate/deallocate handlers move a task in and out of exactly this set.
 CHARGED = OCCUPYING - {TaskStatus.RELEASING}
 PODS_COLUMN = BASE_RESOURCES.index(PODS)
-
-
-# Volcano's opt-out from eviction, on a pod or a PodGroup (annotation first, then label).
-PREEMPTABLE_KEY = "volcano.sh/preemptable"
-_GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
-
-
-def preemptable_flag(annotations: Mapping[str, str], labels: Mapping[str, str]) -> bool | None:
-    """`volcano.sh/preemptable` as Volcano reads it (Go's ParseBool; a value it cannot parse
-    means not preemptable, the safe side); None when neither the annotation nor the label says."""
-    value = annotations.get(PREEMPTABLE_KEY)
-    if value is None:
-        value = labels.get(PREEMPTABLE_KEY)
-    if value is None:
-        return None
-    return value in _GO_TRUE
 
 
 CRITICAL_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})

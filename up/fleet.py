@@ -53,7 +53,12 @@ def member_options(options: UpOptions, index: int) -> UpOptions:
         port=free_loopback_port(),
     )
     return dataclasses.replace(
-        options, server=server, sim_nodes=shape.nodes, sim_node_size=SimNodeSize.parse(shape.size), local_node=False
+        options,
+        server=server,
+        sim_nodes=shape.nodes,
+        sim_node_size=SimNodeSize.parse(shape.size),
+        local_node=False,
+        federation_member=True,
     )
 
 

@@ -124,6 +124,9 @@ class UpOptions:
     # only; no scheduler, controller or nodes, so the hub's Jobs run in the members alone.
     hub: bool = False
     federation_policy: Path | None = None
+    # A member of such a federation: also `lahar federation member`, the fence that stops the hub's
+    # Jobs here once the hub's lease has run out (docs/federation.md, "Faults").
+    federation_member: bool = False
 
 
 # --- the API server, in a thread of this process ----------------------------------------------------
@@ -213,6 +216,7 @@ class Program:
     restart_at: float | None = None  # when a program that exited is started again
     probed_at: float = 0.0
     probe_failures: int = 0
+    command: tuple[str, ...] = ()  # the `lahar` command when it is not the name (`federation member`)
 
     @property
     def argv(self) -> list[str]:
@@ -222,7 +226,7 @@ class Program:
             "-m",
             "lahar",
             *self.global_args,
-            self.name,
+            *(self.command or (self.name,)),
             *self.args,
             "--metrics-address",
             LOOPBACK,
@@ -448,6 +452,8 @@ class System:
             ),
             self._program("controller", [*kubeconfig, "--workloads"]),
         ]
+        if self.options.federation_member:
+            self.programs.append(self._program("member-fence", kubeconfig, ("federation", "member")))
         if self.options.sim_nodes > 0:
             size = self.options.sim_node_size
             self.programs.append(
@@ -490,11 +496,12 @@ class System:
             program.start()
         self._write_pids()
 
-    def _program(self, name: str, args: list[str]) -> Program:
+    def _program(self, name: str, args: list[str], command: tuple[str, ...] = ()) -> Program:
         verbose: tuple[str, ...] = ("-v",) if self.options.verbose else ()
         fmt: tuple[str, ...] = () if self.options.log_format == "text" else ("--log-format", self.options.log_format)
         flags = (*verbose, *fmt)  # none by default: `lahar agent ...`, as a user would type it
-        return Program(name, args, free_loopback_port(), self.components_dir / f"{name}.log", flags)
+        log_path = self.components_dir / f"{name}.log"
+        return Program(name, args, free_loopback_port(), log_path, flags, command=command)
 
     def _local_node_name(self) -> str:
         from lahar.node.node_object import local_node_name

@@ -49,6 +49,22 @@ DEFAULT_TERMINATION_GRACE_SECONDS = 30
 _EMPTY: Mapping[str, Any] = {}
 
 
+# Volcano's opt-out from eviction, on a pod, a PodGroup or a Job (annotation first, then label).
+PREEMPTABLE_KEY = "volcano.sh/preemptable"
+_GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+
+
+def preemptable_flag(annotations: Mapping[str, str], labels: Mapping[str, str]) -> bool | None:
+    """`volcano.sh/preemptable` as Volcano reads it (Go's ParseBool; a value it cannot parse
+    means not preemptable, the safe side); None when neither the annotation nor the label says."""
+    value = annotations.get(PREEMPTABLE_KEY)
+    if value is None:
+        value = labels.get(PREEMPTABLE_KEY)
+    if value is None:
+        return None
+    return value in _GO_TRUE
+
+
 @dataclass(frozen=True, slots=True)
 class Toleration:
     key: str = ""

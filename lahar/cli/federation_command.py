@@ -12,10 +12,24 @@ DEFAULT_METRICS_PORT = 9319  # the controller serves on 9318
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     federation = commands.add_parser(
-        "federation", help="run the federation on a hub: place Volcano Jobs on member clusters (docs/federation.md)"
+        "federation",
+        help="run the federation on a hub: place Volcano Jobs on member clusters (docs/federation.md); "
+        "`lahar federation member`: the fence on a member",
     )
     federation.add_argument(
-        "--kubeconfig", help="the hub's kubeconfig (default: $KUBECONFIG, in-cluster, then the embedded server)"
+        "role",
+        nargs="?",
+        choices=("hub", "member"),
+        default="hub",
+        help="hub (default): place the hub's Jobs on the members; member: run on a member cluster, stopping "
+        "the federation's Jobs there once the hub's lease has run out",
+    )
+    federation.add_argument(
+        "--kubeconfig",
+        help="the hub's kubeconfig (member: the member's) (default: $KUBECONFIG, in-cluster, then the embedded server)",
+    )
+    federation.add_argument(
+        "--period", type=float, default=1.0, help="member: seconds between looks at the lease (default 1)"
     )
     federation.add_argument(
         "--policy", type=Path, help="placement policy and fault timings (YAML; default: every scorer, weight 1)"
@@ -38,6 +52,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def run_federation(args: argparse.Namespace) -> int:
+    if args.role == "member":
+        return run_member(args)
     from prometheus_client import CollectorRegistry
 
     from lahar.client.api import KubeApi
@@ -79,3 +95,29 @@ def run_federation(args: argparse.Namespace) -> int:
         flush=True,
     )
     return run_until_signalled(stopped, "federation", start, stop, metrics.stop)
+
+
+def run_member(args: argparse.Namespace) -> int:
+    from prometheus_client import CollectorRegistry
+
+    from lahar.client.api import KubeApi
+    from lahar.client.connect import describe_source, new_api_client
+    from lahar.federation.member import MemberFence
+    from lahar.federation.policy import FENCE_PERIOD
+    from lahar.metrics_server import MetricsServer
+
+    if not 0 < args.period <= FENCE_PERIOD:
+        # The hub's policy keeps a margin of FENCE_PERIOD (and a heartbeat) after the lease ends.
+        raise ValueError(f"--period must be positive and at most {FENCE_PERIOD:g} s, not {args.period}")
+    if not 0 <= args.metrics_port <= 65535:
+        raise ValueError(f"--metrics-port must be between 0 and 65535, not {args.metrics_port}")
+    fence = MemberFence(KubeApi(new_api_client(args.kubeconfig)), period=args.period)
+    metrics = MetricsServer(CollectorRegistry(), fence.healthy, args.metrics_address, args.metrics_port)
+    stopped = stop_event()
+    metrics.start()
+    print(
+        f"lahar federation member using {describe_source(args.kubeconfig)}: stops the federation's Jobs here "
+        f"once the hub's lease runs out; health on http://{args.metrics_address}:{metrics.port}/healthz",
+        flush=True,
+    )
+    return run_until_signalled(stopped, "federation member", fence.start, fence.stop, metrics.stop)

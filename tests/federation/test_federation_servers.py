@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from lahar.api import kinds
+from lahar.api.job import ABORT_JOB, COMMAND_ANNOTATION
 from lahar.client.api import KubeApi
 from lahar.client.connect import new_api_client
 from lahar.client.errors import ApiUnavailable, Invalid, NotFound
@@ -21,12 +22,15 @@ from lahar.controller.jobflows import JobFlowController
 from lahar.endpoints import free_loopback_port
 from lahar.federation import names
 from lahar.federation.federation import Federation
-from lahar.federation.policy import Policy
+from lahar.federation.member import MemberFence
+from lahar.federation.policy import Policy, check_lease
 from lahar.node import node_object
 from tests.federation.fleet import vcjob
 from tests.support import wait_for
 
-POLICY = Policy(heartbeat_period=0.3, unreachable_after=1.0, redispatch_after=5.0)
+# The member's lease (2 s) runs out 3 s before the hub re-dispatches: a heartbeat and the fence's
+# period to spare (policy.check_lease).
+POLICY = Policy(heartbeat_period=0.3, unreachable_after=1.0, redispatch_after=5.0, member_lease=2)
 # name -> (nodes, CPUs a node, labels, cost)
 MEMBERS = {
     "m1": (2, 4, {"region": "eu"}, 1.0),
@@ -89,15 +93,37 @@ def hub_job(apis: dict[str, KubeApi], name: str, namespace: str = "default") -> 
     return apis["hub"].get(kinds.JOB, name, namespace)
 
 
+def to_submit(name: str, **options: Any) -> dict[str, Any]:
+    """A Job as a user submits it to the hub (no server-set metadata)."""
+    job = vcjob(name, **options)
+    for key in ("uid", "resourceVersion", "generation", "creationTimestamp"):
+        del job["metadata"][key]
+    return job
+
+
+def dispatched_to(apis: dict[str, KubeApi], name: str, placement: str | None = None) -> str:
+    """The member a hub Job's copy was confirmed in (of `placement`, or any), or ""."""
+    metadata = hub_job(apis, name)["metadata"]
+    confirmed = metadata["annotations"].get(names.DISPATCHED_ANNOTATION)
+    if not confirmed or (placement is not None and confirmed != placement):
+        return ""
+    return str(metadata["labels"][names.CLUSTER_LABEL])
+
+
+def submit_and_wait_dispatch(apis: dict[str, KubeApi], job: dict[str, Any]) -> str:
+    """Submit `job` to the hub; the member its first copy was made in."""
+    apis["hub"].create(kinds.JOB, job, "default")
+    name = job["metadata"]["name"]
+    return wait_for(lambda: dispatched_to(apis, name), 10, f"the dispatch of {name}")
+
+
 def test_dispatch_mirror_and_delete(fleet: dict[str, Any]) -> None:
     apis = fleet["apis"]
     hub = apis["hub"]
     hub.create(kinds.NAMESPACE, {"metadata": {"name": "team"}})
     hub.create(kinds.CONFIGMAP, {"metadata": {"name": "settings", "namespace": "team"}, "data": {"lr": "0.1"}}, "team")
-    wide = vcjob("wide", replicas=2, cpu="6", namespace="team")  # 6-CPU pods: only m2's node holds them
+    wide = to_submit("wide", replicas=2, cpu="6", namespace="team")  # 6-CPU pods: only m2's node holds them
     wide["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["envFrom"] = [{"configMapRef": {"name": "settings"}}]
-    for key in ("uid", "resourceVersion", "generation", "creationTimestamp"):
-        del wide["metadata"][key]
     federation = start_federation(hub)
     try:
         hub.create(kinds.JOB, wide, "team")
@@ -166,20 +192,10 @@ def test_dispatch_mirror_and_delete(fleet: dict[str, Any]) -> None:
 def test_a_deleted_cluster_s_copies_are_deleted_and_its_jobs_move(fleet: dict[str, Any]) -> None:
     apis = fleet["apis"]
     hub = apis["hub"]
-    job = vcjob("moving", replicas=1, cpu="1", annotations={names.CLUSTER_SELECTOR_ANNOTATION: "region=eu"})
-    for key in ("uid", "resourceVersion", "generation", "creationTimestamp"):
-        del job["metadata"][key]
+    job = to_submit("moving", replicas=1, cpu="1", annotations={names.CLUSTER_SELECTOR_ANNOTATION: "region=eu"})
     federation = start_federation(hub)
     try:
-        hub.create(kinds.JOB, job, "default")
-        first = wait_for(
-            lambda: (
-                hub_job(apis, "moving")["metadata"]["annotations"].get(names.DISPATCHED_ANNOTATION)
-                and hub_job(apis, "moving")["metadata"]["labels"][names.CLUSTER_LABEL]
-            ),
-            10,
-            "the dispatch",
-        )
+        first = submit_and_wait_dispatch(apis, job)
         assert first in ("m1", "m3")  # the eu members
         hub.delete(kinds.CLUSTER, first)
         other = {"m1": "m3", "m3": "m1"}[first]
@@ -260,35 +276,17 @@ def test_a_jobflow_runs_in_dependency_order_across_members(fleet: dict[str, Any]
 def test_member_loss_redispatches_once_and_restarts_double_nothing(fleet: dict[str, Any], tmp_path: Path) -> None:
     apis, servers = fleet["apis"], fleet["servers"]
     hub = apis["hub"]
-    job = vcjob("train", replicas=2, cpu="1")
-    for key in ("uid", "resourceVersion", "generation", "creationTimestamp"):
-        del job["metadata"][key]
     federation = start_federation(hub)
     try:
-        hub.create(kinds.JOB, job, "default")
-        first = wait_for(
-            lambda: (
-                hub_job(apis, "train")["metadata"]["annotations"].get(names.DISPATCHED_ANNOTATION)
-                and hub_job(apis, "train")["metadata"]["labels"][names.CLUSTER_LABEL]
-            ),
-            10,
-            "the first dispatch",
-        )
+        first = submit_and_wait_dispatch(apis, to_submit("train", replicas=2, cpu="1"))
         servers[first].stop()  # the member stops answering
         wait_for(
             lambda: hub_job(apis, "train").get("status", {}).get("state", {}).get("reason") == names.REASON_UNREACHABLE,
             15,
             "the mark",
         )
-        moved = wait_for(
-            lambda: (
-                (hub_job(apis, "train")["metadata"]["labels"][names.CLUSTER_LABEL] != first)
-                and hub_job(apis, "train")["metadata"]["annotations"].get(names.DISPATCHED_ANNOTATION) == "2"
-                and hub_job(apis, "train")["metadata"]["labels"][names.CLUSTER_LABEL]
-            ),
-            30,
-            "the re-dispatch",
-        )
+        moved = wait_for(lambda: dispatched_to(apis, "train", placement="2"), 30, "the re-dispatch")
+        assert moved != first
         assert hub_job(apis, "train")["metadata"]["annotations"][names.PLACEMENT_ANNOTATION] == "2"
         # The member returns with its stale copy: the fence removes it.
         servers[first].start()
@@ -309,6 +307,48 @@ def test_member_loss_redispatches_once_and_restarts_double_nothing(fleet: dict[s
         federation.stop()
 
 
+def test_a_member_cut_off_from_the_hub_stops_its_copy_before_the_hub_moves_it(fleet: dict[str, Any]) -> None:
+    """The hub loses its way to a member (the Cluster's endpoint now leads nowhere) while the
+    member runs on, its fence (`lahar federation member`, in this process) beside it."""
+    check_lease(POLICY)
+    apis = fleet["apis"]
+    hub = apis["hub"]
+    fences = [MemberFence(apis[name], period=0.2) for name in MEMBERS]
+    for fence in fences:
+        fence.start()
+    federation = start_federation(hub)
+    try:
+        job = to_submit("fenced", replicas=1, cpu="1", annotations={names.CLUSTER_SELECTOR_ANNOTATION: "region=eu"})
+        first = submit_and_wait_dispatch(apis, job)
+        lease = apis[first].get(kinds.LEASE, names.LEASE_NAME, names.LEASE_NAMESPACE)
+        assert lease["spec"]["leaseDurationSeconds"] == 2
+        hub.patch(kinds.CLUSTER, first, {"spec": {"endpoint": f"http://127.0.0.1:{free_loopback_port()}"}})
+        samples: list[tuple[bool, bool]] = []  # (the old copy stopped, a new copy made elsewhere)
+
+        def moved() -> str:
+            found = copies_of(apis, "fenced")
+            stopped = names.FENCED_ANNOTATION in found[first]["metadata"]["annotations"]
+            elsewhere = [m for m in found if m != first]
+            samples.append((stopped, bool(elsewhere)))
+            return elsewhere[0] if elsewhere else ""
+
+        second = wait_for(moved, 30, "the re-dispatch")
+        assert all(stopped for stopped, made in samples if made)  # never two running copies
+        assert any(stopped and not made for stopped, made in samples)  # stopped first, seen so
+        stale = copies_of(apis, "fenced")[first]["metadata"]["annotations"]
+        assert stale[COMMAND_ANNOTATION] == ABORT_JOB  # what the member's controller acts on
+        events = apis[first].list(kinds.EVENT, "default", field_selector="involvedObject.name=fenced")["items"]
+        assert [e["reason"] for e in events] == [names.EVENT_FENCED]
+        # The way back: the stopped copy, of an old placement, is deleted; one copy is left.
+        hub.patch(kinds.CLUSTER, first, {"spec": {"endpoint": fleet["servers"][first].url}})
+        wait_for(lambda: set(copies_of(apis, "fenced")) == {second}, 15, "the stopped copy to go")
+        assert names.FENCED_ANNOTATION not in copies_of(apis, "fenced")[second]["metadata"]["annotations"]
+    finally:
+        federation.stop()
+        for fence in fences:
+            fence.stop()
+
+
 def test_bad_members_and_impossible_jobs_get_clear_reasons(fleet: dict[str, Any]) -> None:
     hub = fleet["apis"]["hub"]
     nobody = f"http://127.0.0.1:{free_loopback_port()}"
@@ -316,9 +356,7 @@ def test_bad_members_and_impossible_jobs_get_clear_reasons(fleet: dict[str, Any]
     hub.create(
         kinds.CLUSTER, {"metadata": {"name": "nokey"}, "spec": {"endpoint": nobody, "secretRef": {"name": "missing"}}}
     )
-    huge = vcjob("huge", replicas=1, cpu="64")
-    for key in ("uid", "resourceVersion", "generation", "creationTimestamp"):
-        del huge["metadata"][key]
+    huge = to_submit("huge", replicas=1, cpu="64")
     federation = start_federation(hub)
     try:
 

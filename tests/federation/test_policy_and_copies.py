@@ -27,7 +27,8 @@ def test_a_policy_reads_weights_and_timings() -> None:
         "plugins:\n- name: cost\n  arguments: {weight: 3}\n- name: free-capacity\n"
         "heartbeatPeriod: 1s\nunreachableAfter: 5s\nredispatchAfter: 2m\n"
     )
-    assert policy == Policy({"cost": 3.0, "free-capacity": 1.0}, 1.0, 5.0, 120.0)
+    assert policy == Policy({"cost": 3.0, "free-capacity": 1.0}, 1.0, 5.0, 120.0, member_lease=60)
+    assert parse_policy('memberLease: 40s\nactions: "dispatch, reclaim"').actions == ("dispatch", "reclaim")
     assert parse_policy("") == Policy()
     assert load_policy(None) == Policy()
 
@@ -42,6 +43,19 @@ def test_a_policy_reads_weights_and_timings() -> None:
         ("redispatchAfter: 0s", "redispatchAfter: must be a positive duration"),
         ("heartbeatPeriod: 10s\nunreachableAfter: 5s", "unreachableAfter must be at least heartbeatPeriod"),
         ("tiers: []", "unknown keys tiers"),
+        ("memberLease: 1.5s", "memberLease: must be whole seconds"),
+        ("heartbeatPeriod: 2s\nmemberLease: 3s", "memberLease (3s) must be at least two heartbeatPeriods (4s)"),
+        (
+            "heartbeatPeriod: 1s\nredispatchAfter: 10s\nmemberLease: 9s",
+            "redispatchAfter (10s) must be at least memberLease (9s) + heartbeatPeriod + 1s (11s)",
+        ),
+        (
+            "heartbeatPeriod: 0.1s\nunreachableAfter: 0.5s\nredispatchAfter: 1s",
+            "redispatchAfter (1s) must be at least memberLease (1s)",
+        ),
+        ('actions: "allocate, dispatch"', "actions: unknown action 'allocate'"),
+        ('actions: "preempt"', "actions: must name dispatch"),
+        ("actions: [dispatch]", "actions: must be a comma-separated string"),
         ("[1, 2]", "must be a mapping"),
         ("plugins: [", "not valid YAML"),
     ],

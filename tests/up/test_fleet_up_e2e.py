@@ -3,7 +3,8 @@ scheduler, controller and simulated nodes, of different sizes and labels) and a 
 `lahar federation`. Jobs submitted to the hub run in the member that can hold them and show as
 Running on the hub; a team's fleet-wide quota holds; a JobFlow's Jobs run in different members in
 dependency order. Faults: a member cut off from the hub (a TCP relay in front of it, stopped and
-started again), the federation killed, the whole fleet (hub included) stopped and started again.
+started again: the member's fence stops its copy before the hub places the Job elsewhere), the
+federation killed, the whole fleet (hub included) stopped and started again.
 Long (seven programs start): marked slow."""
 
 from __future__ import annotations
@@ -272,6 +273,36 @@ class Relay:
             self._sockets.clear()
 
 
+def running_pods(member_api: KubeApi, name: str) -> int:
+    """How many pods of the Job `name` run in a member (Running, not being deleted)."""
+    pods = member_api.list(kinds.POD, "default", label_selector=f"volcano.sh/job-name={name}")["items"]
+    return sum(
+        1 for p in pods if p.get("status", {}).get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+    )
+
+
+class Overlap:
+    """Samples, in a thread, how many pods of a Job run in each of two members: a fence holds when
+    no sample finds both running."""
+
+    def __init__(self, apis: dict[str, KubeApi], name: str) -> None:
+        self.apis, self.name = apis, name
+        self.samples: list[dict[str, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            with contextlib.suppress(Exception):  # a slow answer: the next sample
+                self.samples.append({m: running_pods(api, self.name) for m, api in self.apis.items()})
+
+    def stop(self) -> list[dict[str, int]]:
+        self._stop.set()
+        self._thread.join(10)
+        return self.samples
+
+
 def copies(member_api: KubeApi, name: str) -> list[dict[str, Any]]:
     """The federation's copies of `name` in a member (those not being deleted)."""
     found = member_api.list(kinds.JOB, "default", label_selector=names.HUB_UID_LABEL)["items"]
@@ -303,7 +334,9 @@ def test_member_loss_federation_kill_and_hub_restart(fleet: FleetUp) -> None:
         wait_for(lambda: relay.accepted > 0, 15, "the federation to reach the member through the relay")
         time.sleep(1.0)
         assert hub.get(kinds.CLUSTER, first)["status"]["reachable"] is True
-        relay.stop()  # the member goes on running its copy; the hub cannot reach it
+        assert running_pods(direct[first], "loss") == 2
+        overlap = Overlap(direct, "loss")
+        relay.stop()  # the member goes on running; the hub cannot reach it
         state = lambda: hub.get(kinds.JOB, "loss", "default").get("status", {}).get("state", {})  # noqa: E731
         wait_for(lambda: state().get("reason") == names.REASON_UNREACHABLE, 15, "the job marked")
         marked_at = time.monotonic()
@@ -311,10 +344,17 @@ def test_member_loss_federation_kill_and_hub_restart(fleet: FleetUp) -> None:
         second = wait_for(lambda: where(hub, "loss")[0] not in ("", first) and where(hub, "loss")[0], 60, "re-dispatch")
         assert time.monotonic() - marked_at >= 4  # marked after 3 s of silence, moved after 10 s
         wait_for(lambda: where(hub, "loss") == (second, "Running"), 120, "loss Running on its new member")
+        samples = overlap.stop()
+        # The member's fence stopped its copy when the hub's lease (5 s) ran out, before the hub
+        # moved the Job (10 s): never two running copies, and the new one runs.
+        assert not [s for s in samples if s[first] and s[second]], samples
+        assert any(s[first] == 2 for s in samples) and samples[-1][second] == 2, samples
         moved = hub.get(kinds.JOB, "loss", "default")["metadata"]
         assert moved["annotations"][names.PLACEMENT_ANNOTATION] == "2"
-        [stale] = copies(direct[first], "loss")  # the cut-off member still holds the old copy
+        [stale] = copies(direct[first], "loss")  # the cut-off member still holds the old copy, stopped
         assert stale["metadata"]["annotations"][names.PLACEMENT_ANNOTATION] == "1"
+        assert names.FENCED_ANNOTATION in stale["metadata"]["annotations"]
+        assert stale["status"]["state"]["phase"] in ("Aborting", "Aborted") and running_pods(direct[first], "loss") == 0
         [fresh] = copies(direct[second], "loss")
         # The member comes back: the stale copy is deleted; one copy is left, the new placement's.
         relay.start()
@@ -330,12 +370,17 @@ def test_member_loss_federation_kill_and_hub_restart(fleet: FleetUp) -> None:
         assert [c["metadata"]["uid"] for c in copies(direct[second], "loss")] == [fresh["metadata"]["uid"]]
         assert not copies(direct[first], "loss") and where(hub, "loss") == (second, "Running")
         # The whole fleet (the hub, the federation, every member) stops and starts again on the
-        # same data: no job lost, none dispatched again or moved.
-        hub.create(kinds.JOB, job("after", 1, "1"))
+        # same data. It is down longer than the members' lease (5 s), so each member's fence stops
+        # the running copies there (it cannot tell a hub that is down from one it is cut off
+        # from); the hub places them again, once. A Job that says on-member-loss: Wait is left
+        # running where it was. Nothing is lost, and no Job has two copies.
+        steady = job("after", 1, "1", annotations={names.ON_MEMBER_LOSS_ANNOTATION: names.WAIT})
+        hub.create(kinds.JOB, steady)
         wait_for(lambda: where(hub, "after")[1] == "Running", 120, "after Running")
         placed = {j["metadata"]["name"]: j["metadata"] for j in hub.list(kinds.JOB, "default")["items"]}
         placed = {name: meta for name, meta in placed.items() if names.CLUSTER_LABEL in (meta.get("labels") or {})}
         assert {"loss", "after", "wide", "gpu-train"} <= set(placed)
+        steady_copy = copies(direct[placed["after"]["labels"][names.CLUSTER_LABEL]], "after")[0]["metadata"]["uid"]
         up.stop()
         restarted = datetime.now(UTC).replace(microsecond=0)
         hub = up.api = up.start()
@@ -349,16 +394,32 @@ def test_member_loss_federation_kill_and_hub_restart(fleet: FleetUp) -> None:
             return bool(beat) and datetime.fromisoformat(beat.replace("Z", "+00:00")) >= restarted
 
         wait_for(lambda: all(answered_since_restart(c) for c in hub.list(kinds.CLUSTER)["items"]), 60, "members back")
-        time.sleep(3.0)  # several heartbeats and cycles after the restart
+
+        def one_copy_each() -> bool:
+            for name in placed:
+                after = hub.get(kinds.JOB, name, "default")["metadata"]
+                found = {m: copies(api, name) for m, api in direct.items()}
+                here = found.get((after.get("labels") or {}).get(names.CLUSTER_LABEL, ""), [])
+                if sum(len(c) for c in found.values()) != 1 or len(here) != 1:
+                    return False
+                if here[0]["metadata"]["annotations"][names.PLACEMENT_ANNOTATION] != after["annotations"].get(
+                    names.PLACEMENT_ANNOTATION
+                ):
+                    return False
+            return True
+
+        wait_for(one_copy_each, 120, "one copy of every Job, of its current placement")
+        time.sleep(3.0)  # several heartbeats and cycles later: still so
+        assert one_copy_each()
         for name, before in placed.items():
             after = hub.get(kinds.JOB, name, "default")["metadata"]
-            assert after["uid"] == before["uid"]
-            assert after["labels"][names.CLUSTER_LABEL] == before["labels"][names.CLUSTER_LABEL]
-            assert after["annotations"][names.PLACEMENT_ANNOTATION] == before["annotations"][names.PLACEMENT_ANNOTATION]
-            found = {m: [c["metadata"]["uid"] for c in copies(api, name)] for m, api in direct.items()}
-            assert sum(len(uids) for uids in found.values()) == 1, found  # one copy, in the same member
-            assert found[after["labels"][names.CLUSTER_LABEL]]
-        assert [c["metadata"]["uid"] for c in copies(direct[second], "loss")] == [fresh["metadata"]["uid"]]
+            assert after["uid"] == before["uid"]  # nothing lost
+            was, now = (int(m["annotations"][names.PLACEMENT_ANNOTATION]) for m in (before, after))
+            assert now in (was, was + 1), (name, was, now)  # placed again at most once
+        assert hub.get(kinds.JOB, "after", "default")["metadata"]["annotations"][names.PLACEMENT_ANNOTATION] == "1"
+        assert copies(direct[placed["after"]["labels"][names.CLUSTER_LABEL]], "after")[0]["metadata"]["uid"] == (
+            steady_copy
+        )
     finally:
         for relay in relays:
             relay.stop()

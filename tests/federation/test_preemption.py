@@ -1,0 +1,161 @@
+"""Preemption and reclaim across members (federation/planner.py): a Job that fits no member now
+gets one by evicting whole running federated Jobs there, by Volcano's rules: preempt takes
+strictly lower-priority Jobs of the same queue; reclaim, for a queue within its fleet-wide
+guarantee, takes Jobs of other reclaimable queues that stay at their own guarantee."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from lahar.api.queue import Queue
+from lahar.federation import names
+from lahar.federation.planner import Dispatch, Evict, HubJob, MemberCopy, SetStatus, plan
+from lahar.federation.policy import Policy
+from tests.federation.fleet import member, member_copy, resources, running_status, vcjob, view
+
+POLICY = Policy(heartbeat_period=1.0, unreachable_after=5.0, redispatch_after=30.0)
+NOW = 1000.0
+PRIORITIES = {"low": 0, "mid": 10, "high": 100}
+
+
+def hub_queue(name: str, guarantee: str = "", reclaimable: bool = True) -> Queue:
+    spec: dict[str, object] = {"weight": 1, "reclaimable": reclaimable}
+    if guarantee:
+        spec["guarantee"] = {"resource": {"cpu": guarantee}}
+    return Queue({"metadata": {"name": name}, "spec": spec})
+
+
+def running(
+    name: str,
+    where: str = "a",
+    *,
+    priority: str = "low",
+    queue: str = "q",
+    created: str = "2026-01-01T00:00:00Z",
+    annotations: dict[str, str] | None = None,
+) -> tuple[HubJob, MemberCopy]:
+    """A two-pod Job of 2 CPUs a pod, running on `where` with one pod on each of its two nodes."""
+    obj = vcjob(
+        name,
+        replicas=2,
+        cpu="2",
+        queue=queue,
+        cluster=where,
+        placement=1,
+        dispatched=1,
+        status=running_status(2),
+        priority_class=priority,
+        created=created,
+        annotations=annotations,
+    )
+    its_copy = member_copy(obj, where, 1, running_status(2))
+    return view(obj, PRIORITIES), dataclasses.replace(its_copy, on_nodes=(resources(2), resources(2)))
+
+
+def pending(name: str, *, priority: str = "high", queue: str = "q", replicas: int = 2, cpu: str = "2") -> HubJob:
+    return view(vcjob(name, replicas=replicas, cpu=cpu, queue=queue, priority_class=priority), PRIORITIES)
+
+
+def full(name: str) -> dict[str, object]:
+    """Two nodes of 4 CPUs, both taken by two running Jobs."""
+    return {name: member(name, nodes=2, cpu=4, used=[resources(4, 2), resources(4, 2)])}
+
+
+def test_a_higher_priority_job_evicts_the_lowest_jobs_of_its_queue_until_it_fits() -> None:
+    older, low = running("older", created="2026-01-01T00:00:00Z")
+    newer, newer_copy = running("newer", created="2026-01-01T00:00:05Z")
+    actions = plan([older, newer, pending("urgent")], full("a"), {"a": [low, newer_copy]}, {}, POLICY, NOW)
+    evictions = [a for a in actions if isinstance(a, Evict)]
+    # One Job frees room enough: the newest of the lowest priority goes, the other stays.
+    assert evictions == [
+        Evict(
+            ("default", "newer"),
+            "a",
+            "member-uid-newer",
+            names.REASON_PREEMPTED,
+            "evicted from member cluster a for default/urgent",
+        )
+    ]
+    [dispatch] = [a for a in actions if isinstance(a, Dispatch)]
+    assert (dispatch.job, dispatch.member, dispatch.placement) == (("default", "urgent"), "a", 1)
+
+
+def test_lower_priorities_go_first_and_no_job_is_evicted_twice_in_one_plan() -> None:
+    low, low_copy = running("low", priority="low")
+    mid, mid_copy = running("mid", priority="mid")
+    first, second = pending("urgent-1"), pending("urgent-2")
+    actions = plan([low, mid, first, second], full("a"), {"a": [low_copy, mid_copy]}, {}, POLICY, NOW)
+    assert [(a.job[1], a.reason) for a in actions if isinstance(a, Evict)] == [
+        ("low", names.REASON_PREEMPTED),
+        ("mid", names.REASON_PREEMPTED),
+    ]
+    assert [a.job[1] for a in actions if isinstance(a, Dispatch)] == ["urgent-1", "urgent-2"]
+
+
+def test_equal_priority_other_queues_and_opted_out_jobs_are_not_preempted() -> None:
+    same, same_copy = running("same", priority="high")
+    other, other_copy = running("other", queue="elsewhere")
+    actions = plan([same, other, pending("urgent")], full("a"), {"a": [same_copy, other_copy]}, {}, POLICY, NOW)
+    assert not [a for a in actions if isinstance(a, Evict | Dispatch)]
+    [waits] = [a for a in actions if isinstance(a, SetStatus)]
+    assert waits.status["state"]["reason"] == names.REASON_WAITING
+    kept = {"volcano.sh/preemptable": "false"}
+    first, first_copy = running("kept-1", annotations=kept)
+    second, second_copy = running("kept-2", annotations=kept)
+    actions = plan([first, second, pending("urgent")], full("a"), {"a": [first_copy, second_copy]}, {}, POLICY, NOW)
+    assert not [a for a in actions if isinstance(a, Evict)]
+
+
+def test_a_gang_that_could_never_fit_evicts_nothing() -> None:
+    low, low_copy = running("low")
+    mid, mid_copy = running("mid", priority="mid")
+    huge = pending("huge", replicas=3, cpu="4")  # three 4-CPU pods; the member has two 4-CPU nodes
+    actions = plan([low, mid, huge], full("a"), {"a": [low_copy, mid_copy]}, {}, POLICY, NOW)
+    assert not [a for a in actions if isinstance(a, Evict)]
+    [refused] = [a for a in actions if isinstance(a, SetStatus)]
+    assert refused.status["state"]["reason"] == names.REASON_NEVER_FITS
+
+
+def test_the_member_needing_fewest_evictions_is_chosen() -> None:
+    # a: two small Jobs on it; b: one Job taking both nodes whole. The gang needs 4 CPUs on each node.
+    members = {**full("a"), **full("b")}
+    a1, a1_copy = running("a1", "a")
+    a2, a2_copy = running("a2", "a")
+    wide, wide_copy = running("wide", "b")
+    wide_copy = dataclasses.replace(wide_copy, on_nodes=(resources(4, 2), resources(4, 2)))
+    urgent = pending("urgent", cpu="4")
+    copies = {"a": [a1_copy, a2_copy], "b": [wide_copy]}
+    actions = plan([a1, a2, wide, urgent], members, copies, {}, POLICY, NOW)
+    assert [(a.job[1], a.member) for a in actions if isinstance(a, Evict)] == [("wide", "b")]
+    assert [a.member for a in actions if isinstance(a, Dispatch)] == ["b"]
+
+
+def test_a_queue_within_its_guarantee_reclaims_from_a_queue_above_its_own() -> None:
+    first, first_copy = running("team-a-1", queue="team-a")
+    second, second_copy = running("team-a-2", queue="team-a", created="2026-01-01T00:00:05Z")
+    queues = {"team-a": hub_queue("team-a", guarantee="4"), "team-b": hub_queue("team-b", guarantee="4")}
+    job = pending("team-b-1", queue="team-b", priority="low")  # no priority needed to reclaim
+    actions = plan([first, second, job], full("a"), {"a": [first_copy, second_copy]}, queues, POLICY, NOW)
+    assert [(a.job[1], a.reason) for a in actions if isinstance(a, Evict)] == [("team-a-2", names.REASON_RECLAIMED)]
+    assert [a.job[1] for a in actions if isinstance(a, Dispatch)] == ["team-b-1"]
+
+
+def test_reclaim_keeps_to_the_rules() -> None:
+    first, first_copy = running("team-a-1", queue="team-a")
+    second, second_copy = running("team-a-2", queue="team-a")
+    copies = {"a": [first_copy, second_copy]}
+    job = pending("team-b-1", queue="team-b", priority="low")
+
+    def evicted(queues: dict[str, Queue], policy: Policy = POLICY) -> list[str]:
+        actions = plan([first, second, job], full("a"), copies, queues, policy, NOW)
+        return [a.job[1] for a in actions if isinstance(a, Evict)]
+
+    guaranteed_b = hub_queue("team-b", guarantee="4")
+    assert evicted({"team-b": guaranteed_b}) == ["team-a-2"]  # team-a has no hub Queue: reclaimable
+    # team-a not reclaimable; team-a guaranteed all it uses; team-b without a guarantee, or past it.
+    assert evicted({"team-b": guaranteed_b, "team-a": hub_queue("team-a", reclaimable=False)}) == []
+    assert evicted({"team-b": guaranteed_b, "team-a": hub_queue("team-a", guarantee="8")}) == []
+    assert evicted({"team-b": hub_queue("team-b")}) == []
+    assert evicted({"team-b": hub_queue("team-b", guarantee="3")}) == []
+    # The actions the policy names: without reclaim, nothing is taken from another queue.
+    assert evicted({"team-b": guaranteed_b}, dataclasses.replace(POLICY, actions=("dispatch", "preempt"))) == []
