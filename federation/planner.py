@@ -352,23 +352,33 @@ def _evictions_for(
 ) -> tuple[str, list[tuple[_Running, str]], list[ResourceList]] | None:
     """A member where `job` fits once some running Jobs are evicted, and those Jobs: on each
     member the Job may go to, the victims lowest priority first (then newest), only until the
-    whole gang packs; the member needing the fewest evictions wins (then the lower victims)."""
+    whole gang packs and its queue's capabilities (fleet-wide, and the member queue's own) hold
+    with the victims of its own queue gone; the member needing the fewest evictions wins (then
+    the lower victims)."""
     try:
         selector = cluster_selector(job.raw)
     except SelectorError:
         return None
+    capability = fleet_capability(job.queue, hub_queues, fleet.members.values())
+    used = fleet.queue_use.get(job.queue, ResourceList())
     best: tuple[tuple[int, int, str], str, list[tuple[_Running, str]], list[ResourceList]] | None = None
     for member in fleet.members.values():
         if not member.accepts_new_jobs or (selector is not None and not selector.matches(member.labels)):
             continue
-        if member.queue_capability.get(job.queue) is not None:
-            continue  # a member queue's own bound: its room is the member's to share out
+        # The Job's queue's use and bound, fleet-wide and on this member.
+        limits = (
+            (used, capability),
+            (
+                fleet.queue_on_member.get((job.queue, member.name), ResourceList()),
+                member.queue_capability.get(job.queue) or ResourceList(),
+            ),
+        )
         free = list(fleet.free[member.name])
         chosen: list[tuple[_Running, str]] = []
         candidates = [r for r in running if r.job.cluster == member.name and len(r.copy.on_nodes) == len(free)]
         candidates.sort(key=lambda r: (r.job.created, r.job.key), reverse=True)  # newest first...
         candidates.sort(key=lambda r: r.job.priority)  # ...within each priority, lowest first
-        free_after = pack(free, job.demand.pods)
+        free_after = _room_with(job, chosen, free, limits)
         for candidate in candidates:
             if free_after is not None:
                 break
@@ -376,14 +386,29 @@ def _evictions_for(
             if not why:
                 continue
             chosen.append((candidate, why))
-            free = [room + used for room, used in zip(free, candidate.copy.on_nodes, strict=True)]
-            free_after = pack(free, job.demand.pods)
+            free = [room + taken for room, taken in zip(free, candidate.copy.on_nodes, strict=True)]
+            free_after = _room_with(job, chosen, free, limits)
         if free_after is None or not chosen:
             continue
         rank = (len(chosen), max(r.job.priority for r, _ in chosen), member.name)
         if best is None or rank < best[0]:
             best = (rank, member.name, chosen, free_after)
     return None if best is None else (best[1], best[2], best[3])
+
+
+def _room_with(
+    job: HubJob,
+    victims: Sequence[tuple[_Running, str]],
+    free: list[ResourceList],
+    limits: Sequence[tuple[ResourceList, ResourceList]],
+) -> list[ResourceList] | None:
+    """The member's nodes' room after placing `job` once `victims` are gone (their room already in
+    `free`), or None when the gang does not pack or a (use, bound) of its queue would not hold
+    (the victims of its own queue give their share back)."""
+    freed = sum((r.job.demand.total for r, _ in victims if r.job.queue == job.queue), ResourceList())
+    if any(not within(use - freed + job.demand.total, bound) for use, bound in limits):
+        return None
+    return pack(free, job.demand.pods)
 
 
 def _guarantees_in_the_way(job: HubJob, fleet: _Fleet, hub_queues: Mapping[str, Queue]) -> list[str]:
@@ -611,11 +636,12 @@ def plan(
     for job in _fair_order(pending, fleet, hub_queues):
         away_from, why = moving.get(job.key, ("", ""))
         choice = choose(job, fleet, hub_queues, policy, exclude=away_from)
-        if choice.reason == names.REASON_WAITING and not away_from:
+        # Waiting for room, or for its queue's quota (evicting Jobs of its own queue gives some back).
+        if choice.reason in (names.REASON_WAITING, names.REASON_QUOTA) and not away_from:
             left = [r for r in running if r.job.uid not in evicted]
-            found = _evictions_for(job, fleet, left, hub_queues, policy)
-            if found is not None:
-                member_name, victims, free_after = found
+            room = _evictions_for(job, fleet, left, hub_queues, policy)
+            if room is not None:
+                member_name, victims, free_after = room
                 for victim, reason in victims:
                     evicted.add(victim.job.uid)
                     fleet.queue_use[victim.job.queue] -= victim.job.demand.total

@@ -12,9 +12,9 @@ from typing import Any
 
 import lahar
 from lahar.api import kinds
+from lahar.api.lease import micro_time
 from lahar.client.api import KubeApi, Obj
 from lahar.client.errors import AlreadyExists, NotFound
-from lahar.client.leader import micro_time
 from lahar.node.lifecycle import rfc3339
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"

@@ -349,6 +349,52 @@ def test_a_member_cut_off_from_the_hub_stops_its_copy_before_the_hub_moves_it(fl
             fence.stop()
 
 
+def bind_pod_of(api: KubeApi, copy: dict[str, Any], node: str, cpu: str) -> None:
+    """Play the member's controller and scheduler: a Running pod of the copy, bound to `node`."""
+    metadata = copy["metadata"]
+    owner = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": metadata["name"], "uid": metadata["uid"]}
+    pod = {
+        "metadata": {"name": f"{metadata['name']}-worker-0", "namespace": "default", "ownerReferences": [owner]},
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}],
+        },
+    }
+    made = api.create(kinds.POD, pod, "default")
+    api.update_status(kinds.POD, {**made, "status": {"phase": "Running"}})
+    api.update_status(kinds.JOB, {**copy, "status": {"state": {"phase": "Running"}, "running": 1}})
+
+
+def test_a_higher_priority_job_evicts_a_lower_one_whole(fleet: dict[str, Any]) -> None:
+    apis = fleet["apis"]
+    hub = apis["hub"]
+    for name, value in (("low", 0), ("high", 100)):
+        hub.create(kinds.PRIORITY_CLASS, {"metadata": {"name": name}, "value": value})
+    federation = start_federation(hub)
+    try:
+        # 16-CPU pods: only m2's one node holds one.
+        low = submit_and_wait_dispatch(apis, to_submit("low", replicas=1, cpu="16", priority_class="low"))
+        assert low == "m2"
+        bind_pod_of(apis["m2"], copies_of(apis, "low")["m2"], "m2-n0", "16")
+        wait_for(lambda: hub.get(kinds.CLUSTER, "m2")["status"]["allocatable"].get("cpu", "0") == "0", 10, "m2 full")
+        urgent = submit_and_wait_dispatch(apis, to_submit("urgent", replicas=1, cpu="16", priority_class="high"))
+        assert urgent == "m2"
+        wait_for(
+            lambda: "low" not in {j["metadata"]["name"] for j in apis["m2"].list(kinds.JOB, "default")["items"]},
+            10,
+            "the victim's copy deleted",
+        )
+        evicted = hub_job(apis, "low")
+        assert names.CLUSTER_LABEL not in evicted["metadata"]["labels"]  # back to pending on the hub
+        assert evicted["metadata"]["annotations"][names.PLACEMENT_ANNOTATION] == "1"  # the next one is new
+        events = hub.list(kinds.EVENT, "default", field_selector="involvedObject.name=low")["items"]
+        assert any(
+            e["reason"] == names.REASON_PREEMPTED and e["message"].endswith("for default/urgent") for e in events
+        )
+    finally:
+        federation.stop()
+
+
 def test_bad_members_and_impossible_jobs_get_clear_reasons(fleet: dict[str, Any]) -> None:
     hub = fleet["apis"]["hub"]
     nobody = f"http://127.0.0.1:{free_loopback_port()}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 from lahar.api.queue import Queue
+from lahar.api.resources import ResourceList
 from lahar.federation import names
 from lahar.federation.planner import Dispatch, Evict, HubJob, MemberCopy, SetStatus, plan
 from lahar.federation.policy import Policy
@@ -159,3 +160,29 @@ def test_reclaim_keeps_to_the_rules() -> None:
     assert evicted({"team-b": hub_queue("team-b", guarantee="3")}) == []
     # The actions the policy names: without reclaim, nothing is taken from another queue.
     assert evicted({"team-b": guaranteed_b}, dataclasses.replace(POLICY, actions=("dispatch", "preempt"))) == []
+
+
+def test_a_member_queue_s_own_capability_holds_as_in_placement() -> None:
+    low, low_copy = running("low")
+    mid, mid_copy = running("mid", priority="mid")
+
+    def evicted(bound: dict[str, object]) -> list[str]:
+        members = {"a": dataclasses.replace(full("a")["a"], queue_capability=bound)}
+        actions = plan([low, mid, pending("urgent")], members, {"a": [low_copy, mid_copy]}, {}, POLICY, NOW)
+        return [a.job[1] for a in actions if isinstance(a, Evict)]
+
+    assert evicted({"q": ResourceList()}) == ["low"]  # the queues the federation makes bound nothing
+    assert evicted({"q": resources(8, 4)}) == ["low"]  # 8 - 4 freed + 4 asked: within
+    assert evicted({"q": resources(6, 4)}) == ["low", "mid"]  # 8 CPUs at once are too many there
+    assert evicted({"q": resources(3, 4)}) == []  # the Job alone is more than the queue may hold there
+
+
+def test_a_job_at_its_queue_s_fleet_quota_preempts_within_the_queue() -> None:
+    # Queue q may use 8 CPUs fleet-wide and uses them; the urgent Job takes the room of the lowest.
+    low, low_copy = running("low")
+    mid, mid_copy = running("mid", priority="mid")
+    capped = {"q": Queue({"metadata": {"name": "q"}, "spec": {"weight": 1, "capability": {"cpu": "8"}}})}
+    members = {**full("a"), "b": member("b", nodes=2, cpu=4)}  # room on b, but not within the quota
+    actions = plan([low, mid, pending("urgent")], members, {"a": [low_copy, mid_copy], "b": []}, capped, POLICY, NOW)
+    assert [a.job[1] for a in actions if isinstance(a, Evict)] == ["low"]
+    assert [(a.job[1], a.member) for a in actions if isinstance(a, Dispatch)] == [("urgent", "a")]

@@ -17,10 +17,10 @@ import pytest
 from kubernetes import client
 
 from lahar.api.kinds import LEASE
+from lahar.api.lease import micro_time
 from lahar.cli.main import build_parser
 from lahar.client.api import KubeApi
 from lahar.client.errors import NotFound
-from lahar.client.leader import micro_time
 from tests.support import stop_process, wait_for
 
 TIMINGS = [

@@ -14,9 +14,10 @@ import pytest
 from kubernetes import client
 
 from lahar.api.kinds import LEASE
+from lahar.api.lease import micro_time
 from lahar.client.api import KubeApi
 from lahar.client.errors import Invalid
-from lahar.client.leader import ElectionConfig, LeaderElector, lease_valid, micro_time, record_to_write
+from lahar.client.leader import ElectionConfig, LeaderElector, lease_valid, record_to_write
 from tests.support import wait_for
 
 # Short timings keep the tests quick; the ratios are kube's (15 / 10 / 2).
