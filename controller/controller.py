@@ -17,6 +17,7 @@ from typing import Any
 
 from lahar.api import kinds
 from lahar.api.job import COMMAND_ANNOTATION, Job, JobPhase, TaskSpec, job_phase
+from lahar.api.podgroup import PodGroupPhase
 from lahar.api.queue import DEFAULT_QUEUE
 from lahar.client.api import KubeApi
 from lahar.client.errors import AlreadyExists, Conflict, KubeError, NotFound
@@ -36,14 +37,21 @@ from lahar.controller.metrics import JOB_KIND, QUEUE_KIND, ControllerMetrics
 from lahar.controller.naming import JOB_NAME_KEY, podgroup_name
 from lahar.controller.plugins import apply_on_pod, job_objects
 from lahar.controller.plugins.objects import PLUGIN_KINDS, plugin_object_writes
-from lahar.controller.queues import QUEUE_COMMAND_ANNOTATION, current_state, queue_command, queue_status
+from lahar.controller.queues import (
+    QUEUE_COMMAND_ANNOTATION,
+    PodGroupCounts,
+    count_podgroup,
+    current_state,
+    queue_command,
+    status_from_counts,
+)
 from lahar.controller.workqueue import Key, WorkQueue, still_there
 from lahar.loop_health import LoopHealth
 
 log = logging.getLogger("lahar.controller")
 
 JOB_INDEX = "job"  # pods by "<namespace>/<job name>" (their job-name label)
-QUEUE_INDEX = "queue"  # Jobs and PodGroups by the queue they name
+QUEUE_INDEX = "queue"  # Jobs by the queue they name
 CRASH_LOOP_EVENT = "PodCrashLooping"
 POD_WRITERS = 8
 DEFAULT_WORKERS = 4  # reconciles at once: each spends most of its time waiting on the API
@@ -113,13 +121,17 @@ class JobController:
         self.queue = WorkQueue()
         enqueue_job = lambda obj, *_: self.queue.add(_key(obj))  # noqa: E731
         self.jobs = Informer(kinds.JOB, api, on_change=enqueue_job)
-        self.podgroups = Informer(
-            kinds.PODGROUP,
-            api,
-            on_add=self._enqueue_owner,
-            on_update=self._podgroup_updated,
-            on_delete=self._enqueue_owner,
+        # PodGroups by queue and phase for the queues' status, moved by each PodGroup event (first,
+        # so the queue reconcile the next handler queues reads the new counts).
+        self._podgroup_counts = PodGroupCounts()
+        self._podgroup_counts_lock = threading.Lock()
+        self.podgroups = Informer(kinds.PODGROUP, api)
+        self.podgroups.add_handler(
+            lambda obj: self._count_podgroup(obj, obj),
+            lambda _old, new: self._count_podgroup(new, new),
+            lambda obj: self._count_podgroup(obj, None),
         )
+        self.podgroups.add_handler(self._enqueue_owner, self._podgroup_updated, self._enqueue_owner)
         self.pods = Informer(
             kinds.POD,
             api,
@@ -135,7 +147,6 @@ class JobController:
         # filtering every cached object.
         self.pods.add_index(JOB_INDEX, by_label(JOB_NAME_KEY))
         self.jobs.add_index(QUEUE_INDEX, _queue_of)
-        self.podgroups.add_index(QUEUE_INDEX, _queue_of)
         self._informers = (self.jobs, self.podgroups, self.pods, self.queues)
         self.metrics = ControllerMetrics(self.jobs.list)
         self._stop = threading.Event()
@@ -259,6 +270,15 @@ class JobController:
         finally:
             self._resync_lock.release()
 
+    def _count_podgroup(self, obj: dict[str, Any], now: dict[str, Any] | None) -> None:
+        with self._podgroup_counts_lock:
+            count_podgroup(self._podgroup_counts, _key(obj), now)
+
+    def queue_counts(self, name: str) -> dict[PodGroupPhase, int]:
+        """The PodGroups of queue `name` by phase, as the PodGroup cache has them."""
+        with self._podgroup_counts_lock:
+            return dict(self._podgroup_counts.by_queue.get(name) or {})
+
     def _enqueue_owner(self, obj: dict[str, Any], *_: Any) -> None:
         meta = obj.get("metadata") or {}
         if obj.get("kind") == kinds.PODGROUP.kind:  # its queue's counts change too
@@ -370,7 +390,7 @@ class JobController:
         if queue is None:
             return
         current = queue.get("status") or {}
-        owned = queue_status(queue, self.podgroups.by_index(QUEUE_INDEX, name))
+        owned = status_from_counts(queue, self.queue_counts(name))
         status = {**current, **owned}
         if status != current:
             if status.get("state") != current.get("state"):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from lahar.api.podgroup import PodGroup, PodGroupPhase
@@ -85,11 +86,49 @@ def podgroups_of(queue: Mapping[str, Any], podgroups: Iterable[Mapping[str, Any]
     return [group for group in map(PodGroup, podgroups) if group.queue == name]
 
 
+def status_from_counts(queue: Mapping[str, Any], by_phase: Mapping[PodGroupPhase, int]) -> dict[str, Any]:
+    """Volcano's QueueStatus from the queue's PodGroups counted by phase, plus the state it
+    should have now."""
+    status: dict[str, Any] = {counter: by_phase.get(phase, 0) for phase, counter in PHASE_COUNTERS.items()}
+    status["state"] = next_queue_state(queue, sum(by_phase.values())) or current_state(queue)
+    return status
+
+
 def queue_status(queue: Mapping[str, Any], podgroups: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """Volcano's QueueStatus: PodGroups of this queue counted by phase, plus the state it should
     have now. PodGroups of other queues may be passed; they are not counted."""
-    members = podgroups_of(queue, podgroups)
-    by_phase = Counter(group.phase for group in members)
-    status: dict[str, Any] = {counter: by_phase.get(phase, 0) for phase, counter in PHASE_COUNTERS.items()}
-    status["state"] = next_queue_state(queue, len(members)) or current_state(queue)
-    return status
+    return status_from_counts(queue, Counter(group.phase for group in podgroups_of(queue, podgroups)))
+
+
+# -- counts kept as PodGroups come and go ---------------------------------------------------------
+# The controller reconciles a queue on every change of one of its PodGroups; recounting all of
+# them each time cost a tenth of its CPU with 1,000 Jobs in one queue. Instead each PodGroup
+# event moves one count.
+
+PodGroupKey = tuple[str, str]  # (namespace, name)
+
+
+@dataclass
+class PodGroupCounts:
+    """PodGroups by queue and phase, and where each one is counted (so a delete or update moves
+    it from where it was counted, whatever the event's copy of the old object says)."""
+
+    by_queue: dict[str, Counter[PodGroupPhase]] = field(default_factory=dict)
+    counted: dict[PodGroupKey, tuple[str, PodGroupPhase]] = field(default_factory=dict)
+
+
+def count_podgroup(counts: PodGroupCounts, key: PodGroupKey, podgroup: Mapping[str, Any] | None) -> None:
+    """Count the PodGroup `key` as it is now: `podgroup` its current object, None once deleted."""
+    was = counts.counted.pop(key, None)
+    if was is not None:
+        queue, phase = was
+        by_phase = counts.by_queue[queue]
+        by_phase[phase] -= 1
+        if not by_phase[phase]:
+            del by_phase[phase]
+            if not by_phase:
+                del counts.by_queue[queue]
+    if podgroup is not None:
+        group = PodGroup(podgroup)
+        place = counts.counted[key] = (group.queue, group.phase)
+        counts.by_queue.setdefault(place[0], Counter())[place[1]] += 1

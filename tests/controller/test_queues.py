@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from lahar.controller.queues import QUEUE_COMMAND_ANNOTATION, next_queue_state, queue_command, queue_status
+from lahar.api.podgroup import PodGroup
+from lahar.controller.queues import (
+    QUEUE_COMMAND_ANNOTATION,
+    PodGroupCounts,
+    count_podgroup,
+    next_queue_state,
+    queue_command,
+    queue_status,
+    status_from_counts,
+)
 
 
 def make_queue(name: str = "research", state: str | None = None, command: str | None = None) -> dict[str, Any]:
@@ -18,8 +30,8 @@ def make_queue(name: str = "research", state: str | None = None, command: str | 
     return queue
 
 
-def make_podgroup(queue: str | None, phase: str | None) -> dict[str, Any]:
-    group: dict[str, Any] = {"metadata": {"name": "pg", "namespace": "default"}, "spec": {"minMember": 1}}
+def make_podgroup(queue: str | None, phase: str | None, name: str = "pg") -> dict[str, Any]:
+    group: dict[str, Any] = {"metadata": {"name": name, "namespace": "default"}, "spec": {"minMember": 1}}
     if queue is not None:
         group["spec"]["queue"] = queue
     if phase is not None:
@@ -105,3 +117,39 @@ def test_queue_status_applies_the_close_request() -> None:
     # groups of other queues do not
     assert queue_status(make_queue(state="Closing"), [make_podgroup("other", "Running")])["state"] == "Closed"
     assert queue_status(make_queue(), [])["state"] == "Open"
+
+
+# A PodGroup event: (name, queue, phase) written, or (name, None, None) deleted.
+podgroup_events = st.lists(
+    st.tuples(
+        st.sampled_from(["a", "b", "c", "d"]),
+        st.sampled_from(["research", "default", None, "gone"]),
+        st.sampled_from(["Pending", "Inqueue", "Running", "Completed", "Unknown", "Exploded", None]),
+        st.booleans(),  # deleted
+    ),
+    max_size=40,
+)
+
+
+@given(podgroup_events)
+@settings(max_examples=300, deadline=None)
+def test_kept_counts_equal_a_full_recount(events: list[tuple[str, str | None, str | None, bool]]) -> None:
+    """Counts moved event by event (adds, updates that change queue or phase, deletes, deletes of
+    groups never seen) equal counting the groups that are left, and give the same status."""
+    counts, live = PodGroupCounts(), {}
+    for name, queue, phase, deleted in events:
+        key = ("default", name)
+        if deleted:
+            live.pop(key, None)
+            count_podgroup(counts, key, None)
+        else:
+            live[key] = make_podgroup(queue, phase, name)
+            count_podgroup(counts, key, live[key])
+    recount: dict[str, Counter[Any]] = {}
+    for group in map(PodGroup, live.values()):
+        recount.setdefault(group.queue, Counter())[group.phase] += 1
+    assert counts.by_queue == recount  # and no queue is left with an empty Counter
+    for name in ("research", "default", "gone", "never"):
+        for state, command in (("Open", None), ("Closing", None), ("Open", "close")):
+            queue = make_queue(name, state, command)
+            assert status_from_counts(queue, counts.by_queue.get(name, {})) == queue_status(queue, live.values())
