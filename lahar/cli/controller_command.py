@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from lahar.cli import leader_election
+from lahar.cli.collector import collect_rarely
 from lahar.cli.signals import run_until_signalled, stop_event
 
 DEFAULT_METRICS_PORT = 9318  # the agent serves on 9316
@@ -58,6 +59,7 @@ def run_controller(args: argparse.Namespace) -> int:
     if not 0 <= args.metrics_port <= 65535:
         raise ValueError(f"--metrics-port must be between 0 and 65535, not {args.metrics_port}")
     election = leader_election.election_config(args)
+    collect_rarely()  # its informers cache every Job, PodGroup and pod
     api = KubeApi(new_api_client(args.kubeconfig))
     job_controller = JobController(
         api, admission_required=not args.no_admission, resync_seconds=args.resync, workers=args.workers

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import gc
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 import yaml
 
 from lahar.cli import leader_election
+from lahar.cli.collector import collect_rarely
 from lahar.cli.signals import run_until_signalled, stop_event
 
 DEFAULT_METRICS_PORT = 9317  # the agent serves on 9316, the controller on 9318
@@ -164,7 +164,7 @@ def run_scheduler(args: argparse.Namespace) -> int:
     # The cache holds a few objects per pod and a snapshot clones the jobs every cycle: with the
     # default thresholds the collector rescans the whole cache several times a cycle (a 30,000-pod
     # snapshot took 0.4 s instead of 0.15 s). Collect young objects rarely; they are mostly garbage.
-    gc.set_threshold(100_000, 50, 100)
+    collect_rarely()
     election = leader_election.election_config(args)
     workers = 32  # concurrent binds; the connection pool also serves 8 status writers and 5 watches
     store = NodeReportStore()

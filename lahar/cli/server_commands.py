@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import lahar
+from lahar.cli.collector import collect_rarely
 from lahar.client.kubeconfig import embedded_kubeconfig
 from lahar.endpoints import EMBEDDED_HOST, EMBEDDED_PORT, EMBEDDED_URL
 from lahar.node.cgroups import DEFAULT_PARENT
@@ -188,6 +189,7 @@ def server_config(args: argparse.Namespace) -> server.ServerConfig:
 def run_apiserver(args: argparse.Namespace) -> int:
     from lahar.apiserver import server
 
+    collect_rarely()  # the store keeps every object, decoded and encoded
     asyncio.run(server.serve(server_config(args)))
     return 0
 
@@ -217,6 +219,7 @@ def run_up(args: argparse.Namespace) -> int:
         log_format=args.log_format,
         scheduler_conf=args.scheduler_conf,
     )
+    collect_rarely()  # the embedded API server's store (each cluster's) keeps every object in this process
     if args.clusters:
         from lahar.up.fleet import run_fleet
 

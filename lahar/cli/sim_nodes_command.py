@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from lahar.cli.collector import collect_rarely
 from lahar.cli.signals import run_until_signalled, stop_event
 
 DEFAULT_METRICS_PORT = 9320
@@ -53,6 +54,7 @@ def run_sim_nodes(args: argparse.Namespace) -> int:
     if not 0 <= args.metrics_port <= 65535:
         raise ValueError(f"--metrics-port must be between 0 and 65535, not {args.metrics_port}")
     token = args.token_file.read_text().strip() if args.token_file else None
+    collect_rarely()  # the nodes' pod informer caches every bound pod
     api = KubeApi(new_api_client(args.kubeconfig, pool_size=32))
     nodes = SimulatedNodes(
         api,
