@@ -819,8 +819,10 @@ class Snapshot:
         """A snapshot that shares jobs and node rows with their owner, which must not change
         them afterwards (the cache copies before it writes). Cloned at once: the jobs a session
         may change other than through its statements (tasks to place, admission pending, maybe
-        not ready, with per-task minimums: actions and plugins set their phase and messages);
-        the others only when a statement changes one of their tasks (an eviction)."""
+        not ready: actions and plugins set their phase and messages); the others only when a
+        statement changes one of their tasks (an eviction). A job with per-task minimums is no
+        exception: what reads them (gang's readiness, its close) changes only jobs with tasks
+        to place or waiting for admission, so a running gang is not cloned every cycle."""
         table = nodes.clone(share_rows=True)
         snapshot = cls(
             resources,
@@ -837,7 +839,6 @@ class Snapshot:
                 job.by_status.get(TaskStatus.PENDING)
                 or job.phase is PodGroupPhase.PENDING
                 or job.count(READY) < job.min_member
-                or job.min_task_member
             ):
                 snapshot.own(job.key)
         return snapshot

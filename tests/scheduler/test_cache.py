@@ -11,7 +11,9 @@ from typing import Any
 import numpy as np
 
 from lahar.scheduler.cache import Cache
-from lahar.scheduler.model import CPU, MEMORY, PODS, BindBatch, TaskStatus
+from lahar.scheduler.conf import default_conf
+from lahar.scheduler.framework.session import run_cycle
+from lahar.scheduler.model import CPU, MEMORY, PODS, TASK_SPEC_ANNOTATION, BindBatch, TaskStatus
 
 Obj = dict[str, Any]
 GIB = 1 << 30
@@ -400,3 +402,29 @@ def test_the_cache_copies_what_a_snapshot_shares_before_changing_it() -> None:
     assert list(job.tasks) == ["uid-g-0"] and list(row) == ["uid-g-0"]  # the snapshot's view holds
     assert list(cache.job("default/g").tasks) == ["uid-g-1"]
     assert list(cache.snapshot().nodes.tasks[0]) == ["uid-g-1"]
+
+
+def test_a_running_gang_with_per_task_minimums_is_shared_and_a_cycle_leaves_it_as_it_was() -> None:
+    """Only jobs a session may change are cloned by the snapshot: a running gang with
+    minTaskMember is not (it was cloned, with all its tasks, every cycle)."""
+    cache = Cache()
+    cache.add_node(node("n1"))
+    group = podgroup("g", 2)
+    cache.add_podgroup(
+        {**group, "spec": {**group["spec"], "minTaskMember": {"worker": 2}}, "status": {"phase": "Running"}}
+    )
+    for index in range(2):
+        running = bound(a_pod(f"g-{index}", group="g"), "n1")
+        running["metadata"]["annotations"][TASK_SPEC_ANNOTATION] = "worker"
+        cache.add_pod(running)
+    cache.add_podgroup({**podgroup("p", 1), "status": {"phase": "Inqueue"}})
+    cache.add_pod(a_pod("p-0", group="p"))
+    gang = cache.job("default/g")
+    assert gang is not None and gang.min_task_member == {"worker": 2}
+    snapshot = cache.snapshot()
+    assert snapshot.jobs["default/g"] is gang and snapshot.jobs["default/p"] is not cache.job("default/p")
+    session = run_cycle(snapshot, default_conf())
+    assert [task.name for batch in session.binds for task in batch.tasks] == ["p-0"]
+    assert session.job_ready(gang)  # gang's per-task count read the shared job
+    assert cache.job("default/g") is gang and gang.unschedulable_message == ""
+    assert {task.status for task in gang.tasks.values()} == {TaskStatus.RUNNING}
