@@ -50,7 +50,7 @@ Shapes (sizes are the issue's; --scale multiplies node and pod counts, not pod s
               predicates plugin, Volcano's and kube-scheduler's all enforce both.
   oversubscription
               1,000 nodes, each running an online (LS) pod created bound to it that asks 3 of
-              its 4 CPUs (16Gi) and uses a tenth; then 5,000 batch pods (BE: lahar.dev/qos-class,
+              its 4 CPUs (16Gi) and uses a tenth; then 8,000 batch pods (BE: lahar.dev/qos-class,
               500m / 1Gi each, using all they ask), more than anyone may place. For Lahar the
               simulated agents stream their usage over its gRPC report endpoint (every 1 s) and
               its oversubscription plugin lends what they report reclaimable; Volcano runs its
@@ -128,7 +128,7 @@ NODE_PREFIX = "bench-node-"
 REPORT_SECONDS = 1.0  # the simulated agents' report interval where a shape streams reports
 # oversubscription: what online pods ask and use, what batch pods ask, Volcano's enqueue factor.
 ONLINE_CPU, ONLINE_MEMORY, ONLINE_USAGE = "3", "16Gi", 0.1
-BATCH_CPU, BATCH_MEMORY, BATCH_USAGE, BATCH_PER_NODE = "500m", "1Gi", 1.0, 5
+BATCH_CPU, BATCH_MEMORY, BATCH_USAGE, BATCH_PER_NODE = "500m", "1Gi", 1.0, 8
 OVERCOMMIT_FACTOR = 2.0
 SETTLE_SECONDS = 5.0
 
@@ -352,9 +352,9 @@ OVERSUBSCRIPTION_USAGE = SyntheticUsage(noise=0.0)  # steady usage: what each re
 
 def oversubscription(peer: str, scale: float) -> Workload:
     """Each node runs an online (LS) pod that reserves 3 of its 4 CPUs and uses a tenth of them;
-    then 5 batch (BE) pods a node, each asking 500m and using all of it, more than anyone may
-    place. By requests 2 fit a node; the agents report 2.22 CPUs reclaimable (4 × 0.65 −
-    0.08 system − 0.3 online), room for 4."""
+    then 8 batch (BE) pods a node, each asking 500m and using all of it, more than anyone may
+    place. By requests 2 fit a node; the agents report 3.42 CPUs reclaimable (by the agent's
+    rule: 4 − 0.08 system − 0.3 online − 0.2 margin), room for 6."""
     nodes = scaled(1000, scale, least=2)
     online = Wave(measured=False)
     for i in range(nodes):

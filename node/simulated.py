@@ -14,7 +14,7 @@ running anything, as kwok does, so big jobs, gangs and queues can be tried on a 
 With a scheduler report address, each node also streams synthetic usage NodeReports over the
 agents' gRPC protocol (agent/report_stream.py, one stream per node): each running pod uses its
 requests × `factor` with relative noise `noise`, the node adds a small system share, and
-`reclaimable` is what the agent would offer BE pods: capacity × threshold − online usage.
+`reclaimable` is what the agent would offer BE pods from that usage, by the agent's own rule.
 `start(stream_reports=False)` then `start_streams()` starts the streams later, once the scheduler
 listens (the streams would otherwise wait out their reconnect backoff).
 
@@ -38,6 +38,8 @@ from pathlib import Path
 from typing import Any
 
 import lahar
+from lahar.agent.qos.reclaimable import ReclaimableConfig
+from lahar.agent.qos.reclaimable import reclaimable as agent_reclaimable
 from lahar.agent.report_stream import ReportStreamer, StreamStats
 from lahar.api import kinds
 from lahar.api.pod import RUNNING, TERMINAL_PHASES
@@ -149,7 +151,8 @@ class SyntheticUsage:
     factor: float = 0.6  # a pod uses this share of its requests, on average
     noise: float = 0.1  # relative standard deviation of each sample
     system_ratio: float = 0.02  # the node's own use outside pods, of its capacity
-    reclaim_threshold: float = 0.65  # as the agent's default: BE may borrow capacity × this − online usage
+    # What the agent lends BE pods from that usage: its own rule and defaults (agent/qos/reclaimable.py).
+    reclaim: ReclaimableConfig = field(default_factory=ReclaimableConfig)
     best_effort_cpu_millis: int = 100  # what a pod without requests uses
     best_effort_memory_bytes: int = 128 << 20
 
@@ -238,12 +241,11 @@ def reclaimable(
     node_cpu: int, node_memory: int, online_cpu: float, online_memory: float, usage: SyntheticUsage
 ) -> dict[str, int]:
     """What the agent would offer BE pods on a node of `node_cpu` millicores and `node_memory`
-    bytes: capacity × threshold − online usage, where online usage includes the node's own
-    share (`system_usage`)."""
-    return {
-        "cpu": max(0, int(node_cpu * usage.reclaim_threshold - online_cpu)),
-        "memory": max(0, int(node_memory * usage.reclaim_threshold - online_memory)),
-    }
+    bytes, by its own rule (agent/qos/reclaimable.py: CPU = capacity − online usage − a 5 %
+    margin; memory = capacity × 0.65 − online usage) with steady usage as the online peak and no
+    interference. Online usage includes the node's own share (`system_usage`)."""
+    online = {"cpu": round(online_cpu), "memory": round(online_memory)}
+    return agent_reclaimable({"cpu": node_cpu, "memory": node_memory}, online, usage.reclaim)
 
 
 def system_usage(node_cpu: int, node_memory: int, usage: SyntheticUsage) -> tuple[float, float]:

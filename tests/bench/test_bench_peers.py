@@ -279,23 +279,23 @@ def shaped_pod(name: str, node: str, cpu: str, *, best_effort: bool = False, sha
 
 
 def test_batch_pods_borrow_against_reclaimable_not_allocatable() -> None:
-    """A 4-CPU node whose online pod asks 3 and uses a tenth: 2,220m reclaimable (2,600 − 80
-    system − 300). BE binds past allocatable are counted as placements on lent capacity, not
-    as over-capacity; past reclaimable, as over-reclaim."""
+    """A 4-CPU node whose online pod asks 3 and uses a tenth: 3,420m reclaimable by the agent's
+    rule (4,000 − 80 system − 300 − 200 margin). BE binds past allocatable are counted as
+    placements on lent capacity, not as over-capacity; past reclaimable, as over-reclaim."""
     book = ledger(cpu_millis=4000, memory=32 * GIB)
     book.usage = peers.OVERSUBSCRIPTION_USAGE
     book._apply("ADDED", shaped_pod("online", "n1", "3", share=0.1))
     for i, cpu in enumerate(("500m", "500m")):
         book._apply("ADDED", shaped_pod(f"b{i}", "n1", cpu, best_effort=True))
     assert (book.over_capacity, book.beyond_requests, book.over_reclaim) == (0, 0, 0)  # 4 CPU of 4 asked
-    book._apply("ADDED", shaped_pod("b2", "n1", "1000m", best_effort=True))  # BE 2,000m of 2,220m
+    book._apply("ADDED", shaped_pod("b2", "n1", "2400m", best_effort=True))  # BE 3,400m of 3,420m
     assert (book.over_capacity, book.beyond_requests, book.over_reclaim) == (0, 1, 0)
-    book._apply("ADDED", shaped_pod("b3", "n1", "300m", best_effort=True))  # 2,300m: past what is lent
+    book._apply("ADDED", shaped_pod("b3", "n1", "100m", best_effort=True))  # 3,500m: past what is lent
     assert (book.over_capacity, book.beyond_requests, book.over_reclaim, book.over_usage) == (0, 2, 1, 0)
-    book._apply("ADDED", shaped_pod("b4", "n1", "1400m", best_effort=True))  # usage 80+300+3,700 > 4,000
+    book._apply("ADDED", shaped_pod("b4", "n1", "200m", best_effort=True))  # usage 80+300+3,700 > 4,000
     assert book.over_usage == 1
-    book._apply("MODIFIED", {**shaped_pod("b4", "n1", "1400m", best_effort=True), "status": {"phase": "Failed"}})
-    assert book.be_used["n1"][0] == 2300 and book.used["n1"] == [3000, GIB, 5]
+    book._apply("MODIFIED", {**shaped_pod("b4", "n1", "200m", best_effort=True), "status": {"phase": "Failed"}})
+    assert book.be_used["n1"][0] == 3500 and book.used["n1"] == [3000, GIB, 5]
 
 
 def test_without_a_usage_model_only_requests_count() -> None:

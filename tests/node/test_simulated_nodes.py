@@ -231,7 +231,8 @@ def test_streams_start_when_asked_and_each_pod_uses_its_own_share(
 ) -> None:
     """`start(stream_reports=False)` then `start_streams()` (a bench starts the streams once its
     scheduler listens); an online pod with `lahar.dev/sim-usage: "0.1"` uses a tenth of what it
-    asks, and reclaimable is what it leaves: 4000 × 0.65 − 80 (the node's own 2 %) − 200."""
+    asks, and reclaimable is what it leaves by the agent's rule: 4000 − 80 (the node's own 2 %)
+    − 200 − 200 (a 5 % margin)."""
     store, port = report_server
     usage = SyntheticUsage(noise=0.0)
     nodes = SimulatedNodes(
@@ -261,7 +262,7 @@ def test_streams_start_when_asked_and_each_pod_uses_its_own_share(
         assert len(nodes.stream_stats()) == 1
         [pod] = [p for p in report.pods if p.name == name]
         assert pod.cpu_usage_cores == pytest.approx(0.2) and pod.memory_working_set_bytes == (1 << 30) // 10
-        assert report.reclaimable["cpu"] == 4000 * 0.65 - 80 - 200
+        assert report.reclaimable["cpu"] == 4000 - 80 - 200 - 200
     finally:
         nodes.stop()
 
@@ -328,28 +329,30 @@ def test_a_pods_own_share_replaces_the_nodes_factor() -> None:
     node.pods["a"] = SimPod("ns", "online", "a", 3000, 8 << 30, "LS", "Burstable", factor=0.1)
     node.pods["b"] = SimPod("ns", "batch", "b", 500, 1 << 30, "BE", "Burstable", factor=1.0)
     node.pods["c"] = SimPod("ns", "other", "c", 1000, 1 << 30, "LS", "Burstable")  # the node's factor
-    usage = SyntheticUsage(factor=0.5, noise=0.0, system_ratio=0.0, reclaim_threshold=0.65)
+    usage = SyntheticUsage(factor=0.5, noise=0.0, system_ratio=0.0)
 
     report = synthetic_report(node, usage, random.Random(1), now=1.0)
 
     by_name = {p.name: p.cpu_usage_cores for p in report.pods}
     assert by_name == pytest.approx({"online": 0.3, "batch": 0.5, "other": 0.5})
-    assert report.reclaimable["cpu"] == 4000 * 0.65 - 300 - 500  # BE usage lends nothing back
+    # The agent's rule: 4000 − 300 − 500 (not BE) − 200 (a 5 % margin); BE usage lends nothing back
+    assert report.reclaimable["cpu"] == 4000 - 300 - 500 - 200
 
 
 def test_synthetic_usage_follows_requests_and_leaves_reclaimable_to_be() -> None:
     node = SimNode("n", "10.0.0.1", 8000, 32 << 30)
     node.pods["a"] = SimPod("ns", "online", "a", 4000, 8 << 30, "LS", "Burstable")
     node.pods["b"] = SimPod("ns", "batch", "b", 2000, 4 << 30, "BE", "BestEffort")
-    usage = SyntheticUsage(factor=0.5, noise=0.0, system_ratio=0.0, reclaim_threshold=0.65)
+    usage = SyntheticUsage(factor=0.5, noise=0.0, system_ratio=0.0)
 
     first = synthetic_report(node, usage, random.Random(1), now=1000.0)
     second = synthetic_report(node, usage, random.Random(1), now=1001.0)
 
     assert (first.sequence, second.sequence) == (1, 2)
     assert first.cpu.usage_cores == pytest.approx(3.0) and first.memory.used_bytes == 6 << 30
-    # Only the online pod counts against what BE may borrow: 8000 × 0.65 − 2000.
-    assert first.reclaimable == {"cpu": 3200, "memory": int((32 << 30) * 0.65) - (4 << 30)}
+    # Only the online pod counts against what BE may borrow (the agent's rule): 8000 − 2000 − 400
+    # (a 5 % margin), and memory 32Gi × 0.65 − 4Gi.
+    assert first.reclaimable == {"cpu": 5600, "memory": int((32 << 30) * 0.65) - (4 << 30)}
 
 
 def test_each_node_holds_a_lease_in_kube_node_lease_and_takes_pods_without_the_not_ready_taint(
