@@ -156,15 +156,16 @@ class NodeOrderPlugin(Plugin):
         return total if static is None else total + static[rows]
 
     def score_row(self, task: TaskInfo, nodes: NodeTable, row: int) -> float:
-        """`score` for one row, in plain Python."""
-        _, pod = self._pod_request(task)
+        """`score` for one row, in plain Python (cpu and memory written out: this runs once per
+        placement)."""
+        _, (pod_cpu, pod_memory) = self._pod_request(task)
         used, be_used = nodes.used[row].tolist(), nodes.be_used[row].tolist()
-        inverse = self._inverse[row].tolist()
-        absent = self._absent[row].tolist() if self._absent is not None else (False,) * SCORED
-        cpu, memory = (
-            1.0 if absent[column] else min((used[column] + be_used[column] + pod[column]) * inverse[column], 1.0)
-            for column in range(SCORED)
-        )
-        total: float = self._combine(cpu, memory)
+        inverse_cpu, inverse_memory = self._inverse[row].tolist()
+        cpu = (used[0] + be_used[0] + pod_cpu) * inverse_cpu
+        memory = (used[1] + be_used[1] + pod_memory) * inverse_memory
+        if self._absent is not None:
+            absent_cpu, absent_memory = self._absent[row].tolist()
+            cpu, memory = 1.0 if absent_cpu else cpu, 1.0 if absent_memory else memory
+        total: float = self._combine(min(cpu, 1.0), min(memory, 1.0))
         static = self._static_score(task)
         return total if static is None else total + float(static[row])
