@@ -6,6 +6,12 @@ minResources (Volcano's overcommit plugin).
 what admitted PodGroups hold back (`JobInfo.inqueue_request`) plus what this session admitted.
 A PodGroup without minResources is admitted. The factor (default 1.2) bounds how many pods
 the controller creates ahead of the capacity to run them; a factor below 1 is refused.
+
+Where the oversubscription plugin lends the agents' reclaimable capacity, what BE pods use of cpu
+and memory is borrowed from what online pods leave idle and is not counted as requested: online
+pods are placed ignoring it (the fit rule) and take it back at run time (the agent's QoS), so
+harvesting must not close admission to online jobs. (The controller leaves a BE job's cpu and
+memory out of its minResources for the same reason: controller/desired.py.)
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import numpy as np
 
 from lahar.scheduler.framework.plugin import Arguments, Plugin, number, register_plugin
 from lahar.scheduler.framework.session import PERMIT, REJECT, Session
-from lahar.scheduler.model import JobInfo
+from lahar.scheduler.model import LENT_COLUMNS, JobInfo
 
 DEFAULT_FACTOR = 1.2
 OVERUSED = "resource in cluster is overused"
@@ -29,14 +35,27 @@ class OvercommitPlugin(Plugin):
 
     def on_session_open(self, session: Session) -> None:
         self.session = session
-        nodes = session.nodes
-        factor = self.argument("overcommit-factor", DEFAULT_FACTOR)
-        self.idle = session.total * factor - (nodes.used + nodes.be_used).sum(axis=0)
+        self._idle: np.ndarray | None = None
         self.inqueue = np.zeros(len(session.resources), dtype=np.int64)
         for job in session.jobs.values():
             self.inqueue += job.inqueue_request
         session.add_job_enqueueable_fn(self.job_enqueueable)
         session.add_job_enqueued_fn(self.job_enqueued)
+
+    @property
+    def idle(self) -> np.ndarray:
+        """Asked at enqueue, once every plugin has opened: whether capacity is lent is known then."""
+        if self._idle is None:
+            session, nodes = self.session, self.session.nodes
+            factor = self.argument("overcommit-factor", DEFAULT_FACTOR)
+            self._idle = overcommitted_idle(
+                session.total,
+                nodes.used.sum(axis=0),
+                nodes.be_used.sum(axis=0),
+                factor,
+                session.be_capacity is not None,
+            )
+        return self._idle
 
     def job_enqueueable(self, job: JobInfo) -> int:
         wanted = job.min_resources
@@ -51,3 +70,14 @@ class OvercommitPlugin(Plugin):
 
     def job_enqueued(self, job: JobInfo) -> None:
         self.inqueue += job.min_resources
+
+
+def overcommitted_idle(
+    total: np.ndarray, used: np.ndarray, be_used: np.ndarray, factor: float, lending: bool
+) -> np.ndarray:
+    """What admission may still hand out: the cluster overcommitted by `factor`, less what pods
+    request; with capacity lent to BE pods, less only the non-lent part of their requests."""
+    charged = be_used.copy()
+    if lending:
+        charged[: len(LENT_COLUMNS)] = 0
+    return total * factor - used - charged

@@ -10,6 +10,7 @@ import pytest
 from lahar.scheduler.conf import parse_conf
 from lahar.scheduler.framework.plugin import ConfError
 from lahar.scheduler.framework.session import Session
+from tests.scheduler.cluster_fixtures import podgroup
 from tests.scheduler.preempt_builders import (
     GIB,
     Clock,
@@ -147,3 +148,22 @@ def test_a_node_without_a_fresh_report_says_why_it_lends_nothing() -> None:
     # Online pods are not held by it.
     online = a_pod("ls", cpu="500m", memory="1Gi")
     assert placed_on(run(cluster(node("n1", cpu="4", memory="32Gi"), online), ALLOCATE, reports)) == {"n1": 1}
+
+
+def _enqueued(objects: list[dict], reports: object, *plugins: str) -> str:
+    session = run(cluster(*objects), conf("enqueue", ["priority", "gang", *plugins]), reports)  # type: ignore[arg-type]
+    return next(str(job.phase) for job in session.jobs.values() if job.name == "online")
+
+
+def test_be_pods_on_lent_capacity_do_not_close_admission_to_online_jobs() -> None:
+    # 4 CPUs: online pods requested 3, BE pods borrow 3 of the 3.4 the agent lends. An online job
+    # asking 500m still fits by the fit rule (online pods ignore BE usage on cpu and memory), so the
+    # overcommitted cluster must not count the borrowed CPUs against its admission either.
+    objects = [node("n1", cpu="4", memory="32Gi")]
+    objects += [running(f"ls-{i}", "n1", cpu="1", memory="1Gi") for i in range(3)]
+    objects += [annotate(running(f"be-{i}", "n1", cpu="1", memory="1Gi"), **BE) for i in range(3)]
+    objects.append(podgroup("online", 1, phase="Pending", min_resources={"cpu": "500m"}))
+    reports = store(Clock(), report("n1", reclaimable=lent(3400)))
+    assert _enqueued(objects, reports, "overcommit", "oversubscription") == "Inqueue"
+    # Without lending the BE pods sit on allocatable like any pod: 4.8 - 6 leaves nothing to admit.
+    assert _enqueued(objects, None, "overcommit") == "Pending"
