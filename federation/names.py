@@ -48,6 +48,7 @@ REASON_DELETED_IN_MEMBER = "DeletedInMember"
 REASON_GUARANTEE = "GuaranteeReserved"  # the room left is another queue's unmet guarantee
 REASON_PREEMPTED = "Preempted"  # evicted from its member for a higher-priority Job of its queue
 REASON_RECLAIMED = "Reclaimed"  # evicted from its member for a queue below its guarantee
+REASON_FENCED = "StoppedInMember"  # its member's fence stopped the copy (the hub's lease ran out)
 
 # Event reasons on hub Jobs.
 EVENT_SPEC_CARRIED = "SpecUpdated"

@@ -523,7 +523,7 @@ def plan(
     by_uid = {job.uid: job for job in jobs if not job.deleting}
     copy_of: dict[tuple[str, str], MemberCopy] = {}
     ahead: set[str] = set()  # hub uids whose read lags a copy
-    fenced: set[str] = set()  # hub uids whose current copy the member's fence stopped
+    fenced: dict[str, MemberCopy] = {}  # hub uid -> its current copy, which the member's fence stopped
     for member_name, found in copies.items():
         for member_copy in found:
             hub = by_uid.get(member_copy.hub_uid)
@@ -544,11 +544,8 @@ def plan(
                     )
                 )
             elif member_copy.fenced:
-                # The member stopped it when the lease ran out: the Job runs nowhere now. It is
-                # placed again (this member may take it: it answers again), the stopped copy goes.
-                fenced.add(hub.uid)
-                why = "fenced in the member: the hub's lease there ran out"
-                actions.append(DeleteCopy(member_name, member_copy.key, member_copy.uid, why))
+                # The member stopped it when the lease ran out: the Job runs nowhere now.
+                fenced[hub.uid] = member_copy
             else:
                 copy_of[(member_name, hub.uid)] = member_copy
 
@@ -582,9 +579,15 @@ def plan(
             fleet.queue_on_member[key] = fleet.queue_on_member.get(key, ResourceList()) + job.demand.total
         member = members.get(job.cluster)
         listed = job.cluster in copies
-        if job.uid in fenced:
-            if not job.done:
-                place_again(job, "", f"the copy in {job.cluster} was stopped when the hub's lease there ran out")
+        stopped = fenced.get(job.uid)
+        if stopped is not None:
+            # Back to pending, as an evicted Job (placed again next cycle, with the next placement
+            # number; this member may take it: it answers again), and the stopped copy removed.
+            why = f"the copy in {job.cluster} was stopped when the hub's lease there ran out"
+            if job.done:
+                actions.append(DeleteCopy(job.cluster, stopped.key, stopped.uid, why))
+            else:
+                actions.append(Evict(job.key, job.cluster, stopped.uid, names.REASON_FENCED, why))
             continue
         its_copy = copy_of.get((job.cluster, job.uid))
         if its_copy is not None:

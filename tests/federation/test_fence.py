@@ -14,7 +14,7 @@ from lahar.api.lease import micro_time
 from lahar.federation import names
 from lahar.federation.copies import member_job
 from lahar.federation.fence import fence_patch, lease_expiry, lease_object, to_fence
-from lahar.federation.planner import DeleteCopy, Dispatch, SetStatus, plan
+from lahar.federation.planner import DeleteCopy, Dispatch, Evict, plan
 from lahar.federation.policy import FENCE_PERIOD, parse_policy
 from tests.federation.fleet import member, member_copy, running_status, vcjob, view
 
@@ -120,18 +120,19 @@ def test_any_policy_that_loads_stops_the_copy_before_the_hub_moves_it(text: str)
     assert moved_at - stopped_at >= policy.heartbeat_period
 
 
-def test_a_copy_the_member_stopped_is_placed_again_and_removed() -> None:
+def test_a_copy_the_member_stopped_goes_back_to_pending_and_is_removed() -> None:
     job = view(vcjob("j", cluster="m1", placement=1, dispatched=1, status=running_status(2)))
     stopped = dataclasses.replace(member_copy(vcjob("j"), "m1", 1, {"state": {"phase": "Aborted"}}), fenced=True)
     members = {"m1": member("m1"), "m2": member("m2", nodes=1)}
     actions = plan([job], members, {"m1": [stopped], "m2": []}, {}, parse_policy(""), 1000.0)
-    assert DeleteCopy(
-        "m1", ("default", "j"), "member-uid-j", "fenced in the member: the hub's lease there ran out"
-    ) in (actions)
-    [dispatch] = [a for a in actions if isinstance(a, Dispatch)]
-    assert dispatch.placement == 2 and dispatch.reason == names.REASON_REDISPATCHED
-    assert dispatch.message.startswith("the copy in m1 was stopped when the hub's lease there ran out; placed on")
-    assert not [a for a in actions if isinstance(a, SetStatus)]  # its Aborted is not the hub Job's
+    # As an evicted Job: pending on the hub (placed again next cycle, with the next placement
+    # number), the stopped copy deleted; its Aborted is not the hub Job's.
+    why = "the copy in m1 was stopped when the hub's lease there ran out"
+    assert actions == [Evict(("default", "j"), "m1", "member-uid-j", names.REASON_FENCED, why)]
+    pending = view(vcjob("j", status={"state": {"phase": "Pending"}}))
+    pending = dataclasses.replace(pending, placement=1)
+    [dispatch] = [a for a in plan([pending], members, {"m1": [], "m2": []}, {}, parse_policy(""), 1000.0)]
+    assert isinstance(dispatch, Dispatch) and dispatch.placement == 2
 
 
 def test_a_finished_job_s_stopped_copy_is_only_removed() -> None:
