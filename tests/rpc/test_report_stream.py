@@ -325,6 +325,17 @@ def test_malformed_bytes_are_refused_and_counted(serve: Any) -> None:
     assert server.counts == {"malformed": 1, "accepted": 1}
 
 
+def test_a_report_with_a_string_that_is_not_utf8_is_malformed_and_not_stored(serve: Any) -> None:
+    store = NodeReportStore()
+    server, port = serve(store)
+    data = bytearray(wire(report(sequence=4)))
+    data[data.index(b"pod-1")] = 0xFF  # a pod's name, deep in the report, no longer UTF-8
+    acks = raw_stream(port, [bytes(data), wire(report(sequence=5))])
+    assert acks[0].error.startswith("malformed report") and "UTF-8" in acks[0].error
+    assert acks[1] == pb.ReportAck(sequence=5, error="")
+    assert server.counts == {"malformed": 1, "accepted": 1} and store.latest("node-a").sequence == 5
+
+
 def test_an_invalid_report_is_refused_counted_and_not_stored(serve: Any) -> None:
     store = NodeReportStore()
     server, port = serve(store)
