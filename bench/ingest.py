@@ -2,7 +2,8 @@
 
     python -m bench.ingest [--agents 5000] [--seconds 20] [--pods 20] [--read-interval 0] [--ack-every 10] [--json]
 
-Starts the ReportServer (with a NodeReportStore) as a separate process on loopback, then
+Starts the ReportServer (with a NodeReportStore) as a separate process on loopback (its garbage
+collector set as `lahar scheduler` sets it, lahar/collector.py), then
 simulates --agents agents in this process: each keeps its own Report stream open and sends one
 complete report a second (--pods pods with a container each, two NUMA nodes, pressure,
 reclaimable), the streams spread over a few channels (--streams-per-channel) and their phases
@@ -38,6 +39,7 @@ from typing import Any
 import grpc
 import psutil
 
+from lahar.collector import collect_rarely
 from lahar.rpc import STREAM_ACCEPTED
 from lahar.rpc.convert import report_to_proto
 from lahar.rpc.report import (
@@ -105,6 +107,7 @@ def serve(read_interval: float, baseline: bool, ack_every: int) -> int:
     from lahar.scheduler.node_reports import NodeReportStore
     from lahar.scheduler.report_server import ReportServer
 
+    collect_rarely()  # as in `lahar scheduler`, whose process the report server runs in
     store = NodeReportStore()
     server: Any = BareServer(ack_every) if baseline else ReportServer(store, {TOKEN: "*"}, ack_every=ack_every)
     print(server.start("127.0.0.1:0"), flush=True)

@@ -6,8 +6,8 @@ import argparse
 from typing import Any
 
 from lahar.cli import leader_election
-from lahar.cli.collector import collect_rarely
 from lahar.cli.signals import run_until_signalled, stop_event
+from lahar.collector import collect_rarely
 
 DEFAULT_METRICS_PORT = 9318  # the agent serves on 9316
 

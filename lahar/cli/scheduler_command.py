@@ -11,8 +11,8 @@ from typing import Any
 import yaml
 
 from lahar.cli import leader_election
-from lahar.cli.collector import collect_rarely
 from lahar.cli.signals import run_until_signalled, stop_event
+from lahar.collector import collect_rarely
 
 DEFAULT_METRICS_PORT = 9317  # the agent serves on 9316, the controller on 9318
 DEFAULT_REPORT_PORT = 9400

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import lahar
-from lahar.cli.collector import collect_rarely
 from lahar.client.kubeconfig import embedded_kubeconfig
+from lahar.collector import collect_rarely
 from lahar.endpoints import EMBEDDED_HOST, EMBEDDED_PORT, EMBEDDED_URL
 from lahar.node.cgroups import DEFAULT_PARENT
 from lahar.up import DEFAULT_DATA_DIR, workloads

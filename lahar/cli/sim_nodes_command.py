@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from lahar.cli.collector import collect_rarely
 from lahar.cli.signals import run_until_signalled, stop_event
+from lahar.collector import collect_rarely
 
 DEFAULT_METRICS_PORT = 9320
 

@@ -1,5 +1,6 @@
 """Python's cyclic garbage collector set for Lahar's long-running programs (the API server, the
-scheduler, the controller, the simulated nodes).
+scheduler, the controller, the simulated nodes), and for the benchmarks that stand in for them
+(`lahar bench ingest`'s report server process, which measures what the scheduler's runs).
 
 Each of them keeps a cache of a few dozen objects per pod (informers, the API server's store) and
 replaces objects in it on every event. With the default thresholds (700, 10, 10) the collector
