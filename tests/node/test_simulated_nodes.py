@@ -145,15 +145,18 @@ def test_exit_code_annotation_fails_the_pod(api: KubeApi, simulated: SimFactory)
     assert done["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 2
 
 
-def test_a_bad_duration_fails_the_pod_with_a_reason(api: KubeApi, simulated: SimFactory) -> None:
+@pytest.mark.parametrize("annotation, value", [(SIM_DURATION_ANNOTATION, "soon"), (SIM_USAGE_ANNOTATION, "-0.5")])
+def test_a_bad_simulation_annotation_fails_the_pod_with_a_reason(
+    api: KubeApi, simulated: SimFactory, annotation: str, value: str
+) -> None:
     nodes = simulated()
     name = unique("bad")
-    api.create(kinds.POD, sim_pod(name, nodes.node_names[0], {SIM_DURATION_ANNOTATION: "soon"}))
+    api.create(kinds.POD, sim_pod(name, nodes.node_names[0], {annotation: value}))
 
     done = wait_for(lambda: phase_is(api, name, "Failed"), what="the pod to fail")
 
     terminated = done["containerStatuses"][0]["state"]["terminated"]
-    assert terminated["reason"] == "StartError" and SIM_DURATION_ANNOTATION in terminated["message"]
+    assert terminated["reason"] == "StartError" and annotation in terminated["message"]
 
 
 def test_pod_without_duration_runs_until_deleted(api: KubeApi, simulated: SimFactory) -> None:
@@ -265,17 +268,6 @@ def test_streams_start_when_asked_and_each_pod_uses_its_own_share(
         assert report.reclaimable["cpu"] == 4000 - 80 - 200 - 200
     finally:
         nodes.stop()
-
-
-def test_a_bad_usage_share_fails_the_pod_with_a_reason(api: KubeApi, simulated: SimFactory) -> None:
-    nodes = simulated()
-    name = unique("bad-usage")
-    api.create(kinds.POD, sim_pod(name, nodes.node_names[0], {SIM_USAGE_ANNOTATION: "-0.5"}))
-
-    done = wait_for(lambda: phase_is(api, name, "Failed"), what="the pod to fail")
-
-    terminated = done["containerStatuses"][0]["state"]["terminated"]
-    assert terminated["reason"] == "StartError" and SIM_USAGE_ANNOTATION in terminated["message"]
 
 
 # --- pure parts -------------------------------------------------------------------------------------
