@@ -35,27 +35,16 @@ class OvercommitPlugin(Plugin):
 
     def on_session_open(self, session: Session) -> None:
         self.session = session
-        self._idle: np.ndarray | None = None
+        nodes = session.nodes
+        factor = self.argument("overcommit-factor", DEFAULT_FACTOR)
+        self.idle = overcommitted_idle(
+            session.total, nodes.used.sum(axis=0), nodes.be_used.sum(axis=0), factor, session.lends_to_be
+        )
         self.inqueue = np.zeros(len(session.resources), dtype=np.int64)
         for job in session.jobs.values():
             self.inqueue += job.inqueue_request
         session.add_job_enqueueable_fn(self.job_enqueueable)
         session.add_job_enqueued_fn(self.job_enqueued)
-
-    @property
-    def idle(self) -> np.ndarray:
-        """Asked at enqueue, once every plugin has opened: whether capacity is lent is known then."""
-        if self._idle is None:
-            session, nodes = self.session, self.session.nodes
-            factor = self.argument("overcommit-factor", DEFAULT_FACTOR)
-            self._idle = overcommitted_idle(
-                session.total,
-                nodes.used.sum(axis=0),
-                nodes.be_used.sum(axis=0),
-                factor,
-                session.be_capacity is not None,
-            )
-        return self._idle
 
     def job_enqueueable(self, job: JobInfo) -> int:
         wanted = job.min_resources
