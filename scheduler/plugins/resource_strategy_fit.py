@@ -10,24 +10,39 @@ scored resource would be overcommitted scores 0. A pod may choose for itself wit
 `volcano.sh/resource-strategy-weight` (JSON, resource -> weight): only the resources named there
 are scored then.
 
+Two sub-policies keep scarce devices for the pods that need them (Volcano's `sra` and
+`proportional`):
+
+- `sra` (scarce resource avoidance), a score added to the above: a node lacking anything the pod
+  asks for scores 0; otherwise `(1 − Σ weight of the listed resources the node has / Σ listed
+  weights) × 100 × sra weight`, so pods that need no GPU go first to nodes without GPUs.
+- `proportional`, a predicate: a pod that asks for none of the listed resources may take a node
+  only if the node's idle cpu and memory after it still cover, for each listed resource the node
+  has, `idle amount × cpu rate` cores and `idle amount × memory rate` GB (10^9 bytes, as
+  Volcano), so every idle GPU keeps the cpu and memory to be used.
+
 Arguments: `resourceStrategyFitWeight` (10), `resources` (resource -> `{type, weight}`; cpu and
-memory `LeastAllocated` weight 1 when not given). A bad type or weight refuses the configuration
-(Volcano falls back to defaults silently). Volcano's `sra` and `proportional` sub-policies are not
-implemented: configured, they are reported as unknown arguments (a warning, and the
-`lahar_scheduler_conf_warnings` gauge).
+memory `LeastAllocated` weight 1 when not given), `sra` (`{enable, resources: "a, b", weight,
+resourceWeight: {resource: weight}}`, a listed resource's weight 1 unless given, the policy's
+weight 1 unless given), `proportional` (`{enable, resources: "a, b", resourceProportion:
+{"<resource>.cpu": rate, "<resource>.memory": rate}}`, rates 1 unless given). A bad type, weight,
+pattern or rate refuses the configuration (Volcano falls back to defaults silently, or drops the
+entry).
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
-from lahar.scheduler.framework.plugin import Arguments, Plugin, number, register_plugin
+from lahar.scheduler.framework.plugin import Arguments, Plugin, boolean, number, register_plugin
 from lahar.scheduler.framework.session import Session
-from lahar.scheduler.model import PODS, NodeTable, Rows, TaskInfo, TaskStatus
+from lahar.scheduler.model import CPU, MEMORY, PODS, NodeTable, Rows, TaskInfo, TaskStatus
 
 MAX_SCORE = 100.0
 MOST, LEAST = "MostAllocated", "LeastAllocated"
@@ -60,7 +75,8 @@ def resources_argument(value: Any) -> dict[str, Strategy]:
     return parsed
 
 
-def _configured(name: str, resources: Mapping[str, Strategy]) -> Strategy | None:
+def configured_strategy(name: str, resources: Mapping[str, Strategy]) -> Strategy | None:
+    """The strategy for a resource: its own entry, else the longest matching `prefix*` pattern."""
     if name in resources:
         return resources[name]
     best: tuple[int, Strategy] | None = None
@@ -71,12 +87,83 @@ def _configured(name: str, resources: Mapping[str, Strategy]) -> Strategy | None
     return None if best is None else best[1]
 
 
+def _listed(value: Any, where: str) -> list[str]:
+    """`resources` of a sub-policy: Volcano's comma-separated string (or a list), blanks dropped."""
+    if isinstance(value, str):
+        names = [name.strip() for name in value.split(",")]
+    elif isinstance(value, list) and all(isinstance(name, str) for name in value):
+        names = [name.strip() for name in value]
+    else:
+        raise ValueError(f"{where}: must be a comma-separated string of resource names, not {value!r}")
+    return [name for name in names if name]
+
+
+def _sub_policy(value: Any, fields: tuple[str, ...]) -> Mapping[str, Any] | None:
+    """A sub-policy mapping with only `fields` (and `enable`); None when it is not enabled."""
+    if not isinstance(value, Mapping):
+        raise ValueError(f"must be a mapping, not {value!r}")
+    unknown = sorted(set(map(str, value)) - {"enable", *fields})
+    if unknown:
+        raise ValueError(f"unknown field(s) {', '.join(unknown)} (accepted: enable, {', '.join(fields)})")
+    return value if boolean(value.get("enable", False)) else None
+
+
+@dataclass(frozen=True)
+class Sra:
+    """The `sra` policy: its weight and each listed resource's weight (`weight_sum` over all)."""
+
+    weight: float
+    resources: Mapping[str, float]
+
+    @property
+    def weight_sum(self) -> float:
+        return sum(self.resources.values())
+
+
+def sra_argument(value: Any) -> Sra | None:
+    policy = _sub_policy(value, ("resources", "weight", "resourceWeight"))
+    if policy is None:
+        return None
+    names = _listed(policy.get("resources", ""), "resources")
+    given = policy.get("resourceWeight") or {}
+    if not isinstance(given, Mapping):
+        raise ValueError(f"resourceWeight: must be a mapping of resource -> weight, not {given!r}")
+    stray = sorted(set(map(str, given)) - set(names))
+    if stray:
+        raise ValueError(f"resourceWeight names {', '.join(stray)}, not listed in resources")
+    weights = {name: number(minimum=0)(given.get(name, 1)) for name in names}
+    return Sra(number(minimum=0)(policy.get("weight", 1)), weights)
+
+
+Proportion = tuple[float, float]  # cores and GB to keep per idle unit of the resource
+
+
+def proportional_argument(value: Any) -> dict[str, Proportion] | None:
+    policy = _sub_policy(value, ("resources", "resourceProportion"))
+    if policy is None:
+        return None
+    names = _listed(policy.get("resources", ""), "resources")
+    given = policy.get("resourceProportion") or {}
+    if not isinstance(given, Mapping):
+        raise ValueError(f"resourceProportion: must be a mapping of <resource>.cpu|memory -> rate, not {given!r}")
+    keys = {f"{name}.{kind}" for name in names for kind in (CPU, MEMORY)}
+    stray = sorted(set(map(str, given)) - keys)
+    if stray:
+        raise ValueError(f"resourceProportion: {', '.join(stray)} is not <listed resource>.cpu or .memory")
+    return {
+        name: (number(minimum=0)(given.get(f"{name}.{CPU}", 1)), number(minimum=0)(given.get(f"{name}.{MEMORY}", 1)))
+        for name in names
+    }
+
+
 @register_plugin
 class ResourceStrategyFitPlugin(Plugin):
     name = "resource-strategy-fit"
     ARGUMENTS: ClassVar[Arguments] = {
         "resourceStrategyFitWeight": number(minimum=0),
         "resources": resources_argument,
+        "sra": sra_argument,
+        "proportional": proportional_argument,
     }
 
     def on_session_open(self, session: Session) -> None:
@@ -86,9 +173,20 @@ class ResourceStrategyFitPlugin(Plugin):
         allocatable = session.nodes.allocatable.astype(np.float64)
         self._inverse = np.divide(1.0, allocatable, out=np.zeros_like(allocatable), where=allocatable > 0)
         self._plans: dict[Hashable, tuple[np.ndarray, np.ndarray, np.ndarray] | None] = {}
-        if not self.weight:
+        self.sra: Sra | None = self.argument("sra", None)
+        self._sra_scores: dict[Hashable, np.ndarray] = {}
+        proportional: dict[str, Proportion] = self.argument("proportional", None) or {}
+        # Only the listed resources some node has can hold anything back.
+        column = session.resources.column
+        self._kept = [(column[name], rates) for name, rates in proportional.items() if name in column]
+        self._cpu, self._memory = column[CPU], column[MEMORY]
+        if self._kept:
+            session.add_predicate_fn(self.proportional, self.explain_proportional, applies=self._asks_no_kept)
+        if self.sra is not None and not (self.sra.weight and self.sra.weight_sum):
+            self.sra = None  # scores 0 everywhere (Volcano: a weight sum of 0 leaves 0)
+        if not self.weight and self.sra is None:
             return
-        session.add_node_order_fn(self.score)
+        session.add_node_order_fn(self.score_with_sra if self.sra is not None else self.score)
         # The pod's own choice is in annotations, outside its placement class: only then does
         # the score depend on them, so the key grows only in sessions with such pods.
         if any(
@@ -130,7 +228,7 @@ class ResourceStrategyFitPlugin(Plugin):
                     continue
                 strategy: Strategy | None = (pod_type, float(weight))
             else:
-                strategy = _configured(name, self.resources)
+                strategy = configured_strategy(name, self.resources)
             if strategy is None or not strategy[1]:
                 continue
             columns.append(column)
@@ -155,3 +253,53 @@ class ResourceStrategyFitPlugin(Plugin):
         fractions = np.where(has, np.where(most, fractions, 1.0 - fractions), 0.0)
         over = ((used > allocatable) & has).any(axis=1)
         return np.where(over, 0.0, fractions @ weights)
+
+    def score_with_sra(self, task: TaskInfo, nodes: NodeTable, rows: Rows) -> np.ndarray:
+        sra = self._sra_score(task, nodes)[rows]
+        return self.score(task, nodes, rows) + sra if self.weight else sra
+
+    def _sra_score(self, task: TaskInfo, nodes: NodeTable) -> np.ndarray:
+        """Per node (all rows), the `sra` score: it reads only allocatable, so one per class."""
+        found = self._sra_scores.get(task.placement)
+        if found is not None:
+            return found
+        assert self.sra is not None
+        column = self.session.resources.column
+        allocatable = nodes.allocatable
+        asked = [c for c in np.flatnonzero(task.request > 0) if self.session.resources.names[c] != PODS]
+        lacking = (allocatable[:, asked] <= 0).any(axis=1)
+        listed = [(column[name], weight) for name, weight in self.sra.resources.items() if name in column]
+        held = np.zeros(len(allocatable))
+        for listed_column, weight in listed:
+            held += np.where(allocatable[:, listed_column] > 0, weight, 0.0)
+        score = (1.0 - held / self.sra.weight_sum) * (MAX_SCORE * self.sra.weight)
+        found = self._sra_scores[task.placement] = np.where(lacking, 0.0, score)
+        return found
+
+    def _asks_no_kept(self, task: TaskInfo) -> bool:
+        return not any(task.request[column] > 0 for column, _ in self._kept)
+
+    def _kept_back(self, task: TaskInfo, nodes: NodeTable, rows: Rows) -> tuple[np.ndarray, list[str]]:
+        """Per row, whether the pod leaves every idle listed resource its cpu and memory, and the
+        resource names in the order checked (for the explanation)."""
+        idle = nodes.idle[rows]
+        cpu_left = idle[:, self._cpu] - task.request[self._cpu]
+        memory_left = idle[:, self._memory] - task.request[self._memory]
+        ok = np.ones(len(idle), dtype=bool)
+        for column, (cpu_rate, memory_rate) in self._kept:
+            units = np.maximum(idle[:, column], 0).astype(np.float64)
+            has = nodes.allocatable[rows][:, column] > 0
+            keeps = (cpu_left >= units * cpu_rate * 1000) & (memory_left >= units * memory_rate * 1e9)
+            ok &= ~has | keeps
+        return ok, [self.session.resources.names[column] for column, _ in self._kept]
+
+    def proportional(self, task: TaskInfo, nodes: NodeTable, rows: Rows) -> np.ndarray:
+        return self._kept_back(task, nodes, rows)[0]
+
+    def explain_proportional(self, task: TaskInfo, nodes: NodeTable) -> Counter[str]:
+        ok, names = self._kept_back(task, nodes, slice(None))
+        refused = int((~ok & nodes.schedulable).sum())
+        reason = (
+            f"node(s) must keep cpu and memory for their idle {', '.join(names)} (resource-strategy-fit proportional)"
+        )
+        return Counter({reason: refused} if refused else {})

@@ -100,12 +100,35 @@ def test_resource_strategy_fit_packs_gpus_and_spreads_cpu() -> None:
     assert fx.placed(fx.cycle([*nodes, holder, own], "allocate", (["predicates", packing],))) == {"wants": "idle"}
 
 
-def test_resource_strategy_fit_refuses_a_bad_type_and_reports_sub_policies() -> None:
+def test_resource_strategy_fit_refuses_bad_arguments() -> None:
     base = 'actions: "allocate"\ntiers:\n- plugins:\n  - name: resource-strategy-fit\n    arguments:\n'
     with pytest.raises(ConfError, match="MostAllocated or LeastAllocated"):
         parse_conf(base + "      resources: {cpu: {type: Fullest}}\n")
-    warned = parse_conf(base + "      sra: {enable: true}\n").warnings
-    assert len(warned) == 1 and "'sra'" in warned[0]
+    with pytest.raises(ConfError, match="resourceWeight names nvidia.com/a10"):
+        parse_conf(base + "      sra: {enable: true, resources: nvidia.com/t4, resourceWeight: {nvidia.com/a10: 1}}\n")
+    with pytest.raises(ConfError, match="nvidia.com/gpu.disk"):
+        parse_conf(
+            base
+            + "      proportional: {enable: true, resources: nvidia.com/gpu, resourceProportion: {nvidia.com/gpu.disk: 1}}\n"
+        )
+    with pytest.raises(ConfError, match="at least 0"):
+        parse_conf(base + "      sra: {enable: true, resources: nvidia.com/gpu, weight: -1}\n")
+    assert not parse_conf(base + "      sra: {enable: false, resources: 3}\n").warnings  # off: not read further
+
+
+def test_proportional_keeps_cpu_for_idle_gpus_and_sra_keeps_gpu_nodes_free() -> None:
+    """A cpu-only pod avoids the GPU node with sra, and may not take the cpu its idle GPUs need
+    with proportional (4 cores per GPU); a GPU pod is not held back."""
+    nodes = [fx.node("gpu", cpu="8", memory="64Gi", **{GPU: "1"}), fx.node("cpu", cpu="8", memory="64Gi")]
+    cpu_pod, gpu_pod = fx.pod("cpu-pod", cpu="2"), fx.pod("gpu-pod", cpu="6", **{GPU: "1"})
+    sra = {"name": "resource-strategy-fit", "arguments": {"sra": {"enable": True, "resources": GPU, "weight": 10}}}
+    assert fx.placed(fx.cycle([*nodes, cpu_pod], "allocate", (["predicates", sra],))) == {"cpu-pod": "cpu"}
+    keep = {"enable": True, "resources": GPU, "resourceProportion": {f"{GPU}.cpu": 4, f"{GPU}.memory": 0}}
+    proportional = {"name": "resource-strategy-fit", "arguments": {"proportional": keep}}
+    big = fx.pod("big", cpu="5")  # 8 - 5 < 4 cores for the idle GPU
+    assert fx.placed(fx.cycle([nodes[0], big], "allocate", (["predicates", proportional],))) == {}
+    assert fx.placed(fx.cycle([nodes[0], cpu_pod], "allocate", (["predicates", proportional],))) == {"cpu-pod": "gpu"}
+    assert fx.placed(fx.cycle([nodes[0], gpu_pod], "allocate", (["predicates", proportional],))) == {"gpu-pod": "gpu"}
 
 
 # -- task-topology ----------------------------------------------------------------------------------
