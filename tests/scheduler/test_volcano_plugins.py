@@ -104,12 +104,12 @@ def test_resource_strategy_fit_refuses_bad_arguments() -> None:
     base = 'actions: "allocate"\ntiers:\n- plugins:\n  - name: resource-strategy-fit\n    arguments:\n'
     with pytest.raises(ConfError, match="MostAllocated or LeastAllocated"):
         parse_conf(base + "      resources: {cpu: {type: Fullest}}\n")
-    with pytest.raises(ConfError, match="resourceWeight names nvidia.com/a10"):
+    with pytest.raises(ConfError, match=r"resourceWeight names nvidia\.com/a10"):
         parse_conf(base + "      sra: {enable: true, resources: nvidia.com/t4, resourceWeight: {nvidia.com/a10: 1}}\n")
-    with pytest.raises(ConfError, match="nvidia.com/gpu.disk"):
+    with pytest.raises(ConfError, match=r"nvidia\.com/gpu\.disk"):
+        rates = "{nvidia.com/gpu.disk: 1}"
         parse_conf(
-            base
-            + "      proportional: {enable: true, resources: nvidia.com/gpu, resourceProportion: {nvidia.com/gpu.disk: 1}}\n"
+            base + f"      proportional: {{enable: true, resources: nvidia.com/gpu, resourceProportion: {rates}}}\n"
         )
     with pytest.raises(ConfError, match="at least 0"):
         parse_conf(base + "      sra: {enable: true, resources: nvidia.com/gpu, weight: -1}\n")
