@@ -70,6 +70,8 @@ SWITCHES: dict[str, str] = {
     "enableOverused": "overused",
     "enabledAllocatable": "allocatable",
     "enableAllocatable": "allocatable",
+    "enableHyperNodeOrder": "hypernode_order",
+    "enabledHyperNodeOrder": "hypernode_order",
 }
 # Volcano switches for callbacks Lahar's plugins do not register: accepted (in both of Volcano's
 # spellings, `enable...` and `enabled...`), and they change nothing. `enabledVictim` is Volcano's
@@ -84,7 +86,6 @@ IGNORED_SWITCHES = frozenset(
         "ReservedNodes",
         "Victim",
         "ClusterOrder",
-        "HyperNodeOrder",
         "HyperNodeGradient",
         "SubJobReady",
         "SubJobPipelined",

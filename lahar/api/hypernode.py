@@ -6,6 +6,7 @@ builds the tree.
 ```yaml
 spec:
   tier: 1                     # 1 is the closest group (a switch); higher tiers hold lower ones
+  tierName: leaf              # optional: names the tier for PodGroups' highestTierName
   members:
   - type: Node                # or HyperNode
     selector:
@@ -42,6 +43,12 @@ class HyperNode(ObjectView):
     def tier(self) -> int:
         tier = self.spec.get("tier")
         return tier if isinstance(tier, int) and not isinstance(tier, bool) else 0
+
+    @property
+    def tier_name(self) -> str:
+        """`spec.tierName`: a name for the tier (a PodGroup's `highestTierName` refers to it)."""
+        name = self.spec.get("tierName")
+        return name if isinstance(name, str) else ""
 
     @property
     def members(self) -> list[Mapping[str, Any]]:
@@ -128,6 +135,7 @@ def validate(obj: dict[str, Any], old: dict[str, Any] | None = None) -> list[Fie
     tier = spec.child("tier")
     if tier.require_present():
         tier.as_int(minimum=0)
+    spec.child("tierName").as_str()
     members = spec.child("members")
     if members.require_nonempty_list("at least one member is required") is not None:
         own = root.child("metadata").child("name").value

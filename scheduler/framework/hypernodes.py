@@ -3,7 +3,8 @@ tier and the nodes under it (its node members, and the nodes under its HyperNode
 depth). Node members are chosen as Volcano chooses them: `exactMatch` by name, `regexMatch` by a
 regular expression found in the name, `labelMatch` by a label selector. A HyperNode in a loop of
 members, or naming a member HyperNode that does not exist, is a fault: it is left out (no nodes)
-and the plugin reports it."""
+and the plugin reports it. A HyperNode's `tierName` names its tier (a PodGroup's
+`highestTierName` refers to it)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ class HyperNodeTree:
     tiers: dict[str, int] = field(default_factory=dict)
     nodes: dict[str, np.ndarray] = field(default_factory=dict)  # name -> mask over node rows
     faults: dict[str, str] = field(default_factory=dict)
+    tier_names: dict[str, set[int]] = field(default_factory=dict)  # spec.tierName -> the tiers it names
 
     def within(self, highest_tier: int) -> list[str]:
         """HyperNodes of tier at most `highest_tier` that hold nodes: lowest tier first, then the
@@ -88,5 +90,7 @@ def hypernode_tree(objects: Sequence[Mapping[str, Any]], nodes: NodeTable) -> Hy
     for name, view in views.items():
         rows = resolve(name, [])
         tree.tiers[name] = view.tier
+        if view.tier_name:
+            tree.tier_names.setdefault(view.tier_name, set()).add(view.tier)
         tree.nodes[name] = rows if rows is not None and name not in tree.faults else np.zeros(len(nodes), dtype=bool)
     return tree

@@ -35,7 +35,7 @@ import gc
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -403,6 +403,19 @@ class Session:
     def enter_domain(self, job: JobInfo, domain: Hashable) -> None:
         for registered in self._all("job_domains"):
             registered.extra(job, domain)
+
+    def add_hypernode_order_fn(self, fn: Callable[[JobInfo, Sequence[str]], Mapping[str, float]]) -> None:
+        """Score candidate HyperNodes for a job (Volcano's `HyperNodeOrderFn`, switch
+        `enabledHyperNodeOrder`): `fn(job, names)` maps each name to a score, higher is better."""
+        self._add("hypernode_order", fn)
+
+    def hypernode_order(self, job: JobInfo, names: Sequence[str]) -> dict[str, float]:
+        """The summed HyperNode scores of every plugin that scores them (0 where none does)."""
+        total = dict.fromkeys(names, 0.0)
+        for registered in self._all("hypernode_order"):
+            for name, value in registered.fn(job, names).items():
+                total[name] += value
+        return total
 
     def add_eviction_filter_fn(self, fn: Callable[[list[TaskInfo]], list[TaskInfo]]) -> None:
         """Which of the given victims may go (pdb's budgets), whatever the tiers decided: every

@@ -1,51 +1,84 @@
 """network-topology-aware: keep a job within the network tiers its PodGroup asks for, over Volcano's
 HyperNodes (`topology.volcano.sh/v1alpha1`, `framework.hypernodes`) (Volcano's plugin of the name,
-and the PodGroup's `spec.networkTopology`).
+and the PodGroup's `spec.networkTopology`), and pack pods into HyperNodes.
 
-A PodGroup says `networkTopology: {mode: hard|soft, highestTierAllowed: N}` (N defaults to 1).
+A PodGroup says `networkTopology: {mode: hard|soft, highestTierAllowed: N}` (N defaults to 1), or
+names the tier, `highestTierName: <a HyperNode's spec.tierName>` (highestTierAllowed wins when
+both are given). A tier name no HyperNode carries, or one carried by HyperNodes of different
+tiers, cannot be honoured: a hard job then waits, its message saying so (Volcano drops the
+limit).
 
 - hard: all of the job's tasks go under one HyperNode of tier at most N. Allocate tries the
-  candidate HyperNodes in turn (`Session.add_job_domains_fn`): lowest tier first, then the one
-  with the fewest nodes, a job already holding nodes only in those that contain them; the first
-  where the gang becomes ready keeps it (a job ready already: the first where more of it is
-  placed). With no HyperNode that qualifies the job waits, its message saying so. Nodes under no
-  HyperNode never take such a job.
-- soft: a preference: each node scores `100 × (T − t + 1) / T` where t is the lowest tier of a
-  HyperNode holding both the node and one of the job's placed tasks and T the highest tier in the
-  cluster (0 where it shares none), × `weight`; the job's first task goes where the plugin's other
-  scores say.
+  candidate HyperNodes in turn (`Session.add_job_domains_fn`): lowest tier first; within a tier
+  the best HyperNode score first (`enabledHyperNodeOrder`, below), then the one with the fewest
+  nodes; a job already holding nodes only in those that contain them. The first where the gang
+  becomes ready keeps it (a job ready already: the first where more of it is placed). With no
+  HyperNode that qualifies the job waits, its message saying so. Nodes under no HyperNode never
+  take such a job.
+- node score, hard and soft alike (Volcano's): with A the lowest HyperNode holding every node the
+  job's placed tasks are on and L a node's lowest HyperNode, the node scores 1 when L is A, else
+  `(T − t) / (T − m)` where t is the tier of the lowest HyperNode holding both, m the lowest tier
+  and T the tier of a virtual HyperNode above all (the highest tier + 1), so 0 when only that one
+  holds both; nothing placed yet: 0. Among the candidate nodes of the best score, each gains the
+  share of the job's tasks placed under its L (so a job fills one HyperNode before the next).
+  × 100 × `weight`.
+- HyperNode score (for a hard job's candidates, switch `enabledHyperNodeOrder`): how full the
+  HyperNode would be with the job's unplaced tasks, `Σ w_r (used_r + request_r) / allocatable_r
+  / Σ w_r` over the weighted resources the tasks ask for (0 if any would overflow); ties at the
+  top gain the share of the job's tasks under each; × 100 × `weight`.
+- pods whose job asks for no network topology (`hypernode.binpack.normal-pod.enable`, on): each
+  node scores the tier-weighted fill of the HyperNodes above it, `Σ_t f^(t−m) s_t / Σ_t f^(t−m)`
+  for t from the lowest tier to the virtual top one, f the fading (0.8), s_t the fill above for
+  the pod's request at its tier's HyperNode (1 where the node is under none of that tier: such
+  nodes are preferred, as Volcano does), × 100 × `weight`.
 
-Scores and feasibility are per job, declared to the session (`add_class_key_fn`); soft jobs'
-classes are volatile (each placement moves every node's score). A HyperNode whose members loop or
-name a HyperNode that does not exist is reported once per session (an `InvalidHyperNode` Warning
-event) and holds no nodes; everything else is scheduled.
+Weights of the fill: `hypernode.binpack.cpu` (1), `hypernode.binpack.memory` (1),
+`hypernode.binpack.resources` (other resources, comma-separated) with
+`hypernode.binpack.resources.<name>` (1 each). Scores and feasibility are per job, declared to the
+session (`add_class_key_fn`); the classes of the tasks these scores apply to are volatile (each
+placement changes what every HyperNode holds), which costs a full re-evaluation per placement
+while HyperNodes exist. A HyperNode whose members loop or name a HyperNode that does not exist is
+reported once per session (an `InvalidHyperNode` Warning event) and holds no nodes; everything
+else is scheduled.
 
 Preempt and reclaim use the same domains: a hard job makes its room within one HyperNode at a
 time (victims and pipelined tasks alike, `actions.preempt.in_one_domain`), so a gang is never
 pipelined across HyperNodes nor evicts where it could not run.
 
-Not implemented: Volcano's hypernode-binpack scoring weights, the `enabledHyperNodeOrder` /
-`HyperNodeGradient` callbacks.
+Not implemented: the `HyperNodeGradient` callbacks' resource pre-filter and sub-job (partition)
+policies.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
 from lahar.scheduler.framework.hypernodes import HyperNodeTree, hypernode_tree
-from lahar.scheduler.framework.plugin import Arguments, Plugin, number, register_plugin
+from lahar.scheduler.framework.plugin import Arguments, Plugin, boolean, number, register_plugin, text
 from lahar.scheduler.framework.session import Session
-from lahar.scheduler.model import CHARGED, JobInfo, NodeTable, Rows, TaskInfo, TaskStatus
+from lahar.scheduler.model import CHARGED, CPU, MEMORY, JobInfo, NodeTable, Rows, TaskInfo, TaskStatus
 
 MAX_SCORE = 100.0
 HARD, SOFT = "hard", "soft"
+RESOURCE_PREFIX = "hypernode.binpack.resources."
 
 
-def network_topology(job: JobInfo) -> tuple[str, int] | None:
-    """The job's (mode, highestTierAllowed), None when its PodGroup asks for none."""
+@dataclass(frozen=True)
+class Wanted:
+    """A PodGroup's networkTopology: its mode, and its tier limit as given (a number, or the
+    name of a tier to be looked up among the HyperNodes)."""
+
+    mode: str
+    tier: int | None
+    tier_name: str = ""
+
+
+def network_topology(job: JobInfo) -> Wanted | None:
+    """The job's networkTopology, None when its PodGroup asks for none."""
     if job.podgroup is None:
         return None
     spec: Any = job.podgroup.raw.get("spec") or {}
@@ -53,26 +86,64 @@ def network_topology(job: JobInfo) -> tuple[str, int] | None:
     if not isinstance(wanted, dict):
         return None
     mode = wanted.get("mode", HARD)
-    tier = wanted.get("highestTierAllowed", 1)
-    if mode not in (HARD, SOFT) or not isinstance(tier, int) or isinstance(tier, bool):
+    tier = wanted.get("highestTierAllowed")
+    name = wanted.get("highestTierName")
+    if mode not in (HARD, SOFT) or (tier is not None and (not isinstance(tier, int) or isinstance(tier, bool))):
         return None
-    return str(mode), tier
+    if tier is None and isinstance(name, str) and name:
+        return Wanted(str(mode), None, name)
+    return Wanted(str(mode), 1 if tier is None else tier)
+
+
+def fill(used: np.ndarray, allocatable: np.ndarray, request: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Volcano's HyperNode binpack score of each row (a HyperNode's used and allocatable): the
+    weighted mean of (used + request) / allocatable over the weighted resources the request asks
+    for; 0 where any of them would overflow, or where none is weighted."""
+    columns = np.flatnonzero((request > 0) & (weights > 0))
+    if not len(columns):
+        return np.zeros(len(used))
+    after = used[:, columns] + request[columns]
+    total = allocatable[:, columns].astype(np.float64)
+    fractions = np.divide(after, total, out=np.zeros_like(total), where=total > 0)
+    score = fractions @ weights[columns] / weights[columns].sum()
+    return np.where((after > total).any(axis=1), 0.0, score)
 
 
 @register_plugin
 class NetworkTopologyAwarePlugin(Plugin):
     name = "network-topology-aware"
-    ARGUMENTS: ClassVar[Arguments] = {"weight": number(minimum=0)}
+    ARGUMENTS: ClassVar[Arguments] = {
+        "weight": number(minimum=0),
+        "hypernode.binpack.cpu": number(minimum=0),
+        "hypernode.binpack.memory": number(minimum=0),
+        "hypernode.binpack.resources": text,
+        "hypernode.binpack.normal-pod.enable": boolean,
+        "hypernode.binpack.normal-pod.fading": number(minimum=0),
+    }
+    ARGUMENT_PREFIXES: ClassVar[Arguments] = {RESOURCE_PREFIX: number(minimum=0)}
+
+    def binpack_weights(self, column: dict[str, int], size: int) -> np.ndarray:
+        """The fill's weight per resource column (0: not counted)."""
+        weights = np.zeros(size)
+        weights[column[CPU]] = self.argument("hypernode.binpack.cpu", 1.0)
+        weights[column[MEMORY]] = self.argument("hypernode.binpack.memory", 1.0)
+        for name in (part.strip() for part in self.argument("hypernode.binpack.resources", "").split(",")):
+            if name and name in column:  # a resource no node or pod has scores nothing
+                weights[column[name]] = self.argument(RESOURCE_PREFIX + name, 1.0)
+        return weights
 
     def on_session_open(self, session: Session) -> None:
         self.session = session
         self.weight = self.argument("weight", 1.0)
-        self.wants: dict[str, tuple[str, int]] = {}
+        self.fading = self.argument("hypernode.binpack.normal-pod.fading", 0.8)
+        packs_normal = bool(self.argument("hypernode.binpack.normal-pod.enable", True)) and self.weight > 0
+        self.packs_normal = False  # until the layout shows HyperNodes to pack into
+        self.wants: dict[str, Wanted] = {}
         for job in session.jobs.values():
             wanted = network_topology(job)
             if wanted is not None and job.by_status.get(TaskStatus.PENDING):
                 self.wants[job.key] = wanted
-        if not self.wants:
+        if not self.wants and not (packs_normal and session.snapshot.hypernodes):
             return  # nothing asks: no tree, no callback
         self.tree: HyperNodeTree = hypernode_tree(session.snapshot.hypernodes, session.nodes)
         for name, why in self.tree.faults.items():
@@ -81,12 +152,52 @@ class NetworkTopologyAwarePlugin(Plugin):
         self.current: dict[str, str] = {}  # hard job -> the HyperNode allocate is trying
         self._union: dict[str, np.ndarray] = {}
         self._placed: dict[str, np.ndarray] = {}
+        self._open_layout(session)
+        self.packs_normal = packs_normal and bool(self.names)
         session.add_job_domains_fn(self.domains, self.enter)
         session.add_predicate_fn(self.predicate)
         if self.weight:
-            session.add_node_order_fn(self.score)
+            session.add_node_order_fn(self.score, applies=self.scores_task)
+            session.add_hypernode_order_fn(self.hypernode_scores)
         session.add_class_key_fn(self.class_key, self.volatile)
         session.add_event_handler(self._moved_in, self._moved_out)
+
+    def _open_layout(self, session: Session) -> None:
+        """Every HyperNode that holds nodes and a virtual one above all (Volcano's cluster top,
+        tier = the highest + 1), with what each holds: the rows of `member`, `allocatable` and
+        `used` (kept current by the event handlers)."""
+        nodes = session.nodes
+        names = sorted(name for name, rows in self.tree.nodes.items() if rows.any())
+        self.names = names
+        self.position = {name: i for i, name in enumerate(names)}
+        tiers = [self.tree.tiers[name] for name in names]
+        self.min_tier = min(tiers, default=1)
+        self.top_tier = max(tiers, default=0) + 1
+        member = np.zeros((len(names) + 1, len(nodes)), dtype=bool)
+        for i, name in enumerate(names):
+            member[i] = self.tree.nodes[name]
+        member[-1] = True  # the virtual top
+        self.member = member
+        self.hn_tier = np.array([*tiers, self.top_tier])
+        weights = member.astype(np.float64)
+        self.allocatable = weights @ nodes.allocatable
+        self.used = weights @ (nodes.used + nodes.be_used)
+        # Each node's lowest HyperNode (index into names; -1: none), and per tier the HyperNode
+        # of that tier above it (the first by name where several hold it).
+        self.lowest = np.full(len(nodes), -1, dtype=np.int64)
+        best = np.full(len(nodes), np.iinfo(np.int64).max)
+        self.above: dict[int, np.ndarray] = {}
+        for i in reversed(range(len(names))):  # reversed: the first by name wins ties
+            rows = member[i]
+            lower = rows & (tiers[i] <= best)
+            self.lowest[lower] = i
+            best[lower] = tiers[i]
+            self.above.setdefault(tiers[i], np.full(len(nodes), -1, dtype=np.int64))[rows] = i
+        self.above[self.top_tier] = np.full(len(nodes), len(names), dtype=np.int64)
+        self.binpack = self.binpack_weights(session.resources.column, len(session.resources))
+
+    def scores_task(self, task: TaskInfo) -> bool:
+        return task.job in self.wants or self.packs_normal
 
     # -- per job --------------------------------------------------------------------------------
 
@@ -96,8 +207,9 @@ class NetworkTopologyAwarePlugin(Plugin):
         return (task.job, self.current.get(task.job))
 
     def volatile(self, task: TaskInfo) -> bool:
-        wanted = self.wants.get(task.job)
-        return wanted is not None and wanted[0] == SOFT
+        # Node scores follow what every HyperNode holds (or, for a job asking for topology, where
+        # its tasks are): one placement changes them on nodes other than its own.
+        return task.job in self.wants or (self.weight > 0 and self.packs_normal)
 
     def placed(self, job: JobInfo) -> np.ndarray:
         """The node rows holding the job's tasks (kept current by the event handlers)."""
@@ -112,9 +224,12 @@ class NetworkTopologyAwarePlugin(Plugin):
         return rows
 
     def _moved(self, task: TaskInfo, sign: int) -> None:
-        rows = self._placed.get(task.job)
         row = self.session.row_of(task)
-        if rows is not None and row is not None:
+        if row is None:
+            return
+        self.used[self.member[:, row]] += sign * task.request
+        rows = self._placed.get(task.job)
+        if rows is not None:
             rows[row] += sign
 
     def _moved_in(self, task: TaskInfo) -> None:
@@ -125,19 +240,39 @@ class NetworkTopologyAwarePlugin(Plugin):
 
     # -- hard: domains --------------------------------------------------------------------------
 
+    def highest_tier(self, job: JobInfo, wanted: Wanted) -> int | None:
+        """The job's tier limit; a tier name that names no tier, or several: None, and the job's
+        message says why."""
+        if wanted.tier is not None:
+            return wanted.tier
+        tiers = self.tree.tier_names.get(wanted.tier_name, set())
+        if len(tiers) == 1:
+            return next(iter(tiers))
+        job.unschedulable_message = (
+            f"no HyperNode has tierName {wanted.tier_name}"
+            if not tiers
+            else f"tierName {wanted.tier_name} names HyperNodes of tiers {', '.join(map(str, sorted(tiers)))}"
+        )
+        return None
+
     def domains(self, job: JobInfo) -> list[Hashable] | None:
         wanted = self.wants.get(job.key)
-        if wanted is None or wanted[0] != HARD:
+        if wanted is None or wanted.mode != HARD:
             return None
+        tier = self.highest_tier(job, wanted)
+        if tier is None:
+            return []
         holding = self.placed(job) > 0
-        found: list[Hashable] = [
-            name for name in self.tree.within(wanted[1]) if not (holding & ~self.tree.nodes[name]).any()
-        ]
+        found: list[str] = [name for name in self.tree.within(tier) if not (holding & ~self.tree.nodes[name]).any()]
         if not found:
-            job.unschedulable_message = f"no HyperNode of tier at most {wanted[1]} can hold the job" + (
+            job.unschedulable_message = f"no HyperNode of tier at most {tier} can hold the job" + (
                 " with the nodes it already runs on" if holding.any() else ""
             )
-        return found
+            return []
+        scores = self.session.hypernode_order(job, found)
+        # Lowest tier first (Volcano's gradients); within a tier the best score, then the tightest.
+        found.sort(key=lambda name: (self.tree.tiers[name], -scores[name], int(self.tree.nodes[name].sum())))
+        return list(found)
 
     def enter(self, job: JobInfo, domain: Hashable) -> None:
         if domain is None:
@@ -147,7 +282,7 @@ class NetworkTopologyAwarePlugin(Plugin):
 
     def _allowed(self, job_key: str) -> np.ndarray | None:
         wanted = self.wants.get(job_key)
-        if wanted is None or wanted[0] != HARD:
+        if wanted is None or wanted.mode != HARD:
             return None
         chosen = self.current.get(job_key)
         if chosen is not None:
@@ -155,7 +290,8 @@ class NetworkTopologyAwarePlugin(Plugin):
         union = self._union.get(job_key)
         if union is None:
             union = np.zeros(len(self.session.nodes), dtype=bool)
-            for name in self.tree.within(wanted[1]):
+            tier = self.highest_tier(self.session.jobs[job_key], wanted)
+            for name in self.tree.within(tier) if tier is not None else ():
                 union |= self.tree.nodes[name]
             self._union[job_key] = union
         return union
@@ -166,19 +302,74 @@ class NetworkTopologyAwarePlugin(Plugin):
             return np.ones(len(nodes.schedulable[rows]), dtype=bool)
         return allowed[rows]
 
-    # -- soft: score ----------------------------------------------------------------------------
+    # -- scores ---------------------------------------------------------------------------------
+
+    def _task_share(self, job: JobInfo, hypernodes: np.ndarray) -> np.ndarray:
+        """Per HyperNode index (-1: none), the share of the job's tasks placed under it."""
+        placed = self.placed(job)
+        counts = self.member[:, placed > 0].astype(np.int64) @ placed[placed > 0]
+        shares = np.append(counts / max(len(job.tasks), 1), 0.0)  # index -1: under none
+        return shares[hypernodes]
+
+    def hypernode_scores(self, job: JobInfo, names: Sequence[str]) -> dict[str, float]:
+        """Volcano's HyperNodeOrderFn for a job: how full each HyperNode would be with the job's
+        unplaced tasks (their requests summed; `used` counts the placed ones); ties at the top
+        gain the share of the job's tasks under each."""
+        request = sum(
+            (task.request for task in job.tasks.values() if task.status is TaskStatus.PENDING),
+            np.zeros(len(self.binpack), dtype=np.int64),
+        )
+        index = np.array([self.position[name] for name in names], dtype=np.int64)
+        scores = fill(self.used[index], self.allocatable[index], request, self.binpack)
+        if len(scores) and (scores == scores.max()).sum() > 1:
+            scores = scores + np.where(scores == scores.max(), self._task_share(job, index), 0.0)
+        return {name: float(MAX_SCORE * self.weight * value) for name, value in zip(names, scores, strict=True)}
 
     def score(self, task: TaskInfo, nodes: NodeTable, rows: Rows) -> np.ndarray:
-        wanted = self.wants.get(task.job)
-        size = len(nodes.schedulable[rows])
-        if wanted is None or wanted[0] != SOFT:
-            return np.zeros(size, dtype=np.float64)
-        holding = self.placed(self.session.jobs[task.job]) > 0
-        best = np.zeros(len(nodes), dtype=np.float64)
-        if holding.any():
-            for name, tier in self.tree.tiers.items():
-                under = self.tree.nodes[name]
-                if (under & holding).any():
-                    value = MAX_SCORE * (self.top - tier + 1) / self.top
-                    best[under] = np.maximum(best[under], value)
-        return self.weight * best[rows]
+        job = self.session.jobs[task.job]
+        values = self.topology_score(task, job) if task.job in self.wants else self.packing_score(task)
+        return MAX_SCORE * self.weight * values[rows]
+
+    def topology_score(self, task: TaskInfo, job: JobInfo, candidates: np.ndarray | None = None) -> np.ndarray:
+        """Every node's score for a task of a job asking for topology (0–1, module docstring);
+        ties are broken among `candidates` (default: the nodes the task fits on, the job's
+        HyperNode allows and are schedulable)."""
+        nodes = self.session.nodes
+        values = np.zeros(len(nodes))
+        placed = self.placed(job) > 0
+        if not placed.any():
+            return values
+        holding = np.flatnonzero(self.member[:, placed].all(axis=1))  # the HyperNodes above every task
+        job_node = int(holding[np.argmin(self.hn_tier[holding])]) if len(holding) else -1
+        span = self.top_tier - self.min_tier
+        for index in sorted(holding.tolist(), key=lambda i: -self.hn_tier[i]):  # lower tiers overwrite
+            values[self.member[index]] = (self.top_tier - self.hn_tier[index]) / span if span else 1.0
+        values[(self.lowest == job_node) & (self.lowest >= 0)] = 1.0
+        values[self.lowest < 0] = 0.0
+        # Among the candidates (Volcano's: the nodes it is handed, those the task fits on when it
+        # allocates), nodes tied at the best score gain the share of the job's tasks under their
+        # lowest HyperNode.
+        if candidates is None:
+            allowed = self._allowed(task.job)
+            candidates = nodes.schedulable & nodes.fits(task, slice(None), self.session.be_capacity)
+            if allowed is not None:
+                candidates &= allowed
+        tied = np.zeros(len(nodes), dtype=bool)
+        if candidates.any():
+            tied = candidates & (values == values[candidates].max())
+        if tied.sum() > 1:
+            values = values + np.where(tied, self._task_share(job, self.lowest), 0.0)
+        return values
+
+    def packing_score(self, task: TaskInfo) -> np.ndarray:
+        """Every node's score for a pod whose job asks for no topology (0–1, module docstring)."""
+        total = np.zeros(len(self.session.nodes))
+        weight_sum = 0.0
+        # Per HyperNode (the virtual top last), then 1 for "under none of this tier" (index -1).
+        filled = np.append(fill(self.used, self.allocatable, task.request, self.binpack), 1.0)
+        for tier in range(self.min_tier, self.top_tier + 1):
+            weight = self.fading ** (tier - self.min_tier)  # Volcano's f^(t-1), normalised alike
+            above = self.above.get(tier)
+            total += weight if above is None else weight * filled[above]
+            weight_sum += weight
+        return total / weight_sum if weight_sum else total

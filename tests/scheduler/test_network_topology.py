@@ -120,6 +120,66 @@ def test_the_api_refuses_malformed_hypernodes() -> None:
     by_label = hyper("hl", 2)
     by_label["spec"]["members"] = [{"type": "HyperNode", "selector": {"labelMatch": {"matchLabels": {"a": "b"}}}}]
     assert any("exactMatch only" in p for p in problems(by_label))
+    named = hyper("named", 1, "n0")
+    named["spec"]["tierName"] = 7
+    assert any("tierName" in p for p in problems(named))
+
+
+def named_tree(*names: tuple[str, str]) -> list[Obj]:
+    """TREE with each HyperNode's spec.tierName given as (hypernode, name)."""
+    given = dict(names)
+    tree = [dict(obj, spec=dict(obj["spec"])) for obj in TREE]
+    for obj in tree:
+        if obj["metadata"]["name"] in given:
+            obj["spec"]["tierName"] = given[obj["metadata"]["name"]]
+    return tree
+
+
+def named_gang(name: str, size: int, tier_name: str) -> list[Obj]:
+    group, *pods = topology_gang(name, size, "hard", 1)
+    group["spec"]["networkTopology"] = {"mode": "hard", "highestTierName": tier_name}
+    return [group, *pods]
+
+
+def test_highest_tier_name_is_the_tier_its_hypernodes_carry() -> None:
+    tree = named_tree(("s0", "leaf"), ("s1", "leaf"), ("top", "spine"))
+    assert len(nodes_of(cycle([*NODES, *tree, named_gang("g", 5, "leaf")]))) == 0  # tier 1 holds 4
+    assert len(nodes_of(cycle([*NODES, *tree, named_gang("g", 5, "spine")]))) >= 3
+
+
+@pytest.mark.parametrize(
+    ("names", "message"),
+    [
+        ((("s0", "leaf"),), "no HyperNode has tierName rack"),
+        ((("s0", "rack"), ("top", "rack")), "tierName rack names HyperNodes of tiers 1, 2"),
+    ],
+)
+def test_a_tier_name_that_names_no_tier_keeps_a_hard_job_waiting(
+    names: tuple[tuple[str, str], ...], message: str
+) -> None:
+    session = cycle([*NODES, *named_tree(*names), named_gang("g", 2, "rack")])
+    assert nodes_of(session) == set()
+    assert message in session.jobs["default/g"].unschedulable_message
+
+
+def test_hypernode_order_prefers_the_fuller_hypernode_unless_switched_off() -> None:
+    # n2 runs a 1-CPU pod: s1 is the fuller HyperNode and takes the 2-task gang; with
+    # enabledHyperNodeOrder off, s0 and s1 are tried by size, then name: s0.
+    busy = fx.pod("busy", "1", node_name="n2", phase="Running")
+    objects = [*NODES, *TREE, busy, topology_gang("g", 2, "hard", 1)]
+    assert nodes_of(cycle(objects)) <= {"n2", "n3"}
+    plugins = ["predicates", {"name": "network-topology-aware", "enabledHyperNodeOrder": False}]
+    session = run(
+        cluster(*[o for obj in objects for o in (obj if isinstance(obj, list) else [obj])]),
+        conf("allocate", ["priority", "gang"], plugins),
+    )
+    assert nodes_of(session) <= {"n0", "n1"}
+
+
+def test_pods_without_topology_pack_into_the_fuller_hypernode() -> None:
+    busy = fx.pod("busy", "1", node_name="n3", phase="Running")
+    session = cycle([*NODES, *TREE, busy, fx.podgroup("free", 1), fx.pod("free-0", "1", group="free")])
+    assert nodes_of(session) <= {"n2", "n3"}
 
 
 def test_the_cache_keeps_hypernodes_for_the_sessions() -> None:

@@ -8,8 +8,10 @@ Carried over as written, except how HyperNodes are given: the Go test hands the 
 HyperNode's tier and the set of nodes under it; here each becomes a HyperNode object with those
 nodes as `exactMatch` members (the same nodes under the same tiers). The PodGroup's recorded
 HyperNode (`BuildPodGroupWithNetWorkTopologies`' third argument) is not carried: Lahar reads where
-a job runs from its running pods, which every such row has. Rows asserting `highestTierName`
-(8 of the table's 25) are not expressible: Lahar's PodGroups have no tier names.
+a job runs from its running pods, which every such row has. The 8 rows giving `highestTierName`
+name the tiers on the HyperNodes (`spec.tierName`, as the Go test's `HyperNodesTierNameMap`);
+one of them runs p1 and p2 on nodes the cluster does not have (s0-n1, s0-n2 with s3..s6 nodes),
+carried as written.
 """
 
 from __future__ import annotations
@@ -40,10 +42,14 @@ class TopologyCase:
     master_node: str = ""  # labelled nodeRole=master; the master pod then selects it
     lahar_expected: int | dict[str, str] | None = None  # a deliberate disagreement: Lahar's decision
     why: str = ""  # and the reason for it
+    tier_name: str = ""  # the PodGroup's highestTierName (instead of highestTierAllowed)
+    tier_names: tuple[tuple[int, str], ...] = ()  # each tier's HyperNodes' spec.tierName
 
     def objects(self) -> list[dict[str, Any]]:
         group = vc_podgroup("pg1", "c1", "q1", self.min_member, None, "Inqueue")
-        group["spec"]["networkTopology"] = {"mode": self.mode, "highestTierAllowed": self.highest_tier}
+        limit = {"highestTierName": self.tier_name} if self.tier_name else {"highestTierAllowed": self.highest_tier}
+        group["spec"]["networkTopology"] = {"mode": self.mode, **limit}
+        tier_names = dict(self.tier_names)
         objects = [vc_queue("q1", 1), group]
         for name in self.nodes:
             objects.append(vc_node(name, "2", "4Gi", 10, MASTER_LABEL if name == self.master_node else None))
@@ -60,7 +66,11 @@ class TopologyCase:
                     "apiVersion": "topology.volcano.sh/v1alpha1",
                     "kind": "HyperNode",
                     "metadata": {"name": name},
-                    "spec": {"tier": tier, "members": members},
+                    "spec": {
+                        "tier": tier,
+                        "members": members,
+                        **({"tierName": tier_names[tier]} if tier in tier_names else {}),
+                    },
                 }
             )
         return objects
@@ -275,6 +285,127 @@ CASES = [
             " binds p3 in s1, splitting a hard job across HyperNodes with no common one of an allowed"
             " tier; Lahar keeps every task of a hard job under one HyperNode of tier <= highestTierAllowed"
             " and binds nothing."
+        ),
+    ),
+]
+
+
+TWO_TIER_NAMES = ((1, "volcano.sh/task-spec"), (2, "volcano.sh/job-spec"))
+SPLIT = {"s0": (1, ["s0-n1", "s0-n2"]), "s1": (1, ["s1-n3", "s1-n4"]), "s2": (2, ["s0-n1", "s0-n2", "s1-n3", "s1-n4"])}
+FOUR = ["s0-n1", "s0-n2", "s1-n3", "s1-n4"]
+THREE = {
+    "s0": (3, ["s3-n1", "s3-n2", "s4-n1", "s4-n2", "s5-n1", "s5-n2", "s6-n1", "s6-n2"]),
+    "s1": (2, ["s3-n1", "s3-n2", "s4-n1", "s4-n2"]),
+    "s2": (2, ["s5-n1", "s5-n2", "s6-n1", "s6-n2"]),
+    **{f"s{i}": (1, [f"s{i}-n1", f"s{i}-n2"]) for i in (3, 4, 5, 6)},
+}
+TASK_SPEC, JOB_SPEC = "volcano.sh/task-spec", "volcano.sh/job-spec"
+CASES += [
+    TopologyCase(
+        "hard network topology constrain, can not allocate job when cross highestTierName tier",
+        "hard",
+        0,
+        3,
+        ["p1", "p2", "p3"],
+        FOUR,
+        SPLIT,
+        0,
+        tier_name=TASK_SPEC,
+        tier_names=TWO_TIER_NAMES,
+    ),
+    TopologyCase(
+        "hard network topology constrain, can allocate job when the tier corresponding to highestTierName not reached",
+        "hard",
+        0,
+        3,
+        ["p1", "p2", "p3"],
+        FOUR,
+        SPLIT,
+        3,
+        tier_name=JOB_SPEC,
+        tier_names=TWO_TIER_NAMES,
+    ),
+    TopologyCase(
+        "hard network topology constrain, can allocate job when multi hyperNodes are available (highestTierName)",
+        "hard",
+        0,
+        2,
+        ["p1", "p2"],
+        FOUR,
+        SPLIT,
+        2,
+        tier_name=TASK_SPEC,
+        tier_names=TWO_TIER_NAMES,
+    ),
+    TopologyCase(
+        "hard network topology constrain and task in job rescheduled, can allocate job when the tier corresponding"
+        " to highestTierName not reached",
+        "hard",
+        0,
+        2,
+        ["p1@s0-n1", "p2@s0-n2", "p3"],
+        FOUR,
+        SPLIT,
+        1,
+        tier_name=JOB_SPEC,
+        tier_names=TWO_TIER_NAMES,
+    ),
+    TopologyCase(
+        "hard network topology constrain and task in job rescheduled, can allocate job when the tier corresponding"
+        " to highestTierName not reached and minavailable = replicas",
+        "hard",
+        0,
+        3,
+        ["p1@s0-n1", "p2@s0-n2", "p3"],
+        FOUR,
+        SPLIT,
+        1,
+        tier_name=JOB_SPEC,
+        tier_names=TWO_TIER_NAMES,
+    ),
+    TopologyCase(
+        "hard network topology constrain and task in job rescheduled, can allocate job when the tier corresponding"
+        " to highestTierName not reached and hyperNodesInfo has three tier",
+        "hard",
+        0,
+        2,
+        ["p1@s0-n1", "p2@s0-n2", "p3"],
+        ["s3-n1", "s3-n2", "s4-n1", "s4-n2", "s5-n1", "s5-n2", "s6-n1", "s6-n2"],
+        THREE,
+        1,
+        tier_name=JOB_SPEC,
+        tier_names=(*TWO_TIER_NAMES, (3, "volcano.sh/hypernode-spec")),
+    ),
+    TopologyCase(
+        "hard network topology constrain and tasks in job rescheduled, can not allocate job when cross the tier"
+        " corresponding to highestTierName",
+        "hard",
+        0,
+        2,
+        ["p1@s0-n1", "p2@s0-n2", "p3"],
+        FOUR,
+        SPLIT,
+        0,
+        tier_name=TASK_SPEC,
+        tier_names=TWO_TIER_NAMES,
+    ),
+    TopologyCase(
+        "hard network topology with highestTierName constrain and tasks in job rescheduled, can allocate job when"
+        " here is no corresponding highestTierAllowed for highestTierName",
+        "hard",
+        0,
+        2,
+        ["p1@s0-n1", "p2@s0-n2", "p3"],
+        FOUR,
+        {"s0": (1, ["s0-n1", "s0-n2"]), "s1": (1, ["s1-n3", "s1-n4"])},
+        1,
+        tier_name="volcano.sh/hypercluster",
+        tier_names=((1, TASK_SPEC),),
+        lahar_expected=0,
+        why=(
+            "no HyperNode carries the tier name volcano.sh/hypercluster. Volcano logs it and drops the"
+            " limit, binding p3 in s1 while p1 and p2 run in s0 (no HyperNode holds both); Lahar cannot"
+            " honour a limit it cannot read, so the hard job waits, its message naming the tier name."
         ),
     ),
 ]
