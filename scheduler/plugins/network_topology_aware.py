@@ -148,7 +148,6 @@ class NetworkTopologyAwarePlugin(Plugin):
         self.tree: HyperNodeTree = hypernode_tree(session.snapshot.hypernodes, session.nodes)
         for name, why in self.tree.faults.items():
             session.record_event("HyperNode", "", name, "Warning", "InvalidHyperNode", f"HyperNode {name}: {why}")
-        self.top = max(self.tree.tiers.values(), default=1) or 1
         self.current: dict[str, str] = {}  # hard job -> the HyperNode allocate is trying
         self._union: dict[str, np.ndarray] = {}
         self._placed: dict[str, np.ndarray] = {}
@@ -209,7 +208,7 @@ class NetworkTopologyAwarePlugin(Plugin):
     def volatile(self, task: TaskInfo) -> bool:
         # Node scores follow what every HyperNode holds (or, for a job asking for topology, where
         # its tasks are): one placement changes them on nodes other than its own.
-        return task.job in self.wants or (self.weight > 0 and self.packs_normal)
+        return self.weight > 0 and (task.job in self.wants or self.packs_normal)
 
     def placed(self, job: JobInfo) -> np.ndarray:
         """The node rows holding the job's tasks (kept current by the event handlers)."""
