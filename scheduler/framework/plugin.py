@@ -51,6 +51,19 @@ def number(minimum: float | None = None, maximum: float | None = None) -> Argume
     return parse
 
 
+def integer(minimum: int | None = None) -> ArgumentParser:
+    """An argument parser for a whole number at least `minimum` (`2` or `2.0`, not `2.5`)."""
+    within = number(minimum)
+
+    def parse(value: Any) -> int:
+        result = within(value)
+        if not result.is_integer():
+            raise ValueError(f"must be a whole number, not {value!r}")
+        return int(result)
+
+    return parse
+
+
 def boolean(value: Any) -> bool:
     if isinstance(value, bool):
         return value

@@ -28,22 +28,39 @@ missing parent or a looping chain is reported on the queue (`InvalidParent`) and
   a queue below its guarantee, each victim lowering its queue's count for the next (across the
   tree: leaf against leaf, a parent's count following its children).
 
-Not implemented: Volcano's `ancestorReclaimLevel` (reclaim limited to within a subtree level),
-DRA quotas, elastic resources in admission. `enableHierarchy` is accepted and changes nothing:
-the tree is always read from `spec.parent` (a flat set of queues is a tree of one level).
+`ancestorReclaimLevel` (0: off) reclaims only where there is contention up the tree, to that many
+levels above the leaf (Volcano's argument of that name; `root` is never checked):
+
+- a victim's ancestor at each depth d ≤ level that is not the reclaimer's ancestor at depth d
+  must also hold more than it deserves on a resource the victim holds and it deserves (or
+  deserve none of them); the victim then lowers that ancestor's count for the next victim;
+- a victim of a queue that deserves none of what it holds, when its queue and the reclaimer's
+  share an ancestor within the level and the reclaimer's queue deserves none of what the
+  reclaimer asks for, is left alone (two queues living on their parent's share);
+- a queue that is not below its deserved share may still reclaim if an ancestor within the level
+  is (after the request) below its own, on a resource the request asks for and it deserves.
+
+Under oversubscription (`session.lends_to_be`) BE tasks' cpu and memory is borrowed from the
+agents' reclaimable capacity: it is not charged to their queue (allocated, the capability
+checks), as in proportion and overcommit.
+
+Not implemented: DRA quotas, elastic resources in admission. `enableHierarchy` is accepted and
+changes nothing: the tree is always read from `spec.parent` (a flat set of queues is a tree of
+one level).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import numpy as np
 
 from lahar.api.resources import ResourceList
-from lahar.scheduler.framework.plugin import Plugin, register_plugin
+from lahar.scheduler.framework.plugin import Arguments, Plugin, integer, register_plugin
 from lahar.scheduler.framework.queue_tree import QueueTree, queue_tree
 from lahar.scheduler.framework.session import PERMIT, REJECT, Session
-from lahar.scheduler.framework.shares import victims_over_share
+from lahar.scheduler.framework.shares import charged_request, charged_totals, uncharged_columns, victims_over_share
 from lahar.scheduler.model import CHARGED, JobInfo, QueueInfo, TaskInfo
 
 UNBOUNDED = np.iinfo(np.int64).max
@@ -53,6 +70,7 @@ UNBOUNDED = np.iinfo(np.int64).max
 class CapacityPlugin(Plugin):
     name = "capacity"
     SWITCHES_HONOURED = frozenset({"enableHierarchy", "enabledHierarchy"})
+    ARGUMENTS: ClassVar[Arguments] = {"ancestorReclaimLevel": integer(minimum=0)}
 
     def on_session_open(self, session: Session) -> None:
         self.session = session
@@ -60,11 +78,14 @@ class CapacityPlugin(Plugin):
         width = len(session.resources)
         self.columns = session.resources.quota_columns
         self.tree: QueueTree = queue_tree(queues)
+        self.ancestor_level: int = self.argument("ancestorReclaimLevel", 0)
+        self.uncharged = uncharged_columns(session)
         self.inqueue: dict[str, np.ndarray] = {name: np.zeros(width, dtype=np.int64) for name in queues}
         own = {name: np.zeros(width, dtype=np.int64) for name in queues}
         for job in session.jobs.values():
             if job.queue in own:
-                own[job.queue] += job.requested(CHARGED)
+                if job.totals is not None:
+                    own[job.queue] += charged_totals(job.totals, CHARGED, self.uncharged)
                 self.inqueue[job.queue] += job.inqueue_request
         own_inqueue = {name: held.copy() for name, held in self.inqueue.items()}
         for queue in queues.values():
@@ -149,20 +170,29 @@ class CapacityPlugin(Plugin):
     def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
         if not self._usable(queue):
             return False
-        asked = self._asked(task.request)
+        request = charged_request(task, self.uncharged)
+        asked = self._asked(request)
         return all(
-            self._within(level.allocated + task.request, self.real[level.name], asked) for level in self._levels(queue)
+            self._within(level.allocated + request, self.real[level.name], asked) for level in self._levels(queue)
         )
 
     def preemptive(self, queue: QueueInfo, task: TaskInfo) -> bool:
         if not self._usable(queue):
             return False
-        asked = self._asked(task.request)
-        future = queue.allocated + task.request
-        if not self._within(future, self.real[queue.name], asked):
+        request = charged_request(task, self.uncharged)
+        asked = self._asked(request)
+        if not self._within(queue.allocated + request, self.real[queue.name], asked):
             return False
+        # Below its deserved share on something asked, or an ancestor within the level is.
+        return any(self._below_deserved(level, request, asked) for level in self._ancestry(queue))
+
+    def _below_deserved(self, queue: QueueInfo, request: np.ndarray, asked: np.ndarray) -> bool:
         deserving = asked[queue.deserved[asked] > 0]
-        return bool((future[deserving] <= queue.deserved[deserving]).any())
+        return bool((queue.allocated[deserving] + request[deserving] <= queue.deserved[deserving]).any())
+
+    def _ancestry(self, queue: QueueInfo) -> list[QueueInfo]:
+        """The queue and its ancestors up to `ancestorReclaimLevel` levels above it (root left out)."""
+        return self._levels(queue)[: self.ancestor_level + 1]
 
     def job_enqueueable(self, job: JobInfo) -> int:
         queue = self.session.queues.get(job.queue)
@@ -186,25 +216,57 @@ class CapacityPlugin(Plugin):
     def victims(self, reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
         """Victims that hold something the reclaimer asks for, of queues above their deserved
         share on a resource the victim holds and the queue deserves; a victim holding nothing its
-        queue deserves at all may go (Volcano's "immediate victim")."""
-        wanted = reclaimer.request[self.columns] > 0
+        queue deserves at all may go (Volcano's "immediate victim"). With `ancestorReclaimLevel`,
+        its ancestors within the level must agree (module docstring)."""
+        columns = self.columns
+        wanted = reclaimer.request[columns] > 0
+        level = self.ancestor_level
+        reclaimers_queue = self.session.queue_of(reclaimer)
+        theirs: list[str] = [] if reclaimers_queue is None else self.tree.ancestors.get(reclaimers_queue.name, [])
+        # Volcano's condition for leaving an immediate victim alone: both queues live on a shared
+        # ancestor's share and the reclaimer's own queue deserves nothing it asks for.
+        reclaimer_deserves = reclaimers_queue is not None and bool(
+            (reclaimers_queue.deserved[columns][wanted] > 0).any()
+        )
+
+        def deserving(queue: QueueInfo, request: np.ndarray) -> np.ndarray:
+            return columns[(request[columns] > 0) & (queue.deserved[columns] > 0)]
 
         def over_share(queue: QueueInfo, allocated: np.ndarray, request: np.ndarray) -> bool:
-            held = request[self.columns] > 0
-            if not (held & wanted).any():
+            if not ((request[columns] > 0) & wanted).any():
                 return False  # frees nothing the reclaimer needs
-            deserving = self.columns[held & (queue.deserved[self.columns] > 0)]
-            return not deserving.size or bool((allocated[deserving] > queue.deserved[deserving]).any())
+            held = deserving(queue, request)
+            if not held.size:
+                shares_ancestor = bool(set(self.tree.ancestors.get(queue.name, [])[:level]) & set(theirs[:level]))
+                return not (level and shares_ancestor and not reclaimer_deserves)
+            return bool((allocated[held] > queue.deserved[held]).any())
 
-        return victims_over_share(candidates, self.session.queue_of, self.columns, over_share)
+        def ancestors_agree(
+            victim: TaskInfo, queue: QueueInfo, allocation: Callable[[QueueInfo], np.ndarray]
+        ) -> list[QueueInfo] | None:
+            charged = []
+            for depth, name in enumerate(self.tree.ancestors.get(queue.name, [])[:level]):
+                if depth < len(theirs) and theirs[depth] == name:
+                    continue  # the reclaimer's own ancestor at that depth: no contention there
+                ancestor = self.session.queues[name]
+                held = deserving(ancestor, victim.request)
+                if held.size and not (allocation(ancestor)[held] > ancestor.deserved[held]).any():
+                    return None
+                charged.append(ancestor)
+            return charged
+
+        return victims_over_share(
+            candidates, self.session.queue_of, columns, over_share, ancestors_agree if level else None
+        )
 
     # -- events ------------------------------------------------------------------------------
 
     def _moved(self, task: TaskInfo, sign: int) -> None:
         queue = self.session.queue_of(task)
         if queue is not None:
+            charged = charged_request(task, self.uncharged)
             for level in self._levels(queue):
-                level.allocated += sign * task.request
+                level.allocated += sign * charged
 
     def _allocated(self, task: TaskInfo) -> None:
         self._moved(task, 1)

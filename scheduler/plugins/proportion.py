@@ -46,10 +46,9 @@ from lahar.api.resources import ResourceList
 from lahar.scheduler.framework.plugin import Plugin, register_plugin
 from lahar.scheduler.framework.queue_tree import queue_tree
 from lahar.scheduler.framework.session import PERMIT, REJECT, Session
-from lahar.scheduler.framework.shares import victims_over_share
+from lahar.scheduler.framework.shares import charged_request, charged_totals, uncharged_columns, victims_over_share
 from lahar.scheduler.model import (
     CHARGED,
-    LENT_COLUMNS,
     PODS_COLUMN,
     JobInfo,
     QueueInfo,
@@ -133,9 +132,7 @@ class ProportionPlugin(Plugin):
             self._inqueue[each.name] = np.zeros(width, dtype=np.int64)
         # Under oversubscription BE tasks' cpu/memory is borrowed from the agents' reclaimable
         # capacity, not from the cluster the queues share, so quotas do not charge it.
-        self._uncharged = (
-            np.array([session.resources.column[name] for name in LENT_COLUMNS]) if session.lends_to_be else None
-        )
+        self._uncharged = uncharged_columns(session)
         self._borrowers: set[str] = set()  # queues with pending BE tasks that borrow, not charge
         # What jobs not admitted yet ask for, per queue: only admission's turn order reads it.
         self._waiting = {name: np.zeros(width, dtype=np.int64) for name in queues}
@@ -191,11 +188,7 @@ class ProportionPlugin(Plugin):
 
     def _charged_totals(self, totals: np.ndarray, statuses: Collection[TaskStatus]) -> np.ndarray:
         """`_charged` of a `JobInfo.totals` array (one job's, or a queue's jobs' summed)."""
-        if self._uncharged is None:
-            return requested_in(totals, statuses)
-        borrowed = requested_in(totals, statuses, best_effort=True)
-        borrowed[self._uncharged] = 0
-        return requested_in(totals, statuses, best_effort=False) + borrowed
+        return charged_totals(totals, statuses, self._uncharged)
 
     def _demand(self, queue: QueueInfo, job: JobInfo) -> None:
         """Add an admitted job's pending tasks to what its queue asks for."""
@@ -327,11 +320,7 @@ class ProportionPlugin(Plugin):
 
     def charge(self, task: TaskInfo) -> np.ndarray:
         """What the task counts against its queue's share."""
-        if self._uncharged is None or not task.best_effort:
-            return task.request
-        charged = task.request.copy()
-        charged[self._uncharged] = 0
-        return charged
+        return charged_request(task, self._uncharged)
 
     def _within_deserved(self, queue: QueueInfo, task: TaskInfo) -> bool:
         """allocated + request ≤ deserved on the quota resources the task asks for, within one

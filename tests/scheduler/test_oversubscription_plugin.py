@@ -137,6 +137,24 @@ def test_proportion_does_not_charge_borrowed_capacity_to_the_queue() -> None:
     assert queue["allocated"]["cpu"] == 4000
 
 
+def test_capacity_does_not_charge_borrowed_capacity_to_the_queue() -> None:
+    """As proportion: online pods take the default queue's whole real capability (the node's
+    4 CPUs); BE pods borrowing reclaimable capacity still place, and the queue's allocated cpu
+    is the online pods' only. Without lending, the queue is full and they wait."""
+    reports = store(Clock(), report("n1", reclaimable=lent(2000)))
+    with_capacity = conf("allocate", ["priority", "gang"], ["predicates", "capacity", "oversubscription"])
+    session = run(cluster(*requested_full("n1"), *be_pods(6)), with_capacity, reports)
+    assert placed_on(session) == {"n1": 4}
+    assert session.queue_figures["default"]["allocated"]["cpu"] == 4000
+    # A BE pod already running on lent capacity is not charged either: an online pod still fits
+    # the queue once a CPU is free.
+    objects = [node("n1", cpu="4", memory="32Gi"), *(running(f"ls-{i}", "n1", cpu="1") for i in range(3))]
+    objects += [annotate(running("be-0", "n1", cpu="1"), **BE), a_pod("online", cpu="1")]
+    assert placed_on(run(cluster(*objects), with_capacity, reports)) == {"n1": 1}
+    without = conf("allocate", ["priority", "gang"], ["predicates", "capacity"])
+    assert placed_on(run(cluster(*requested_full("n1"), *be_pods(6)), without, reports)) == {}
+
+
 def test_a_node_without_a_fresh_report_says_why_it_lends_nothing() -> None:
     clock = Clock()
     reports = store(clock)

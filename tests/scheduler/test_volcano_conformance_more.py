@@ -361,8 +361,10 @@ def test_proportion_serves_queues_by_priority() -> None:
     assert binds(session) == {"ns1/p3": "n2"}
 
 
-def test_proportion_counts_a_binding_gang_once() -> None:
-    """TestNoDoubleCountingForInqueueJobWithBindingTasks, from its second cycle on: pgA (Inqueue,
+@pytest.mark.parametrize("plugin", ["proportion", "capacity"])
+def test_queue_plugin_counts_a_binding_gang_once(plugin: str) -> None:
+    """TestNoDoubleCountingForInqueueJobWithBindingTasks (proportion's and capacity's, the same
+    rows), from its second cycle on: pgA (Inqueue,
     minResources 3 CPU) has its three 1-CPU pods bound to n1 but not yet running, q1 holds 4
     CPUs; pgB (Pending, 1 CPU) must be admitted and bound (pgA's CPUs counted once). Adapted: the
     Go test makes the binding state by running a first cycle; here the pods arrive bound."""
@@ -374,9 +376,7 @@ def test_proportion_counts_a_binding_gang_once() -> None:
         vc_pod("ns1", "pB1", "", PENDING, R("1", "1Gi"), "pgB"),
         vc_queue("q1", 1, R("4", "8Gi")),
     ]
-    session = outcome(
-        objects, "enqueue, allocate", ([only("proportion", "allocatable", "overused", "job_enqueueable")],)
-    )
+    session = outcome(objects, "enqueue, allocate", ([only(plugin, "allocatable", "overused", "job_enqueueable")],))
     assert binds(session) == {"ns1/pB1": "n1"}
 
 
@@ -392,11 +392,20 @@ class Rejecter(Plugin):
         session.add_job_enqueueable_fn(enqueueable)
 
 
-def test_proportion_reserves_nothing_for_a_job_another_plugin_rejects(
-    registered: Callable[[type[Plugin]], None],
+@pytest.mark.parametrize(
+    ("plugin", "queue"),
+    [
+        ("proportion", vc_queue("q1", 1, R("1", "4G"))),
+        ("capacity", vc_queue("q1", 1, R("1", "4G"), deserved=R("1", "4G"))),
+    ],
+    ids=["proportion", "capacity"],
+)
+def test_queue_plugin_reserves_nothing_for_a_job_another_plugin_rejects(
+    registered: Callable[[type[Plugin]], None], plugin: str, queue: Obj
 ) -> None:
-    """TestJobEnqueuedOnOtherPluginsReject "phantom inqueue reservation: rejecter blocks pgA, pgB
-    must still be admitted": q1 holds one CPU, both PodGroups ask for one."""
+    """TestJobEnqueuedOnOtherPluginsReject (proportion's "phantom inqueue reservation: rejecter
+    blocks pgA, pgB must still be admitted", and capacity's "pgA rejected by co-tier plugin must
+    not consume q1 capacity; pgB must be admitted"): q1 holds one CPU, both PodGroups ask for one."""
     registered(Rejecter)
     objects = [
         vc_node("n1", "4", "4G", 10),
@@ -404,9 +413,9 @@ def test_proportion_reserves_nothing_for_a_job_another_plugin_rejects(
         vc_pod("ns1", "podB", "", PENDING, R("1", "1G"), "pgB"),
         with_min_resources(vc_podgroup("pgA", "ns1", "q1", 1, None, PENDING), "1", "1G"),
         with_min_resources(vc_podgroup("pgB", "ns1", "q1", 1, None, PENDING), "1", "1G"),
-        vc_queue("q1", 1, R("1", "4G")),
+        queue,
     ]
-    tiers = ([only("proportion", "job_enqueueable"), only(Rejecter.name, "job_enqueueable")],)
+    tiers = ([only(plugin, "job_enqueueable"), only(Rejecter.name, "job_enqueueable")],)
     session = outcome(objects, "enqueue", tiers)
     assert session.jobs["ns1/pgB"].phase.value == INQUEUE
     assert session.jobs["ns1/pgA"].phase.value == PENDING

@@ -19,8 +19,20 @@ from lahar.scheduler.plugins.resource_strategy_fit import (
     ResourceStrategyFitPlugin,
     configured_strategy,
 )
+from lahar.scheduler.plugins.task_topology import AFFINITY, ANTI_AFFINITY, TASK_ORDER, TopologyError, read_topology
 from tests.scheduler.preempt_builders import cluster, conf, opened
-from tests.scheduler.volcano_cases import Obj, binds, outcome, quantities, vc_node, vc_pod, vc_podgroup, vc_queue
+from tests.scheduler.volcano_cases import (
+    Obj,
+    binds,
+    evicted,
+    only,
+    outcome,
+    quantities,
+    vc_node,
+    vc_pod,
+    vc_podgroup,
+    vc_queue,
+)
 
 R = quantities
 RUNNING, PENDING, INQUEUE = "Running", "Pending", "Inqueue"
@@ -431,3 +443,382 @@ def test_volcano_proportional_predicate(
     assert bool(np.all(session.predicate(pending))) is passes
     if not passes:
         assert any("keep cpu and memory" in reason for reason in session.explain(pending))
+
+
+# -- capacity_test.go: Test_capacityPlugin_AncestorReclaimScenarios ---------------------------------------------
+# Tiers as the Go test builds them (only the switches it turns on): capacity (hierarchy,
+# `ancestorReclaimLevel`), predicates, gang (job starving), and priority where the row includes
+# it; actions enqueue, reclaim, allocate. Volcano's expected pipelined PodGroups are
+# written here as their one pending pod.
+
+A100, HCA = "nvidia.com/a100", "rdma/hca"
+
+
+def aq(name: str, parent: str, deserved: dict[str, str] | None = None, capability: dict[str, str] | None = None) -> Obj:
+    """buildQueueWithParents(name, parent, deserved, capability)."""
+    queue = vc_queue(name, 1, capability, deserved=deserved)
+    if parent:
+        queue["spec"]["parent"] = parent
+    return queue
+
+
+def gpus(count: str) -> dict[str, str]:
+    return {A100: count}
+
+
+def apod(name: str, node: str, group: str, priority: int | None = None, **labels: str) -> Obj:
+    """A pod asking 1 CPU, 1Gi, one A100 and one rdma/hca (the project rows' pods)."""
+    request = {**R("1", "1Gi"), A100: "1", HCA: "1"}
+    return vc_pod("ns1", name, node, RUNNING if node else PENDING, request, group, labels, priority=priority)
+
+
+def apg(name: str, queue: str, phase: str) -> Obj:
+    return vc_podgroup(name, "ns1", queue, 1, None, phase)
+
+
+GPU_NODE = with_resources(vc_node("n1", "16", "16Gi", 11), nvidia_com__a100="4", rdma__hca="1001")
+ROOT_WITH_RDMA = aq("root", "", {**R("16", "16Gi"), A100: "4", "rdma": "1000"})
+PROJECTS = [
+    ROOT_WITH_RDMA,
+    aq("project1_root", "root", gpus("1"), gpus("2")),
+    aq("project1_non-preemptable", "project1_root", gpus("1"), gpus("1")),
+    aq("project1_preemptable", "project1_root"),
+    aq("project2_root", "root", gpus("3"), gpus("4")),
+    aq("project2_non-preemptable", "project2_root", gpus("3"), gpus("3")),
+    aq("project2_preemptable", "project2_root"),
+]
+SMALL_NODE = vc_node("n1", "2", "2Gi", 10)
+
+
+def level_tree() -> list[Obj]:
+    return [
+        aq("root", ""),
+        aq("grand-a", "root", R("2", "2Gi"), R("4", "4Gi")),
+        aq("parent-a", "grand-a", R("2", "2Gi"), R("2", "2Gi")),
+        aq("queue-a", "parent-a", R("2", "2Gi"), R("2", "2Gi")),
+        aq("grand-b", "root", R("3", "3Gi"), R("4", "4Gi")),
+        aq("parent-b", "grand-b", R("1", "1Gi"), R("2", "2Gi")),
+        aq("queue-b", "parent-b", R("1", "1Gi"), R("2", "2Gi")),
+    ]
+
+
+def victim_and_reclaimer(victim_queue: str, reclaimer_queue: str) -> list[Obj]:
+    return [
+        vc_pod("ns1", "p-victim", "n1", RUNNING, R("2", "2Gi"), "pg-victim"),
+        vc_pod("ns1", "p-reclaimer", "", PENDING, R("2", "2Gi"), "pg-reclaimer"),
+        apg("pg-victim", victim_queue, RUNNING),
+        apg("pg-reclaimer", reclaimer_queue, INQUEUE),
+    ]
+
+
+RECLAIMS_VICTIM = (["ns1/p-victim"], {"ns1/p-reclaimer": "n1"})
+NOTHING = ([], {})
+ANCESTOR_CASES = [
+    # (name, level, with priority, objects, evicted, pipelined)
+    (
+        "case1: Can reclaim based on parent deserved when ancestorReclaimLevel is 1",
+        1,
+        True,
+        [
+            GPU_NODE,
+            ROOT_WITH_RDMA,
+            aq("case1_queue1", "root", gpus("1")),
+            aq("case1_queue11", "case1_queue1"),
+            aq("case1_queue2", "root"),
+            apg("pg1", "case1_queue2", RUNNING),
+            apg("pg2", "case1_queue11", INQUEUE),
+            with_resources(apod("p1", "n1", "pg1"), nvidia_com__a100="4"),
+            apod("p2", "", "pg2"),
+        ],
+        ["ns1/p1"],
+        {"ns1/p2": "n1"},
+    ),
+    (
+        "case2: Cross-parent reclaim pipelines project1 pending job when project2 child and parent are both "
+        "over deserved",
+        1,
+        True,
+        [
+            GPU_NODE,
+            *PROJECTS,
+            *(apg(f"pg{i}", "project2_preemptable", RUNNING) for i in range(1, 5)),
+            apg("pg5", "project1_preemptable", "Pending"),
+            apod("p1", "n1", "pg1", priority=2),
+            apod("p2", "n1", "pg2", priority=2),
+            apod("p3", "n1", "pg3", priority=2),
+            apod("p4", "n1", "pg4", priority=1),
+            apod("p5", "", "pg5"),
+        ],
+        ["ns1/p4"],
+        {"ns1/p5": "n1"},
+    ),
+    (
+        "case3: Cross-parent reclaim can evict sibling-queue victim first",
+        1,
+        True,
+        [
+            GPU_NODE,
+            *PROJECTS,
+            *(apg(f"pg{i}", "project2_preemptable", RUNNING) for i in range(1, 4)),
+            apg("pg4_reclaimed", "project2_preemptable", INQUEUE),
+            apg("pg5_pipelined", "project1_preemptable", RUNNING),
+            apg("pg6", "project2_non-preemptable", "Pending"),
+            apod("p1", "n1", "pg1", priority=2),
+            apod("p2", "n1", "pg2", priority=2),
+            apod("p3", "n1", "pg3", priority=2),
+            apod("p4", "", "pg4_reclaimed"),
+            apod("p5", "n1", "pg5_pipelined"),
+            apod("p6", "", "pg6"),
+        ],
+        ["ns1/p3"],
+        {"ns1/p6": "n1"},
+    ),
+    (
+        "case4: Cross-parent reclaim is blocked when victim child is not over deserved",
+        1,
+        True,
+        [
+            with_resources(vc_node("n1", "8", "8Gi", 11), nvidia_com__a100="1", rdma__hca="1001"),
+            ROOT_WITH_RDMA,
+            aq("case4_parent1", "root", gpus("1")),
+            aq("case4_child1", "case4_parent1", gpus("1")),
+            aq("case4_child1_sibling", "case4_parent1"),
+            aq("case4_parent2", "root", gpus("1")),
+            aq("case4_child2", "case4_parent2", gpus("1")),
+            apg("pg1", "case4_child1", RUNNING),
+            apg("pg2", "case4_child2", "Pending"),
+            apg("pg3", "case4_child1_sibling", RUNNING),
+            apod("p1", "n1", "pg1"),
+            apod("p2", "", "pg2"),
+            apod("p3", "n1", "pg3", **{"volcano.sh/preemptable": "false"}),
+        ],
+        [],
+        {},
+    ),
+    (
+        "case5: level 0 allows reclaim based on leaf-level deserved checks",
+        0,
+        False,
+        [SMALL_NODE, *level_tree(), *victim_and_reclaimer("queue-b", "queue-a")],
+        *RECLAIMS_VICTIM,
+    ),
+    (
+        "case6: level 1 allows reclaim when parent-level check passes",
+        1,
+        False,
+        [SMALL_NODE, *level_tree(), *victim_and_reclaimer("queue-b", "queue-a")],
+        *RECLAIMS_VICTIM,
+    ),
+    (
+        "case7: level 2 blocks reclaim when grandparent-level check fails",
+        2,
+        False,
+        [SMALL_NODE, *level_tree(), *victim_and_reclaimer("queue-b", "queue-a")],
+        *NOTHING,
+    ),
+    (
+        "case8: level 1 blocks sibling reclaim when leaf deserved is unset and no ancestor gate applies",
+        1,
+        False,
+        [
+            SMALL_NODE,
+            aq("root", ""),
+            aq("parent", "root", R("4", "4Gi"), R("4", "4Gi")),
+            aq("queue-a", "parent"),
+            aq("queue-b", "parent"),
+            *victim_and_reclaimer("queue-b", "queue-a"),
+        ],
+        *NOTHING,
+    ),
+    (
+        "case9: level 2 blocks reclaim when leaf deserved is unset and queues share grandparent",
+        2,
+        False,
+        [
+            SMALL_NODE,
+            aq("root", ""),
+            aq("grand", "root", R("2", "2Gi"), R("2", "2Gi")),
+            aq("parent-a", "grand"),
+            aq("queue-a", "parent-a"),
+            aq("parent-b", "grand"),
+            aq("queue-b", "parent-b"),
+            *victim_and_reclaimer("queue-b", "queue-a"),
+        ],
+        *NOTHING,
+    ),
+    (
+        "case10: level 2 blocks reclaim in unbalanced shared-grandparent tree when leaf deserved is unset",
+        2,
+        False,
+        [
+            SMALL_NODE,
+            aq("root", ""),
+            aq("grand", "root", R("1", "1Gi"), R("2", "2Gi")),
+            aq("parent-deep", "grand", R("1", "1Gi"), R("2", "2Gi")),
+            aq("queue-deep", "parent-deep"),
+            aq("queue-shallow", "grand"),
+            *victim_and_reclaimer("queue-deep", "queue-shallow"),
+        ],
+        *NOTHING,
+    ),
+    (
+        "case11: unbalanced level2 blocks reclaim when depth-2 ancestor is not over deserved",
+        2,
+        False,
+        [
+            with_resources(vc_node("n1", "4", "4Gi", 10), nvidia_com__a100="2"),
+            aq("root", ""),
+            aq("shallow-parent", "root", gpus("1")),
+            aq("queue-shallow", "shallow-parent", gpus("1")),
+            aq("deep-grand", "root", gpus("2")),
+            aq("deep-parent", "deep-grand", gpus("1")),
+            aq("queue-deep", "deep-parent", gpus("1")),
+            vc_pod("ns1", "p-victim", "n1", RUNNING, {**R("1", "1Gi"), A100: "2"}, "pg-victim"),
+            vc_pod("ns1", "p-reclaimer", "", PENDING, {**R("1", "1Gi"), A100: "1"}, "pg-reclaimer"),
+            apg("pg-victim", "queue-deep", RUNNING),
+            apg("pg-reclaimer", "queue-shallow", INQUEUE),
+        ],
+        *NOTHING,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "level", "with_priority", "objects", "expect_evicted", "expect_pipelined"),
+    ANCESTOR_CASES,
+    ids=[c[0][:6].rstrip(":") for c in ANCESTOR_CASES],
+)
+def test_volcano_capacity_ancestor_reclaim(
+    name: str,
+    level: int,
+    with_priority: bool,
+    objects: list[Obj],
+    expect_evicted: list[str],
+    expect_pipelined: dict[str, str],
+) -> None:
+    capacity = {
+        **only("capacity", "allocatable", "preemptive", "reclaimable", "queue_order", "job_enqueueable"),
+        "enableHierarchy": True,
+        "arguments": {"ancestorReclaimLevel": level},
+    }
+    tier = [capacity, only("predicates", "predicate"), only("gang", "job_starving")]
+    if with_priority:
+        tier.append(only("priority", "job_order", "task_order"))
+    session = outcome(objects, "enqueue, reclaim, allocate", (tier,))
+    assert evicted(session) == expect_evicted
+    assert {f"{t.namespace}/{t.name}": t.node for t in session.pipelined} == expect_pipelined
+
+
+# -- task-topology/topology_test.go: Test_readTopologyFromPgAnnotations -----------------------------------------
+# Volcano's table asserts what its annotation reader returns (the groups as written, or an error
+# naming the task). Lahar reads the same annotations (`read_topology`) into which tasks relate
+# to which, and the order; each row's expected groups are turned into that form here (an empty
+# name, which Volcano keeps from `ps,,chief` and which names no task, is dropped), its errors
+# compared by the task they name. Lahar also reports such a job's error as an event.
+
+TOPOLOGY_TASKS_6 = ("ps", "ps", "worker", "worker", "chief", "evaluator")
+TOPOLOGY_TASKS_4 = ("ps", "ps", "worker", "worker")
+TOPOLOGY_CASES: list[tuple[str, tuple[str, ...], dict[str, str] | None, Any]] = [
+    # (description, the job's task roles, annotations (affinity, anti, order), want: groups or error)
+    (
+        "correct annotation",
+        TOPOLOGY_TASKS_6,
+        {"affinity": "ps,worker;ps,chief", "anti": "ps;worker,chief", "order": "ps,worker,chief,evaluator"},
+        ([["ps", "worker"], ["ps", "chief"]], [["ps"], ["worker", "chief"]], ["ps", "worker", "chief", "evaluator"]),
+    ),
+    (
+        "correct annotation with tasks whose names contain `-`",
+        ("ps-some", "ps-some", "worker-another-some", "worker-another-some", "chief-kk", "evaluator-tt"),
+        {
+            "affinity": "ps-some,worker-another-some;ps-some,chief-kk",
+            "anti": "ps-some;worker-another-some,chief-kk",
+            "order": "ps-some,worker-another-some,chief-kk,evaluator-tt",
+        },
+        (
+            [["ps-some", "worker-another-some"], ["ps-some", "chief-kk"]],
+            [["ps-some"], ["worker-another-some", "chief-kk"]],
+            ["ps-some", "worker-another-some", "chief-kk", "evaluator-tt"],
+        ),
+    ),
+    ("nil annotation", TOPOLOGY_TASKS_6, None, None),
+    (
+        "invalid annotation",
+        TOPOLOGY_TASKS_6,
+        {
+            "affinity": "$%GF$^trtqwrg^",
+            "anti": "ps;worker,chief;#@FGEW^vfa897bgs;;",
+            "order": "ps,worker,chief,evaluator,,,",
+        },
+        "task '$%GF$^trtqwrg^' is not a task of the job",
+    ),
+    (
+        "invalid task name",
+        TOPOLOGY_TASKS_4,
+        {"affinity": "ps,worker", "anti": "ps", "order": "ps,worker,chief"},
+        "task 'chief' is not a task of the job",
+    ),
+    (
+        "duplicate task name",
+        TOPOLOGY_TASKS_4,
+        {"affinity": "ps,worker", "anti": "ps,ps", "order": "ps,worker"},
+        "a task appears twice in 'ps,ps'",
+    ),
+    (
+        "redundant punctuations",
+        TOPOLOGY_TASKS_6,
+        {"affinity": "ps,worker;ps,,chief,;", "anti": "ps;worker,chief;;;", "order": "ps,worker,chief,evaluator,,,"},
+        (
+            [["ps", "worker"], ["ps", "", "chief", ""], [""]],
+            [["ps"], ["worker", "chief"], [""], [""], [""]],
+            ["ps", "worker", "chief", "evaluator", "", "", ""],
+        ),
+    ),
+]
+
+
+def topology_session(roles: tuple[str, ...], annotations: dict[str, str] | None) -> Session:
+    group = vc_podgroup("job1", "default", "c1", 1, None, INQUEUE)
+    if annotations is not None:
+        keys = {"affinity": AFFINITY, "anti": ANTI_AFFINITY, "order": TASK_ORDER}
+        group["metadata"]["annotations"] = {keys[key]: value for key, value in annotations.items()}
+    pods = [
+        vc_pod("default", f"job1-{role}-{i}", "", PENDING, R("1", "1Gi"), "job1", {"volcano.sh/task-spec": role})
+        for i, role in enumerate(roles)
+    ]
+    return opened(cluster(vc_node("n1", "8", "8Gi"), vc_queue("c1"), group, *pods), conf("allocate", ["task-topology"]))
+
+
+def related(groups: list[list[str]]) -> dict[str, set[str]]:
+    """Volcano's groups as Lahar relates tasks: within a group, each to the others (a group of
+    one: the task to itself); empty names dropped."""
+    found: dict[str, set[str]] = {}
+    for group in groups:
+        names = [name for name in group if name]
+        for name in names:
+            found.setdefault(name, set()).update({other for other in names if other != name} or {name})
+    return found
+
+
+@pytest.mark.parametrize(
+    ("description", "roles", "annotations", "want"), TOPOLOGY_CASES, ids=[c[0] for c in TOPOLOGY_CASES]
+)
+def test_volcano_task_topology_annotations(
+    description: str, roles: tuple[str, ...], annotations: dict[str, str] | None, want: Any
+) -> None:
+    session = topology_session(roles, annotations)
+    job = session.jobs["default/job1"]
+    if isinstance(want, str):
+        with pytest.raises(TopologyError) as raised:
+            read_topology(job)
+        assert want in str(raised.value)
+        assert any(want in event.message for event in session.events if event.reason == "InvalidTaskTopology")
+        return
+    topology = read_topology(job)
+    if want is None:
+        assert topology is None
+        return
+    affinity, anti, order = want
+    assert topology is not None
+    assert topology.affinity == related(affinity)
+    assert topology.anti_affinity == related(anti)
+    assert topology.order == {name: i for i, name in enumerate(name for name in order if name)}
