@@ -102,7 +102,24 @@ def desired_podgroup_spec(job: Job, runnable: Collection[str] | None = None) -> 
     }
     if job.priority_class_name:
         spec["priorityClassName"] = job.priority_class_name
+    topology = network_topology(job)
+    if topology:
+        spec["networkTopology"] = topology
     return spec
+
+
+def network_topology(job: Job) -> dict[str, Any] | None:
+    """The job's `networkTopology` as its PodGroup carries it (as Volcano's job controller copies
+    it: the mode, and highestTierAllowed, or else highestTierName), for network-topology-aware."""
+    given = (job.raw.get("spec") or {}).get("networkTopology")
+    if not isinstance(given, Mapping):
+        return None
+    topology: dict[str, Any] = {"mode": given.get("mode") or "hard"}
+    if given.get("highestTierAllowed") is not None:
+        topology["highestTierAllowed"] = given["highestTierAllowed"]
+    elif given.get("highestTierName"):
+        topology["highestTierName"] = given["highestTierName"]
+    return topology
 
 
 def podgroup_spec_patch(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -39,6 +39,7 @@ from lahar.api.errors import (
 from lahar.api.goflags import PLUGIN_FLAGS, plugin_flags
 from lahar.api.meta import MetaAccessors, ObjectMeta, check_name, dns1123_label_problems, dns1123_subdomain_problems
 from lahar.api.pod import validate_pod_template
+from lahar.api.podgroup import validate_network_topology
 from lahar.api.queue import DEFAULT_QUEUE
 
 DEFAULT_SCHEDULER_NAME = "lahar"
@@ -575,6 +576,7 @@ def validate(obj: dict[str, Any], old: dict[str, Any] | None = None) -> list[Fie
         check_name(spec.child(key), dns1123_subdomain_problems, allow_empty=True)
     _validate_plugins(spec.child("plugins"), {t.name for t in tasks if t.name is not None})
     validate_policies(spec.child("policies"))
+    validate_network_topology(spec.child("networkTopology"))
     if old is not None:
         _validate_update(spec, old, obj)
     return root.errors

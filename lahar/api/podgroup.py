@@ -33,6 +33,8 @@ class PodGroupConditionType(enum.StrEnum):
 
 
 STATUS_COUNTERS = ("running", "succeeded", "failed")
+# spec.networkTopology.mode (Volcano's NetworkTopologyMode); "hard" when not given.
+NETWORK_TOPOLOGY_MODES = ("hard", "soft")
 
 _EMPTY: Mapping[str, Any] = {}
 
@@ -111,9 +113,22 @@ def defaults(obj: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def validate_network_topology(topology: Field) -> None:
+    """`networkTopology` (a PodGroup's, or a Volcano Job's that the controller copies to its
+    PodGroup): `mode` hard or soft, `highestTierAllowed` a tier (0 or more) or `highestTierName`
+    a HyperNode's `spec.tierName`. A malformed one is refused here rather than ignored by the
+    scheduler."""
+    if not topology.present or topology.as_mapping() is None:
+        return
+    topology.child("mode").as_choice(NETWORK_TOPOLOGY_MODES, "mode")
+    topology.child("highestTierAllowed").as_int(minimum=0)
+    topology.child("highestTierName").as_str()
+
+
 def validate(obj: dict[str, Any], old: dict[str, Any] | None = None) -> list[FieldError]:
     root = Field(obj)
     spec = root.child("spec")
+    validate_network_topology(spec.child("networkTopology"))
     spec.child("minMember").as_int(minimum=0)
     for task, count in spec.child("minTaskMember").entries():
         if not task:

@@ -62,6 +62,21 @@ def test_defaults_keep_given_values() -> None:
 
 CASES = [
     ({"minMember": -1}, "spec.minMember", "must be greater than or equal to 0"),
+    (
+        {"networkTopology": {"mode": "medium"}},
+        "spec.networkTopology.mode",
+        'unsupported mode "medium" (supported: "hard", "soft")',
+    ),
+    (
+        {"networkTopology": {"mode": "hard", "highestTierAllowed": -1}},
+        "spec.networkTopology.highestTierAllowed",
+        "must be greater than or equal to 0",
+    ),
+    (
+        {"networkTopology": {"mode": "soft", "highestTierName": 3}},
+        "spec.networkTopology.highestTierName",
+        "expected a string, got integer 3",
+    ),
     ({"minMember": "3"}, "spec.minMember", 'expected an integer, got string "3"'),
     ({"minTaskMember": {"executor": -2}}, "spec.minTaskMember.executor", "must be greater than or equal to 0"),
     ({"minTaskMember": ["executor"]}, "spec.minTaskMember", "expected an object, got array"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from lahar.api.job import Job
+from lahar.api.job import validate as job_validate
 from lahar.controller.desired import desired_podgroup, desired_pods
 from lahar.controller.naming import (
     GROUP_NAME_KEY,
@@ -51,6 +52,17 @@ def test_podgroup_min_resources_takes_task_minimums_then_fills_in_task_order() -
     assert group["metadata"]["name"] == "train"
     owner = group["metadata"]["ownerReferences"][0]
     assert (owner["kind"], owner["uid"], owner["controller"], owner["blockOwnerDeletion"]) == ("Job", "u-1", True, True)
+
+
+def test_the_jobs_network_topology_goes_to_its_podgroup_as_volcano_copies_it() -> None:
+    tasks = [_task("worker", 2, "1", "1Gi")]
+    assert "networkTopology" not in desired_podgroup(_job(tasks=tasks))["spec"]
+    by_tier = _job(tasks=tasks, networkTopology={"mode": "soft", "highestTierAllowed": 2, "highestTierName": "x"})
+    assert desired_podgroup(by_tier)["spec"]["networkTopology"] == {"mode": "soft", "highestTierAllowed": 2}
+    by_name = _job(tasks=tasks, networkTopology={"highestTierName": "spine"})
+    assert desired_podgroup(by_name)["spec"]["networkTopology"] == {"mode": "hard", "highestTierName": "spine"}
+    bad = Job.from_dict({"metadata": {"name": "t"}, "spec": {"tasks": tasks, "networkTopology": {"mode": "x"}}})
+    assert any("networkTopology.mode" in str(error) for error in job_validate(bad.raw))
 
 
 def test_min_resources_of_default_min_available_is_all_replicas() -> None:
