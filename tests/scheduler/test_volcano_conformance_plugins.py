@@ -1,7 +1,7 @@
 """Volcano's plugin tests as conformance cases, continued (issue 17; docs/scheduler-conformance.md
 tallies them): resource-strategy-fit beyond `TestScore` (argument parsing, `sra`,
-`proportional`), capacity's ancestor reclaim and its twins of proportion's tests, and
-task-topology's placement rows. Inputs and expectations are Volcano's, carried over as facts."""
+`proportional`), capacity's ancestor reclaim, task-topology's annotation table, usage's
+predicate and scores, binpack's arguments. Inputs and expectations are Volcano's, carried over as facts."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import yaml
 
 from lahar.scheduler.conf import ConfError, parse_conf
 from lahar.scheduler.framework.session import Session
+from lahar.scheduler.node_reports import NodeReportStore
 from lahar.scheduler.plugins.resource_strategy_fit import (
     LEAST,
     MOST,
@@ -20,7 +21,7 @@ from lahar.scheduler.plugins.resource_strategy_fit import (
     configured_strategy,
 )
 from lahar.scheduler.plugins.task_topology import AFFINITY, ANTI_AFFINITY, TASK_ORDER, TopologyError, read_topology
-from tests.scheduler.preempt_builders import cluster, conf, opened
+from tests.scheduler.preempt_builders import GIB, Clock, cluster, conf, opened, report
 from tests.scheduler.volcano_cases import (
     Obj,
     binds,
@@ -822,3 +823,140 @@ def test_volcano_task_topology_annotations(
     assert topology.affinity == related(affinity)
     assert topology.anti_affinity == related(anti)
     assert topology.order == {name: i for i, name in enumerate(name for name in order if name)}
+
+
+# -- usage/usage_test.go: TestUsage_predicateFn, TestUsage_nodeOrderFn, ..._prioritizeNodesDoesNotDoubleCount ----
+# Volcano's node usage (average cpu and memory percent, and when it was measured) is here an
+# agent's report: a report received now, one received six minutes ago (stale: Volcano's limit is
+# five minutes, Lahar's `staleness` ten seconds by default), or none at all (Volcano's zero time).
+
+USAGE_ARGUMENTS = {"usage.weight": 5, "cpu.weight": 1, "memory.weight": 1, "thresholds": {"cpu": 80, "mem": 80}}
+FRESH, STALE, NEVER = "fresh", "stale", "never"
+
+
+def usage_reports(usages: dict[str, tuple[float, float, str]]) -> NodeReportStore:
+    clock = Clock()
+    reports = NodeReportStore(clock)
+    for name, (cpu, memory, age) in usages.items():
+        if age == NEVER:
+            continue
+        measured = report(name, cpu_ratio=cpu / 100, memory_total=8 * GIB, memory_used=round(8 * GIB * memory / 100))
+        reports.submit(measured, received_at=clock.now - (360 if age == STALE else 0))
+    return reports
+
+
+def usage_session(usages: dict[str, tuple[float, float, str]], arguments: dict[str, Any]) -> Session:
+    objects = job(pod("p1", "1", "1Gi"), *(node(name, "4", "8Gi") for name in usages))
+    return opened(
+        cluster(*objects), conf("allocate", [{"name": "usage", "arguments": arguments}]), usage_reports(usages)
+    )
+
+
+USAGE_PREDICATE = [
+    (
+        "The node cannot be scheduled, because of the CPU load of the node exceeds the upper limit.",
+        (81, 60, FRESH),
+        "cpu",
+    ),
+    (
+        "The node cannot be scheduled, because of the memory load of the node exceeds the upper limit.",
+        (60, 81, FRESH),
+        "memory",
+    ),
+    (
+        "The node can be scheduled, because of the CPU usage and memory usage do not exceed the upper limit.",
+        (80, 79, FRESH),
+        None,
+    ),
+    (
+        "The node can be scheduled, because of the metrics are not updated in the latest 5 minutes",
+        (90, 81, STALE),
+        None,
+    ),
+    ("The node can be scheduled, because of the metric time is in the initial state", (90, 81, NEVER), None),
+]
+
+
+@pytest.mark.parametrize(("name", "usage", "refused_for"), USAGE_PREDICATE, ids=[c[0][:60] for c in USAGE_PREDICATE])
+def test_volcano_usage_predicate(name: str, usage: tuple[float, float, str], refused_for: str | None) -> None:
+    session = usage_session({"n1": usage}, USAGE_ARGUMENTS)
+    task = next(iter(session.jobs["c1/pg1"].tasks.values()))
+    assert bool(session.predicate(task)[0]) is (refused_for is None)
+    if refused_for is not None:
+        assert any("too busy" in reason and refused_for in reason for reason in session.explain(task))
+
+
+USAGE_NODES = {
+    "n1": (30, 50, FRESH),
+    "n2": (60, 50, FRESH),
+    "n3": (60, 80, FRESH),
+    "n4": (10, 20, STALE),
+    "n5": (0, 0, NEVER),
+}
+# Volcano scores a node with stale or no metrics 0; Lahar as half loaded (disagreement 11).
+USAGE_SCORES = [
+    (
+        "Node scoring in the default weight configuration scenario.",
+        {"cpu.weight": 1, "memory.weight": 1},
+        {"n1": 300, "n2": 225, "n3": 150, "n4": 0, "n5": 0},
+        {"n4": 250, "n5": 250},
+    ),
+    (
+        "Node scoring gives priority to memory resources",
+        {"cpu.weight": 2, "memory.weight": 8},
+        {"n1": 270, "n2": 240, "n3": 120, "n4": 0, "n5": 0},
+        {"n4": 250, "n5": 250},
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "weights", "volcano", "lahar"), USAGE_SCORES, ids=[c[0] for c in USAGE_SCORES])
+def test_volcano_usage_node_order(
+    name: str, weights: dict[str, int], volcano: dict[str, float], lahar: dict[str, float]
+) -> None:
+    session = usage_session(USAGE_NODES, {**USAGE_ARGUMENTS, **weights})
+    assert scores(session)["c1/p1"] == pytest.approx({**volcano, **lahar})
+
+
+def test_volcano_usage_counted_once_in_prioritize_nodes() -> None:
+    """TestUsage_prioritizeNodesDoesNotDoubleCountNodeOrder: the session's whole score (every
+    node-order callback summed) counts usage once."""
+    arguments = {"usage.weight": 5, "cpu.weight": 1, "memory.weight": 1}
+    session = usage_session({"n1": (30, 50, FRESH), "n2": (60, 50, FRESH)}, arguments)
+    assert scores(session)["c1/p1"] == pytest.approx({"n1": 300, "n2": 225})
+
+
+# -- binpack/binpack_test.go: TestArguments ---------------------------------------------------------------------
+
+
+def test_volcano_binpack_arguments() -> None:
+    """Volcano reads `binpack.resources.example.com/foo: -3` as weight 1 and keeps the rest;
+    Lahar refuses the configuration naming the argument (disagreement 12). The other weights are
+    read as Volcano reads them."""
+    arguments: dict[str, Any] = {
+        "binpack.weight": 10,
+        "binpack.cpu": 5,
+        "binpack.memory": 2,
+        "binpack.resources": "nvidia.com/gpu, example.com/foo",
+        "binpack.resources.nvidia.com/gpu": 7,
+        "binpack.resources.example.com/foo": -3,
+    }
+    text = yaml.safe_dump(
+        {"actions": "allocate", "tiers": [{"plugins": [{"name": "binpack", "arguments": arguments}]}]}
+    )
+    with pytest.raises(ConfError, match=r"binpack\.resources\.example\.com/foo"):
+        parse_conf(text)
+    arguments["binpack.resources.example.com/foo"] = 1
+    session = opened(
+        cluster(with_resources(vc_node("n1", "4", "4Gi"), nvidia_com__gpu="8", example_com__foo="8")),
+        conf("allocate", [{"name": "binpack", "arguments": arguments}]),
+    )
+    plugin = session.plugins["binpack"]
+    column = session.resources.column
+    assert plugin.weight == 10
+    assert {name: plugin.weights[column[name]] for name in ("cpu", "memory", GPU, FOO)} == {
+        "cpu": 5,
+        "memory": 2,
+        GPU: 7,
+        FOO: 1,
+    }
