@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import yaml
 
-from lahar.scheduler.conf import ConfError, parse_conf
+from lahar.scheduler.conf import SWITCHES, ConfError, parse_conf
 from lahar.scheduler.framework.session import Session
 from lahar.scheduler.node_reports import NodeReportStore
 from lahar.scheduler.plugins.resource_strategy_fit import (
@@ -21,6 +21,7 @@ from lahar.scheduler.plugins.resource_strategy_fit import (
     configured_strategy,
 )
 from lahar.scheduler.plugins.task_topology import AFFINITY, ANTI_AFFINITY, TASK_ORDER, TopologyError, read_topology
+from lahar.scheduler.plugins.usage import Usage
 from tests.scheduler.preempt_builders import GIB, Clock, cluster, conf, opened, report
 from tests.scheduler.volcano_cases import (
     Obj,
@@ -960,3 +961,99 @@ def test_volcano_binpack_arguments() -> None:
         GPU: 7,
         FOO: 1,
     }
+
+
+# -- usage_test.go: the configuration tests ----------------------------------------------------------------------
+# TestUsageEstimatorConfig and TestUsageConfigParsesBestEffortResourceValues read Volcano's
+# `estimator` (request and burst ratios, risk, a BE pod's assumed cpu and memory): Lahar has no
+# estimator (its usage is the agents' reports), so they are not expressible, not run.
+
+
+def usage_conf(arguments: dict[str, Any]) -> str:
+    return yaml.safe_dump({"actions": "allocate", "tiers": [{"plugins": [{"name": "usage", "arguments": arguments}]}]})
+
+
+def test_volcano_usage_reads_numbers_given_as_strings() -> None:
+    """TestUsageConfigKeepsDefaultForGenericStringValues: Volcano ignores `usage.weight: "7"` and
+    the other quoted numbers and keeps its defaults (5, 1, 1, 80, 80); Lahar reads a quoted number
+    as the number, as every plugin argument (disagreement 13). Its `estimator` is reported as an
+    argument Lahar does not have."""
+    arguments = {
+        "usage.weight": "7",
+        "cpu.weight": "2",
+        "memory.weight": "3",
+        "thresholds": {"cpu": "85", "mem": "75"},
+        "estimator": {"request_ratio": "0.8", "be_cpu": "500m"},
+    }
+    parsed = parse_conf(usage_conf(arguments))
+    assert any("'estimator'" in warning for warning in parsed.warnings)
+    read = Usage(parsed.tiers[0][0].arguments).arguments
+    assert (read["usage.weight"], read["cpu.weight"], read["memory.weight"]) == (7, 2, 3)
+    assert read["thresholds"] == {"cpu": 85, "mem": 75}
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "named"),
+    [
+        ("TestUsageThresholdsKeepDefaultWhenOutOfRange", {"thresholds": {"cpu": -1, "mem": 101}}, "thresholds"),
+        (
+            "TestUsageWeightsKeepDefaultWhenNegative",
+            {"usage.weight": -1, "cpu.weight": -1, "memory.weight": -1},
+            "weight",
+        ),
+    ],
+    ids=["thresholds out of range", "negative weights"],
+)
+def test_volcano_usage_refuses_out_of_range_arguments(name: str, arguments: dict[str, Any], named: str) -> None:
+    """Volcano keeps its defaults (80, 80; 5, 1, 1) without a word; Lahar refuses the
+    configuration naming the argument (disagreement 13)."""
+    with pytest.raises(ConfError, match=named):
+        parse_conf(usage_conf(arguments))
+
+
+# -- plugins/defaults_test.go: TestApplyPluginConfDefaults -----------------------------------------------------
+
+# The fields the Go test checks, by their YAML keys (Volcano's conf tags).
+DEFAULTS_FIELDS = [
+    "enableJobOrder",
+    "enableJobReady",
+    "enableJobPipelined",
+    "enableTaskOrder",
+    "enablePreemptable",
+    "enableReclaimable",
+    "enablePreemptive",
+    "enableQueueOrder",
+    "enablePredicate",
+    "enableBestNode",
+    "enableNodeOrder",
+    "enableTargetJob",
+    "enableReservedNodes",
+    "enabledVictim",
+    "enableJobStarving",
+    "enabledOverused",
+    "enabledAllocatable",
+    "enableJobEnqueued",
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("test with nil fields - should set all to true", None),
+        ("test with false fields - should keep false values", False),
+    ],
+    ids=["nil fields", "false fields"],
+)
+def test_volcano_plugin_switch_defaults(name: str, value: bool | None) -> None:
+    """A switch left out is on, one set false stays off. The four switches for callbacks Lahar's
+    plugins do not have (best node, target job, reserved nodes, victim) are accepted and change
+    nothing; the others turn the callback kind they name on or off."""
+    entry: dict[str, Any] = {"name": "priority"}
+    if value is not None:
+        entry.update(dict.fromkeys(DEFAULTS_FIELDS, value))
+    parsed = parse_conf(yaml.safe_dump({"actions": "allocate", "tiers": [{"plugins": [entry]}]}))
+    assert not parsed.warnings
+    option = parsed.tiers[0][0]
+    kinds = {SWITCHES[field] for field in DEFAULTS_FIELDS if field in SWITCHES}
+    assert len(kinds) == 14
+    assert all(option.enabled(kind) is (value is None) for kind in kinds)
