@@ -503,7 +503,7 @@ def in_one_domain(
     best first, victims and placements alike kept inside the group, until it is pipelined in one
     (Volcano's topology-aware gang eviction: a whole job's room is made within one HyperNode), at
     most `max_domains` of them."""
-    domains = session.job_domains(job)
+    domains = session.job_domains(job, evicting=True)
     if domains is None:
         commit_if_pipelined(session, job, attempt())
         return

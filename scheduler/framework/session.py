@@ -385,17 +385,20 @@ class Session:
         self._add("victim_tasks", fn)
 
     def add_job_domains_fn(
-        self, domains: Callable[[JobInfo], list[Hashable] | None], enter: Callable[[JobInfo, Hashable], None]
+        self,
+        domains: Callable[[JobInfo, bool], list[Hashable] | None],
+        enter: Callable[[JobInfo, Hashable], None],
     ) -> None:
         """A plugin that keeps a job within one of several node groups (network-topology-aware's
-        HyperNodes): `domains(job)` lists the groups to try, best first (None: the job is free,
-        []: no group can take it); `enter(job, domain)` makes the plugin's predicate keep the
-        job's tasks to `domain` while allocate tries it."""
+        HyperNodes): `domains(job, evicting)` lists the groups to try, best first (None: the job
+        is free, []: no group can take it; `evicting`: for preempt and reclaim, which may free
+        room, rather than allocate); `enter(job, domain)` makes the plugin's predicate keep the
+        job's tasks to `domain` while an action tries it."""
         self._add("job_domains", domains, enter)
 
-    def job_domains(self, job: JobInfo) -> list[Hashable] | None:
+    def job_domains(self, job: JobInfo, evicting: bool = False) -> list[Hashable] | None:
         for registered in self._all("job_domains"):
-            found = registered.fn(job)
+            found = registered.fn(job, evicting)
             if found is not None:
                 return list(found)
         return None

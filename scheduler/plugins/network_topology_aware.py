@@ -14,13 +14,16 @@ limit).
   nodes; a job already holding nodes only in those that contain them. The first where the gang
   becomes ready keeps it (a job ready already: the first where more of it is placed). With no
   HyperNode that qualifies the job waits, its message saying so. Nodes under no HyperNode never
-  take such a job.
+  take such a job. With nothing placed yet, a HyperNode without room for the PodGroup's
+  `minResources` (idle, or idle and releasing; for preempt and reclaim: allocatable) is not tried
+  (Volcano's gradient pre-filter).
 - node score, hard and soft alike (Volcano's): with A the lowest HyperNode holding every node the
   job's placed tasks are on and L a node's lowest HyperNode, the node scores 1 when L is A, else
   `(T − t) / (T − m)` where t is the tier of the lowest HyperNode holding both, m the lowest tier
   and T the tier of a virtual HyperNode above all (the highest tier + 1), so 0 when only that one
-  holds both; nothing placed yet: 0. Among the candidate nodes of the best score, each gains the
-  share of the job's tasks placed under its L (so a job fills one HyperNode before the next).
+  holds both; nothing placed yet: 0. Among the candidate nodes (those the task fits on, within
+  the job's HyperNode) of the best score, each gains the share of the job's tasks placed under
+  its L (so a job fills one HyperNode before the next).
   × 100 × `weight`.
 - HyperNode score (for a hard job's candidates, switch `enabledHyperNodeOrder`): how full the
   HyperNode would be with the job's unplaced tasks, `Σ w_r (used_r + request_r) / allocatable_r
@@ -45,8 +48,7 @@ Preempt and reclaim use the same domains: a hard job makes its room within one H
 time (victims and pipelined tasks alike, `actions.preempt.in_one_domain`), so a gang is never
 pipelined across HyperNodes nor evicts where it could not run.
 
-Not implemented: the `HyperNodeGradient` callbacks' resource pre-filter and sub-job (partition)
-policies.
+Not implemented: sub-job (partition) policies.
 """
 
 from __future__ import annotations
@@ -254,7 +256,7 @@ class NetworkTopologyAwarePlugin(Plugin):
         )
         return None
 
-    def domains(self, job: JobInfo) -> list[Hashable] | None:
+    def domains(self, job: JobInfo, evicting: bool = False) -> list[Hashable] | None:
         wanted = self.wants.get(job.key)
         if wanted is None or wanted.mode != HARD:
             return None
@@ -263,15 +265,34 @@ class NetworkTopologyAwarePlugin(Plugin):
             return []
         holding = self.placed(job) > 0
         found: list[str] = [name for name in self.tree.within(tier) if not (holding & ~self.tree.nodes[name]).any()]
+        if not holding.any():
+            found = self.with_room(job, found, evicting)
         if not found:
-            job.unschedulable_message = f"no HyperNode of tier at most {tier} can hold the job" + (
-                " with the nodes it already runs on" if holding.any() else ""
-            )
+            why = "can hold the job" + (" with the nodes it already runs on" if holding.any() else "")
+            if not holding.any() and self.tree.within(tier):
+                why = "has room for the job's minimum resources"
+            job.unschedulable_message = f"no HyperNode of tier at most {tier} {why}"
             return []
         scores = self.session.hypernode_order(job, found)
         # Lowest tier first (Volcano's gradients); within a tier the best score, then the tightest.
         found.sort(key=lambda name: (self.tree.tiers[name], -scores[name], int(self.tree.nodes[name].sum())))
         return list(found)
+
+    def with_room(self, job: JobInfo, names: list[str], evicting: bool) -> list[str]:
+        """Volcano's gradient pre-filter, for a job with nothing placed yet: the HyperNodes whose
+        idle resources, or idle and releasing together, hold the PodGroup's minResources (for
+        preempt and reclaim, which free room: whose allocatable does)."""
+        need = job.min_resources
+        if not need.any() or not names:
+            return names
+        index = np.array([self.position[name] for name in names], dtype=np.int64)
+        room = self.allocatable[index]
+        if not evicting:
+            nodes = self.session.nodes
+            releasing = self.member[index].astype(np.float64) @ (nodes.releasing + nodes.be_releasing)
+            room = room - self.used[index] + releasing  # idle + releasing: never below idle
+        fits = (need <= room).all(axis=1)
+        return [name for name, fit in zip(names, fits, strict=True) if fit]
 
     def enter(self, job: JobInfo, domain: Hashable) -> None:
         if domain is None:

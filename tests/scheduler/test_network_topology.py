@@ -323,3 +323,16 @@ def test_volcanos_gang_eviction_configuration_is_accepted() -> None:
     assert not parse_conf(text).warnings
     with pytest.raises(ConfError, match="maxDomains"):
         parse_conf('actions: "gangreclaim"\nconfigurations:\n- name: gangreclaim\n  arguments: {maxDomains: 0}\n')
+
+
+def test_a_hard_job_skips_hypernodes_without_room_for_its_minimum() -> None:
+    gang = topology_gang("g", 2, "hard", 1)
+    gang[0]["spec"]["minResources"] = {"cpu": "5"}  # each tier-1 HyperNode has 4 CPUs
+    session = cycle([*NODES, *TREE, gang])
+    assert nodes_of(session) == set()
+    assert "no HyperNode of tier at most 1 has room for the job's minimum resources" in (
+        session.jobs["default/g"].unschedulable_message
+    )
+    busy = fx.pod("busy", "2", node_name="n0", phase="Running")  # s0 has 2 CPUs idle, s1 4
+    gang[0]["spec"]["minResources"] = {"cpu": "3"}
+    assert nodes_of(cycle([*NODES, *TREE, busy, gang])) <= {"n2", "n3"}

@@ -409,3 +409,46 @@ def test_volcano_hypernode_binpack_with_network_topologies() -> None:
     assert len(placed) == 4
     per_hypernode = sorted(n for n in (sum(node.startswith(hn) for node in placed.values()) for hn in tree) if n)
     assert per_hypernode == [2, 2]
+
+
+# -- TestHyperNodeGradientPreFiltering ----------------------------------------------------------
+# The Go rows build 100 tier-1 HyperNodes of 10 nodes (4 CPUs, 8Gi each) under one of tier 2, set
+# the first one's idle and future-idle figures by hand and ask whether the gradient keeps it for
+# a job of the given minimum resources. Here the tree is that first HyperNode, one more like it and
+# the tier-2 one above both; its figures come from pods of 1 CPU and 2Gi (running ones make it
+# less idle, deleting ones add to its future idle), the job's minimum is its PodGroup's
+# minResources, and the question is whether the plugin's candidate HyperNodes include it.
+# Not expressible: "Job - idle sufficient, futureIdle insufficient" (future idle below idle takes
+# pipelined tasks, which exist only inside a session) and the four "SubJob" rows (sub-jobs).
+
+GRADIENT_ROWS = [
+    # name, evicting, minimum (CPUs, Gi), running pods, deleting pods, kept
+    ("Job - idle sufficient, futureIdle sufficient", False, (20, 40), 5, 5, True),
+    ("Job - idle insufficient, futureIdle sufficient", False, (20, 40), 10, 15, True),
+    ("Job - idle insufficient, futureIdle insufficient", False, (20, 40), 25, 0, False),
+    ("Evict purpose - idle insufficient, futureIdle insufficient", True, (20, 40), 25, 0, True),
+    ("Evict purpose - allocatable insufficient", True, (50, 100), 25, 0, False),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "evicting", "minimum", "running", "deleting", "kept"), GRADIENT_ROWS, ids=[r[0] for r in GRADIENT_ROWS]
+)
+def test_volcano_hypernode_gradient_pre_filtering(
+    name: str, evicting: bool, minimum: tuple[int, int], running: int, deleting: int, kept: bool
+) -> None:
+    nodes = [f"node-{i}" for i in range(20)]
+    tree = {"hn-1-0": (1, nodes[:10]), "hn-1-1": (1, nodes[10:]), "hn-2-0": (2, ["hn-1-0", "hn-1-1"])}
+    group = topology_group("pg1", 1, "hard", 2)
+    group["spec"]["minResources"] = {"cpu": str(minimum[0]), "memory": f"{minimum[1]}Gi"}
+    objects: list[Obj] = [vc_queue("q1", 1), group, vc_podgroup("busy", "c1", "q1", 1, None, "Running")]
+    objects += [vc_node(node, "4", "8Gi", 110) for node in nodes] + hypernodes(tree)
+    objects.append(vc_pod("c1", "p1", "", "Pending", quantities("1", "1Gi"), "pg1"))
+    for i in range(running + deleting):
+        pod = vc_pod("c1", f"b{i}", nodes[i % 10], "Running", quantities("1", "2Gi"), "busy")
+        if i >= running:
+            pod["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z"
+        objects.append(pod)
+    session = opened(cluster(*objects), conf("allocate", [{"name": PLUGIN}]))
+    job = session.jobs["c1/pg1"]
+    assert ("hn-1-0" in (session.job_domains(job, evicting) or [])) is kept
