@@ -291,8 +291,8 @@ class NetworkTopologyAwarePlugin(Plugin):
             nodes = self.session.nodes
             releasing = self.member[index].astype(np.float64) @ (nodes.releasing + nodes.be_releasing)
             room = room - self.used[index] + releasing  # idle + releasing: never below idle
-        fits = (need <= room).all(axis=1)
-        return [name for name, fit in zip(names, fits, strict=True) if fit]
+        fits = np.asarray((need <= room).all(axis=1))
+        return [names[i] for i in np.flatnonzero(fits)]
 
     def enter(self, job: JobInfo, domain: Hashable) -> None:
         if domain is None:
