@@ -58,10 +58,13 @@ def victims_over_share(
     columns: np.ndarray,
     over_share: OverShare,
     also_charged: AlsoCharged | None = None,
+    uncharged: np.ndarray | None = None,
 ) -> list[TaskInfo]:
     """The candidates (in order) whose queue `over_share` lets lose them, each leaving its queue's
     allocation at or above its guarantee on `columns`, and, with `also_charged`, whose other
-    queues it names may lose them too; a candidate of no known queue is left out."""
+    queues it names may lose them too; a candidate of no known queue is left out. A victim
+    lowers the allocations by what it charged them (`charged_request`: a BE victim's borrowed
+    cpu/memory was never counted)."""
     left: dict[str, np.ndarray] = {}  # queue -> allocation once the victims chosen so far are gone
 
     def allocation(queue: QueueInfo) -> np.ndarray:
@@ -75,14 +78,15 @@ def victims_over_share(
         allocated = allocation(queue)
         if not over_share(queue, allocated, victim.request):
             continue
-        after = allocated - victim.request
+        charged = charged_request(victim, uncharged)
+        after = allocated - charged
         if (after[columns] < queue.guarantee[columns]).any():
             continue
         others = [] if also_charged is None else also_charged(victim, queue, allocation)
         if others is None:
             continue
         for other in others:
-            left[other.name] = allocation(other) - victim.request
+            left[other.name] = allocation(other) - charged
         left[queue.name] = after
         chosen.append(victim)
     return chosen

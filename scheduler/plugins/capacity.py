@@ -255,9 +255,8 @@ class CapacityPlugin(Plugin):
                 charged.append(ancestor)
             return charged
 
-        return victims_over_share(
-            candidates, self.session.queue_of, columns, over_share, ancestors_agree if level else None
-        )
+        also_charged = ancestors_agree if level else None
+        return victims_over_share(candidates, self.session.queue_of, columns, over_share, also_charged, self.uncharged)
 
     # -- events ------------------------------------------------------------------------------
 

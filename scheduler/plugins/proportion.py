@@ -415,7 +415,7 @@ class ProportionPlugin(Plugin):
         def over_share(queue: QueueInfo, allocated: np.ndarray, request: np.ndarray) -> bool:
             return not (allocated[columns] <= queue.deserved[columns]).all()
 
-        return victims_over_share(candidates, self.session.queue_of, columns, over_share)
+        return victims_over_share(candidates, self.session.queue_of, columns, over_share, uncharged=self._uncharged)
 
     # -- close -------------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from tests.scheduler.preempt_builders import (
     store,
     task,
 )
+from tests.scheduler.volcano_cases import vc_pod, vc_podgroup, vc_queue
 
 BE = {"lahar.dev/qos-class": "BE"}
 TIERS = (["priority", "gang"], ["predicates", "oversubscription"])
@@ -185,3 +186,30 @@ def test_be_pods_on_lent_capacity_do_not_close_admission_to_online_jobs() -> Non
     assert _enqueued(objects, reports, "overcommit", "oversubscription") == "Inqueue"
     # Without lending the BE pods sit on allocatable like any pod: 4.8 - 6 leaves nothing to admit.
     assert _enqueued(objects, None, "overcommit") == "Pending"
+
+
+def test_a_be_victim_lowers_its_queue_by_what_it_was_charged() -> None:
+    """A BE pod borrowing lent cpu was never charged to its queue: taking it as a reclaim victim
+    leaves the queue's allocation as it was (1.5 CPUs, above its 1 CPU guarantee), so the
+    guarantee does not protect it (capacity and proportion alike)."""
+    guarded = vc_queue("q1")
+    guarded["spec"]["guarantee"] = {"resource": {"cpu": "1"}}
+    be_pod = vc_pod("ns", "be", "n1", "Running", {"cpu": "1", "memory": "1Gi"}, "pg1")
+    be_pod["metadata"]["annotations"].update(BE)
+    objects = [
+        node("n1", cpu="2", memory="32Gi"),  # proportion: the queues' water-filled shares are 1 CPU each
+        guarded,
+        vc_queue("q2"),
+        vc_podgroup("pg1", "ns", "q1", 1, None, "Running"),
+        vc_podgroup("pg2", "ns", "q2", 1, None, "Inqueue"),
+        vc_pod("ns", "online", "n1", "Running", {"cpu": "1500m", "memory": "1Gi"}, "pg1"),
+        be_pod,
+        vc_pod("ns", "reclaimer", "", "Pending", {"cpu": "1", "memory": "1Gi"}, "pg2"),
+    ]
+    reports = store(Clock(), report("n1", reclaimable=lent(2000)))
+    for plugin in ("capacity", "proportion"):
+        session = opened(
+            cluster(*objects), conf("reclaim", ["priority", "gang"], [plugin, "oversubscription"]), reports
+        )
+        victim, reclaimer = task(session, "be"), task(session, "reclaimer")
+        assert session.plugins[plugin].victims(reclaimer, [victim]) == [victim], plugin  # type: ignore[attr-defined]
