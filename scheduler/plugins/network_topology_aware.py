@@ -17,6 +17,9 @@ limit).
   take such a job. With nothing placed yet, a HyperNode without room for the PodGroup's
   `minResources` (idle, or idle and releasing; for preempt and reclaim: allocatable) is not tried
   (Volcano's gradient pre-filter).
+- soft: tried as Volcano tries it (as a hard job whose highest tier is a virtual HyperNode above
+  all): each HyperNode in turn as above, then anywhere (nodes under no HyperNode included), so a
+  soft gang lands in one HyperNode where one can hold it and is never refused for its topology.
 - node score, hard and soft alike (Volcano's): with A the lowest HyperNode holding every node the
   job's placed tasks are on and L a node's lowest HyperNode, the node scores 1 when L is A, else
   `(T − t) / (T − m)` where t is the tier of the lowest HyperNode holding both, m the lowest tier
@@ -67,6 +70,7 @@ from lahar.scheduler.model import CHARGED, CPU, MEMORY, JobInfo, NodeTable, Rows
 MAX_SCORE = 100.0
 HARD, SOFT = "hard", "soft"
 RESOURCE_PREFIX = "hypernode.binpack.resources."
+CLUSTER = ""  # a soft job's last domain: every node (Volcano's virtual cluster-top HyperNode)
 
 
 @dataclass(frozen=True)
@@ -258,8 +262,10 @@ class NetworkTopologyAwarePlugin(Plugin):
 
     def domains(self, job: JobInfo, evicting: bool = False) -> list[Hashable] | None:
         wanted = self.wants.get(job.key)
-        if wanted is None or wanted.mode != HARD:
+        if wanted is None:
             return None
+        if wanted.mode == SOFT:
+            return self.soft_domains(job, evicting)
         tier = self.highest_tier(job, wanted)
         if tier is None:
             return []
@@ -277,6 +283,17 @@ class NetworkTopologyAwarePlugin(Plugin):
         # Lowest tier first (Volcano's gradients); within a tier the best score, then the tightest.
         found.sort(key=lambda name: (self.tree.tiers[name], -scores[name], int(self.tree.nodes[name].sum())))
         return list(found)
+
+    def soft_domains(self, job: JobInfo, evicting: bool) -> list[Hashable]:
+        """A soft job is tried as Volcano tries it (a hard job whose highest tier is the virtual
+        top one): in each HyperNode, lowest tier first, then anywhere (`CLUSTER`)."""
+        holding = self.placed(job) > 0
+        found = [name for name in self.tree.within(self.top_tier) if not (holding & ~self.tree.nodes[name]).any()]
+        if not holding.any():
+            found = self.with_room(job, found, evicting)
+        scores = self.session.hypernode_order(job, found)
+        found.sort(key=lambda name: (self.tree.tiers[name], -scores[name], int(self.tree.nodes[name].sum())))
+        return [*found, CLUSTER]
 
     def with_room(self, job: JobInfo, names: list[str], evicting: bool) -> list[str]:
         """Volcano's gradient pre-filter, for a job with nothing placed yet: the HyperNodes whose
@@ -302,9 +319,11 @@ class NetworkTopologyAwarePlugin(Plugin):
 
     def _allowed(self, job_key: str) -> np.ndarray | None:
         wanted = self.wants.get(job_key)
-        if wanted is None or wanted.mode != HARD:
+        if wanted is None:
             return None
         chosen = self.current.get(job_key)
+        if wanted.mode == SOFT:
+            return self.tree.nodes[chosen] if chosen else None  # None, CLUSTER: anywhere
         if chosen is not None:
             return self.tree.nodes[chosen]
         union = self._union.get(job_key)

@@ -336,3 +336,12 @@ def test_a_hard_job_skips_hypernodes_without_room_for_its_minimum() -> None:
     busy = fx.pod("busy", "2", node_name="n0", phase="Running")  # s0 has 2 CPUs idle, s1 4
     gang[0]["spec"]["minResources"] = {"cpu": "3"}
     assert nodes_of(cycle([*NODES, *TREE, busy, gang])) <= {"n2", "n3"}
+
+
+def test_soft_mode_tries_each_hypernode_then_the_whole_cluster() -> None:
+    # Volcano runs a soft job as a hard one whose highest tier is the whole cluster: the gang goes
+    # into one HyperNode where one can hold it, and anywhere (nodes under none included) otherwise.
+    spread = cycle([*NODES, *TREE, topology_gang("g", 2, "soft", 1)])
+    assert nodes_of(spread) <= {"n0", "n1"} or nodes_of(spread) <= {"n2", "n3"}
+    too_big = cycle([*NODES, fx.node("loose", cpu="2"), *TREE, topology_gang("g", 10, "soft", 1)])
+    assert len([t for b in too_big.binds for t in b.tasks]) == 10 and "loose" in nodes_of(too_big)
