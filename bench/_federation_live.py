@@ -44,6 +44,7 @@ QUEUE_LABEL = "volcano.sh/queue-name"  # on the pods the members' controllers ma
 SAMPLE_SECONDS = 0.5
 FLEET_START_TIMEOUT = 600.0  # seven programs start on a shared 2-core machine
 RUN_TIMEOUT = 900.0  # a placement's run, from the first submission until all completed (--run-timeout)
+CHECKPOINT_SECONDS = 60.0
 
 
 @dataclass
@@ -55,10 +56,14 @@ class LiveOutcome:
     # by when: the rate the federation places at when room is there.
     first_wave: int
     first_wave_seconds: float | None
-    all_running: float  # first submission until every Job had been Running
-    all_done: float
-    utilisation: float
+    all_running: float | None  # first submission until every Job had been Running (None: not within the run)
+    all_done: float | None  # until all had finished (None: the run stopped at --run-timeout first)
+    utilisation: float  # over the run, until all done or stopped
     quota_error: float
+    stopped_at: float  # seconds from the first submission to the end of the run
+    # (seconds, Jobs that had been Running by then, Jobs finished by then) every CHECKPOINT_SECONDS:
+    # what compares placements that do not finish within a run
+    progress: list[tuple[float, int, int]] = field(default_factory=list)
     curve: list[tuple[float, float]] = field(default_factory=list)
 
     @property
@@ -176,23 +181,40 @@ def _follow(
     list_jobs: Callable[[], list[dict[str, Any]]],
     dispatched: Callable[[dict[str, Any]], bool],
     timeout: float,
-) -> None:
+) -> float:
+    """Samples until every Job in `names_wanted` finished or `timeout` passed; the seconds it took."""
     deadline = began + timeout
     while set(watch.done) < names_wanted:
         now = time.monotonic() - began
         if time.monotonic() > deadline:
-            raise RuntimeError(f"{len(names_wanted - set(watch.done))} Jobs not finished after {timeout:.0f} s")
+            print(
+                f"  stopped after {timeout:.0f} s: {len(names_wanted - set(watch.done))} Jobs not finished", flush=True
+            )
+            return now
         try:
             watch.note_jobs([j for j in list_jobs() if j["metadata"]["name"] in names_wanted], now, dispatched)
             watch.sample_pods(now)
         except KubeError as exc:  # a slow answer on a loaded machine: the next sample
             print(f"  (sample skipped: {exc})", flush=True)
         time.sleep(SAMPLE_SECONDS)
+    return time.monotonic() - began
 
 
-def _outcome(name: str, watch: Watch, count: int, capability_milli: int, with_dispatch: bool) -> LiveOutcome:
+def progress(running: Sequence[float], done: Sequence[float], until: float) -> list[tuple[float, int, int]]:
+    """How many Jobs had been Running and how many had finished, every CHECKPOINT_SECONDS of a run
+    that lasted `until` seconds (and at its end)."""
+    marks = [CHECKPOINT_SECONDS * k for k in range(1, int(until // CHECKPOINT_SECONDS) + 1)]
+    if not marks or marks[-1] < until:
+        marks.append(round(until, 1))
+    return [(t, sum(1 for r in running if r <= t), sum(1 for d in done if d <= t)) for t in marks]
+
+
+def _outcome(
+    name: str, watch: Watch, count: int, capability_milli: int, with_dispatch: bool, stopped_at: float
+) -> LiveOutcome:
     curve = watch.curve
-    first_done = min(watch.done.values())
+    finished = len(watch.done) >= count
+    first_done = min(watch.done.values(), default=stopped_at)
     wave = [t for t in watch.dispatched.values() if t <= first_done] if with_dispatch else []
     return LiveOutcome(
         name=name,
@@ -200,10 +222,12 @@ def _outcome(name: str, watch: Watch, count: int, capability_milli: int, with_di
         dispatch_seconds=max(watch.dispatched.values()) if with_dispatch and watch.dispatched else None,
         first_wave=len(wave),
         first_wave_seconds=max(wave) if wave else None,
-        all_running=max(watch.running.values()),
-        all_done=max(watch.done.values()),
+        all_running=max(watch.running.values()) if len(watch.running) >= count else None,
+        all_done=max(watch.done.values()) if finished else None,
         utilisation=sum(u for _, u in curve) / len(curve) if curve else 0.0,
         quota_error=max(0.0, max((p / capability_milli - 1 for p in watch.team_peak.values()), default=0.0)),
+        stopped_at=round(stopped_at, 1),
+        progress=progress(list(watch.running.values()), list(watch.done.values()), stopped_at),
         curve=curve,
     )
 
@@ -278,7 +302,7 @@ def _run_federation(setup: LiveSetup, hub: KubeApi, apis: dict[str, KubeApi]) ->
     for index in range(len(setup.jobs)):
         hub.create(kinds.JOB, setup.job(index, namespace), namespace)
     print(f"  federation: {len(setup.jobs)} Jobs submitted in {time.monotonic() - began:.1f} s", flush=True)
-    _follow(
+    stopped_at = _follow(
         watch,
         setup.wanted,
         began,
@@ -286,7 +310,7 @@ def _run_federation(setup: LiveSetup, hub: KubeApi, apis: dict[str, KubeApi]) ->
         lambda job: names.DISPATCHED_ANNOTATION in (job["metadata"].get("annotations") or {}),
         setup.run_timeout,
     )
-    return _outcome("federation", watch, len(setup.jobs), setup.capability_cpu * 1000, True)
+    return _outcome("federation", watch, len(setup.jobs), setup.capability_cpu * 1000, True, stopped_at)
 
 
 def _run_round_robin(setup: LiveSetup, hub: KubeApi, apis: dict[str, KubeApi]) -> LiveOutcome:
@@ -311,8 +335,8 @@ def _run_round_robin(setup: LiveSetup, hub: KubeApi, apis: dict[str, KubeApi]) -
     def member_jobs() -> list[dict[str, Any]]:
         return [j for api in apis.values() for j in api.list(kinds.JOB, namespace)["items"]]
 
-    _follow(watch, setup.wanted, began, member_jobs, lambda job: True, setup.run_timeout)
-    return _outcome("round-robin", watch, len(setup.jobs), setup.capability_cpu * 1000, False)
+    stopped_at = _follow(watch, setup.wanted, began, member_jobs, lambda job: True, setup.run_timeout)
+    return _outcome("round-robin", watch, len(setup.jobs), setup.capability_cpu * 1000, False, stopped_at)
 
 
 def _pods(job: dict[str, Any]) -> list[ResourceList]:
@@ -333,7 +357,12 @@ def print_live(outcomes: Sequence[LiveOutcome], capability_cpu: int, fleet_cpu: 
     for o in outcomes:
         rate = f"{o.dispatch_rate:.1f} jobs/s" if o.dispatch_rate else "-"
         wave = f"{o.first_wave} in {o.first_wave_seconds:.1f} s" if o.first_wave_seconds else "-"
+        running = f"{o.all_running:.1f}" if o.all_running is not None else f"not by {o.stopped_at:.0f}"
+        done = f"{o.all_done:.1f}" if o.all_done is not None else f"not by {o.stopped_at:.0f}"
         print(
-            f"{o.name:<12} {rate:>14} {wave:>22} {o.all_running:>16.1f} {o.all_done:>13.1f} "
-            f"{o.utilisation:>12.1%} {o.quota_error:>12.1%}"
+            f"{o.name:<12} {rate:>14} {wave:>22} {running:>16} {done:>13} {o.utilisation:>12.1%} {o.quota_error:>12.1%}"
         )
+    print("Jobs that had been Running / had finished, by time since the first submission:")
+    for o in outcomes:
+        marks = ", ".join(f"{t:g} s: {r}/{d}" for t, r, d in o.progress)
+        print(f"  {o.name}: {marks}")

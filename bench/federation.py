@@ -365,7 +365,8 @@ def main_live(args: argparse.Namespace) -> int:
     if all(path.exists() for path in found):
         curves = [json.loads(path.read_text()) for path in found]
         plotted = [
-            Outcome(c["name"], c["all_done"], c["utilisation"], c["quota_error"], curve=c["curve"]) for c in curves
+            Outcome(c["name"], c["all_done"] or c["stopped_at"], c["utilisation"], c["quota_error"], curve=c["curve"])
+            for c in curves
         ]
         write_svg(plotted, args.out / "federation-live.svg", "s (real time)")
         print(f"wrote {args.out / 'federation-live.svg'} (both placements' files are there)")
