@@ -301,7 +301,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="--live: ttlSecondsAfterFinished of the Jobs: the members delete finished ones (default: kept)",
     )
     parser.add_argument(
-        "--run-timeout", type=float, default=900.0, help="--live: seconds a placement may take to finish (default 900)"
+        "--run-timeout",
+        type=float,
+        default=900.0,
+        help="--live: seconds a placement may run (default 900); one that does not finish by then reports what "
+        "it reached: Jobs Running and finished every 60 s",
+    )
+    parser.add_argument(
+        "--keep", type=Path, help="--live: keep the fleet's data and logs in this folder (default: removed)"
     )
     args = parser.parse_args(argv)
     if (args.jobs is not None and args.jobs < 1) or not 0 < args.team_share <= 1 or not args.step > 0:
@@ -352,7 +359,7 @@ def main_live(args: argparse.Namespace) -> int:
     )
     methods = live.METHODS if args.method == "both" else (args.method,)
     policy = "" if args.heartbeat is None else f"heartbeatPeriod: {args.heartbeat:g}s\n"
-    outcomes = live.run_live(setup, methods, policy)
+    outcomes = live.run_live(setup, methods, policy, args.keep)
     live.print_live(outcomes, capability, fleet_cpu())
     args.out.mkdir(parents=True, exist_ok=True)
     for outcome in outcomes:  # one file a placement: each may come from a run of its own

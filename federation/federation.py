@@ -202,12 +202,13 @@ class Federation:
         try:
             api = self._connection(cluster, member)
             snapshot = take_snapshot(cluster.name, api)
-            # The lease's renewTime is when the snapshot was taken, never later than the heartbeat
-            # the hub counts from: the member's fence stops its copies before the hub moves them.
-            renew_lease(cluster.name, api, snapshot.taken_at, self.policy.member_lease)
+            renew_lease(cluster.name, api, snapshot.taken_at, self.policy.member_lease, self.policy.heartbeat_period)
             member.snapshot = snapshot
             member.problem = None
-            member.last_answer = snapshot.taken_at
+            # The heartbeat the hub counts redispatchAfter from is after the renewal was written:
+            # the member times its lease from before that write (fence.py), so it stops its copies
+            # before the hub moves them, however long the snapshot and the write took.
+            member.last_answer = max(snapshot.taken_at, self.clock())
             member.written_since_snapshot = False
         except MemberProblem as problem:
             if member.problem is None or member.problem.reason != problem.reason:

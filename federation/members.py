@@ -191,14 +191,15 @@ def take_snapshot(member: str, api: KubeApi) -> Snapshot:
     )
 
 
-def renew_lease(member: str, api: KubeApi, renew_at: float, seconds: int) -> None:
+def renew_lease(member: str, api: KubeApi, renew_at: float, seconds: int, renew_period: float) -> None:
     """Renew the hub's lease in the member (made, with its namespace, the first time). Raises
     MemberProblem when the member refuses or does not answer: a member whose lease cannot be
     renewed is one the hub cannot vouch for, and is treated as not answering."""
-    lease = lease_object(member, renew_at, seconds)
+    lease = lease_object(member, renew_at, seconds, renew_period)
     try:
         try:
-            api.patch(LEASE, names.LEASE_NAME, {"spec": lease["spec"]}, names.LEASE_NAMESPACE)
+            renewal = {"metadata": {"annotations": lease["metadata"]["annotations"]}, "spec": lease["spec"]}
+            api.patch(LEASE, names.LEASE_NAME, renewal, names.LEASE_NAMESPACE)
         except NotFound:
             with contextlib.suppress(AlreadyExists):
                 api.create(NAMESPACE, member_namespace(names.LEASE_NAMESPACE))

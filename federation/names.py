@@ -36,6 +36,8 @@ FENCED_ANNOTATION = f"{PREFIX}/fenced"
 # place them elsewhere (policy.py: redispatchAfter is longer than the lease, with a margin).
 LEASE_NAMESPACE = "lahar-federation"
 LEASE_NAME = "hub"
+# On that Lease: how often the hub renews it (seconds), for a fence that starts (fence.startup_grace).
+RENEW_PERIOD_ANNOTATION = f"{PREFIX}/renew-period"
 
 # status.state.reason values the federation writes on hub Jobs.
 REASON_WAITING = "WaitingForMember"  # no member has room now

@@ -312,10 +312,14 @@ def choose(
 
 @dataclass(frozen=True)
 class _Running:
-    """A placed Job whose copy's pods are bound in its member: what an eviction could take."""
+    """A placed Job whose copy its member listed: what an eviction could take back. `room` is what
+    it takes of each of the member's nodes: its bound pods (in the snapshot), and the room held
+    for its pods not bound yet (_hold_room_for_unstarted), so a Job placed but not started may
+    be evicted as well as a running one."""
 
     job: HubJob
     copy: MemberCopy
+    room: tuple[ResourceList, ...]
 
 
 def _may_evict(job: HubJob, victim: HubJob, fleet: _Fleet, hub_queues: Mapping[str, Queue], policy: Policy) -> str:
@@ -349,12 +353,13 @@ def _evictions_for(
     running: Sequence[_Running],
     hub_queues: Mapping[str, Queue],
     policy: Policy,
+    exclude: str = "",
 ) -> tuple[str, list[tuple[_Running, str]], list[ResourceList]] | None:
     """A member where `job` fits once some running Jobs are evicted, and those Jobs: on each
     member the Job may go to, the victims lowest priority first (then newest), only until the
     whole gang packs and its queue's capabilities (fleet-wide, and the member queue's own) hold
     with the victims of its own queue gone; the member needing the fewest evictions wins (then
-    the lower victims)."""
+    the lower victims). Never on `exclude` (the member a Job is being moved off)."""
     try:
         selector = cluster_selector(job.raw)
     except SelectorError:
@@ -363,7 +368,9 @@ def _evictions_for(
     used = fleet.queue_use.get(job.queue, ResourceList())
     best: tuple[tuple[int, int, str], str, list[tuple[_Running, str]], list[ResourceList]] | None = None
     for member in fleet.members.values():
-        if not member.accepts_new_jobs or (selector is not None and not selector.matches(member.labels)):
+        if member.name == exclude or not member.accepts_new_jobs:
+            continue
+        if selector is not None and not selector.matches(member.labels):
             continue
         # The Job's queue's use and bound, fleet-wide and on this member.
         limits = (
@@ -375,7 +382,7 @@ def _evictions_for(
         )
         free = list(fleet.free[member.name])
         chosen: list[tuple[_Running, str]] = []
-        candidates = [r for r in running if r.job.cluster == member.name and len(r.copy.on_nodes) == len(free)]
+        candidates = [r for r in running if r.job.cluster == member.name and len(r.room) == len(free)]
         candidates.sort(key=lambda r: (r.job.created, r.job.key), reverse=True)  # newest first...
         candidates.sort(key=lambda r: r.job.priority)  # ...within each priority, lowest first
         free_after = _room_with(job, chosen, free, limits)
@@ -386,7 +393,7 @@ def _evictions_for(
             if not why:
                 continue
             chosen.append((candidate, why))
-            free = [room + taken for room, taken in zip(free, candidate.copy.on_nodes, strict=True)]
+            free = [room + taken for room, taken in zip(free, candidate.room, strict=True)]
             free_after = _room_with(job, chosen, free, limits)
         if free_after is None or not chosen:
             continue
@@ -470,18 +477,32 @@ _STARTED = frozenset(JobPhase) - {JobPhase.PENDING}
 
 def _hold_room_for_unstarted(
     jobs: Sequence[HubJob], copy_of: Mapping[tuple[str, str], MemberCopy], fleet: _Fleet
-) -> None:
+) -> dict[str, tuple[ResourceList, ...]]:
     """Jobs placed on a member whose pods are not bound yet take no room in its snapshot: pack them
-    first, so the room they will take is not promised to another Job."""
+    first, so the room they will take is not promised to another Job. What each took of each node
+    (by hub uid): the room evicting it gives back."""
+    held: dict[str, tuple[ResourceList, ...]] = {}
     for job in jobs:
         if not job.cluster or job.done or job.deleting or job.cluster not in fleet.free:
             continue
         found = copy_of.get((job.cluster, job.uid))
         if found is not None and job_phase({"status": found.status}) in _STARTED:
             continue
-        free_after = pack(fleet.free[job.cluster], job.demand.pods)
+        before = fleet.free[job.cluster]
+        free_after = pack(before, job.demand.pods)
         if free_after is not None:
             fleet.free[job.cluster] = free_after
+            held[job.uid] = tuple(room - left for room, left in zip(before, free_after, strict=True))
+    return held
+
+
+def _room_taken(bound: tuple[ResourceList, ...], held: tuple[ResourceList, ...] | None) -> tuple[ResourceList, ...]:
+    """What a placed Job takes of each node: its bound pods' room and the room held for the rest."""
+    if held is None:
+        return bound
+    if not bound:
+        return held
+    return tuple(a + b for a, b in zip(bound, held, strict=True))
 
 
 def _carry_spec_changes(
@@ -629,20 +650,23 @@ def plan(
             actions.append(SetStatus(job.key, status, ("Warning", names.REASON_UNREACHABLE, message)))
 
     actions += _carry_spec_changes(edited, fleet, hub_queues)
-    _hold_room_for_unstarted(jobs, copy_of, fleet)
+    held = _hold_room_for_unstarted(jobs, copy_of, fleet)
     running = [
-        _Running(job, copy_of[(job.cluster, job.uid)])
+        _Running(job, its_copy, _room_taken(its_copy.on_nodes, held.get(job.uid)))
         for job in jobs
-        if job.cluster and not job.done and not job.deleting and (job.cluster, job.uid) in copy_of
+        if job.cluster and not job.done and not job.deleting
+        for its_copy in [copy_of.get((job.cluster, job.uid))]
+        if its_copy is not None
     ]
     evicted: set[str] = set()
     for job in _fair_order(pending, fleet, hub_queues):
         away_from, why = moving.get(job.key, ("", ""))
         choice = choose(job, fleet, hub_queues, policy, exclude=away_from)
-        # Waiting for room, or for its queue's quota (evicting Jobs of its own queue gives some back).
-        if choice.reason in (names.REASON_WAITING, names.REASON_QUOTA) and not away_from:
+        # Waiting for room, or for its queue's quota (evicting Jobs of its own queue gives some back);
+        # a Job being moved off a lost member too, on another member.
+        if choice.reason in (names.REASON_WAITING, names.REASON_QUOTA):
             left = [r for r in running if r.job.uid not in evicted]
-            room = _evictions_for(job, fleet, left, hub_queues, policy)
+            room = _evictions_for(job, fleet, left, hub_queues, policy, exclude=away_from)
             if room is not None:
                 member_name, victims, free_after = room
                 for victim, reason in victims:

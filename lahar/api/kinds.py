@@ -123,6 +123,9 @@ HYPERNODE = Kind("topology.volcano.sh", "v1alpha1", "HyperNode", "hypernodes", F
 CLUSTER = Kind(FEDERATION, "v1alpha1", "Cluster", "clusters", False, ("mcl",), ("status",))
 # Leader election (lahar.client.leader) and node heartbeats; no status subresource, as in Kubernetes.
 LEASE = Kind("coordination.k8s.io", "v1", "Lease", "leases", True)
+# Volcano's bus Command (`vcctl job suspend` makes one): Lahar does not serve it (not in ALL_KINDS);
+# the federation's fence writes it in members that run Volcano's own job controller.
+VOLCANO_COMMAND = Kind("bus.volcano.sh", "v1alpha1", "Command", "commands", True)
 SERVICE_ACCOUNT = Kind("", "v1", "ServiceAccount", "serviceaccounts", True, ("sa",))
 # Workloads, run by controller/workloads in single-machine mode (kube-controller-manager on a cluster).
 DEPLOYMENT = Kind("apps", "v1", "Deployment", "deployments", True, ("deploy",), ("status", "scale"), (), ("all",))

@@ -32,6 +32,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--period", type=float, default=1.0, help="member: seconds between looks at the lease (default 1)"
     )
     federation.add_argument(
+        "--controller",
+        choices=("lahar", "volcano"),
+        default="lahar",
+        help="member: the job controller that runs there, so how a Job is stopped: lahar (default): the "
+        "lahar.dev/command: AbortJob annotation; volcano: a bus.volcano.sh Command AbortJob, as vcctl job suspend",
+    )
+    federation.add_argument(
         "--policy", type=Path, help="placement policy and fault timings (YAML; default: every scorer, weight 1)"
     )
     federation.add_argument("--tick", type=float, default=0.5, help="seconds between cycles at most (default 0.5)")
@@ -111,7 +118,7 @@ def run_member(args: argparse.Namespace) -> int:
         raise ValueError(f"--period must be positive and at most {FENCE_PERIOD:g} s, not {args.period}")
     if not 0 <= args.metrics_port <= 65535:
         raise ValueError(f"--metrics-port must be between 0 and 65535, not {args.metrics_port}")
-    fence = MemberFence(KubeApi(new_api_client(args.kubeconfig)), period=args.period)
+    fence = MemberFence(KubeApi(new_api_client(args.kubeconfig)), period=args.period, controller=args.controller)
     metrics = MetricsServer(CollectorRegistry(), fence.healthy, args.metrics_address, args.metrics_port)
     stopped = stop_event()
     metrics.start()

@@ -186,3 +186,65 @@ def test_a_job_at_its_queue_s_fleet_quota_preempts_within_the_queue() -> None:
     actions = plan([low, mid, pending("urgent")], members, {"a": [low_copy, mid_copy], "b": []}, capped, POLICY, NOW)
     assert [a.job[1] for a in actions if isinstance(a, Evict)] == ["low"]
     assert [(a.job[1], a.member) for a in actions if isinstance(a, Dispatch)] == [("urgent", "a")]
+
+
+def placed_not_started(name: str, where: str = "a", *, priority: str = "low") -> tuple[HubJob, MemberCopy]:
+    """A two-pod Job of 2 CPUs a pod, placed on `where`: its copy there, no pod bound yet."""
+    obj = vcjob(name, replicas=2, cpu="2", queue="q", cluster=where, placement=1, dispatched=1, priority_class=priority)
+    obj["status"] = {"state": {"phase": "Pending"}}
+    return view(obj, PRIORITIES), member_copy(obj, where, 1, {"state": {"phase": "Pending"}})
+
+
+def test_a_job_placed_but_not_started_is_preempted_for_the_room_held_for_it() -> None:
+    # Member a: one node's 4 CPUs taken by a running Job, the other's held for a placed Job whose
+    # pods are not bound yet (the snapshot does not show them: the planner holds their room).
+    started, started_copy = running("started", created="2026-01-01T00:00:00Z")
+    started_copy = dataclasses.replace(started_copy, on_nodes=(resources(4, 2), ResourceList()))
+    waiting, waiting_copy = placed_not_started("waiting")
+    members = {"a": member("a", nodes=2, cpu=4, used=[resources(4, 2)])}
+    urgent = pending("urgent")
+    actions = plan([started, waiting, urgent], members, {"a": [started_copy, waiting_copy]}, {}, POLICY, NOW)
+    # The newest of the lowest priority goes: the one not started, and it alone is enough.
+    assert [(a.job[1], a.uid, a.reason) for a in actions if isinstance(a, Evict)] == [
+        ("waiting", "member-uid-waiting", names.REASON_PREEMPTED)
+    ]
+    assert [(a.job[1], a.member) for a in actions if isinstance(a, Dispatch)] == [("urgent", "a")]
+
+
+def test_a_placed_job_whose_copy_is_not_made_yet_is_not_evicted() -> None:
+    # Placed on the hub, its copy not created in the member yet: its room is held, but there is no
+    # copy to delete; the urgent Job waits (the next cycle sees the copy).
+    obj = vcjob("waiting", replicas=2, cpu="2", queue="q", cluster="a", placement=1, priority_class="low")
+    actions = plan([view(obj, PRIORITIES), pending("urgent")], {"a": member("a", cpu=2)}, {"a": []}, {}, POLICY, NOW)
+    assert [type(a).__name__ for a in actions] == ["CreateCopy", "SetStatus"]
+    assert actions[1].status["state"]["reason"] == names.REASON_WAITING  # type: ignore[attr-defined]
+
+
+def test_a_job_moved_off_a_lost_member_preempts_elsewhere_never_there() -> None:
+    # Member lost went silent past redispatchAfter with a high-priority Job on it; member b is full
+    # with low-priority Jobs of the same queue.
+    moved = vcjob(
+        "moved", replicas=2, cpu="2", queue="q", cluster="lost", placement=1, dispatched=1, priority_class="high"
+    )
+    moved["status"] = running_status(2)
+    low, low_copy = running("low", "b")
+    other, other_copy = running("other", "b", created="2026-01-01T00:00:05Z")
+    members = {
+        "lost": member("lost", reachable=False, last_heartbeat=NOW - POLICY.redispatch_after),
+        **full("b"),
+    }
+    actions = plan([view(moved, PRIORITIES), low, other], members, {"b": [low_copy, other_copy]}, {}, POLICY, NOW)
+    assert [(a.job[1], a.member, a.reason) for a in actions if isinstance(a, Evict)] == [
+        ("other", "b", names.REASON_PREEMPTED)
+    ]
+    [dispatch] = [a for a in actions if isinstance(a, Dispatch)]
+    assert (dispatch.job[1], dispatch.member, dispatch.placement, dispatch.reason) == (
+        "moved",
+        "b",
+        2,
+        names.REASON_REDISPATCHED,
+    )
+    # Its lost member is never chosen, even with room there and victims to take.
+    members["lost"] = member("lost", reachable=True, last_heartbeat=NOW - POLICY.redispatch_after)
+    actions = plan([view(moved, PRIORITIES), low, other], members, {"b": [low_copy, other_copy]}, {}, POLICY, NOW)
+    assert [a.member for a in actions if isinstance(a, Dispatch)] == ["b"]

@@ -370,9 +370,10 @@ def test_member_loss_federation_kill_and_hub_restart(fleet: FleetUp) -> None:
         assert [c["metadata"]["uid"] for c in copies(direct[second], "loss")] == [fresh["metadata"]["uid"]]
         assert not copies(direct[first], "loss") and where(hub, "loss") == (second, "Running")
         # The whole fleet (the hub, the federation, every member) stops and starts again on the
-        # same data. It is down longer than the members' lease (5 s), so each member's fence stops
-        # the running copies there (it cannot tell a hub that is down from one it is cut off
-        # from); the hub places them again, once. A Job that says on-member-loss: Wait is left
+        # same data, down longer than the members' lease (5 s). Each member's fence starts again
+        # with no renewal seen: unless the hub renews its lease within the fence's start-up grace
+        # (3 s here), it stops the running copies there (it cannot tell a hub that is down from
+        # one it is cut off from), and the hub places them again, once. A Job that says on-member-loss: Wait is left
         # running where it was. Nothing is lost, and no Job has two copies.
         steady = job("after", 1, "1", annotations={names.ON_MEMBER_LOSS_ANNOTATION: names.WAIT})
         hub.create(kinds.JOB, steady)
