@@ -37,6 +37,7 @@ import shutil
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from lahar.bench.colocation.kit import (
     BENCH_PREFIX,
@@ -102,6 +103,13 @@ def main(argv: list[str] | None = None) -> int:
         help="QoS strategies (comma-separated): per strategy a further mode, Lahar with it off, in the same rounds",
     )
     parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME=QOS_CONFIG",
+        help="a further mode, lahar-NAME: the agent with this YAML QoS config, in the same rounds (repeatable)",
+    )
+    parser.add_argument(
         "--cells", help="keep the cells whose name matches one of these shell patterns (comma-separated)"
     )
     parser.add_argument("--reaction", action="store_true", help="the load step and quiet period instead of the cells")
@@ -130,20 +138,18 @@ def main(argv: list[str] | None = None) -> int:
         selected = [cell for cell in selected if any(fnmatch.fnmatchcase(cell.name, pat) for pat in patterns)]
         if not selected:
             parser.error(f"--cells {args.cells}: no cell of the selection matches")
-    config = None
-    if args.qos_config is not None:
-        import yaml
-
-        from lahar.agent.qos.config import QosConfig
-
-        try:
-            config = yaml.safe_load(args.qos_config.read_text()) or {}
-            QosConfig.from_mapping(config)
-        except (OSError, ValueError, yaml.YAMLError) as exc:
-            parser.error(f"--qos-config {args.qos_config}: {exc}")
+    config = None if args.qos_config is None else _qos_config(parser, "--qos-config", args.qos_config)
+    variants: dict[str, dict[str, Any]] = {}
+    for given in args.variant:
+        name, _, path = given.partition("=")
+        if not name or not path or not name.replace("-", "").isalnum() or name.startswith("without-"):
+            parser.error(f"--variant {given}: expected NAME=QOS_CONFIG, NAME letters, digits and '-'")
+        if name in variants:
+            parser.error(f"--variant {given}: {name} given twice")
+        variants[name] = _qos_config(parser, f"--variant {given}", Path(path))
     strategies_off = [name.strip() for name in (args.without or "").split(",") if name.strip()]
-    if strategies_off and args.reaction:
-        parser.error("--without measures cells, not --reaction")
+    if (strategies_off or variants) and args.reaction:
+        parser.error("--without and --variant measure cells, not --reaction")
     for variant in matrix.without(config, strategies_off).values():
         from lahar.agent.qos.config import QosConfig
 
@@ -179,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         else:
             summary = matrix.run_matrix(
-                selected, args.runs, args.seconds, args.settle, config, args.out, progress, strategies_off
+                selected, args.runs, args.seconds, args.settle, config, args.out, progress, strategies_off, variants
             )
     except KeyboardInterrupt:
         print("lahar bench colocation: interrupted; its processes and cgroups are removed", file=sys.stderr)
@@ -218,6 +224,22 @@ def _pool(parser: argparse.ArgumentParser, files: list[Path], out: Path | None, 
     if not as_json and pooled["missed"]:
         print("missed: " + "; ".join(pooled["missed"]))
     return 0
+
+
+def _qos_config(parser: argparse.ArgumentParser, flag: str, path: Path) -> dict[str, Any]:
+    """A YAML QoS config file, checked as the agent would load it."""
+    import yaml
+
+    from lahar.agent.qos.config import QosConfig
+
+    try:
+        config = yaml.safe_load(path.read_text()) or {}
+        if not isinstance(config, dict):
+            raise ValueError("not a mapping of QoS settings")
+        QosConfig.from_mapping(config)
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        parser.error(f"{flag} {path}: {exc}")
+    return config
 
 
 def _choice(

@@ -47,7 +47,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -646,15 +646,20 @@ def be_cap(tree: co.BenchTree, be_dirs: list[str], cores: int) -> float:
     return min(*caps, float(cores))
 
 
-def without(config: dict[str, Any] | None, strategies: Sequence[str]) -> dict[str, dict[str, Any] | None]:
-    """The agent configurations a cell runs: `lahar` (the given one, or the defaults) and, per
-    strategy in `strategies`, `lahar-without-STRATEGY` (the same with that strategy off): an
-    ablation measured in the same rounds, so each mechanism shows what it adds over the rest."""
-    variants: dict[str, dict[str, Any] | None] = {"lahar": config}
+def without(
+    config: dict[str, Any] | None, strategies: Sequence[str], variants: Mapping[str, dict[str, Any]] | None = None
+) -> dict[str, dict[str, Any] | None]:
+    """The agent configurations a cell runs: `lahar` (the given one, or the defaults), per
+    strategy in `strategies` `lahar-without-STRATEGY` (the same with that strategy off), and per
+    named variant `lahar-NAME` (its own configuration): measured in the same rounds, so each
+    mechanism or setting shows what it changes against the rest."""
+    modes: dict[str, dict[str, Any] | None] = {"lahar": config}
     for strategy in strategies:
         section = dict((config or {}).get(strategy) or {})
-        variants[f"lahar-without-{strategy}"] = {**(config or {}), strategy: {**section, "enabled": False}}
-    return variants
+        modes[f"lahar-without-{strategy}"] = {**(config or {}), strategy: {**section, "enabled": False}}
+    for name, variant in (variants or {}).items():
+        modes[f"lahar-{name}"] = variant
+    return modes
 
 
 def run_cell(
@@ -665,8 +670,9 @@ def run_cell(
     config: dict[str, Any] | None,
     out: Path | None,
     strategies_off: Sequence[str] = (),
+    variants: Mapping[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    agents = without(config, strategies_off)
+    agents = without(config, strategies_off, variants)
     modes = ("solo", "kubelet", *agents)
     deadline = time.monotonic() + runs * len(modes) * (seconds + settle + 8) + 60
     scratch = Path(tempfile.mkdtemp(prefix="lahar-bench-"))
@@ -940,14 +946,15 @@ def tails_table(results: list[dict[str, Any]]) -> str:
 
 
 def ablation_table(results: list[dict[str, Any]]) -> str:
-    """Each `lahar-without-*` variant's p99 against kubelet's and Lahar's in full, per cell."""
+    """Each further Lahar mode's p99 (`lahar-without-*`, `lahar-NAME`) against kubelet's and
+    Lahar's as configured, per cell."""
     lines = [
         "| cell | variant | p99 | ÷ kubelet | ÷ Lahar | p99 rounds | harvest | cap changes |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         for mode, m in r["modes"].items():
-            if mode.startswith("lahar-without-"):
+            if mode.startswith("lahar-"):
                 q = r["ratios"]
                 lines.append(
                     f"| {r['cell']} | {mode} | {m['p99_ms']} | {q[f'{mode}_vs_kubelet']} | {q[f'{mode}_vs_lahar']} | "
@@ -978,16 +985,17 @@ def run_matrix(
     out: Path | None,
     progress: Callable[[str], None],
     strategies_off: Sequence[str] = (),
+    variants: Mapping[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     co.sweep_stale()
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
     results = []
     for index, cell in enumerate(selected, 1):
-        modes = ", ".join(["solo", "kubelet", *without(config, strategies_off)])
+        modes = ", ".join(["solo", "kubelet", *without(config, strategies_off, variants)])
         progress(f"[{index}/{len(selected)}] {cell.name} ({runs} rounds of {modes})…")
         started = time.monotonic()
-        result = run_cell(cell, runs, seconds, settle, config, out, strategies_off)
+        result = run_cell(cell, runs, seconds, settle, config, out, strategies_off, variants)
         result["wall_seconds"] = round(time.monotonic() - started, 1)
         results.append(result)
         if out is not None:  # as it goes: a long matrix stopped half way keeps what it measured
@@ -996,12 +1004,12 @@ def run_matrix(
         progress(
             f"    p99 Lahar/kubelet {r['lahar_vs_kubelet']}, Lahar/solo {r['lahar_vs_solo']}, "
             f"kubelet/solo {r['kubelet_vs_solo']}, harvest {result['modes']['lahar']['harvest']}"
-            + "".join(f", {name.replace('_vs_', '/')} {value}" for name, value in r.items() if "without" in name)
+            + "".join(f", {name.replace('_vs_', '/')} {value}" for name, value in r.items() if name.startswith("lahar-"))
         )
     summary = run_summary("colocation-matrix", results, runs=runs, seconds=seconds)
     if out is not None:
         (out / "matrix.json").write_text(json.dumps(summary, indent=1))
-        extra = "\n\n" + ablation_table(results) if strategies_off else ""
+        extra = "\n\n" + ablation_table(results) if strategies_off or variants else ""
         (out / "matrix.md").write_text(table(results) + "\n\n" + tails_table(results) + extra + "\n")
     return summary
 

@@ -157,13 +157,24 @@ def test_reaction_table_and_series_csv() -> None:
     assert csv.splitlines()[0].startswith("seconds,online_wait_share") and csv.splitlines()[2].startswith("0.050,")
 
 
-def test_bad_arguments_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_arguments_are_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    good, typo, listed = tmp_path / "good.yaml", tmp_path / "typo.yaml", tmp_path / "list.yaml"
+    good.write_text("cpu_suppress: {interval_seconds: 1.0, fast_window_seconds: 1.0}\n")
+    typo.write_text("cpu_supress: {}\n")
+    listed.write_text("- cpu_suppress\n")
     for argv, message in (
         (["--be", "gpu"], "--be: unknown gpu"),
         (["--online", ""], "--online: unknown empty choice"),
         (["--runs", "0"], "--runs >= 1"),
         (["--without", "cpu_supress"], "unknown key(s) cpu_supress"),
-        (["--reaction", "--without", "cpu_suppress"], "--without measures cells"),
+        (["--reaction", "--without", "cpu_suppress"], "--without and --variant measure cells"),
+        (["--variant", f"slow={typo}"], "unknown key(s) cpu_supress"),
+        (["--variant", f"slow={listed}"], "not a mapping of QoS settings"),
+        (["--variant", f"slow={tmp_path / 'absent.yaml'}"], "No such file"),
+        (["--variant", str(good)], "expected NAME=QOS_CONFIG"),
+        (["--variant", f"without-x={good}"], "expected NAME=QOS_CONFIG"),
+        (["--variant", f"a={good}", "--variant", f"a={good}"], "a given twice"),
+        (["--reaction", "--variant", f"a={good}"], "--without and --variant measure cells"),
     ):
         with pytest.raises(SystemExit) as exit_info:
             main(argv)
@@ -181,6 +192,8 @@ def test_an_ablation_turns_one_strategy_off_and_keeps_the_rest_of_the_config() -
     assert variants["lahar-without-cpu_priority"] == {**config, "cpu_priority": {"enabled": False}}
     assert config == {"cpu_suppress": {"wait_threshold": 0.4}, "memory": {"enabled": False}}  # not changed
     assert list(without(None, [])) == ["lahar"]
+    slow = {"cpu_suppress": {"interval_seconds": 1.0}}
+    assert without(config, [], {"slow": slow}) == {"lahar": config, "lahar-slow": slow}
 
 
 def test_what_the_kernel_cannot_isolate_is_probed(tmp_path: Path) -> None:
