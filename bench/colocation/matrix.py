@@ -1004,7 +1004,9 @@ def run_matrix(
         progress(
             f"    p99 Lahar/kubelet {r['lahar_vs_kubelet']}, Lahar/solo {r['lahar_vs_solo']}, "
             f"kubelet/solo {r['kubelet_vs_solo']}, harvest {result['modes']['lahar']['harvest']}"
-            + "".join(f", {name.replace('_vs_', '/')} {value}" for name, value in r.items() if name.startswith("lahar-"))
+            + "".join(
+                f", {name.replace('_vs_', '/')} {value}" for name, value in r.items() if name.startswith("lahar-")
+            )
         )
     summary = run_summary("colocation-matrix", results, runs=runs, seconds=seconds)
     if out is not None:
