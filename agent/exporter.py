@@ -24,6 +24,7 @@ from lahar.agent.usage_totals import (
     THROTTLED_SECONDS,
     WAIT_SECONDS,
 )
+from lahar.endpoints import AGENT_METRICS_PORT
 from lahar.metrics_server import Health, MetricsServer
 from lahar.rpc.report import ContainerUsage, NodeReport, PodUsage
 
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 # it is re-exported here for the agent's callers.
 __all__ = ["DEFAULT_METRICS_PORT", "MetricsServer", "ReportCollector", "health_of"]
 
-DEFAULT_METRICS_PORT = 9316
+DEFAULT_METRICS_PORT = AGENT_METRICS_PORT
 # Lahar's QoS class (LC, LS, BE, SYSTEM) on pod and class series. Not `qos_class`: kube-state-metrics
 # has a label of that name holding Kubernetes' QoS class (Guaranteed, Burstable, BestEffort).
 QOS_LABEL = "lahar_qos"

@@ -7,6 +7,8 @@ import socket
 EMBEDDED_HOST = "127.0.0.1"
 EMBEDDED_PORT = 6443
 EMBEDDED_URL = f"http://{EMBEDDED_HOST}:{EMBEDDED_PORT}"
+# The agent's /metrics port: here so that `lahar`'s command line names it without importing the agent.
+AGENT_METRICS_PORT = 9316
 
 
 # The addresses a server may listen on without a token: the loopback address of each IP version.

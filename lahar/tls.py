@@ -12,11 +12,11 @@ import ipaddress
 import socket
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+if TYPE_CHECKING:  # cryptography is imported where a certificate is made: most starts only read files
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import ec
 
 VALIDITY = datetime.timedelta(days=3650)
 
@@ -29,12 +29,17 @@ class TlsFiles:
 
 
 def _name(common_name: str) -> x509.Name:
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
     return x509.Name(
         [x509.NameAttribute(NameOID.ORGANIZATION_NAME, "lahar"), x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
     )
 
 
 def _write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
+    from cryptography.hazmat.primitives import serialization
+
     path.touch(mode=0o600)
     path.write_bytes(
         key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
@@ -42,6 +47,8 @@ def _write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
 
 
 def _subject_names(hosts: list[str]) -> list[x509.GeneralName]:
+    from cryptography import x509
+
     names: list[x509.GeneralName] = []
     for host in dict.fromkeys(["localhost", "127.0.0.1", "::1", socket.gethostname(), *hosts]):
         try:
@@ -56,6 +63,10 @@ def ensure_self_signed(directory: Path, hosts: list[str]) -> TlsFiles:
     files = TlsFiles(directory / "server.crt", directory / "server.key", directory / "ca.crt")
     if files.cert.exists() and files.key.exists() and files.ca is not None and files.ca.exists():
         return files
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
     directory.mkdir(parents=True, exist_ok=True)
     now = datetime.datetime.now(datetime.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())

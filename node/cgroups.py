@@ -38,11 +38,11 @@ from lahar.agent.qos.knobs import (
 )
 from lahar.api.qos import BEST_EFFORT, BURSTABLE, CONTAINER_LISTS, GUARANTEED
 from lahar.api.resources import ResourceList, pod_limits, pod_requests
+from lahar.node import DEFAULT_PARENT
 
 log = logging.getLogger("lahar.node.cgroups")
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
-DEFAULT_PARENT = "lahar-kubepods"
 # v1 controllers the agent reads or tunes; the first three are required.
 V1_CONTROLLERS = ("cpu", "cpuacct", "memory", "cpuset", "blkio")
 V1_REQUIRED = 3

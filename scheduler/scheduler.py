@@ -43,7 +43,7 @@ from typing import Any
 
 from lahar.api import kinds
 from lahar.api.kinds import Kind
-from lahar.client.events import EventRecorder
+from lahar.client.events import QueuedEventRecorder
 from lahar.client.informer import Backoff
 from lahar.scheduler.binder import Binder
 from lahar.scheduler.cache import DEFAULT_SCHEDULER_NAMES, SchedulerCache
@@ -117,9 +117,11 @@ class Scheduler:
         self._stopping = threading.Event()
         self.cache = SchedulerCache(api, scheduler_names, on_work=self._work.set)
         self.metrics = metrics or SchedulerMetrics(self.reports, self.cache.node_names, report_staleness)
-        events = EventRecorder(api, COMPONENT)
-        self.binder = Binder(api, self.cache, self.metrics, events, workers=bind_workers)
-        self.status = StatusWriter(api, events, on_written=self._written)
+        # Events are written by threads of their own: a bind worker is free for the next bind as
+        # soon as its pod is bound, not once the pod's "Scheduled" Event is stored too.
+        self.events = QueuedEventRecorder(api, COMPONENT)
+        self.binder = Binder(api, self.cache, self.metrics, self.events, workers=bind_workers)
+        self.status = StatusWriter(api, self.events, on_written=self._written)
         self.cycles = 0
         self.skipped = 0  # turns of the loop that had nothing to do (see the module docstring)
         self.last_cycle_at: float | None = None  # monotonic end of the last cycle completed or skipped
@@ -165,6 +167,7 @@ class Scheduler:
             log.warning("binds still in flight after %.0fs at shutdown", timeout)
         self.binder.close()
         self.status.close()
+        self.events.close(timeout)
 
     @property
     def running(self) -> bool:

@@ -15,13 +15,12 @@ from typing import Any
 import yaml
 
 from lahar.cli.signals import on_stop_signals
+from lahar.endpoints import AGENT_METRICS_PORT
 
 log = logging.getLogger("lahar.agent")
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from lahar.agent.exporter import DEFAULT_METRICS_PORT
-
     agent = commands.add_parser("agent", help="run the node agent: metrics, /metrics, reports to the scheduler")
     agent.add_argument(
         "--node",
@@ -37,8 +36,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     agent.add_argument(
         "--metrics-port",
         type=int,
-        default=DEFAULT_METRICS_PORT,
-        help=f"Prometheus /metrics and /healthz port (default {DEFAULT_METRICS_PORT}; 0 picks one)",
+        default=AGENT_METRICS_PORT,
+        help=f"Prometheus /metrics and /healthz port (default {AGENT_METRICS_PORT}; 0 picks one)",
     )
     agent.add_argument("--metrics-address", default="0.0.0.0", help="address /metrics listens on")
     agent.add_argument("--root", type=Path, default=Path("/"), help="host root holding proc/ and sys/ (default /)")

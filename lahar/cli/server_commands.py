@@ -13,7 +13,7 @@ import lahar
 from lahar.client.kubeconfig import embedded_kubeconfig
 from lahar.collector import collect_rarely
 from lahar.endpoints import EMBEDDED_HOST, EMBEDDED_PORT, EMBEDDED_URL
-from lahar.node.cgroups import DEFAULT_PARENT
+from lahar.node import DEFAULT_PARENT
 from lahar.up import DEFAULT_DATA_DIR, workloads
 
 if TYPE_CHECKING:  # the server (aiohttp, cryptography) is imported only by the commands that run it
