@@ -43,3 +43,10 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stam
     .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
     touch "$stamp"
 fi
+
+# Bytecode for Lahar's own modules, as `pip install` writes it for an installed package (the
+# image's too). An editable install has none, and where PYTHONDONTWRITEBYTECODE is set Python never
+# writes it: every start of a program compiled each of its modules again (about 0.1 CPU-s of
+# `lahar scheduler`'s start here, docs/performance.md). Up-to-date files are skipped; a file
+# edited since is compiled in memory at its next import, as before.
+.venv/bin/python -m compileall -q lahar agent scheduler controller apiserver federation node up bench examples >/dev/null  # setup.py's MAPPED
