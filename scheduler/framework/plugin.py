@@ -18,6 +18,7 @@ import importlib
 import pkgutil
 import re
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 if TYPE_CHECKING:
@@ -97,6 +98,15 @@ def go_duration(value: Any) -> float:
     if position != len(text) or not text:
         raise ValueError(f"must be a duration such as 1h30m, not {value!r}")
     return -seconds if value[0] == "-" else seconds
+
+
+def epoch_seconds(timestamp: str) -> float | None:
+    """An RFC 3339 timestamp (`2024-01-01T00:00:00Z`, as the API writes them) as seconds since the
+    epoch, or None when it cannot be read."""
+    try:
+        return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def choice(*allowed: str) -> ArgumentParser:

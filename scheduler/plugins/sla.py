@@ -17,21 +17,13 @@ on the PodGroup and the job is treated as having none; a bad argument refuses th
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import ClassVar
 
-from lahar.scheduler.framework.plugin import Arguments, Plugin, go_duration, register_plugin
+from lahar.scheduler.framework.plugin import Arguments, Plugin, epoch_seconds, go_duration, register_plugin
 from lahar.scheduler.framework.session import ABSTAIN, PERMIT, Session
 from lahar.scheduler.model import JobInfo
 
 WAITING_TIME = "sla-waiting-time"
-
-
-def _epoch(timestamp: str) -> float | None:
-    try:
-        return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 @register_plugin
@@ -68,7 +60,7 @@ class SlaPlugin(Plugin):
         """When the job's SLA runs out (seconds since the epoch), or None without one."""
         if job.key not in self._deadlines:
             waiting = self.waiting_time(job)
-            created = _epoch(job.creation) if waiting is not None and job.creation else None
+            created = epoch_seconds(job.creation) if waiting is not None and job.creation else None
             self._deadlines[job.key] = None if waiting is None or created is None else created + waiting
         return self._deadlines[job.key]
 
