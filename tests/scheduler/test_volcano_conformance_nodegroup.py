@@ -98,21 +98,79 @@ OK, NO = True, False
 
 NODE_GROUP = [
     # (name, pod, its PodGroup's queue, queues, arguments, enableHierarchy, scores n1..n5, fits n1..n5)
-    ("soft constraints is subset of hard constraints", "p1", "q1", [Q1], {}, False, [100, 0, 150, -1, 0], [OK, NO, OK, OK, NO]),
-    ("soft constraints is not subset of hard constraints", "p2", "q2", [Q2], {}, False, [100, 0, 50, -1, 0], [OK, NO, OK, OK, NO]),
     (
-        "affinity is not set for the queue, pods still cannot be scheduled to nodes with the nodegroup label when strict=false",
-        "p5", "root-no-affinity", [NO_AFFINITY_ROOT], {"strict": False}, False, [0, 0, 0, 0, 0], [NO, NO, NO, NO, OK],
+        "soft constraints is subset of hard constraints",
+        "p1",
+        "q1",
+        [Q1],
+        {},
+        False,
+        [100, 0, 150, -1, 0],
+        [OK, NO, OK, OK, NO],
     ),
-    ("affinity inherits from parent queue", "p3", "q1-child", [ROOT, Q1, Q1_CHILD], {}, True, [100, 0, 150, -1, 0], [OK, NO, OK, OK, NO]),
+    (
+        "soft constraints is not subset of hard constraints",
+        "p2",
+        "q2",
+        [Q2],
+        {},
+        False,
+        [100, 0, 50, -1, 0],
+        [OK, NO, OK, OK, NO],
+    ),
+    (
+        "affinity is not set for the queue, pods still cannot be scheduled to nodes with the nodegroup label "
+        "when strict=false",
+        "p5",
+        "root-no-affinity",
+        [NO_AFFINITY_ROOT],
+        {"strict": False},
+        False,
+        [0, 0, 0, 0, 0],
+        [NO, NO, NO, NO, OK],
+    ),
+    (
+        "affinity inherits from parent queue",
+        "p3",
+        "q1-child",
+        [ROOT, Q1, Q1_CHILD],
+        {},
+        True,
+        [100, 0, 150, -1, 0],
+        [OK, NO, OK, OK, NO],
+    ),
     (
         "affinity inherits from ancestor queue if parent queue has no affinity",
-        "p4", "q-no-affinity-child", [ROOT, NO_AFFINITY_Q, NO_AFFINITY_CHILD], {}, True, [100, 0, 150, -1, 0], [OK, NO, OK, OK, NO],
+        "p4",
+        "q-no-affinity-child",
+        [ROOT, NO_AFFINITY_Q, NO_AFFINITY_CHILD],
+        {},
+        True,
+        [100, 0, 150, -1, 0],
+        [OK, NO, OK, OK, NO],
     ),
     # The Go row gives only q-no-affinity, while pg4 names q-no-affinity-child: the job's queue is missing.
-    ("queue without affinity", "p4", "q-no-affinity-child", [NO_AFFINITY_Q], {}, False, [0, 0, 0, 0, 0], [NO, NO, NO, NO, NO]),
-    ("preferred nodegroup priority ordering", "p6", "q3", [Q3], {"enablePreferredOrder": True}, False, [50, 0, 25, 0, 0], [OK, NO, OK, NO, NO]),
-]  # fmt: skip
+    (
+        "queue without affinity",
+        "p4",
+        "q-no-affinity-child",
+        [NO_AFFINITY_Q],
+        {},
+        False,
+        [0, 0, 0, 0, 0],
+        [NO, NO, NO, NO, NO],
+    ),
+    (
+        "preferred nodegroup priority ordering",
+        "p6",
+        "q3",
+        [Q3],
+        {"enablePreferredOrder": True},
+        False,
+        [50, 0, 25, 0, 0],
+        [OK, NO, OK, NO, NO],
+    ),
+]
 
 
 @pytest.mark.parametrize(
