@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -83,7 +83,10 @@ DEFAULT_SCHEDULER_NAMES = ("lahar", "volcano")
 QUEUE_NAME_ANNOTATION = "scheduling.volcano.sh/queue-name"
 FOREIGN = ""  # the job key of other schedulers' pods: in no job, only on their node
 # Kinds a cluster may not serve (Volcano's topology CRD): their informers do not gate the first cycle.
-OPTIONAL_KINDS = frozenset({kinds.HYPERNODE})
+OPTIONAL_KINDS = frozenset({kinds.HYPERNODE, kinds.RESOURCE_QUOTA})
+# Kinds watched only once the configuration names the plugin that reads them: Lahar's embedded
+# API server serves no ResourceQuotas, and an informer on them would retry there for ever.
+WATCHED_FOR_PLUGIN = {kinds.RESOURCE_QUOTA: "resourcequota"}
 _NODE_ARRAYS = ("allocatable", "used", "be_used", "releasing", "be_releasing")
 _INITIAL_ROWS = 64
 
@@ -275,6 +278,7 @@ class Cache:
         self._priority_classes: dict[str, Obj] = {}
         self._budgets: dict[str, Obj] = {}  # PodDisruptionBudgets by namespace/name, for the pdb plugin
         self._hypernodes: dict[str, Obj] = {}  # HyperNodes by name, for network-topology-aware
+        self._quotas: dict[str, Obj] = {}  # ResourceQuotas by namespace/name, for the resourcequota plugin
         self._assumed: dict[str, str] = {}  # uid -> node of a bind in flight
         self._evicting: set[str] = set()  # uids whose eviction is in flight
         # The jobs and nodes' task dicts copied since the last snapshot (the others are shared).
@@ -299,6 +303,7 @@ class Cache:
                 self._priority_values(),
                 tuple(self._budgets.values()),
                 tuple(self._hypernodes.values()),
+                tuple(self._quotas.values()),
             )
             _detach(snapshot.nodes)
             # Shared from now on, but for the jobs the snapshot cloned: their objects here are no
@@ -703,6 +708,25 @@ class Cache:
             self._changes += 1
             self._budgets[_key(metadata.get("namespace", ""), metadata.get("name", ""))] = obj
 
+    def add_resource_quota(self, obj: Obj) -> None:
+        self._upsert_resource_quota(obj)
+
+    def update_resource_quota(self, old: Obj | None, new: Obj) -> None:
+        self._upsert_resource_quota(new)
+
+    def delete_resource_quota(self, obj: Obj) -> None:
+        metadata = obj.get("metadata") or {}
+        with self._lock:
+            self._changes += 1
+            self._quotas.pop(_key(metadata.get("namespace", ""), metadata.get("name", "")), None)
+
+    def _upsert_resource_quota(self, obj: Obj) -> None:
+        metadata = obj.get("metadata") or {}
+        with self._lock:
+            self._changes += 1
+            self._quotas[_key(metadata.get("namespace", ""), metadata.get("name", ""))] = obj
+        self._notify()  # a quota raised may admit a waiting PodGroup
+
     def add_hypernode(self, obj: Obj) -> None:
         self._upsert_hypernode(obj)
 
@@ -781,8 +805,8 @@ class Cache:
 
 
 class SchedulerCache(Cache):
-    """The core fed by informers on Pods, Nodes, PodGroups, Queues, PriorityClasses and
-    PodDisruptionBudgets. Informers
+    """The core fed by informers on Pods, Nodes, PodGroups, Queues, PriorityClasses,
+    PodDisruptionBudgets, HyperNodes and ResourceQuotas (the last two optional). Informers
     re-list on watch expiry and retry an unreachable API with backoff, keeping what they have."""
 
     def __init__(
@@ -798,6 +822,7 @@ class SchedulerCache(Cache):
             (kinds.PRIORITY_CLASS, self.add_priority_class, self.update_priority_class, self.delete_priority_class),
             (kinds.PDB, self.add_disruption_budget, self.update_disruption_budget, self.delete_disruption_budget),
             (kinds.HYPERNODE, self.add_hypernode, self.update_hypernode, self.delete_hypernode),
+            (kinds.RESOURCE_QUOTA, self.add_resource_quota, self.update_resource_quota, self.delete_resource_quota),
             (kinds.QUEUE, self.add_queue, self.update_queue, self.delete_queue),
             (kinds.PODGROUP, self.add_podgroup, self.update_podgroup, self.delete_podgroup),
             (kinds.POD, self.add_pod, self.update_pod, self.delete_pod),
@@ -806,12 +831,19 @@ class SchedulerCache(Cache):
             Informer(kind, api, on_add=add, on_update=update, on_delete=delete) for kind, add, update, delete in wiring
         ]
 
-    def start(self, sync_timeout: float = 30.0) -> bool:
-        """Start every informer; True once all have listed (False: the API is not reachable yet,
-        they keep trying in the background)."""
-        for informer in self.informers:
-            informer.start()
+    def start(self, sync_timeout: float = 30.0, plugin_names: Collection[str] = ()) -> bool:
+        """Start the informers the configuration needs (`start_informers`); True once all have
+        listed (False: the API is not reachable yet, they keep trying in the background)."""
+        self.start_informers(plugin_names)
         return self.wait_for_sync(sync_timeout)
+
+    def start_informers(self, plugin_names: Collection[str]) -> None:
+        """Start each informer not running yet whose kind is always watched or read by one of
+        `plugin_names` (WATCHED_FOR_PLUGIN); asked again as the configuration changes."""
+        for informer in self.informers:
+            reader = WATCHED_FOR_PLUGIN.get(informer.kind)
+            if not informer.running and (reader is None or reader in plugin_names):
+                informer.start()
 
     @property
     def required(self) -> list[Informer]:

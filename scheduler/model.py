@@ -804,6 +804,8 @@ class Snapshot:
     # The keys of the jobs that are this snapshot's own; None: all of them. The others are
     # shared with the cache and cloned by the session before it changes them (`Session._own`).
     owned: set[str] | None = None
+    # ResourceQuotas as the API has them (the resourcequota plugin reads them; never changed here).
+    resource_quotas: tuple[Mapping[str, object], ...] = ()
 
     @classmethod
     def sharing(
@@ -815,6 +817,7 @@ class Snapshot:
         priority_classes: dict[str, int],
         disruption_budgets: tuple[Mapping[str, object], ...] = (),
         hypernodes: tuple[Mapping[str, object], ...] = (),
+        resource_quotas: tuple[Mapping[str, object], ...] = (),
     ) -> Snapshot:
         """A snapshot that shares jobs and node rows with their owner, which must not change
         them afterwards (the cache copies before it writes). Cloned at once: the jobs a session
@@ -833,6 +836,7 @@ class Snapshot:
             disruption_budgets,
             hypernodes,
             set(),
+            resource_quotas,
         )
         for job in jobs.values():
             if (
@@ -876,6 +880,7 @@ class Snapshot:
             dict(self.priority_classes),
             self.disruption_budgets,
             self.hypernodes,
+            resource_quotas=self.resource_quotas,
         )
 
 

@@ -115,6 +115,7 @@ class Scheduler:
         self.conf = ConfWatcher(Path(conf_path) if conf_path is not None else None)
         self._work = threading.Event()
         self._stopping = threading.Event()
+        self._informing = False  # run() started the informers (a test may feed the cache itself)
         self.cache = SchedulerCache(api, scheduler_names, on_work=self._work.set)
         self.metrics = metrics or SchedulerMetrics(self.reports, self.cache.node_names, report_staleness)
         # Events are written by threads of their own: a bind worker is free for the next bind as
@@ -143,9 +144,8 @@ class Scheduler:
 
     def run(self) -> None:
         """Start the informers, wait for their first lists, then cycle until stop()."""
-        for informer in self.cache.informers:
-            if not informer.running:
-                informer.start()
+        self.cache.start_informers(self.conf.current().plugin_names)
+        self._informing = True
         waiting_since, told = time.monotonic(), False
         while not self.cache.wait_for_sync(0.5):
             if self._stopping.is_set():
@@ -251,6 +251,8 @@ class Scheduler:
             self.metrics.conf_reload_failures.inc(self.conf.failures - self._reload_failures_seen)
             self._reload_failures_seen = self.conf.failures
         self.metrics.conf_warnings.set(len(conf.warnings))
+        if self._informing:  # a reload may name a plugin that reads one more kind
+            self.cache.start_informers(conf.plugin_names)
         # Read before the snapshot: a change in between only costs one more cycle.
         changes, confirmations, status_failures = self.cache.changes, self.cache.confirmations, self.status.failures
         with paused_collector():

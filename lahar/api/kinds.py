@@ -126,6 +126,10 @@ LEASE = Kind("coordination.k8s.io", "v1", "Lease", "leases", True)
 # Volcano's bus Command (`vcctl job suspend` makes one): Lahar does not serve it (not in ALL_KINDS);
 # the federation's fence writes it in members that run Volcano's own job controller.
 VOLCANO_COMMAND = Kind("bus.volcano.sh", "v1alpha1", "Command", "commands", True)
+# Namespace quotas: the scheduler's resourcequota plugin reads them from a Kubernetes API server
+# (kube-controller-manager keeps their status.used); the embedded server does not serve them (not
+# in ALL_KINDS), so the scheduler's informer on them is optional.
+RESOURCE_QUOTA = Kind("", "v1", "ResourceQuota", "resourcequotas", True, ("quota",), ("status",))
 SERVICE_ACCOUNT = Kind("", "v1", "ServiceAccount", "serviceaccounts", True, ("sa",))
 # Workloads, run by controller/workloads in single-machine mode (kube-controller-manager on a cluster).
 DEPLOYMENT = Kind("apps", "v1", "Deployment", "deployments", True, ("deploy",), ("status", "scale"), (), ("all",))

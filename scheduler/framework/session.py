@@ -88,7 +88,7 @@ NO_NODE = -1
 class SessionEvent:
     """An Event the status writer records on a Pod or PodGroup."""
 
-    kind: str  # "Pod" or "PodGroup"
+    kind: str  # "Pod", "PodGroup", "Queue", "Node" or "ResourceQuota" (status.EVENT_KINDS)
     namespace: str
     name: str
     type: str  # Normal or Warning
