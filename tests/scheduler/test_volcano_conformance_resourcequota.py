@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from lahar.scheduler.cache import Cache
+from lahar.scheduler.cache import Cache, SchedulerCache
 from lahar.scheduler.framework.plugin import PLUGINS
 from lahar.scheduler.framework.session import Session
 from tests.scheduler.preempt_builders import cluster, conf, opened, run
@@ -146,3 +146,15 @@ def test_the_cache_keeps_quotas_for_the_snapshot() -> None:
     assert cache.snapshot().resource_quotas == (quota,)
     cache.delete_resource_quota(quota)
     assert cache.snapshot().resource_quotas == ()
+
+
+def test_quotas_are_watched_only_while_the_configuration_names_the_plugin(monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = SchedulerCache(api=None)
+    started: list[str] = []
+    for informer in cache.informers:
+        monkeypatch.setattr(informer, "start", lambda kind=informer.kind.kind: started.append(kind))
+    cache.start_informers(["priority", "gang"])
+    assert "Pod" in started and "ResourceQuota" not in started
+    started.clear()
+    cache.start_informers(["priority", PLUGIN])
+    assert "ResourceQuota" in started
