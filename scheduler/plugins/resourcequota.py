@@ -50,8 +50,8 @@ def read_quota(obj: Mapping[str, object]) -> Quota:
     return Quota(
         str(metadata.get("namespace", "")),
         str(metadata.get("name", "")),
-        ResourceList.from_k8s(hard, "hard"),  # type: ignore[arg-type]
-        ResourceList.from_k8s(status.get("used"), "status.used"),  # type: ignore[arg-type]
+        ResourceList.from_k8s(hard, "hard"),
+        ResourceList.from_k8s(status.get("used"), "status.used"),
     )
 
 
