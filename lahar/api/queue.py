@@ -142,6 +142,15 @@ def validate(obj: dict[str, Any], old: dict[str, Any] | None = None) -> list[Fie
     _check_within(deserved_field, capability, "capability", deserved_field.as_quantities() or {})
     spec.child("reclaimable").as_bool()
     spec.child("priority").as_int()
+    # Node-group affinity (the scheduler's nodegroup plugin): lists of group names. Unknown keys
+    # are left alone, as Volcano's decoder drops them.
+    affinity = spec.child("affinity")
+    for terms in ("nodeGroupAffinity", "nodeGroupAntiAffinity"):
+        for rule in (
+            "requiredDuringSchedulingIgnoredDuringExecution",
+            "preferredDuringSchedulingIgnoredDuringExecution",
+        ):
+            affinity.child(terms).child(rule).as_str_list()
     parent = spec.child("parent")
     if (
         check_name(parent, dns1123_subdomain_problems, allow_empty=True)

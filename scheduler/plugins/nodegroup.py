@@ -106,9 +106,6 @@ def _names(terms: Any, key: str, where: str) -> list[str]:
         return []
     if not isinstance(terms, Mapping):
         raise NodeGroupError(f"{where}: must be a map, not {terms!r}")
-    unknown = sorted(set(terms) - {REQUIRED, PREFERRED})
-    if unknown:
-        raise NodeGroupError(f"{where}: unknown field {unknown[0]!r}")
     names = terms.get(key)
     if names is None:
         return []
@@ -118,7 +115,9 @@ def _names(terms: Any, key: str, where: str) -> list[str]:
 
 
 def read_affinity(spec: Mapping[str, Any]) -> GroupAffinity | None:
-    """A queue spec's node-group affinity; None when it has none. Raises NodeGroupError."""
+    """A queue spec's node-group affinity; None when it has none. Raises NodeGroupError (the API
+    server refuses such a queue; one written before that check, or through kube-apiserver without
+    Volcano's CRD schema, can still arrive). Unknown keys are ignored, as Volcano's decoder does."""
     affinity = spec.get("affinity")
     if affinity is None:
         return None

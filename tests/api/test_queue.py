@@ -116,3 +116,18 @@ def test_view_of_a_closed_queue() -> None:
     assert view.weight == 1 and not view.reclaimable and not view.is_open
     assert view.state is QueueState.CLOSED
     assert Queue({"status": {"state": "Broken"}}).state is QueueState.UNKNOWN
+
+
+def test_node_group_affinity_must_list_group_names() -> None:
+    obj = research_queue()
+    rule = "requiredDuringSchedulingIgnoredDuringExecution"
+    obj["spec"]["affinity"] = {"nodeGroupAffinity": {rule: ["g1", "g2"]}, "nodeGroupAntiAffinity": {rule: []}}
+    assert errors(obj) == []
+    obj["spec"]["affinity"]["nodeGroupAntiAffinity"][rule] = "g3"
+    obj["spec"]["affinity"]["nodeGroupAffinity"][rule] = ["g1", 2]
+    assert [field for field, _ in errors(obj)] == [
+        f"spec.affinity.nodeGroupAffinity.{rule}[1]",
+        f"spec.affinity.nodeGroupAntiAffinity.{rule}",
+    ]
+    obj["spec"]["affinity"] = ["g1"]
+    assert [field for field, _ in errors(obj)] == ["spec.affinity"]

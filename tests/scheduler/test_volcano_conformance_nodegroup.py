@@ -301,7 +301,6 @@ def test_explain_words_each_refusal_as_volcano() -> None:
         ("group1", "spec.affinity: must be a map"),
         ({"nodeGroupAffinity": ["group1"]}, "nodeGroupAffinity: must be a map"),
         ({"nodeGroupAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": "group1"}}, "must be a list"),
-        ({"nodeGroupAffinity": {"required": ["group1"]}}, "unknown field 'required'"),
     ],
 )
 def test_a_malformed_affinity_is_reported_and_its_queue_takes_no_node(affinity: Any, message: str) -> None:
@@ -344,3 +343,10 @@ def test_preferred_order_scores_by_place() -> None:
     affinity = GroupAffinity(required=frozenset({"a"}), preferred=("a", "b", "c", "d"), anti_preferred=frozenset({"d"}))
     assert [affinity.score(g, True) for g in "abcde"] == [150.0, 37.5, 25.0, -1.0, 0.0]
     assert [affinity.score(g, False) for g in "abcde"] == [150.0, 50.0, 50.0, -1.0, 0.0]
+
+
+def test_unknown_affinity_keys_are_ignored_as_volcanos_decoder_does() -> None:
+    near = {"required": ["group1"], "preferredDuringSchedulingIgnoredDuringExecution": ["group3"]}
+    assert read_affinity({"affinity": {"nodeGroupAffinity": near, "nodeGroupAfinity": {}}}) == GroupAffinity(
+        preferred=("group3",)
+    )
