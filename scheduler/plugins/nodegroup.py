@@ -185,6 +185,7 @@ class NodeGroupPlugin(Plugin):
                     state.affinity = self._inherited(name)
         self._reasons: dict[str, list[str | None]] = {}
         self._masks: dict[str, np.ndarray] = {}
+        self._group_rows: dict[str, np.ndarray] = {}  # which node rows each group holds
         self._scores: dict[str, np.ndarray] = {}
         self._count_held()
         session.add_predicate_fn(self.predicate, self.explain)
@@ -307,6 +308,12 @@ class NodeGroupPlugin(Plugin):
             return LIMIT_EXCEEDED
         return reason
 
+    def _rows_of(self, group: str) -> np.ndarray:
+        rows = self._group_rows.get(group)
+        if rows is None:
+            rows = self._group_rows[group] = np.array([each == group for each in self.groups], dtype=bool)
+        return rows
+
     def _static_mask(self, queue: str | None) -> np.ndarray:
         key = queue or ""
         if key not in self._masks:
@@ -319,7 +326,7 @@ class NodeGroupPlugin(Plugin):
         if state is not None:
             over = self._over_limit(task, state)
             if over:
-                mask = mask & np.array([group not in over for group in self.groups], dtype=bool)
+                mask = mask & ~np.logical_or.reduce([self._rows_of(group) for group in over])
         return mask[rows]
 
     def explain(self, task: TaskInfo, nodes: NodeTable) -> Counter[str]:
