@@ -61,6 +61,7 @@ class LiveOutcome:
     utilisation: float  # over the run, until all done or stopped
     quota_error: float
     stopped_at: float  # seconds from the first submission to the end of the run
+    samples: int  # how many times the Jobs and pods were listed (the figures' resolution)
     # (seconds, Jobs that had been Running by then, Jobs finished by then) every CHECKPOINT_SECONDS:
     # what compares placements that do not finish within a run
     progress: list[tuple[float, int, int]] = field(default_factory=list)
@@ -126,14 +127,20 @@ class Watch:
         self.done: dict[str, float] = {}
         self.curve: list[tuple[float, float]] = []
         self.team_peak: dict[str, int] = {}
+        # Jobs known to have been created where they are listed: one no longer listed was deleted
+        # by its ttlSecondsAfterFinished, so it ran and finished, maybe between two samples.
+        self.created: set[str] = set()
 
     def note_jobs(
         self, jobs: Sequence[dict[str, Any]], now: float, dispatched: Callable[[dict[str, Any]], bool]
     ) -> None:
-        # A Job seen Running and gone from the list since was deleted by its ttlSecondsAfterFinished
-        # (the members' controllers delete only finished Jobs): done, at the latest by now.
+        # A Job seen Running, or known created, and gone from the list since was deleted by its
+        # ttlSecondsAfterFinished (the members' controllers delete only finished Jobs): it had
+        # been Running and was done, at the latest by now. (A sample over 1,000 Jobs in members
+        # under load can take longer than a short Job's run and its ttl together.)
         listed = {job["metadata"]["name"] for job in jobs}
-        for name in set(self.running) - listed - set(self.done):
+        for name in (set(self.running) | self.created) - listed - set(self.done):
+            self.running.setdefault(name, now)
             self.done[name] = now
         for job in jobs:
             name = job["metadata"]["name"]
@@ -227,6 +234,7 @@ def _outcome(
         utilisation=sum(u for _, u in curve) / len(curve) if curve else 0.0,
         quota_error=max(0.0, max((p / capability_milli - 1 for p in watch.team_peak.values()), default=0.0)),
         stopped_at=round(stopped_at, 1),
+        samples=len(curve),
         progress=progress(list(watch.running.values()), list(watch.done.values()), stopped_at),
         curve=curve,
     )
@@ -330,7 +338,12 @@ def _run_round_robin(setup: LiveSetup, hub: KubeApi, apis: dict[str, KubeApi]) -
             member = order[(index + offset) % len(order)]
             if pack(allocatable[member], pods) is not None:
                 apis[member].create(kinds.JOB, setup.job(index, namespace), namespace)
+                watch.created.add(job["metadata"]["name"])
                 break
+    print(
+        f"  round-robin: {len(watch.created)} Jobs created in the members in {time.monotonic() - began:.1f} s",
+        flush=True,
+    )
 
     def member_jobs() -> list[dict[str, Any]]:
         return [j for api in apis.values() for j in api.list(kinds.JOB, namespace)["items"]]
@@ -362,6 +375,8 @@ def print_live(outcomes: Sequence[LiveOutcome], capability_cpu: int, fleet_cpu: 
         print(
             f"{o.name:<12} {rate:>14} {wave:>22} {running:>16} {done:>13} {o.utilisation:>12.1%} {o.quota_error:>12.1%}"
         )
+    for o in outcomes:
+        print(f"  {o.name}: {o.samples} samples in {o.stopped_at:.0f} s")
     print("Jobs that had been Running / had finished, by time since the first submission:")
     for o in outcomes:
         marks = ", ".join(f"{t:g} s: {r}/{d}" for t, r, d in o.progress)

@@ -3,7 +3,7 @@ not finish within a benchmark's hold."""
 
 from __future__ import annotations
 
-from lahar.bench._federation_live import CHECKPOINT_SECONDS, progress
+from lahar.bench._federation_live import CHECKPOINT_SECONDS, Watch, progress
 
 
 def test_progress_counts_jobs_running_and_done_at_each_mark_and_at_the_end() -> None:
@@ -17,3 +17,16 @@ def test_progress_counts_jobs_running_and_done_at_each_mark_and_at_the_end() -> 
 def test_a_run_ending_on_a_mark_is_not_counted_twice_and_a_short_one_has_its_end() -> None:
     assert progress([1.0], [2.0], 120.0) == [(60.0, 1, 1), (120.0, 1, 1)]
     assert progress([], [], 12.34) == [(12.3, 0, 0)]
+
+
+def test_a_job_created_in_a_member_and_gone_from_its_list_ran_and_finished() -> None:
+    """Round-robin's Jobs are created in the members, which delete them ttlSecondsAfterFinished
+    after they finished: one that ran and was deleted between two samples still counts."""
+    watch = Watch({}, "bench", 1000)
+    watch.created = {"a", "b", "c"}
+    a = {"metadata": {"name": "a"}, "status": {"state": {"phase": "Running"}}}
+    b = {"metadata": {"name": "b"}, "status": {"state": {"phase": "Pending"}}}
+    watch.note_jobs([a, b], 5.0, lambda job: True)
+    assert watch.running == {"a": 5.0, "c": 5.0} and watch.done == {"c": 5.0}
+    watch.note_jobs([b], 9.0, lambda job: True)
+    assert watch.done == {"c": 5.0, "a": 9.0} and "b" not in watch.running
