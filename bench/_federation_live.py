@@ -23,8 +23,9 @@ from __future__ import annotations
 import contextlib
 import shutil
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -127,19 +128,23 @@ class Watch:
         self.done: dict[str, float] = {}
         self.curve: list[tuple[float, float]] = []
         self.team_peak: dict[str, int] = {}
-        # Jobs known to have been created where they are listed: one no longer listed was deleted
-        # by its ttlSecondsAfterFinished, so it ran and finished, maybe between two samples.
+        # Jobs created where they are listed (round-robin: in the members), as they are created.
         self.created: set[str] = set()
 
     def note_jobs(
-        self, jobs: Sequence[dict[str, Any]], now: float, dispatched: Callable[[dict[str, Any]], bool]
+        self,
+        jobs: Sequence[dict[str, Any]],
+        now: float,
+        dispatched: Callable[[dict[str, Any]], bool],
+        created_before: Collection[str] = (),
     ) -> None:
-        # A Job seen Running, or known created, and gone from the list since was deleted by its
+        """`jobs` as listed at `now`; `created_before`: Jobs created before that listing began."""
+        # A Job seen Running, or created before the listing, that is not in it was deleted by its
         # ttlSecondsAfterFinished (the members' controllers delete only finished Jobs): it had
-        # been Running and was done, at the latest by now. (A sample over 1,000 Jobs in members
-        # under load can take longer than a short Job's run and its ttl together.)
+        # been Running and was done, at the latest by now (a 0.25 s Job and its 10 s ttl pass
+        # unseen when the Jobs are created faster than they are watched).
         listed = {job["metadata"]["name"] for job in jobs}
-        for name in (set(self.running) | self.created) - listed - set(self.done):
+        for name in (set(self.running) | set(created_before)) - listed - set(self.done):
             self.running.setdefault(name, now)
             self.done[name] = now
         for job in jobs:
@@ -199,7 +204,9 @@ def _follow(
             )
             return now
         try:
-            watch.note_jobs([j for j in list_jobs() if j["metadata"]["name"] in names_wanted], now, dispatched)
+            created_before = set(watch.created)
+            listed = [j for j in list_jobs() if j["metadata"]["name"] in names_wanted]
+            watch.note_jobs(listed, now, dispatched, created_before)
             watch.sample_pods(now)
         except KubeError as exc:  # a slow answer on a loaded machine: the next sample
             print(f"  (sample skipped: {exc})", flush=True)
@@ -331,24 +338,34 @@ def _run_round_robin(setup: LiveSetup, hub: KubeApi, apis: dict[str, KubeApi]) -
             _ensure(apis[name], kinds.QUEUE, {"metadata": {"name": team}, "spec": {"weight": 1}})
     allocatable = dict(setup.members)
     watch = Watch(apis, namespace, setup.fleet_cpu * 1000)
-    began = time.monotonic()
-    for index, job in enumerate(setup.jobs):
-        pods = _pods(job)
-        for offset in range(len(order)):
-            member = order[(index + offset) % len(order)]
-            if pack(allocatable[member], pods) is not None:
-                apis[member].create(kinds.JOB, setup.job(index, namespace), namespace)
-                watch.created.add(job["metadata"]["name"])
-                break
-    print(
-        f"  round-robin: {len(watch.created)} Jobs created in the members in {time.monotonic() - began:.1f} s",
-        flush=True,
-    )
+    failed: list[BaseException] = []
+
+    def create_all() -> None:
+        # Created while the run is watched: the members take a minute to accept 1,000 Jobs while
+        # their controllers and schedulers work on the first ones, which run meanwhile.
+        try:
+            for index, job in enumerate(setup.jobs):
+                pods = _pods(job)
+                for offset in range(len(order)):
+                    member = order[(index + offset) % len(order)]
+                    if pack(allocatable[member], pods) is not None:
+                        apis[member].create(kinds.JOB, setup.job(index, namespace), namespace)
+                        watch.created.add(job["metadata"]["name"])
+                        break
+            print(f"  round-robin: {len(watch.created)} Jobs created in {time.monotonic() - began:.1f} s", flush=True)
+        except BaseException as exc:  # reported after the run, which then cannot finish
+            failed.append(exc)
 
     def member_jobs() -> list[dict[str, Any]]:
         return [j for api in apis.values() for j in api.list(kinds.JOB, namespace)["items"]]
 
+    creator = threading.Thread(target=create_all, name="round-robin-create", daemon=True)
+    began = time.monotonic()
+    creator.start()
     stopped_at = _follow(watch, setup.wanted, began, member_jobs, lambda job: True, setup.run_timeout)
+    creator.join()
+    if failed:
+        raise RuntimeError(f"creating the round-robin Jobs failed: {failed[0]}") from failed[0]
     return _outcome("round-robin", watch, len(setup.jobs), setup.capability_cpu * 1000, False, stopped_at)
 
 

@@ -23,10 +23,10 @@ def test_a_job_created_in_a_member_and_gone_from_its_list_ran_and_finished() -> 
     """Round-robin's Jobs are created in the members, which delete them ttlSecondsAfterFinished
     after they finished: one that ran and was deleted between two samples still counts."""
     watch = Watch({}, "bench", 1000)
-    watch.created = {"a", "b", "c"}
     a = {"metadata": {"name": "a"}, "status": {"state": {"phase": "Running"}}}
     b = {"metadata": {"name": "b"}, "status": {"state": {"phase": "Pending"}}}
-    watch.note_jobs([a, b], 5.0, lambda job: True)
+    # c was created before this listing began and is not in it; d only after it began.
+    watch.note_jobs([a, b], 5.0, lambda job: True, created_before={"a", "b", "c"})
     assert watch.running == {"a": 5.0, "c": 5.0} and watch.done == {"c": 5.0}
-    watch.note_jobs([b], 9.0, lambda job: True)
-    assert watch.done == {"c": 5.0, "a": 9.0} and "b" not in watch.running
+    watch.note_jobs([b], 9.0, lambda job: True, created_before={"a", "b", "c"})
+    assert watch.done == {"c": 5.0, "a": 9.0} and "b" not in watch.running and "d" not in watch.done
