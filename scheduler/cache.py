@@ -691,41 +691,35 @@ class Cache:
             self._reprioritise()
 
     def add_disruption_budget(self, obj: Obj) -> None:
-        self._upsert_disruption_budget(obj)
+        self._keep(self._budgets, obj)
 
     def update_disruption_budget(self, old: Obj | None, new: Obj) -> None:
-        self._upsert_disruption_budget(new)
+        self._keep(self._budgets, new)
 
     def delete_disruption_budget(self, obj: Obj) -> None:
-        metadata = obj.get("metadata") or {}
-        with self._lock:
-            self._changes += 1
-            self._budgets.pop(_key(metadata.get("namespace", ""), metadata.get("name", "")), None)
-
-    def _upsert_disruption_budget(self, obj: Obj) -> None:
-        metadata = obj.get("metadata") or {}
-        with self._lock:
-            self._changes += 1
-            self._budgets[_key(metadata.get("namespace", ""), metadata.get("name", ""))] = obj
+        self._keep(self._budgets, obj, deleted=True)
 
     def add_resource_quota(self, obj: Obj) -> None:
-        self._upsert_resource_quota(obj)
+        self._keep(self._quotas, obj)
+        self._notify()  # a quota raised may admit a waiting PodGroup
 
     def update_resource_quota(self, old: Obj | None, new: Obj) -> None:
-        self._upsert_resource_quota(new)
+        self._keep(self._quotas, new)
+        self._notify()
 
     def delete_resource_quota(self, obj: Obj) -> None:
-        metadata = obj.get("metadata") or {}
-        with self._lock:
-            self._changes += 1
-            self._quotas.pop(_key(metadata.get("namespace", ""), metadata.get("name", "")), None)
+        self._keep(self._quotas, obj, deleted=True)
 
-    def _upsert_resource_quota(self, obj: Obj) -> None:
+    def _keep(self, store: dict[str, Obj], obj: Obj, deleted: bool = False) -> None:
+        """Store (or drop) a namespaced object the plugins read as it is, by namespace/name."""
         metadata = obj.get("metadata") or {}
+        key = _key(metadata.get("namespace", ""), metadata.get("name", ""))
         with self._lock:
             self._changes += 1
-            self._quotas[_key(metadata.get("namespace", ""), metadata.get("name", ""))] = obj
-        self._notify()  # a quota raised may admit a waiting PodGroup
+            if deleted:
+                store.pop(key, None)
+            else:
+                store[key] = obj
 
     def add_hypernode(self, obj: Obj) -> None:
         self._upsert_hypernode(obj)
