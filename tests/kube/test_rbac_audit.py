@@ -71,6 +71,10 @@ UNREACHED: dict[str, dict[Triple, str]] = {
         "simulated nodes here have no GPUs",
         ("", "events", "patch"): "a repeat of one event within 10 minutes counts on the first (lahar/client/"
         "events.py): a pod that stays unschedulable; here every pod fits",
+        ("", "resourcequotas", "list"): "the ResourceQuota informer starts only while the scheduler's "
+        "configuration names the resourcequota plugin (scheduler/cache.py start_informers); this scenario "
+        "runs the default configuration",
+        ("", "resourcequotas", "watch"): "as list: only with the resourcequota plugin configured",
     },
     "lahar-agent": {
         ("", "pods/eviction", "create"): "QoS's last resort under pressure (agent/qos/eviction.py); the agent "
