@@ -133,8 +133,9 @@ class EventRecorder:
 
 
 class QueuedEventRecorder(EventRecorder):
-    """An EventRecorder whose `record` queues the event and returns; `senders` threads write the
-    queued events in order, de-duplicated as EventRecorder does. When QUEUE_SIZE events wait,
+    """An EventRecorder whose `record` queues the event and returns; `senders` threads take the
+    queued events in order (two senders may finish them out of order: each carries the time it
+    was said) and write them, de-duplicated as EventRecorder does. When QUEUE_SIZE events wait,
     `record` waits for room: an event is late rather than lost. `close` sends what is queued
     (within its timeout) and stops the senders; after it, `record` sends on the caller's thread."""
 

@@ -22,7 +22,8 @@ import numpy as np
 
 from lahar.scheduler.framework.plugin import Arguments, Plugin, number, register_plugin
 from lahar.scheduler.framework.session import PERMIT, REJECT, Session
-from lahar.scheduler.model import LENT_COLUMNS, JobInfo
+from lahar.scheduler.framework.shares import uncharged_columns
+from lahar.scheduler.model import JobInfo
 
 DEFAULT_FACTOR = 1.2
 OVERUSED = "resource in cluster is overused"
@@ -38,7 +39,7 @@ class OvercommitPlugin(Plugin):
         nodes = session.nodes
         factor = self.argument("overcommit-factor", DEFAULT_FACTOR)
         self.idle = overcommitted_idle(
-            session.total, nodes.used.sum(axis=0), nodes.be_used.sum(axis=0), factor, session.lends_to_be
+            session.total, nodes.used.sum(axis=0), nodes.be_used.sum(axis=0), factor, uncharged_columns(session)
         )
         self.inqueue = np.zeros(len(session.resources), dtype=np.int64)
         for job in session.jobs.values():
@@ -62,11 +63,12 @@ class OvercommitPlugin(Plugin):
 
 
 def overcommitted_idle(
-    total: np.ndarray, used: np.ndarray, be_used: np.ndarray, factor: float, lending: bool
+    total: np.ndarray, used: np.ndarray, be_used: np.ndarray, factor: float, uncharged: np.ndarray | None
 ) -> np.ndarray:
     """What admission may still hand out: the cluster overcommitted by `factor`, less what pods
-    request; with capacity lent to BE pods, less only the non-lent part of their requests."""
+    request; with capacity lent to BE pods, less only what they charge (`uncharged_columns`, the
+    rule the queue plugins use: their borrowed cpu/memory is left out)."""
     charged = be_used.copy()
-    if lending:
-        charged[: len(LENT_COLUMNS)] = 0
+    if uncharged is not None:
+        charged[uncharged] = 0
     return total * factor - used - charged
