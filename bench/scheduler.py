@@ -1414,7 +1414,6 @@ def scenario_http(args: argparse.Namespace, progress: Progress) -> dict[str, Any
                     next_report = now + 2
                 time.sleep(0.05)
             seconds = time.perf_counter() - started
-            cycles = scheduler.cycles
             bound_pods = api.list(kinds.POD, NAMESPACE, field_selector="spec.nodeName!=")["items"]
         finally:
             if scheduler is not None:
@@ -1422,6 +1421,8 @@ def scenario_http(args: argparse.Namespace, progress: Progress) -> dict[str, Any
             server.terminate()
             server.wait(10)
     placed = sum(1 for pod in bound_pods if pod["metadata"]["name"].startswith("pod-"))
+    # Read after stop() joined the loop: the last binds can land before their cycle has counted itself.
+    cycles = scheduler.cycles
     log = scheduler.cycle_log
     committed, decided_at = 0, None
     for ended, _, count in log:
