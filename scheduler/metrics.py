@@ -9,7 +9,10 @@ Instruments the loop updates:
   `lahar_scheduler_gang_rollbacks_total`: binds that landed, failed, and gangs undone;
 - `lahar_scheduler_evictions_total{reason}`: victims evicted (preempt, reclaim);
 - `lahar_scheduler_conf_reload_failures_total`, `lahar_scheduler_cycle_failures_total`;
-- `lahar_scheduler_conf_warnings`: what the configuration in force asks for that Lahar leaves out.
+- `lahar_scheduler_conf_warnings`: what the configuration in force asks for that Lahar leaves out;
+- `lahar_scheduler_outside_calls_total{plugin,call,result}`: calls plugins made to services outside
+  the scheduler (the extender's HTTP verbs), `result` ok or failed (unreachable, timed out, a bad
+  answer).
 
 Figures of the latest cycle, replaced whole each cycle (a deleted queue's series go away; a
 queue with no work keeps its cpu and memory series, at 0):
@@ -227,6 +230,12 @@ class SchedulerMetrics:
         self.cycle_failures = Counter(
             "lahar_scheduler_cycle_failures", "Cycles that raised (retried with backoff).", registry=self.registry
         )
+        self.outside_calls = Counter(
+            "lahar_scheduler_outside_calls",
+            "Calls plugins made to services outside the scheduler (the extender's verbs), by result.",
+            ["plugin", "call", "result"],
+            registry=self.registry,
+        )
         for reason in EVICTION_REASONS:  # present from the start, at 0, so rate() sees the first one
             self.evictions.labels(reason)
         self.cycle = CycleCollector()
@@ -242,7 +251,14 @@ class SchedulerMetrics:
         self.cycle.figures = figures
 
     def observe_session(self, seconds: float, snapshot_seconds: float, session: Session) -> None:
-        """Volcano's families from the cycle's session (scheduler/volcano_metrics.py)."""
+        """Volcano's families from the cycle's session (scheduler/volcano_metrics.py), and the
+        plugins' calls outside the scheduler."""
+        for (plugin, call), count in session.outside_calls.items():
+            failed = session.outside_failures[(plugin, call)]
+            if count > failed:
+                self.outside_calls.labels(plugin, call, "ok").inc(count - failed)
+            if failed:
+                self.outside_calls.labels(plugin, call, "failed").inc(failed)
         self.volcano.observe_cycle(
             seconds,
             snapshot_seconds + session.open_seconds,

@@ -147,6 +147,11 @@ class Session:
     # Devices chosen for placed tasks (deviceshare: task uid -> GPU index), written onto each pod
     # (`lahar.dev/gpu-index`) before its bind.
     device_choices: dict[str, int] = field(default_factory=dict)
+    # Calls plugins made to services outside the scheduler (the extender's HTTP verbs), by
+    # (plugin, call), and those of them that failed: for the metrics and the loop's idle check
+    # (an outside answer may change with nothing in the cluster changed).
+    outside_calls: Counter[tuple[str, str]] = field(default_factory=Counter)
+    outside_failures: Counter[tuple[str, str]] = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
         self.resources = self.snapshot.resources
@@ -594,9 +599,10 @@ class Session:
 
     @property
     def read_reports(self) -> bool:
-        """Whether a plugin read agent reports this session (its decisions may then change as
-        reports arrive or age, with nothing else changed)."""
-        return bool(self._fresh)
+        """Whether a plugin read agent reports or asked a service outside the scheduler this
+        session (its decisions may then change as reports arrive or age, or as the outside
+        answers change, with nothing else changed)."""
+        return bool(self._fresh) or bool(self.outside_calls)
 
     def fresh_reports(self, staleness_seconds: float) -> list[NodeReport | None]:
         """Each node's latest agent report, by row, where it arrived at most `staleness_seconds`

@@ -328,9 +328,9 @@ def test_volcanos_own_configurations_load() -> None:
     assert {"conformance", "sla", "network-topology-aware"} <= set(ci.plugin_names)
     assert ci.actions[-2:] == ("reclaim", "preempt") and ci.warnings == ()
     # What Lahar does not have is named, not hidden.
-    missing = parse_conf(VOLCANO_SCHEDULER_CI_CONF.replace("binpack", "extender"))
-    assert "extender" not in missing.plugin_names
-    assert any("unknown plugin 'extender'" in warning for warning in missing.warnings)
+    missing = parse_conf(VOLCANO_SCHEDULER_CI_CONF.replace("binpack", "rescheduling"))
+    assert "rescheduling" not in missing.plugin_names
+    assert any("unknown plugin 'rescheduling'" in warning for warning in missing.warnings)
 
 
 def test_volcanos_switch_spellings_and_unknown_keys() -> None:
