@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +29,8 @@ import numpy as np
 
 from lahar.api.podgroup import PodGroupPhase
 from lahar.scheduler.framework.plugin import Action, register_action
-from lahar.scheduler.framework.session import NO_NODE, Session
+from lahar.scheduler.framework.session import NO_NODE, Session, Statement
+from lahar.scheduler.framework.subjobs import Partition, SubJob
 from lahar.scheduler.model import JobInfo, QueueInfo, TaskInfo, TaskStatus
 
 
@@ -74,6 +75,7 @@ class _Allocation:
         self.pending: dict[str, _Pending] = {}
         self.explained: dict[Hashable, Counter[str]] = {}  # per class, when nothing was staged
         self.domain_of: dict[str, Hashable] = {}  # the node group a job became ready in (job_domains)
+        self.sub_pending: dict[str, dict[str, list[TaskInfo]]] = {}  # job -> sub-job -> tasks to try
 
     def _entry(self, key: tuple[Any, ...], item: object) -> tuple[Any, ...]:
         return key, next(self.tie), item
@@ -138,6 +140,9 @@ class _Allocation:
         (`Session.job_domains`: network-topology-aware's HyperNodes) tries the groups in turn
         until the gang is ready in one; later turns stay in that group."""
         session = self.session
+        parts = session.sub_jobs(job)
+        if parts is not None:
+            return self._allocate_partitioned(job, queue, parts)
         domains = None if job.key in self.domain_of else session.job_domains(job)
         if domains is None:
             return self._allocate_in(job, queue)
@@ -205,6 +210,134 @@ class _Allocation:
         tasks.clear()
         job.set_unschedulable(unready, self._why(queue, failures))
         return False
+
+    # -- sub-jobs -----------------------------------------------------------------------------
+
+    def _allocate_partitioned(self, job: JobInfo, queue: QueueInfo, parts: Partition) -> bool:
+        """A job with sub-jobs (its PodGroup's subGroupPolicy, framework/subjobs.py): in each of
+        its node groups in turn (as `_allocate_job`; none: anywhere), its sub-jobs are placed one
+        at a time, each whole (`subGroupSize` of its tasks) in a group of its own within the
+        job's (`Session.sub_job_domains`), those the job needs for its minSubGroups first, until
+        the job is ready; then committed. True when it is ready with tasks left."""
+        session = self.session
+        domains: list[Hashable] | None = (
+            [self.domain_of[job.key]] if job.key in self.domain_of else session.job_domains(job)
+        )
+        left = self._sub_pending_of(job, parts)
+        ready_before = job.ready_count
+        for domain in [None] if domains is None else domains:
+            session.enter_domain(job, domain)
+            work = {key: list(tasks) for key, tasks in left.items()}  # each group starts afresh
+            statement = session.statement()
+            self._place_sub_jobs(job, queue, parts, domain, work, statement)
+            if session.job_ready(job) and job.ready_count > ready_before:
+                statement.commit()
+                self.domain_of[job.key] = domain
+                left.clear()
+                left.update((key, tasks) for key, tasks in work.items() if tasks)
+                self._leave_sub_domains(job, parts)
+                return bool(left)
+            if not session.job_ready(job) and session.job_pipelined(job):
+                left.clear()  # pipelined: kept staged for a later cycle, as `_allocate_in` does
+                self._leave_sub_domains(job, parts)
+                return False
+            statement.discard()
+        session.enter_domain(job, None)
+        self._leave_sub_domains(job, parts)
+        left.clear()
+        if not session.job_ready(job):
+            # The plugin's reason when it gave one (no HyperNode for a sub-job, ...).
+            job.set_unschedulable(
+                job.min_member - job.ready_count, job.unschedulable_message or "its sub-jobs cannot be placed whole"
+            )
+        return False
+
+    def _sub_pending_of(self, job: JobInfo, parts: Partition) -> dict[str, list[TaskInfo]]:
+        """Per sub-job, its tasks still to try (next last), kept across the job's turns."""
+        found = self.sub_pending.get(job.key)
+        if found is None:
+            found = self.sub_pending[job.key] = {}
+            session = self.session
+            for key, sub_job in parts.sub_jobs.items():
+                tasks = [
+                    task
+                    for task in session.refuse_unsupported(job, sub_job.pending(job))
+                    if not task.gated and not task.no_request  # as `_pending_of`: backfill's
+                ]
+                if tasks:
+                    tasks.sort(key=session.task_order_key, reverse=True)
+                    found[key] = tasks
+        return found
+
+    def _place_sub_jobs(
+        self,
+        job: JobInfo,
+        queue: QueueInfo,
+        parts: Partition,
+        domain: Hashable,
+        work: dict[str, list[TaskInfo]],
+        statement: Statement,
+    ) -> None:
+        """Place sub-jobs within the job's group `domain` until the job is ready. Volcano's
+        order: the sub-jobs each policy still needs for its minSubGroups first, then those not
+        ready, by name; a placed sub-job with tasks left goes to the back, a failed one is done."""
+        ready = Counter(sub_job.policy for sub_job in parts.sub_jobs.values() if sub_job.ready(job))
+        required = set()
+        for key in sorted(work):
+            sub_job = parts.sub_jobs[key]
+            if not sub_job.ready(job) and ready[sub_job.policy] < parts.min_groups.get(sub_job.policy, 0):
+                required.add(key)
+                ready[sub_job.policy] += 1
+        turns = deque(sorted(work, key=lambda key: (key not in required, parts.sub_jobs[key].ready(job), key)))
+        while turns:
+            key = turns.popleft()
+            if self._place_sub_job(job, queue, parts.sub_jobs[key], domain, work[key], statement):
+                if work[key]:
+                    turns.append(key)
+                if self.session.job_ready(job):
+                    return
+            else:
+                work[key] = []
+
+    def _place_sub_job(
+        self,
+        job: JobInfo,
+        queue: QueueInfo,
+        sub_job: SubJob,
+        domain: Hashable,
+        tasks: list[TaskInfo],
+        statement: Statement,
+    ) -> bool:
+        """Place `sub_job`'s next tasks until it is ready, in the first of its groups where it
+        becomes ready (or pipelined); its placements join `statement`. False when none holds it."""
+        session = self.session
+        sub_domains = session.sub_job_domains(job, sub_job, domain)
+        for sub_domain in [None] if sub_domains is None else sub_domains:
+            session.enter_sub_domain(job, sub_job, sub_domain)
+            trial = session.statement()
+            left = list(tasks)
+            while left:
+                task = left.pop()
+                if not session.allocatable(queue, task):
+                    continue
+                row = session.best_node(task)
+                if row != NO_NODE:
+                    trial.allocate(task, row)
+                    if sub_job.ready(job):
+                        break
+                elif sub_job.size >= len(sub_job.uids):
+                    break  # it needs every task: one that fits nowhere sinks it
+            if not trial.empty and (sub_job.ready(job) or sub_job.pipelined(job)):
+                statement.absorb(trial)
+                tasks[:] = left
+                return True
+            trial.discard()
+        session.enter_sub_domain(job, sub_job, None)
+        return False
+
+    def _leave_sub_domains(self, job: JobInfo, parts: Partition) -> None:
+        for sub_job in parts.sub_jobs.values():
+            self.session.enter_sub_domain(job, sub_job, None)
 
     # -- refusing early ----------------------------------------------------------------------
 

@@ -46,6 +46,7 @@ from lahar.scheduler.framework.node_index import NodeIndex
 from lahar.scheduler.framework.options import PluginOption, SchedulerConf
 from lahar.scheduler.framework.plugin import Plugin, action_class, plugin_class
 from lahar.scheduler.framework.pod_topology import PodTopology
+from lahar.scheduler.framework.subjobs import Partition, SubJob, partition
 from lahar.scheduler.model import (
     HOST_PORTS,
     POD_ANTI_AFFINITY,
@@ -168,6 +169,7 @@ class Session:
         self._node_index: NodeIndex | None = None
         self._pod_topology: PodTopology | None = None
         self._left: dict[str, int] = {}  # task uid -> the row an undone placement left (row_of)
+        self._partitions: dict[str, Partition | None] = {}  # job key -> its sub-jobs (sub_jobs)
         # What a class's answers depend on beyond the placement class, and which classes are
         # volatile (`add_class_key_fn`); empty for most sessions, so the key is the placement.
         self._class_key_fns: list[Callable[[TaskInfo], Hashable]] = []
@@ -411,6 +413,36 @@ class Session:
     def enter_domain(self, job: JobInfo, domain: Hashable) -> None:
         for registered in self._all("job_domains"):
             registered.extra(job, domain)
+
+    def sub_jobs(self, job: JobInfo) -> Partition | None:
+        """The job's sub-jobs (its PodGroup's `subGroupPolicy`, framework/subjobs.py), computed
+        once per session; None for a job without sub-group policies."""
+        key = job.key
+        if key not in self._partitions:
+            self._partitions[key] = partition(job)
+        return self._partitions[key]
+
+    def add_sub_job_domains_fn(
+        self,
+        domains: Callable[[JobInfo, SubJob, Hashable], list[Hashable] | None],
+        enter: Callable[[JobInfo, SubJob, Hashable], None],
+    ) -> None:
+        """As `add_job_domains_fn`, for a sub-job within the node group its job is in:
+        `domains(job, sub_job, job_domain)` lists the groups to try, best first (None: free
+        within the job's group, []: none can take it); `enter(job, sub_job, domain)` keeps the
+        sub-job's tasks to `domain` (None: back to the job's group)."""
+        self._add("sub_job_domains", domains, enter)
+
+    def sub_job_domains(self, job: JobInfo, sub_job: SubJob, job_domain: Hashable) -> list[Hashable] | None:
+        for registered in self._all("sub_job_domains"):
+            found = registered.fn(job, sub_job, job_domain)
+            if found is not None:
+                return list(found)
+        return None
+
+    def enter_sub_domain(self, job: JobInfo, sub_job: SubJob, domain: Hashable) -> None:
+        for registered in self._all("sub_job_domains"):
+            registered.extra(job, sub_job, domain)
 
     def add_hypernode_order_fn(self, fn: Callable[[JobInfo, Sequence[str]], Mapping[str, float]]) -> None:
         """Score candidate HyperNodes for a job (Volcano's `HyperNodeOrderFn`, switch
@@ -838,6 +870,11 @@ class Statement:
     @property
     def empty(self) -> bool:
         return not self._ops
+
+    def absorb(self, other: Statement) -> None:
+        """Take over `other`'s staged operations (a sub-job's, once it is placed whole)."""
+        self._ops.extend(other._ops)
+        other._ops.clear()
 
     def discard(self) -> None:
         for kind, task, extra in reversed(self._ops):

@@ -5,6 +5,9 @@
 - job_ready: ready tasks (allocated, binding, bound, running, succeeded) plus pending tasks that
   ask for nothing (backfill places those) reach minMember, and every minTaskMember is met;
 - job_pipelined / job_starving: the same counts with pipelined tasks as "waiting";
+- sub-jobs (a PodGroup's `subGroupPolicy`, framework/subjobs.py): a job is valid only with at
+  least minSubGroups sub-jobs of each policy, ready (pipelined) only with at least minSubGroups of
+  them ready (pipelined), a sub-job being ready when `subGroupSize` of its tasks are;
 - job_order: gangs that are not ready go first;
 - preemptable / reclaimable: never take a victim whose job would fall below minMember;
 - on close: every gang that is not ready gets an Unschedulable message and a Warning event.
@@ -23,6 +26,7 @@ from collections import Counter
 from lahar.api.podgroup import PodGroupPhase
 from lahar.scheduler.framework.plugin import Plugin, register_plugin
 from lahar.scheduler.framework.session import Session
+from lahar.scheduler.framework.subjobs import Partition, job_policies
 from lahar.scheduler.model import READY, JobInfo, TaskInfo, TaskStatus
 
 # Volcano's ValidTaskNum: tasks that may still run (not failed, not unknown).
@@ -43,6 +47,9 @@ class _ByTask:
 def _occupied(task: TaskInfo) -> bool:
     status = task.status
     return status in READY or (status is TaskStatus.PENDING and task.no_request)
+
+
+_NONE = Partition({}, {}, {})  # a job without sub-jobs
 
 
 def _ready(job: JobInfo) -> int:
@@ -70,6 +77,13 @@ class GangPlugin(Plugin):
         session.add_reclaimable_fn(self.victims)
         if any(job.min_task_member for job in session.jobs.values()):
             session.add_event_handler(self._moved, self._moved)
+        # Jobs whose sub-group policies ask for a number of sub-jobs (minSubGroups): only these
+        # pay for counting sub-jobs, once per readiness question.
+        self._partitioned: frozenset[str] = frozenset(
+            job.key
+            for job in session.jobs.values()
+            if job_policies(job) and (session.sub_jobs(job) or _NONE).min_groups
+        )
 
     def _tasks_of(self, job: JobInfo) -> Counter[str]:
         """The job's occupied tasks by task name (a job with per-task minimums)."""
@@ -106,6 +120,11 @@ class GangPlugin(Plugin):
             short = sorted(name for name, least in job.min_task_member.items() if by_task[name] < least)
             if short:
                 return f"Not enough valid pods of each task for gang-scheduling: {', '.join(short)}"
+        if job.key in self._partitioned:
+            groups = (self.session.sub_jobs(job) or _NONE).short_of_valid()
+            if groups:
+                listed = ", ".join(f"{name} ({have} of {need})" for name, (have, need) in sorted(groups.items()))
+                return f"Not enough valid subGroups of each task for gang-scheduling: {listed}"
         return None
 
     def _tasks_met(self, job: JobInfo) -> bool:
@@ -118,10 +137,14 @@ class GangPlugin(Plugin):
         return all(counts[name] >= least for name, least in minimums.items())
 
     def job_ready(self, job: JobInfo) -> bool:
-        return _ready(job) >= job.min_member and self._tasks_met(job)
+        if _ready(job) < job.min_member or not self._tasks_met(job):
+            return False
+        return job.key not in self._partitioned or (self.session.sub_jobs(job) or _NONE).ready(job)
 
     def job_pipelined(self, job: JobInfo) -> bool:
-        return _ready(job) + _pipelined(job) >= job.min_member
+        if _ready(job) + _pipelined(job) < job.min_member:
+            return False
+        return job.key not in self._partitioned or (self.session.sub_jobs(job) or _NONE).pipelined(job)
 
     def job_starving(self, job: JobInfo) -> bool:
         # Volcano's count: ready and pipelined tasks only. A pending task that asks for nothing

@@ -51,7 +51,11 @@ Preempt and reclaim use the same domains: a hard job makes its room within one H
 time (victims and pipelined tasks alike, `actions.preempt.in_one_domain`), so a gang is never
 pipelined across HyperNodes nor evicts where it could not run.
 
-Not implemented: sub-job (partition) policies.
+Sub-jobs (a PodGroup's `subGroupPolicy`, framework/subjobs.py): each sub-job with a
+`networkTopology` (the default sub-job carries the job's) is placed within one HyperNode of its
+own, chosen as a job's is (`sub_domains`) but among those within the HyperNode its job is being
+tried in, so the job's topology bounds all of its sub-jobs; its tasks are scored against where the
+sub-job's own tasks are. A sub-job without a topology goes anywhere within its job's HyperNode.
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ import numpy as np
 from lahar.scheduler.framework.hypernodes import HyperNodeTree, hypernode_tree
 from lahar.scheduler.framework.plugin import Arguments, Plugin, boolean, number, register_plugin, text
 from lahar.scheduler.framework.session import Session
+from lahar.scheduler.framework.subjobs import SubJob, job_policies
 from lahar.scheduler.model import CHARGED, CPU, MEMORY, JobInfo, NodeTable, Rows, TaskInfo, TaskStatus
 
 MAX_SCORE = 100.0
@@ -83,12 +88,9 @@ class Wanted:
     tier_name: str = ""
 
 
-def network_topology(job: JobInfo) -> Wanted | None:
-    """The job's networkTopology, None when its PodGroup asks for none."""
-    if job.podgroup is None:
-        return None
-    spec: Any = job.podgroup.raw.get("spec") or {}
-    wanted = spec.get("networkTopology")
+def parse_topology(wanted: Any) -> Wanted | None:
+    """A `networkTopology` as given (a PodGroup's, or a sub-group policy's), None when absent
+    or malformed."""
     if not isinstance(wanted, dict):
         return None
     mode = wanted.get("mode", HARD)
@@ -99,6 +101,14 @@ def network_topology(job: JobInfo) -> Wanted | None:
     if tier is None and isinstance(name, str) and name:
         return Wanted(str(mode), None, name)
     return Wanted(str(mode), 1 if tier is None else tier)
+
+
+def network_topology(job: JobInfo) -> Wanted | None:
+    """The job's networkTopology, None when its PodGroup asks for none."""
+    if job.podgroup is None:
+        return None
+    spec: Any = job.podgroup.raw.get("spec") or {}
+    return parse_topology(spec.get("networkTopology"))
 
 
 def fill(used: np.ndarray, allocatable: np.ndarray, request: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -145,21 +155,36 @@ class NetworkTopologyAwarePlugin(Plugin):
         packs_normal = bool(self.argument("hypernode.binpack.normal-pod.enable", True)) and self.weight > 0
         self.packs_normal = False  # until the layout shows HyperNodes to pack into
         self.wants: dict[str, Wanted] = {}
+        # Jobs with sub-jobs (subGroupPolicy) and pending tasks, and each sub-job's topology.
+        self.partitioned: set[str] = set()
+        self.sub_wants: dict[tuple[str, str], Wanted] = {}
         for job in session.jobs.values():
+            if not job.by_status.get(TaskStatus.PENDING):
+                continue
             wanted = network_topology(job)
-            if wanted is not None and job.by_status.get(TaskStatus.PENDING):
+            if wanted is not None:
                 self.wants[job.key] = wanted
-        if not self.wants and not (packs_normal and session.snapshot.hypernodes):
+            parts = session.sub_jobs(job) if job_policies(job) else None
+            if parts is not None:
+                self.partitioned.add(job.key)
+                for sub_job in parts.sub_jobs.values():
+                    sub_wanted = parse_topology(sub_job.topology)
+                    if sub_wanted is not None:
+                        self.sub_wants[(job.key, sub_job.key)] = sub_wanted
+        if not self.wants and not self.sub_wants and not (packs_normal and session.snapshot.hypernodes):
             return  # nothing asks: no tree, no callback
         self.tree: HyperNodeTree = hypernode_tree(session.snapshot.hypernodes, session.nodes)
         for name, why in self.tree.faults.items():
             session.record_event("HyperNode", "", name, "Warning", "InvalidHyperNode", f"HyperNode {name}: {why}")
         self.current: dict[str, str] = {}  # hard job -> the HyperNode allocate is trying
+        self.sub_current: dict[tuple[str, str], str] = {}  # (job, sub-job) -> the HyperNode tried
         self._union: dict[str, np.ndarray] = {}
         self._placed: dict[str, np.ndarray] = {}
         self._open_layout(session)
         self.packs_normal = packs_normal and bool(self.names)
         session.add_job_domains_fn(self.domains, self.enter)
+        if self.sub_wants:
+            session.add_sub_job_domains_fn(self.sub_domains, self.enter_sub)
         session.add_predicate_fn(self.predicate)
         if self.weight:
             session.add_node_order_fn(self.score, applies=self.scores_task)
@@ -202,11 +227,14 @@ class NetworkTopologyAwarePlugin(Plugin):
         self.binpack = self.binpack_weights(session.resources.column, len(session.resources))
 
     def scores_task(self, task: TaskInfo) -> bool:
-        return task.job in self.wants or self.packs_normal
+        return task.job in self.wants or task.job in self.partitioned or self.packs_normal
 
     # -- per job --------------------------------------------------------------------------------
 
     def class_key(self, task: TaskInfo) -> Hashable:
+        if task.job in self.partitioned:
+            sub_job = self._sub_job_of(task).key
+            return (task.job, self.current.get(task.job), sub_job, self.sub_current.get((task.job, sub_job)))
         if task.job not in self.wants:
             return None
         return (task.job, self.current.get(task.job))
@@ -214,7 +242,12 @@ class NetworkTopologyAwarePlugin(Plugin):
     def volatile(self, task: TaskInfo) -> bool:
         # Node scores follow what every HyperNode holds (or, for a job asking for topology, where
         # its tasks are): one placement changes them on nodes other than its own.
-        return self.weight > 0 and (task.job in self.wants or self.packs_normal)
+        return self.weight > 0 and (task.job in self.wants or task.job in self.partitioned or self.packs_normal)
+
+    def _sub_job_of(self, task: TaskInfo) -> SubJob:
+        parts = self.session.sub_jobs(self.session.jobs[task.job])
+        assert parts is not None  # only asked for the tasks of partitioned jobs
+        return parts.of(task)
 
     def placed(self, job: JobInfo) -> np.ndarray:
         """The node rows holding the job's tasks (kept current by the event handlers)."""
@@ -299,7 +332,9 @@ class NetworkTopologyAwarePlugin(Plugin):
         """Volcano's gradient pre-filter, for a job with nothing placed yet: the HyperNodes whose
         idle resources, or idle and releasing together, hold the PodGroup's minResources (for
         preempt and reclaim, which free room: whose allocatable does)."""
-        need = job.min_resources
+        return self._with_room(job.min_resources, names, evicting)
+
+    def _with_room(self, need: np.ndarray, names: list[str], evicting: bool = False) -> list[str]:
         if not need.any() or not names:
             return names
         index = np.array([self.position[name] for name in names], dtype=np.int64)
@@ -316,6 +351,53 @@ class NetworkTopologyAwarePlugin(Plugin):
             self.current.pop(job.key, None)
         else:
             self.current[job.key] = str(domain)
+
+    # -- sub-jobs: domains within the job's ----------------------------------------------------
+
+    def sub_domains(self, job: JobInfo, sub_job: SubJob, job_domain: Hashable) -> list[Hashable] | None:
+        """The HyperNodes a sub-job with a topology may be placed in, best first, all within the
+        job's HyperNode (`job_domain`; None or CLUSTER: anywhere), as for a job (`domains`): a
+        hard sub-job in one of tier at most its highestTierAllowed, lowest tier first; a soft one
+        in each in turn, then anywhere in the job's. Ones already holding some of the sub-job's
+        tasks must hold them all; with none placed, one without room for the sub-job's pending
+        tasks is not tried (Volcano's pre-filter for a sub-job)."""
+        wanted = self.sub_wants.get((job.key, sub_job.key))
+        if wanted is None:
+            return None
+        limit = self.top_tier if wanted.mode == SOFT else self.highest_tier(job, wanted)
+        if limit is None:
+            return []
+        tier: int = limit
+        bound = self.tree.nodes.get(str(job_domain)) if job_domain else None
+        placed_rows = self.sub_placed(job, sub_job)
+        holding = placed_rows > 0
+        found = [
+            name
+            for name in self.tree.within(tier)
+            if not (holding & ~self.tree.nodes[name]).any()
+            and (bound is None or not (self.tree.nodes[name] & ~bound).any())
+        ]
+        need = sum((task.request for task in sub_job.pending(job)), np.zeros(len(self.binpack), dtype=np.int64))
+        if not holding.any():
+            found = self._with_room(need, found)
+        scores = dict.fromkeys(found, 0.0)
+        if self.weight and self.session.has("hypernode_order") and found:
+            scores = self._fill_scores(need, placed_rows, len(sub_job.uids), found)
+        found.sort(key=lambda name: (self.tree.tiers[name], -scores[name], int(self.tree.nodes[name].sum())))
+        result: list[Hashable] = list(found)
+        if wanted.mode == SOFT:
+            last = job_domain if job_domain else CLUSTER  # never refused: anywhere in the job's
+            return result if last in result else [*result, last]
+        if not found:
+            where = f" within HyperNode {job_domain}" if job_domain else ""
+            job.unschedulable_message = f"sub-job {sub_job.key}: no HyperNode of tier at most {tier}{where} can hold it"
+        return result
+
+    def enter_sub(self, job: JobInfo, sub_job: SubJob, domain: Hashable) -> None:
+        if domain is None:
+            self.sub_current.pop((job.key, sub_job.key), None)
+        else:
+            self.sub_current[(job.key, sub_job.key)] = str(domain)
 
     def _allowed(self, job_key: str) -> np.ndarray | None:
         wanted = self.wants.get(job_key)
@@ -335,20 +417,38 @@ class NetworkTopologyAwarePlugin(Plugin):
             self._union[job_key] = union
         return union
 
+    def _allowed_for(self, task: TaskInfo) -> np.ndarray | None:
+        """The nodes the task may go to: its sub-job's HyperNode while one is being tried, else
+        its job's (None: anywhere)."""
+        if task.job in self.partitioned:
+            chosen = self.sub_current.get((task.job, self._sub_job_of(task).key))
+            if chosen:
+                return self.tree.nodes[chosen]
+        return self._allowed(task.job)
+
     def predicate(self, task: TaskInfo, nodes: NodeTable, rows: Rows) -> np.ndarray:
-        allowed = self._allowed(task.job)
+        allowed = self._allowed_for(task)
         if allowed is None:
             return np.ones(len(nodes.schedulable[rows]), dtype=bool)
         return allowed[rows]
 
     # -- scores ---------------------------------------------------------------------------------
 
-    def _task_share(self, job: JobInfo, hypernodes: np.ndarray) -> np.ndarray:
-        """Per HyperNode index (-1: none), the share of the job's tasks placed under it."""
-        placed = self.placed(job)
+    def _task_share(self, placed: np.ndarray, task_count: int, hypernodes: np.ndarray) -> np.ndarray:
+        """Per HyperNode index (-1: none), the share of a job's (or sub-job's) `task_count` tasks
+        placed (`placed`: tasks per node row) under it."""
         counts = self.member[:, placed > 0].astype(np.int64) @ placed[placed > 0]
-        shares = np.append(counts / max(len(job.tasks), 1), 0.0)  # index -1: under none
+        shares = np.append(counts / max(task_count, 1), 0.0)  # index -1: under none
         return shares[hypernodes]
+
+    def sub_placed(self, job: JobInfo, sub_job: SubJob) -> np.ndarray:
+        """The node rows holding the sub-job's tasks (counted when asked: sub-jobs are small)."""
+        rows = np.zeros(len(self.session.nodes), dtype=np.int64)
+        index = self.session.nodes.index
+        for task in sub_job.tasks(job):
+            if task.status in CHARGED and task.node in index:
+                rows[index[task.node]] += 1
+        return rows
 
     def hypernode_scores(self, job: JobInfo, names: Sequence[str]) -> dict[str, float]:
         """Volcano's HyperNodeOrderFn for a job: how full each HyperNode would be with the job's
@@ -358,24 +458,47 @@ class NetworkTopologyAwarePlugin(Plugin):
             (task.request for task in job.tasks.values() if task.status is TaskStatus.PENDING),
             np.zeros(len(self.binpack), dtype=np.int64),
         )
+        return self._fill_scores(request, self.placed(job), len(job.tasks), names)
+
+    def _fill_scores(
+        self, request: np.ndarray, placed: np.ndarray, task_count: int, names: Sequence[str]
+    ) -> dict[str, float]:
         index = np.array([self.position[name] for name in names], dtype=np.int64)
         scores = fill(self.used[index], self.allocatable[index], request, self.binpack)
         if len(scores) and (scores == scores.max()).sum() > 1:
-            scores = scores + np.where(scores == scores.max(), self._task_share(job, index), 0.0)
+            scores = scores + np.where(scores == scores.max(), self._task_share(placed, task_count, index), 0.0)
         return {name: float(MAX_SCORE * self.weight * value) for name, value in zip(names, scores, strict=True)}
 
     def score(self, task: TaskInfo, nodes: NodeTable, rows: Rows) -> np.ndarray:
         job = self.session.jobs[task.job]
-        values = self.topology_score(task, job) if task.job in self.wants else self.packing_score(task)
+        if task.job in self.partitioned:
+            # A sub-job with a topology is scored against where its own tasks are (Volcano's).
+            sub_job = self._sub_job_of(task)
+            if (task.job, sub_job.key) in self.sub_wants:
+                values = self.topology_score(task, job, None, self.sub_placed(job, sub_job), len(sub_job.uids))
+            else:
+                values = self.packing_score(task)
+        else:
+            values = self.topology_score(task, job) if task.job in self.wants else self.packing_score(task)
         return MAX_SCORE * self.weight * values[rows]
 
-    def topology_score(self, task: TaskInfo, job: JobInfo, candidates: np.ndarray | None = None) -> np.ndarray:
+    def topology_score(
+        self,
+        task: TaskInfo,
+        job: JobInfo,
+        candidates: np.ndarray | None = None,
+        placed_rows: np.ndarray | None = None,
+        task_count: int | None = None,
+    ) -> np.ndarray:
         """Every node's score for a task of a job asking for topology (0–1, module docstring);
         ties are broken among `candidates` (default: the nodes the task fits on, the job's
-        HyperNode allows and are schedulable)."""
+        HyperNode allows and are schedulable). `placed_rows` and `task_count`: a sub-job's
+        tasks per node and number (default: the job's)."""
         nodes = self.session.nodes
         values = np.zeros(len(nodes))
-        placed = self.placed(job) > 0
+        if placed_rows is None:
+            placed_rows, task_count = self.placed(job), len(job.tasks)
+        placed = placed_rows > 0
         if not placed.any():
             return values
         holding = np.flatnonzero(self.member[:, placed].all(axis=1))  # the HyperNodes above every task
@@ -389,7 +512,7 @@ class NetworkTopologyAwarePlugin(Plugin):
         # allocates), nodes tied at the best score gain the share of the job's tasks under their
         # lowest HyperNode.
         if candidates is None:
-            allowed = self._allowed(task.job)
+            allowed = self._allowed_for(task)
             candidates = nodes.schedulable & nodes.fits(task, slice(None), self.session.be_capacity)
             if allowed is not None:
                 candidates &= allowed
@@ -397,7 +520,7 @@ class NetworkTopologyAwarePlugin(Plugin):
         if candidates.any():
             tied = candidates & (values == values[candidates].max())
         if tied.sum() > 1:
-            values = values + np.where(tied, self._task_share(job, self.lowest), 0.0)
+            values = values + np.where(tied, self._task_share(placed_rows, task_count or 0, self.lowest), 0.0)
         return values
 
     def packing_score(self, task: TaskInfo) -> np.ndarray:
