@@ -317,10 +317,17 @@ class QosEngine:
             or self.executor.existing_top() is None
         ):
             return None
+        # With the cap off nothing has to be met within 200 ms: one sample a fast window keeps
+        # both windows' signals (the metric, the alert) at a quarter of the loop's cost.
+        interval = (
+            section.interval_seconds
+            if section.interference_cap
+            else max(section.interval_seconds, section.fast_window_seconds)
+        )
         return LoopTargets(
             tuple(p.cgroup for p in tick.pods if p.online),
             tuple(g.cgroup for g in be_groups(tick.node, tick.pods) if g.pods),  # an empty group uses nothing
-            section.interval_seconds,
+            interval,
             section.window_seconds,
             section.min_online_runnable_seconds,
             section.fast_window_seconds,
