@@ -6,8 +6,9 @@ Binds:
   in the Binding so a pod re-created under the same name is never bound by mistake. KubeApi
   reads the answer raw, which is what `_preload_content=False` does for the official client (its
   generated method raises on the Status a successful bind returns, issues 547/825);
-- a GPU choice of the session (`lahar.dev/gpu-index`) is patched onto the pod before its bind,
-  so the device plugin sees it by the time kubelet starts the pod;
+- the annotations the session wants on a pod (a GPU choice, `lahar.dev/gpu-index` or Volcano's
+  `volcano.sh/gpu-index`, a vGPU assignment) are patched onto it before its bind, so the device
+  plugin sees them by the time kubelet starts the pod;
 - a bind answered Conflict or AlreadyExists because the pod is already bound to the node we
   chose (a previous run of the scheduler bound it) counts as bound;
 - when a batch is done: all bound -> confirmed in the cache. Some failed -> the failed tasks are
@@ -115,10 +116,10 @@ class Binder:
     # -- binds -----------------------------------------------------------------------------------
 
     def submit(
-        self, batches: Sequence[BindBatch], gpu_index: Mapping[str, str] | None = None
+        self, batches: Sequence[BindBatch], annotations: Mapping[str, Mapping[str, str]] | None = None
     ) -> list[Future[BatchOutcome]]:
-        """Bind every batch (tasks already assumed in the cache). `gpu_index` maps a task's uid to
-        the `lahar.dev/gpu-index` value to write first."""
+        """Bind every batch (tasks already assumed in the cache). `annotations` maps a task's uid
+        to the annotations to write on its pod first."""
         futures = []
         for batch in batches:
             if not batch.tasks:
@@ -128,14 +129,14 @@ class Binder:
             state = _Batch(batch, others_ready)
             self._track(state.done)
             for task in batch.tasks:
-                annotation = (gpu_index or {}).get(task.uid)
-                self._track(self._pool.submit(self._bind_task, state, task, annotation))
+                wanted = (annotations or {}).get(task.uid)
+                self._track(self._pool.submit(self._bind_task, state, task, wanted))
             futures.append(state.done)
         return futures
 
-    def _bind_task(self, state: _Batch, task: TaskInfo, gpu_index: str | None) -> None:
+    def _bind_task(self, state: _Batch, task: TaskInfo, annotations: Mapping[str, str] | None) -> None:
         started = time.perf_counter()
-        error = bind_error(self.api, task, gpu_index)
+        error = bind_error(self.api, task, annotations)
         state.bind_seconds.append(time.perf_counter() - started)
         # The batch completes before the event is written: a gang's outcome need not wait for
         # the API to store its last pod's event.
@@ -246,13 +247,11 @@ class Binder:
         self._pool.shutdown(wait=True)
 
 
-def bind_error(api: Any, task: TaskInfo, gpu_index: str | None = None) -> str | None:
+def bind_error(api: Any, task: TaskInfo, annotations: Mapping[str, str] | None = None) -> str | None:
     """Bind one task to its node; None when the pod is bound there, else why not."""
     try:
-        if gpu_index is not None:
-            api.patch(
-                kinds.POD, task.name, {"metadata": {"annotations": {GPU_INDEX_ANNOTATION: gpu_index}}}, task.namespace
-            )
+        if annotations:
+            api.patch(kinds.POD, task.name, {"metadata": {"annotations": dict(annotations)}}, task.namespace)
         api.bind(task.namespace, task.name, task.node, uid=task.uid)
         return None
     except (Conflict, AlreadyExists) as exc:

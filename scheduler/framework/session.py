@@ -148,6 +148,9 @@ class Session:
     # Devices chosen for placed tasks (deviceshare: task uid -> GPU index), written onto each pod
     # (`lahar.dev/gpu-index`) before its bind.
     device_choices: dict[str, int] = field(default_factory=dict)
+    # Annotations a plugin wants on a placed pod before its bind (task uid -> key -> value):
+    # Volcano's device-plugin contracts (`volcano.sh/gpu-index`, the vGPU assignment).
+    pod_annotations: dict[str, dict[str, str]] = field(default_factory=dict)
     # Calls plugins made to services outside the scheduler (the extender's HTTP verbs), by
     # (plugin, call), and those of them that failed: for the metrics and the loop's idle check
     # (an outside answer may change with nothing in the cluster changed).

@@ -1,32 +1,46 @@
 """deviceshare: whole GPUs and shares of one GPU's memory (Volcano's deviceshare plugin, GPU
 number and GPU share).
 
-A pod asks for whole GPUs with `nvidia.com/gpu: N` or for a share of one GPU's memory with
-`lahar.dev/gpu-memory: <bytes>`; a share must fit on ONE device (a pod asking for both a share
-and more than one GPU is refused: shares are per device). The node-level totals of both
-resources are the one fit rule's business (`NodeTable.fits`); this plugin keeps the per-device
-view: for each node a device inventory and, per device, the share memory in use and how many
-share pods use it, plus how many devices whole-GPU pods hold. A share goes on a device that
-already has shares or, while a device is free of everything, a fresh one; a whole-GPU pod needs
-devices free of shares and of other whole-GPU pods.
+Two spellings of the same two requests, one per node's device inventory:
 
-Inventory: the device count is the node's allocatable `nvidia.com/gpu` (for share-only nodes that
-do not advertise it: the fresh report's GPU count, else allocatable `lahar.dev/gpu-memory` ÷ the
+- Lahar's: whole GPUs with `nvidia.com/gpu: N`, a share of one GPU's memory with
+  `lahar.dev/gpu-memory: <bytes>`; the device a share gets is written on the pod as
+  `lahar.dev/gpu-index` before its bind (whole GPUs are the NVIDIA device plugin's to assign);
+- Volcano's gpushare: whole GPUs with `volcano.sh/gpu-number: N`, a share with
+  `volcano.sh/gpu-memory: <amount>` (the unit is the node's: Volcano's device plugin advertises
+  MiB); the devices chosen, for either, are written on the pod as `volcano.sh/gpu-index` ("0" or
+  "0,1") with `volcano.sh/predicate-time` (the session's time in nanoseconds), which Volcano's
+  GPU-share device plugin reads.
+
+A share must fit on ONE device (a pod asking for both a share and more than one GPU is refused:
+shares are per device). The node-level totals of these resources are the one fit rule's business
+(`NodeTable.fits`); this plugin keeps the per-device view: for each node a device inventory and,
+per device, the share memory in use and how many share pods use it, and how many whole-GPU pods
+hold it. A share goes on a device no whole-GPU pod holds whose free memory takes it; a whole-GPU
+pod needs devices free of shares and of other whole-GPU pods (the lowest-numbered free ones).
+Unlike Volcano, which refuses a configuration with both `GPUSharingEnable` and `GPUNumberEnable`
+on, the two mix on one node: each device is either shared or held whole.
+
+Inventory: a node advertising `volcano.sh/gpu-number` has that many devices of
+`volcano.sh/gpu-memory` ÷ number each (Volcano's even split), less those its annotation
+`volcano.sh/gpu-unhealthy-ids` ("1,3") names, which take nothing. Otherwise the device count is
+the node's allocatable `nvidia.com/gpu` (for share-only nodes that do not advertise it: the
+fresh report's GPU count, else allocatable `lahar.dev/gpu-memory` ÷ the
 `lahar.dev/gpu-memory-per-device` label, else one device). Each device's memory is the fresh
 report's (NVML's total), else the label, else allocatable `lahar.dev/gpu-memory` ÷ count.
 
-Pods already on the node count on the device their `lahar.dev/gpu-index` annotation names
-(written at bind from `session.device_choices`, where this plugin leaves the device chosen
-for each share placed in the session); a share pod without a usable annotation counts on the
-device this plugin would have chosen. Evicted pods (releasing) still hold their device, except
-on a what-if view (preempt, reclaim), which counts them gone; on the rows a view marks
-`assumed_free` only the inventory is checked.
+Pods already on the node count on the devices their index annotation names (for shares placed
+in the session: where this plugin put them); a pod without a usable annotation counts where this
+plugin would have put it. Evicted pods (releasing) still hold their devices, except on a what-if
+view (preempt, reclaim), which counts them gone; on the rows a view marks `assumed_free` only the
+inventory is checked.
 
 Score (`deviceshare.SchedulePolicy`): `binpack` (default) prefers the node whose device would be
 fullest after the placement and puts a share on the fullest device it fits; `spread` prefers the
 node with the most GPU memory free over all its devices and puts a share on the emptiest device;
 whole GPUs likewise by the devices left free. × 100 × `deviceshare.ScheduleWeight`. Pods
-without GPUs get no opinion.
+without GPUs get no opinion. (Volcano's gpushare scores nothing and takes the lowest-numbered
+device that fits.)
 """
 
 from __future__ import annotations
@@ -48,13 +62,23 @@ GPU = "nvidia.com/gpu"
 GPU_MEMORY = "lahar.dev/gpu-memory"
 GPU_INDEX_ANNOTATION = "lahar.dev/gpu-index"
 PER_DEVICE_LABEL = "lahar.dev/gpu-memory-per-device"
+# Volcano's gpushare (pkg/scheduler/api/devices/nvidia/gpushare).
+VOLCANO_GPU_NUMBER = "volcano.sh/gpu-number"
+VOLCANO_GPU_MEMORY = "volcano.sh/gpu-memory"
+VOLCANO_GPU_INDEX = "volcano.sh/gpu-index"
+VOLCANO_PREDICATE_TIME = "volcano.sh/predicate-time"
+VOLCANO_UNHEALTHY = "volcano.sh/gpu-unhealthy-ids"
 BINPACK, SPREAD = "binpack", "spread"
 MAX_SCORE = 100.0
 
 
 def device_memory(node: Node, report: NodeReport | None, label: str | None) -> list[int]:
-    """The memory of each of the node's devices, in bytes (an empty list: no devices)."""
+    """The memory of each of the node's devices, in the unit of its share resource (an empty
+    list: no devices). Volcano's inventory when the node advertises `volcano.sh/gpu-number`."""
     allocatable = node.allocatable
+    volcano_count = allocatable.get(VOLCANO_GPU_NUMBER, 0)
+    if volcano_count:
+        return [allocatable.get(VOLCANO_GPU_MEMORY, 0) // volcano_count] * volcano_count
     count, total = allocatable.get(GPU, 0), allocatable.get(GPU_MEMORY, 0)
     reported = (
         [gpu.memory_total_bytes for gpu in sorted(report.gpu.gpus, key=lambda gpu: gpu.index)]
@@ -73,14 +97,29 @@ def device_memory(node: Node, report: NodeReport | None, label: str | None) -> l
     return [reported[i] if i < len(reported) else fallback for i in range(count)]
 
 
+def unhealthy_devices(node: Node) -> set[int]:
+    """The device numbers `volcano.sh/gpu-unhealthy-ids` names ("1,3"; unreadable entries are
+    skipped, as Volcano does)."""
+    value = node.meta.annotations.get(VOLCANO_UNHEALTHY, "")
+    return {int(part) for part in value.split(",") if part.strip().isdigit()}
+
+
+def device_indexes(value: str) -> list[int] | None:
+    """An index annotation ("0" or "0,1") as device numbers; None when any entry is unreadable
+    (Volcano's GetGPUIndex then gives none)."""
+    parts = value.split(",") if value else []
+    if not parts or not all(part.strip().isdigit() for part in parts):
+        return None
+    return [int(part) for part in parts]
+
+
 @dataclass
 class _Holding:
-    """What a task holds on its node: one device's share, or a number of whole devices."""
+    """What a task holds on its node: a share of one device, or whole devices."""
 
     row: int
-    device: int  # -1 for whole devices
-    memory: int
-    whole: int
+    devices: list[int]
+    memory: int  # 0 for whole devices
     releasing: bool = False
 
 
@@ -97,14 +136,19 @@ class DeviceShare(Plugin):
 
     def on_session_open(self, session: Session) -> None:
         columns = session.resources.column
-        self._gpu_column, self._memory_column = columns.get(GPU), columns.get(GPU_MEMORY)
+        # Per request kind, the columns of its two spellings (Lahar's, Volcano's) present.
+        self._whole_columns = [c for c in (columns.get(GPU), columns.get(VOLCANO_GPU_NUMBER)) if c is not None]
+        self._share_columns = [c for c in (columns.get(GPU_MEMORY), columns.get(VOLCANO_GPU_MEMORY)) if c is not None]
+        self._volcano_columns = {
+            c for c in (columns.get(VOLCANO_GPU_NUMBER), columns.get(VOLCANO_GPU_MEMORY)) if c is not None
+        }
         self._sharing = bool(self.argument("deviceshare.GPUSharingEnable", True))
         self._numbers = bool(self.argument("deviceshare.GPUNumberEnable", True))
-        if self._gpu_column is None and self._memory_column is None:
+        if not self._whole_columns and not self._share_columns:
             return  # no node has GPUs and no pod asks for one
         self._binpack = self.argument("deviceshare.SchedulePolicy", BINPACK) == BINPACK
         self._weight = float(self.argument("deviceshare.ScheduleWeight", 1.0))
-        self._data = session.device_choices
+        self._session = session
         self._rows = session.nodes.index
         self._build(session)
         session.add_predicate_fn(self._predicate, self._explain)
@@ -116,63 +160,83 @@ class DeviceShare(Plugin):
 
     def _build(self, session: Session) -> None:
         nodes = session.nodes
-        gpu_columns = [c for c in (self._gpu_column, self._memory_column) if c is not None]
+        gpu_columns = self._whole_columns + self._share_columns
         reports = session.fresh_reports(float(self.argument("staleness", REPORT_STALENESS_SECONDS)))
         inventory: dict[int, list[int]] = {}
+        broken: dict[int, set[int]] = {}
         for row in np.flatnonzero((nodes.allocatable[:, gpu_columns] > 0).any(axis=1)):
-            inventory[int(row)] = device_memory(nodes.nodes[row], reports[row], nodes.labels[row].get(PER_DEVICE_LABEL))
+            node = nodes.nodes[row]
+            inventory[int(row)] = device_memory(node, reports[row], nodes.labels[row].get(PER_DEVICE_LABEL))
+            broken[int(row)] = unhealthy_devices(node) if node.allocatable.get(VOLCANO_GPU_NUMBER, 0) else set()
         width = max((len(devices) for devices in inventory.values()), default=0) or 1
         n = len(nodes)
         self._count = np.zeros(n, dtype=np.int64)
-        self._total = np.zeros((n, width), dtype=np.int64)  # padding devices have no memory
-        # Per device: share memory held and share pods on it, and the part of both being released;
-        # per node: devices whole-GPU pods hold, and the part of them being released.
-        self._used, self._used_releasing = np.zeros((n, width), dtype=np.int64), np.zeros((n, width), dtype=np.int64)
-        self._sharers, self._sharers_releasing = (
-            np.zeros((n, width), dtype=np.int64),
-            np.zeros((n, width), dtype=np.int64),
-        )
-        self._whole, self._whole_releasing = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+        self._total = np.zeros((n, width), dtype=np.int64)  # padding and unhealthy devices: no memory
+        # Devices that take pods: present, healthy, with memory or on a node without share memory.
+        self._usable = np.zeros((n, width), dtype=bool)
+        # Per device: share memory held and share pods on it, whole-GPU pods holding it, and the
+        # part of each being released.
+        shape = (n, width)
+        self._used, self._used_releasing = np.zeros(shape, dtype=np.int64), np.zeros(shape, dtype=np.int64)
+        self._sharers, self._sharers_releasing = np.zeros(shape, dtype=np.int64), np.zeros(shape, dtype=np.int64)
+        self._holders, self._holders_releasing = np.zeros(shape, dtype=np.int64), np.zeros(shape, dtype=np.int64)
         for at, devices in inventory.items():
             self._count[at] = len(devices)
             self._total[at, : len(devices)] = devices
+            self._usable[at, : len(devices)] = True
+            for device in broken[at]:
+                if device < len(devices):
+                    self._total[at, device], self._usable[at, device] = 0, False
         self._held: dict[str, _Holding] = {}
         placed = (nodes.used + nodes.be_used)[:, gpu_columns].any(axis=1)
         for row in np.flatnonzero(placed):
             for task in nodes.tasks[row].values():
                 if self._asks(task):
-                    self._hold(task, int(row), _annotated_device(task), task.status is TaskStatus.RELEASING)
+                    self._hold(task, int(row), self._annotated(task), task.status is TaskStatus.RELEASING)
 
     def _asks(self, task: TaskInfo) -> tuple[int, int] | None:
         """(whole GPUs, share memory) the task asks this plugin about, None if nothing."""
-        gpus = int(task.request[self._gpu_column]) if self._gpu_column is not None else 0
-        memory = int(task.request[self._memory_column]) if self._memory_column is not None else 0
+        request = task.request
+        gpus = sum(int(request[c]) for c in self._whole_columns)
+        memory = sum(int(request[c]) for c in self._share_columns)
         if memory and self._sharing:
             return gpus, memory
         if gpus and not memory and self._numbers:
             return gpus, 0
         return None
 
+    def _volcano(self, task: TaskInfo) -> bool:
+        """Whether the task asks in Volcano's spelling (its devices go to `volcano.sh/gpu-index`)."""
+        return any(task.request[c] for c in self._volcano_columns)
+
+    def _annotated(self, task: TaskInfo) -> list[int] | None:
+        key = VOLCANO_GPU_INDEX if self._volcano(task) else GPU_INDEX_ANNOTATION
+        return device_indexes(task.pod.meta.annotations.get(key, ""))
+
+    def _free(self, rows: Rows, future: bool) -> np.ndarray:
+        """Per row and device: usable and free of shares and of whole-GPU pods."""
+        sharers, holders = self._sharers[rows], self._holders[rows]
+        if future:
+            sharers, holders = sharers - self._sharers_releasing[rows], holders - self._holders_releasing[rows]
+        return cast("np.ndarray", self._usable[rows] & (sharers == 0) & (holders == 0))
+
     def _free_whole(self, rows: Rows, future: bool) -> np.ndarray:
         """Devices free of shares and of whole-GPU pods, per row."""
-        sharers, whole = self._sharers[rows], self._whole[rows]
-        if future:
-            sharers, whole = sharers - self._sharers_releasing[rows], whole - self._whole_releasing[rows]
-        return self._count[rows] - whole - (sharers > 0).sum(axis=1)
+        return cast("np.ndarray", self._free(rows, future).sum(axis=1))
 
     def _share_room(self, rows: Rows, memory: int, future: bool) -> tuple[np.ndarray, np.ndarray]:
         """Per row and device: whether a share of `memory` may go there, and how full the
         device would be after it (0..1)."""
-        used, sharers, total = self._used[rows], self._sharers[rows], self._total[rows]
+        used, holders, total = self._used[rows], self._holders[rows], self._total[rows]
         if future:
-            used, sharers = used - self._used_releasing[rows], sharers - self._sharers_releasing[rows]
+            used, holders = used - self._used_releasing[rows], holders - self._holders_releasing[rows]
         after = used + memory
-        room = (after <= total) & (total > 0) & ((sharers > 0) | (self._free_whole(rows, future) > 0)[:, None])
+        room = (after <= total) & self._usable[rows] & (holders == 0)
         with np.errstate(divide="ignore", invalid="ignore"):
             fullness = np.where(total > 0, after / total, 0.0)
         return room, fullness
 
-    def _choose_device(self, row: int, memory: int, future: bool) -> int:
+    def _choose_share(self, row: int, memory: int, future: bool) -> int:
         room, fullness = self._share_room(np.array([row]), memory, future)
         room, fullness = room[0], fullness[0]
         if not room.any():  # placed without the predicate (or annotated elsewhere): least full
@@ -180,17 +244,29 @@ class DeviceShare(Plugin):
         preference = fullness if self._binpack else -fullness
         return int(np.argmax(np.where(room, preference, -np.inf)))
 
-    def _hold(self, task: TaskInfo, row: int, device: int | None, releasing: bool) -> _Holding:
+    def _choose_whole(self, row: int, whole: int, future: bool) -> list[int]:
+        """The lowest-numbered free devices; when too few are free (placed without the
+        predicate), the lowest-numbered usable ones make up the rest."""
+        free = np.flatnonzero(self._free(np.array([row]), future)[0]).tolist()
+        if len(free) < whole:
+            free += [d for d in np.flatnonzero(self._usable[row]).tolist() if d not in free]
+        return free[:whole]
+
+    def _hold(self, task: TaskInfo, row: int, devices: list[int] | None, releasing: bool) -> _Holding:
         whole, memory = self._asks(task) or (0, 0)
+        count = int(self._count[row])
+        if devices is not None and not all(0 <= d < count for d in devices):
+            devices = None
         if memory:
-            if device is None or not 0 <= device < self._count[row]:
-                device = self._choose_device(row, memory, future=False)
-            holding = _Holding(row, device, memory, 0)
+            device = devices[0] if devices else self._choose_share(row, memory, future=False)
+            holding = _Holding(row, [device], memory)
             self._used[row, device] += memory
             self._sharers[row, device] += 1
         else:
-            holding = _Holding(row, -1, 0, whole)
-            self._whole[row] += whole
+            if devices is None or len(devices) != whole:
+                devices = self._choose_whole(row, whole, future=False)
+            holding = _Holding(row, list(devices), 0)
+            self._holders[row, holding.devices] += 1
         self._held[task.uid] = holding
         if releasing:
             self._mark_releasing(holding, +1)
@@ -198,21 +274,32 @@ class DeviceShare(Plugin):
 
     def _mark_releasing(self, holding: _Holding, sign: int) -> None:
         holding.releasing = sign > 0
-        if holding.device >= 0:
-            self._used_releasing[holding.row, holding.device] += sign * holding.memory
-            self._sharers_releasing[holding.row, holding.device] += sign
+        if holding.memory:
+            self._used_releasing[holding.row, holding.devices[0]] += sign * holding.memory
+            self._sharers_releasing[holding.row, holding.devices[0]] += sign
         else:
-            self._whole_releasing[holding.row] += sign * holding.whole
+            self._holders_releasing[holding.row, holding.devices] += sign
 
     def _release(self, uid: str) -> None:
         holding = self._held.pop(uid)
         if holding.releasing:
             self._mark_releasing(holding, -1)
-        if holding.device >= 0:
-            self._used[holding.row, holding.device] -= holding.memory
-            self._sharers[holding.row, holding.device] -= 1
+        if holding.memory:
+            self._used[holding.row, holding.devices[0]] -= holding.memory
+            self._sharers[holding.row, holding.devices[0]] -= 1
         else:
-            self._whole[holding.row] -= holding.whole
+            self._holders[holding.row, holding.devices] -= 1
+
+    def _record(self, task: TaskInfo, holding: _Holding) -> None:
+        """Leave the devices chosen for the binder to write on the pod."""
+        session = self._session
+        if self._volcano(task):
+            session.pod_annotations[task.uid] = {
+                VOLCANO_GPU_INDEX: ",".join(str(d) for d in holding.devices),
+                VOLCANO_PREDICATE_TIME: str(int(session.now * 1e9)),
+            }
+        elif holding.memory:
+            session.device_choices[task.uid] = holding.devices[0]
 
     def _on_allocate(self, task: TaskInfo) -> None:
         holding = self._held.get(task.uid)
@@ -223,11 +310,11 @@ class DeviceShare(Plugin):
         wanted = self._asks(task)
         if wanted is not None and task.status in (TaskStatus.ALLOCATED, TaskStatus.PIPELINED):
             row = self._rows[task.node]
-            # A pipelined task goes where the evicted tasks' shares will be free.
-            device = self._choose_device(row, wanted[1], task.status is TaskStatus.PIPELINED) if wanted[1] else None
-            holding = self._hold(task, row, device, False)
-            if holding.device >= 0:
-                self._data[task.uid] = holding.device
+            # A pipelined task goes where the evicted tasks' devices will be free.
+            future = task.status is TaskStatus.PIPELINED
+            whole, memory = wanted
+            devices = [self._choose_share(row, memory, future)] if memory else self._choose_whole(row, whole, future)
+            self._record(task, self._hold(task, row, devices, False))
 
     def _on_deallocate(self, task: TaskInfo) -> None:
         holding = self._held.get(task.uid)
@@ -238,7 +325,8 @@ class DeviceShare(Plugin):
                 self._mark_releasing(holding, +1)
         else:  # a placement undone
             self._release(task.uid)
-            self._data.pop(task.uid, None)
+            self._session.device_choices.pop(task.uid, None)
+            self._session.pod_annotations.pop(task.uid, None)
 
     # -- callbacks -----------------------------------------------------------------------------
 
@@ -254,10 +342,10 @@ class DeviceShare(Plugin):
             if whole > 1:
                 return np.zeros(len(count), dtype=bool)
             fits = self._share_room(rows, memory, future)[0].any(axis=1)
-            capacity = (self._total[rows] >= memory).any(axis=1)
+            capacity = ((self._total[rows] >= memory) & self._usable[rows]).any(axis=1)
         else:
             fits = self._free_whole(rows, future) >= whole
-            capacity = count >= whole
+            capacity = self._usable[rows].sum(axis=1) >= whole
         if assumed_free is not None:
             fits = np.where(assumed_free[rows], capacity, fits)
         return cast("np.ndarray", fits)  # .any(axis=1) of a 2-d array is an array; numpy types it "bool or array"
@@ -294,12 +382,9 @@ class DeviceShare(Plugin):
                     after = (self._used[rows].sum(axis=1) + memory) / total
                 score = np.where(room.any(axis=1), 1.0 - after, 0.0)
         else:
+            usable = self._usable[rows].sum(axis=1)
+            free = self._free_whole(rows, False)
             with np.errstate(divide="ignore", invalid="ignore"):
-                taken = np.where(count > 0, (count - self._free_whole(rows, False) + whole) / count, 0.0)
-            score = np.where(self._free_whole(rows, False) >= whole, taken if self._binpack else 1.0 - taken, 0.0)
+                taken = np.where(usable > 0, (usable - free + whole) / usable, 0.0)
+            score = np.where(free >= whole, taken if self._binpack else 1.0 - taken, 0.0)
         return np.clip(score, 0.0, 1.0) * MAX_SCORE * self._weight
-
-
-def _annotated_device(task: TaskInfo) -> int | None:
-    value = task.pod.meta.annotations.get(GPU_INDEX_ANNOTATION, "")
-    return int(value) if value.isdigit() else None

@@ -114,9 +114,10 @@ def test_already_bound_to_the_same_node_is_bound(api: KubeApi, binder: tuple[Bin
 def test_gpu_choice_is_written_before_the_bind(api: KubeApi, binder: tuple[Binder, Cache, SchedulerMetrics]) -> None:
     running, cache, _ = binder
     batch = gang(api, cache, "gpu", 1, 1)
-    running.submit([batch], {batch.tasks[0].uid: "0,1"})[0].result(timeout=20)
+    wanted = {GPU_INDEX_ANNOTATION: "0,1", "volcano.sh/predicate-time": "1700000000000000000"}
+    running.submit([batch], {batch.tasks[0].uid: wanted})[0].result(timeout=20)
     bound = api.get(kinds.POD, "gpu-0", "default")
-    assert bound["metadata"]["annotations"][GPU_INDEX_ANNOTATION] == "0,1" and bound["spec"]["nodeName"] == "n1"
+    assert wanted.items() <= bound["metadata"]["annotations"].items() and bound["spec"]["nodeName"] == "n1"
 
 
 def test_evictions_use_the_eviction_api_with_events(
