@@ -54,6 +54,7 @@ import numpy as np
 from lahar.api.node import Node
 from lahar.api.quantity import QuantityError, parse_quantity
 from lahar.rpc.report import NodeReport
+from lahar.scheduler.framework import vgpu
 from lahar.scheduler.framework.plugin import Arguments, Plugin, boolean, choice, number, register_plugin
 from lahar.scheduler.framework.session import REPORT_STALENESS_SECONDS, Session
 from lahar.scheduler.model import NodeTable, Rows, TaskInfo, TaskStatus
@@ -131,6 +132,7 @@ class DeviceShare(Plugin):
         "deviceshare.ScheduleWeight": number(minimum=0),
         "deviceshare.GPUSharingEnable": boolean,
         "deviceshare.GPUNumberEnable": boolean,
+        "deviceshare.VGPUEnable": boolean,
         "staleness": number(minimum=0),
     }
 
@@ -144,10 +146,12 @@ class DeviceShare(Plugin):
         }
         self._sharing = bool(self.argument("deviceshare.GPUSharingEnable", True))
         self._numbers = bool(self.argument("deviceshare.GPUNumberEnable", True))
-        if not self._whole_columns and not self._share_columns:
-            return  # no node has GPUs and no pod asks for one
         self._binpack = self.argument("deviceshare.SchedulePolicy", BINPACK) == BINPACK
         self._weight = float(self.argument("deviceshare.ScheduleWeight", 1.0))
+        if self.argument("deviceshare.VGPUEnable", False):
+            VirtualGPUs(session, self.argument("deviceshare.SchedulePolicy", ""), self._weight).register()
+        if not self._whole_columns and not self._share_columns:
+            return  # no node has GPUs and no pod asks for one
         self._session = session
         self._rows = session.nodes.index
         self._build(session)
@@ -388,3 +392,140 @@ class DeviceShare(Plugin):
                 taken = np.where(usable > 0, (usable - free + whole) / usable, 0.0)
             score = np.where(free >= whole, taken if self._binpack else 1.0 - taken, 0.0)
         return np.clip(score, 0.0, 1.0) * MAX_SCORE * self._weight
+
+
+class VirtualGPUs:
+    """Volcano's vGPU device (HAMi-core sharing; `scheduler/framework/vgpu.py` decides): per node
+    the cards its registration annotation lists with what the pods on it use, a predicate and a
+    score for pods asking for `volcano.sh/vgpu-*`, and the assignment written on each placed pod.
+    The policy is Volcano's: `binpack`, `spread`, or none (cards tried from the highest index)."""
+
+    def __init__(self, session: Session, policy: str, weight: float) -> None:
+        self.session, self.policy, self.weight = session, policy, weight
+        self.cards: dict[int, tuple[str, list[vgpu.Card]]] = {}  # row -> (mode, cards)
+        self.held: dict[str, int] = {}  # task uid -> row
+        self.releasing: dict[int, set[str]] = {}  # row -> uids being evicted
+        self._asks: dict[str, bool] = {}  # per placement class
+        nodes = session.nodes
+        for row, node in enumerate(nodes.nodes):
+            annotation = node.meta.annotations.get(vgpu.REGISTER)
+            if annotation is None or not all(node.allocatable.get(name, 0) > 0 for name in vgpu.NODE_RESOURCES):
+                continue
+            decoded = vgpu.decode_node(annotation)
+            if decoded is None:
+                continue
+            self.cards[row] = decoded
+            for task in nodes.tasks[row].values():
+                assigned = task.pod.meta.annotations.get(vgpu.ASSIGNED_IDS)
+                if assigned and self.asks(task):
+                    vgpu.add_assigned(decoded[1], task.uid, self.group(task), vgpu.decode_pod_devices(assigned))
+                    self.held[task.uid] = row
+                    if task.status is TaskStatus.RELEASING:
+                        self.releasing.setdefault(row, set()).add(task.uid)
+
+    def register(self) -> None:
+        session = self.session
+        # A vGPU pod's answers depend on its containers' requests and its annotations, which its
+        # placement class does not cover, and on its PodGroup under the spread-group policy.
+        session.add_class_key_fn(lambda task: self.class_key(task) if self.asks(task) else None)
+        session.add_predicate_fn(self.predicate, self.explain, applies=self.asks)
+        if self.weight:
+            session.add_node_order_fn(self.score, applies=self.asks)
+        session.add_event_handler(self.on_allocate, self.on_deallocate)
+
+    def asks(self, task: TaskInfo) -> bool:
+        found = self._asks.get(task.placement)
+        if found is None:
+            found = self._asks[task.placement] = vgpu.has_vgpu_request(task.pod.spec)
+        return found
+
+    @staticmethod
+    def group(task: TaskInfo) -> str:
+        return vgpu.pod_group_key(task.namespace, task.pod.meta.annotations)
+
+    def class_key(self, task: TaskInfo) -> tuple[object, ...]:
+        annotations = task.pod.meta.annotations
+        read = (vgpu.MODE, vgpu.USE_TYPE, vgpu.NOUSE_TYPE, vgpu.USE_UUID, vgpu.NOUSE_UUID, vgpu.GROUP_POLICY)
+        return (
+            tuple(vgpu.container_requests(task.pod.spec)),
+            tuple(annotations.get(key) for key in read),
+            self.group(task),
+        )
+
+    def _cards(self, row: int, nodes: NodeTable | None, future: bool) -> tuple[str, list[vgpu.Card]] | None:
+        """The row's cards as the question sees them: as they are; without the pods being evicted
+        (`future`, or a what-if view); without any pod on the rows a view assumes freed."""
+        found = self.cards.get(row)
+        if found is None:
+            return None
+        mode, cards = found
+        if nodes is not None and nodes.assumed_free is not None:
+            if nodes.assumed_free[row]:
+                return mode, [vgpu.Card(c.index, c.uuid, c.sharing, c.memory, c.type, c.healthy) for c in cards]
+            future = True
+        gone = self.releasing.get(row) if future else None
+        if not gone:
+            return found
+        copies = [card.copy() for card in cards]
+        for uid in gone:
+            vgpu.remove_assigned(copies, uid)
+        return mode, copies
+
+    def fit(self, task: TaskInfo, row: int, nodes: NodeTable | None = None, future: bool = False) -> vgpu.Fit:
+        found = self._cards(row, nodes, future)
+        if found is None:
+            return vgpu.Fit(False, reason="node has no registered vGPU")
+        mode, cards = found
+        requests = vgpu.container_requests(task.pod.spec)
+        return vgpu.fit(cards, mode, requests, task.pod.meta.annotations, self.group(task), self.policy)
+
+    def predicate(self, task: TaskInfo, nodes: NodeTable, rows: Rows) -> np.ndarray:
+        return np.array([self.fit(task, row, nodes).fits for row in np.arange(len(nodes))[rows].tolist()], dtype=bool)
+
+    def explain(self, task: TaskInfo, nodes: NodeTable) -> Counter[str]:
+        reasons: Counter[str] = Counter()
+        for row in np.flatnonzero(nodes.schedulable).tolist():
+            verdict = self.fit(task, row, nodes)
+            if not verdict.fits:
+                reasons[f"vGPU: {verdict.reason}"] += 1
+        return reasons
+
+    def score(self, task: TaskInfo, nodes: NodeTable, rows: Rows) -> np.ndarray:
+        # Volcano rounds the device score to a whole number before weighting it.
+        return np.array(
+            [np.floor(self.fit(task, row).score + 0.5) * self.weight for row in np.arange(len(nodes))[rows].tolist()],
+            dtype=np.float64,
+        )
+
+    def on_allocate(self, task: TaskInfo) -> None:
+        row = self.held.get(task.uid)
+        if row is not None:
+            if task.status is not TaskStatus.RELEASING:  # an eviction undone
+                self.releasing.get(row, set()).discard(task.uid)
+            return
+        if not self.asks(task) or task.status not in (TaskStatus.ALLOCATED, TaskStatus.PIPELINED):
+            return
+        row = self.session.nodes.index[task.node]
+        if row not in self.cards:
+            return
+        # A pipelined task goes where the evicted pods' cards will be free.
+        verdict = self.fit(task, row, future=task.status is TaskStatus.PIPELINED)
+        if not verdict.fits:
+            return  # placed without this predicate: nothing to assign
+        vgpu.add_assigned(self.cards[row][1], task.uid, self.group(task), verdict.devices)
+        self.held[task.uid] = row
+        self.session.pod_annotations[task.uid] = vgpu.assignment_annotations(
+            self.session.nodes.names[row], verdict.devices, self.session.now
+        )
+
+    def on_deallocate(self, task: TaskInfo) -> None:
+        row = self.held.get(task.uid)
+        if row is None:
+            return
+        if task.status is TaskStatus.RELEASING:
+            self.releasing.setdefault(row, set()).add(task.uid)
+            return
+        vgpu.remove_assigned(self.cards[row][1], task.uid)  # a placement undone
+        del self.held[task.uid]
+        self.releasing.get(row, set()).discard(task.uid)
+        self.session.pod_annotations.pop(task.uid, None)

@@ -161,12 +161,16 @@ def test_bad_arguments_are_refused() -> None:
         "{deviceshare.SchedulePolicy: pack}",
         "{deviceshare.ScheduleWeight: -2}",
         "{deviceshare.GPUSharingEnable: maybe}",
+        "{deviceshare.VGPUEnable: sometimes}",
     ):
         with pytest.raises(ConfError, match="plugin deviceshare"):
             parse_conf(f'actions: "allocate"\ntiers:\n- plugins:\n  - name: deviceshare\n    arguments: {arguments}\n')
-    # vGPU is Volcano's, not Lahar's: left out and said so (issue 17).
+    # Volcano's node locks and Ascend NPUs are not Lahar's: left out and said so (issue 17).
     parsed = parse_conf(
         'actions: "allocate"\ntiers:\n- plugins:\n  - name: deviceshare\n'
-        "    arguments: {deviceshare.VGPUEnable: true}\n"
+        "    arguments: {deviceshare.VGPUEnable: true, deviceshare.NodeLockEnable: true}\n"
     )
-    assert "unknown argument 'deviceshare.VGPUEnable' ignored" in parsed.warnings[0]
+    assert (
+        parsed.warnings == (parsed.warnings[0],)
+        and "unknown argument 'deviceshare.NodeLockEnable' ignored" in parsed.warnings[0]
+    )
