@@ -21,9 +21,10 @@ fewest pods first; none: highest index first), taking a card that has a free sha
 memory and the cores, is not taken exclusively, passes the type and UUID filters and holds no pod
 of the same spread group. The score sums, per card taken, binpack's used memory share × 100, or
 spread's 100 for a card nobody used. A node registering MIG mode takes no vGPU pod (Volcano
-splits its cards by the geometries of a ConfigMap Lahar does not read). Unlike Volcano, unhealthy cards take nothing (Volcano reads
-the health flag and ignores it), and spread's score is of the card before the pod (Volcano counts
-the pod first, so no card ever looks unused and spread scores every node 0).
+splits its cards by the geometries of a ConfigMap Lahar does not read). Unlike Volcano, unhealthy
+cards take nothing (Volcano reads the health flag and ignores it), and spread's score is of the
+card before the pod (Volcano counts the pod first, so no card ever looks unused and spread scores
+every node 0).
 """
 
 from __future__ import annotations
