@@ -530,6 +530,24 @@ def podgroup_rules() -> tuple[list[dict[str, str]], list[dict[str, Any]]]:
             "'spec.minTaskMember[]: task name must not be empty'",
         )
     )
+    # subGroupPolicy names are unique: minSubGroups is counted per name (the schema checks the rest).
+    policies = "object.spec.subGroupPolicy"
+
+    def name(p: str) -> str:
+        return f"(has({p}.name) ? {p}.name : '')"
+
+    earlier = f"{policies}.exists(k, q, k < i && {name('q')} == {name('p')})"
+    variables.append(
+        variable("subGroupDuplicate", f"has({policies}) ? {index_of_first(policies, 'i', 'p', earlier)} : -1")
+    )
+    at = "variables.subGroupDuplicate"
+    validations.append(
+        validation(
+            f"{at} < 0",
+            f"'spec.subGroupPolicy[' + string({at}) + '].name: duplicate policy name \"' + "
+            f"{name(f'{policies}[{at}]')} + '\": minSubGroups is counted per name'",
+        )
+    )
     return variables, validations
 
 

@@ -32,7 +32,7 @@ from lahar.api.qos import (
 )
 from lahar.api.quantity import canonicalize_resource_list
 from lahar.api.resources import ResourceList, pod_requests
-from lahar.api.selectors import SelectorError, label_selector_from_dict
+from lahar.api.selectors import validate_label_selector
 
 PENDING, RUNNING, SUCCEEDED, FAILED, UNKNOWN = "Pending", "Running", "Succeeded", "Failed", "Unknown"
 PHASES = (PENDING, RUNNING, SUCCEEDED, FAILED, UNKNOWN)
@@ -321,20 +321,11 @@ SPREAD_WHEN = ("DoNotSchedule", "ScheduleAnyway")
 SPREAD_POLICIES = ("Honor", "Ignore")
 
 
-def _validate_selector(field: Field) -> None:
-    """A metav1.LabelSelector: matchLabels and matchExpressions as the API server checks them."""
-    if field.present and field.as_mapping() is not None:
-        try:
-            label_selector_from_dict(field.value)
-        except SelectorError as exc:
-            field.report(str(exc))
-
-
 def _validate_pod_affinity_term(term: Field) -> None:
     if term.as_mapping() is None:
         return
-    _validate_selector(term.child("labelSelector"))
-    _validate_selector(term.child("namespaceSelector"))
+    validate_label_selector(term.child("labelSelector"))
+    validate_label_selector(term.child("namespaceSelector"))
     term.child("namespaces").as_str_list()
     key = term.child("topologyKey")
     if key.require_str("is required: the label whose values group nodes into topology domains") is not None:
@@ -386,7 +377,7 @@ def _validate_topology_spread(constraints: Field) -> None:
             domains.report("can only use minDomains if whenUnsatisfiable=DoNotSchedule")
         for policy in ("nodeAffinityPolicy", "nodeTaintsPolicy"):
             constraint.child(policy).as_choice(SPREAD_POLICIES, policy)
-        _validate_selector(constraint.child("labelSelector"))
+        validate_label_selector(constraint.child("labelSelector"))
         for label in constraint.child("matchLabelKeys").elements():
             check_name(label, qualified_name_problems)
         if topology_key is not None and when is not None:

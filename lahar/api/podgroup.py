@@ -8,11 +8,12 @@ import enum
 from collections.abc import Mapping
 from typing import Any
 
-from lahar.api.errors import Field, FieldError, child_dict, json_copy, set_default
-from lahar.api.meta import ObjectView, check_name, dns1123_subdomain_problems
+from lahar.api.errors import DUPLICATE, TOO_LONG, Field, FieldError, child_dict, json_copy, set_default
+from lahar.api.meta import ObjectView, check_name, dns1123_subdomain_problems, qualified_name_problems
 from lahar.api.node import validate_conditions
 from lahar.api.queue import DEFAULT_QUEUE
 from lahar.api.resources import ResourceList
+from lahar.api.selectors import validate_label_selector
 
 # The annotation a pod names its PodGroup with (Volcano's KubeGroupNameAnnotationKey).
 GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
@@ -125,10 +126,40 @@ def validate_network_topology(topology: Field) -> None:
     topology.child("highestTierName").as_str()
 
 
+def validate_sub_group_policy(policies: Field) -> None:
+    """`subGroupPolicy` (Volcano's partition policy, read by the scheduler's sub-jobs): a list of
+    policies, each with a name (253 characters at most; unique, since minSubGroups is counted per
+    name), `subGroupSize` at least 1, `minSubGroups` at least 0, `matchLabelKeys` label keys,
+    `labelSelector` a label selector and `networkTopology` as the PodGroup's."""
+    if not policies.present or policies.as_list() is None:
+        return
+    seen: set[str] = set()
+    for policy in policies.elements():
+        if policy.as_mapping() is None:
+            continue
+        name = policy.child("name")
+        text = name.as_str()
+        if text is not None:
+            if len(text) > 253:
+                name.report("must be no more than 253 characters", TOO_LONG)
+            if text in seen:
+                name.report(f'duplicate policy name "{text}": minSubGroups is counted per name', DUPLICATE)
+            seen.add(text)
+        size = policy.child("subGroupSize")
+        if size.present:
+            size.as_int(minimum=1)
+        policy.child("minSubGroups").as_int(minimum=0)
+        for key in policy.child("matchLabelKeys").elements():
+            check_name(key, qualified_name_problems)
+        validate_label_selector(policy.child("labelSelector"))
+        validate_network_topology(policy.child("networkTopology"))
+
+
 def validate(obj: dict[str, Any], old: dict[str, Any] | None = None) -> list[FieldError]:
     root = Field(obj)
     spec = root.child("spec")
     validate_network_topology(spec.child("networkTopology"))
+    validate_sub_group_policy(spec.child("subGroupPolicy"))
     spec.child("minMember").as_int(minimum=0)
     for task, count in spec.child("minTaskMember").entries():
         if not task:

@@ -21,7 +21,10 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:
+    from lahar.api.errors import Field
 
 
 class SelectorError(ValueError):
@@ -525,3 +528,12 @@ def _field_value(obj: Mapping[str, Any], path: str) -> str:
     if isinstance(current, bool):
         return "true" if current else "false"  # Go's strconv.FormatBool, e.g. spec.unschedulable
     return str(current)
+
+
+def validate_label_selector(field: Field) -> None:
+    """A metav1.LabelSelector: matchLabels and matchExpressions as the API server checks them."""
+    if field.present and field.as_mapping() is not None:
+        try:
+            label_selector_from_dict(field.value)
+        except SelectorError as exc:
+            field.report(str(exc))

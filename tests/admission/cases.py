@@ -326,6 +326,24 @@ CASES: list[Case] = [
         real_message="Invalid value: -1: spec.minMember in body should be greater than or equal to 0",
         enforced_by="schema",
     ),
+    Case(
+        "podgroup sub-group policies of the same name",
+        PODGROUPS,
+        podgroup(subGroupPolicy=[{"name": "w", "matchLabelKeys": ["role"]}, {"name": "w"}]),
+        "spec.subGroupPolicy[1].name",
+        'duplicate policy name "w": minSubGroups is counted per name',
+    ),
+    Case(
+        "podgroup sub-group of no pods",
+        PODGROUPS,
+        podgroup(subGroupPolicy=[{"name": "w", "subGroupSize": 0}]),
+        "spec.subGroupPolicy[0].subGroupSize",
+        "must be greater than or equal to 1",
+        real_message=(
+            "Invalid value: 0: spec.subGroupPolicy[0].subGroupSize in body should be greater than or equal to 1"
+        ),
+        enforced_by="schema",
+    ),
     # --- Queues (lahar-queue) ----------------------------------------------------------------------
     Case(
         "queue guarantee above capability",

@@ -42,6 +42,22 @@ def test_spark_podgroup_is_valid() -> None:
     assert errors(podgroup.defaults(spark_podgroup())) == []
 
 
+def test_sub_group_policy_is_valid() -> None:
+    """Volcano's partition policy as its job controller writes it, and one with every field."""
+    manifest = spark_podgroup()
+    manifest["spec"]["networkTopology"] = {"mode": "hard", "highestTierAllowed": 2}
+    manifest["spec"]["subGroupPolicy"] = [
+        {"name": "executor", "subGroupSize": 2, "minSubGroups": 1, "matchLabelKeys": ["volcano.sh/partition-id"]},
+        {
+            "name": "workers",
+            "matchLabelKeys": ["volcano.sh/task-spec", "rack"],
+            "labelSelector": {"matchLabels": {"role": "worker"}},
+            "networkTopology": {"mode": "soft", "highestTierName": "spine"},
+        },
+    ]
+    assert errors(manifest) == []
+
+
 def test_defaults() -> None:
     manifest = {"metadata": {"name": "pg", "namespace": "default"}}
     before = copy.deepcopy(manifest)
@@ -76,6 +92,39 @@ CASES = [
         {"networkTopology": {"mode": "soft", "highestTierName": 3}},
         "spec.networkTopology.highestTierName",
         "expected a string, got integer 3",
+    ),
+    ({"subGroupPolicy": {"name": "w"}}, "spec.subGroupPolicy", "expected an array, got object"),
+    (
+        {"subGroupPolicy": [{"name": "w", "subGroupSize": 0}]},
+        "spec.subGroupPolicy[0].subGroupSize",
+        "must be greater than or equal to 1",
+    ),
+    (
+        {"subGroupPolicy": [{"name": "w", "minSubGroups": -1}]},
+        "spec.subGroupPolicy[0].minSubGroups",
+        "must be greater than or equal to 0",
+    ),
+    (
+        {"subGroupPolicy": [{"name": "w", "matchLabelKeys": ["bad key"]}]},
+        "spec.subGroupPolicy[0].matchLabelKeys[0]",
+        "invalid value \"bad key\": name part must consist of alphanumeric characters, '-', '_' or '.', and must"
+        " start and end with an alphanumeric character (e.g. 'MyName', 'my.name' or '123-abc')",
+    ),
+    (
+        {"subGroupPolicy": [{"name": "w", "labelSelector": {"matchExpressions": [{"key": "a", "operator": "Near"}]}}]},
+        "spec.subGroupPolicy[0].labelSelector",
+        "invalid label selector: 'Near' is not a valid label selector operator (key 'a'); expected one of In,"
+        " NotIn, Exists, DoesNotExist",
+    ),
+    (
+        {"subGroupPolicy": [{"name": "w", "networkTopology": {"mode": "tight"}}]},
+        "spec.subGroupPolicy[0].networkTopology.mode",
+        'unsupported mode "tight" (supported: "hard", "soft")',
+    ),
+    (
+        {"subGroupPolicy": [{"name": "w"}, {"name": "w"}]},
+        "spec.subGroupPolicy[1].name",
+        'duplicate policy name "w": minSubGroups is counted per name',
     ),
     ({"minMember": "3"}, "spec.minMember", 'expected an integer, got string "3"'),
     ({"minTaskMember": {"executor": -2}}, "spec.minTaskMember.executor", "must be greater than or equal to 0"),

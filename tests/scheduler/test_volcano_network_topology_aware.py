@@ -258,9 +258,6 @@ BATCH_ROWS = [
         pairs({"s3": 0.0, "s4": 468.8, "s5": 281.3, "s6": 250.0}),
     ),
 ]
-# Not expressible: "score nodes for tasks with network topology" gives the PodGroup a SubGroupPolicy
-# (a sub-job of the worker tasks, scored against the HyperNode recorded for it); Lahar has no
-# sub-jobs.
 
 
 @pytest.mark.parametrize(("name", "objects", "arguments", "expected"), BATCH_ROWS, ids=[row[0] for row in BATCH_ROWS])
@@ -268,6 +265,41 @@ def test_volcano_batch_node_order(
     name: str, objects: list[Obj], arguments: dict[str, Any], expected: dict[str, float]
 ) -> None:
     assert_scores(scores_of(objects, arguments, "p1"), expected)
+
+
+def test_volcano_batch_node_order_for_a_sub_job() -> None:
+    """The row "score nodes for tasks with network topology": the PodGroup (hard, tier 2) has a
+    SubGroupPolicy (hard, tier 2) grouping the workers, p1 pending and p2 running on s4-n1. As the
+    Go test hands BatchNodeOrderFn every node, the tie-break looks among all of them (s4-n1 is
+    full: the session's own candidates would leave it out).
+
+    A deliberate disagreement in the figures, not the order: the Go row scores against the
+    HyperNode recorded on the PodGroup (s1, which holds s3 and s4 alike), so s3's and s4's nodes
+    tie at 66.7 and s4's gain the sub-job's task share (116.7). Lahar reads where the sub-job runs
+    from its running pod (s4, as Volcano itself recovers it after a restart), so s4's nodes score
+    the full 100 and the share (150), s3's 66.7, s5's and s6's 33.3 as in the Go row."""
+    group = topology_group("pg1", 2, "hard", 2)
+    group["spec"]["subGroupPolicy"] = [
+        {"name": "task1", "matchLabelKeys": [ROLE], "networkTopology": {"mode": "hard", "highestTierAllowed": 2}}
+    ]
+    objects: list[Obj] = [vc_queue("q1", 1), group, *hypernodes(THREE_TIERS)]
+    objects += [vc_node(node, SIZES[node[:2]][0], SIZES[node[:2]][1], 10) for node in EIGHT_NODES]
+    objects.append(vc_pod("c1", "p1", "", "Pending", quantities("2", "4G"), "pg1", {ROLE: "worker"}))
+    objects.append(vc_pod("c1", "p2", "s4-n1", "Running", quantities("2", "4G"), "pg1", {ROLE: "worker"}))
+    session = opened(cluster(*objects), conf("allocate", [{"name": PLUGIN}]))
+    task = next(t for job in session.jobs.values() for t in job.tasks.values() if t.name == "p1")
+    job = session.jobs[task.job]
+    parts = session.sub_jobs(job)
+    assert parts is not None and parts.of(task).key == "task1-worker"
+    sub_job = parts.of(task)
+    plugin: Any = session.plugins[PLUGIN]
+    every = np.ones(len(session.nodes), dtype=bool)
+    values = plugin.topology_score(task, job, every, plugin.sub_placed(job, sub_job), len(sub_job.uids))
+    expected = pairs({"s3": 66.7, "s4": 150.0, "s5": 33.3, "s6": 33.3})  # Go: s4 116.7
+    assert_scores(dict(zip(session.nodes.names, (MAX_SCORE * values).tolist(), strict=True)), expected)
+    # The session's own score routes the task to its sub-job's score (the nodes without ties).
+    scored = dict(zip(session.nodes.names, session.score(task).tolist(), strict=True))
+    assert_scores(scored, {name: expected[name] for name in expected if not name.startswith("s4")})
 
 
 # -- TestHyperNodeOrderFn -----------------------------------------------------------------------
@@ -418,8 +450,11 @@ def test_volcano_hypernode_binpack_with_network_topologies() -> None:
 # the tier-2 one above both; its figures come from pods of 1 CPU and 2Gi (running ones make it
 # less idle, deleting ones add to its future idle), the job's minimum is its PodGroup's
 # minResources, and the question is whether the plugin's candidate HyperNodes include it.
-# Not expressible: "Job - idle sufficient, futureIdle insufficient" (future idle below idle takes
-# pipelined tasks, which exist only inside a session) and the four "SubJob" rows (sub-jobs).
+# Not expressible: "Job - idle sufficient, futureIdle insufficient" and "SubJob - idle
+# sufficient, futureIdle insufficient" (future idle below idle takes pipelined tasks, which exist
+# only inside a session). The other "SubJob" rows (highestTierAllowed 1, the sub-job's minimum its
+# pending tasks' requests: 10 CPUs, 20Gi) ask the plugin's sub-job candidates
+# (`Session.sub_job_domains`) for a sub-job of five pending pods of 2 CPUs and 4Gi.
 
 GRADIENT_ROWS = [
     # name, evicting, minimum (CPUs, Gi), running pods, deleting pods, kept
@@ -452,3 +487,58 @@ def test_volcano_hypernode_gradient_pre_filtering(
     session = opened(cluster(*objects), conf("allocate", [{"name": PLUGIN}]))
     job = session.jobs["c1/pg1"]
     assert ("hn-1-0" in (session.job_domains(job, evicting) or [])) is kept
+
+
+SUB_JOB_GRADIENT_ROWS = [
+    # name, running pods, deleting pods, kept
+    ("SubJob - idle sufficient, futureIdle sufficient", 5, 5, True),
+    ("SubJob - idle insufficient, futureIdle sufficient", 25, 10, True),
+    ("SubJob - idle insufficient, futureIdle insufficient", 35, 0, False),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "running", "deleting", "kept"), SUB_JOB_GRADIENT_ROWS, ids=[r[0] for r in SUB_JOB_GRADIENT_ROWS]
+)
+def test_volcano_hypernode_gradient_pre_filtering_sub_job(name: str, running: int, deleting: int, kept: bool) -> None:
+    nodes = [f"node-{i}" for i in range(20)]
+    tree = {"hn-1-0": (1, nodes[:10]), "hn-1-1": (1, nodes[10:]), "hn-2-0": (2, ["hn-1-0", "hn-1-1"])}
+    group = vc_podgroup("pg1", "c1", "q1", 1, None, "Inqueue")
+    group["spec"]["subGroupPolicy"] = [
+        {"name": "sub", "matchLabelKeys": [ROLE], "networkTopology": {"mode": "hard", "highestTierAllowed": 1}}
+    ]
+    objects: list[Obj] = [vc_queue("q1", 1), group, vc_podgroup("busy", "c1", "q1", 1, None, "Running")]
+    objects += [vc_node(node, "4", "8Gi", 110) for node in nodes] + hypernodes(tree)
+    objects += [vc_pod("c1", f"p{i}", "", "Pending", quantities("2", "4Gi"), "pg1", {ROLE: "worker"}) for i in range(5)]
+    for i in range(running + deleting):
+        pod = vc_pod("c1", f"b{i}", nodes[i % 10], "Running", quantities("1", "2Gi"), "busy")
+        if i >= running:
+            pod["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z"
+        objects.append(pod)
+    session = opened(cluster(*objects), conf("allocate", [{"name": PLUGIN}]))
+    job = session.jobs["c1/pg1"]
+    parts = session.sub_jobs(job)
+    assert parts is not None
+    assert ("hn-1-0" in (session.sub_job_domains(job, parts.sub_jobs["sub-worker"], None) or [])) is kept
+
+
+def test_volcano_hypernode_gradient_for_sub_job_no_sub_job_policy_respects_hard_topology() -> None:
+    """`TestHyperNodeGradientForSubJobFn_NoSubJobPolicyRespectsHardTopology`: a job whose PodGroup
+    asks for hard topology of tier 1 and has no SubGroupPolicy, zones of two 8-CPU nodes under a
+    region (tier 2), and a pending task asking 20 CPUs; for eviction no tier-1 zone can hold it,
+    and the candidates must not fall back to anything above (the region or the whole cluster).
+    Volcano asks the job's default sub-job, whose minimum is its pending tasks' requests; Lahar
+    places a job without sub-group policies as a whole, so the job's own candidates are asked
+    (`Session.job_domains`), its minimum its PodGroup's minResources (given as those 20 CPUs)."""
+    tree = {"zone-a": (1, ["node-a-1", "node-a-2"]), "zone-d": (1, ["node-d-1", "node-d-2"])}
+    tree["region"] = (2, ["zone-a", "zone-d"])
+    group = topology_group("pg1", 1, "hard", 1)
+    group["spec"]["minResources"] = {"cpu": "20"}
+    objects: list[Obj] = [vc_queue("q1", 1), group, *hypernodes(tree)]
+    objects += [vc_node(node, "8", "16Gi", 110) for node in ("node-a-1", "node-a-2", "node-d-1", "node-d-2")]
+    objects.append(vc_pod("c1", "pending-task", "", "Pending", quantities("20", None), "pg1"))
+    session = opened(cluster(*objects), conf("allocate", [{"name": PLUGIN}]))
+    job = session.jobs["c1/pg1"]
+    assert session.sub_jobs(job) is None
+    assert session.job_domains(job, True) == []
+    assert session.job_domains(job, False) == []
