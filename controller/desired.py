@@ -15,6 +15,8 @@ from lahar.api.qos import QoSClass, qos_class
 from lahar.api.quantity import QuantityError
 from lahar.api.resources import ResourceList, pod_requests
 from lahar.controller.naming import (
+    PARTITION_ID_KEY,
+    TASK_SPEC_KEY,
     job_owner_reference,
     pod_annotations,
     pod_labels,
@@ -105,13 +107,38 @@ def desired_podgroup_spec(job: Job, runnable: Collection[str] | None = None) -> 
     topology = network_topology(job)
     if topology:
         spec["networkTopology"] = topology
+    policies = [sub_group_policy(task) for task in job.tasks if task.partition is not None]
+    if policies:
+        spec["subGroupPolicy"] = policies
     return spec
+
+
+def sub_group_policy(task: TaskSpec) -> dict[str, Any]:
+    """The PodGroup's sub-group policy for a partitioned task (as Volcano's job controller writes
+    it): the task's pods, one sub-job per partition (`volcano.sh/partition-id`), each of
+    partitionSize pods within the partition's networkTopology, minPartitions of them needed."""
+    assert task.partition is not None
+    policy: dict[str, Any] = {
+        "name": task.name,
+        "subGroupSize": task.partition.size,
+        "minSubGroups": task.partition.minimum,
+        "labelSelector": {"matchLabels": {TASK_SPEC_KEY: task.name}},
+        "matchLabelKeys": [PARTITION_ID_KEY],
+    }
+    topology = copied_topology(task.partition.topology)
+    if topology:
+        policy["networkTopology"] = topology
+    return policy
 
 
 def network_topology(job: Job) -> dict[str, Any] | None:
     """The job's `networkTopology` as its PodGroup carries it (as Volcano's job controller copies
     it: the mode, and highestTierAllowed, or else highestTierName), for network-topology-aware."""
-    given = (job.raw.get("spec") or {}).get("networkTopology")
+    return copied_topology((job.raw.get("spec") or {}).get("networkTopology"))
+
+
+def copied_topology(given: Any) -> dict[str, Any] | None:
+    """A Job's (or a task partition's) networkTopology as the PodGroup carries it."""
     if not isinstance(given, Mapping):
         return None
     topology: dict[str, Any] = {"mode": given.get("mode") or "hard"}

@@ -19,6 +19,7 @@ JOB_NAME_KEY = "volcano.sh/job-name"
 JOB_NAMESPACE_KEY = "volcano.sh/job-namespace"
 TASK_SPEC_KEY = "volcano.sh/task-spec"
 TASK_INDEX_KEY = "volcano.sh/task-index"
+PARTITION_ID_KEY = "volcano.sh/partition-id"  # a partitioned task's pods: the partition (sub-job) they are in
 QUEUE_NAME_KEY = "volcano.sh/queue-name"
 JOB_VERSION_KEY = "volcano.sh/job-version"
 JOB_RETRY_COUNT_KEY = "volcano.sh/job-retry-count"
@@ -49,13 +50,17 @@ def job_owner_reference(job: Job) -> dict[str, Any]:
 
 
 def pod_labels(job: Job, task_name: str, index: int) -> dict[str, str]:
-    return {
+    labels = {
         JOB_NAME_KEY: job.name,
         JOB_NAMESPACE_KEY: job.namespace,
         TASK_SPEC_KEY: task_name,
         TASK_INDEX_KEY: str(index),
         QUEUE_NAME_KEY: job.queue,
     }
+    task = job.task(task_name)
+    if task is not None and task.partition is not None:
+        labels[PARTITION_ID_KEY] = str(task.partition.partition_of(index))
+    return labels
 
 
 def pod_annotations(job: Job, task_name: str, index: int, version: int, retry_count: int) -> dict[str, str]:

@@ -4,7 +4,12 @@ controller writes (`status.state.phase`, pod counters).
 
 Where Volcano's behaviour is kept on purpose:
 - a task without a name is named `default<i>`; a task without replicas has 0 (Go's zero value);
-  a task's minAvailable defaults to its replicas, the job's to the sum of the tasks';
+  a task's minAvailable defaults to its replicas (with a `partitionPolicy` giving
+  minPartitions: minPartitions × partitionSize), the job's to the sum of the tasks';
+- a task's `partitionPolicy` (totalPartitions × partitionSize = replicas, minPartitions,
+  networkTopology) splits its pods into partitions, each a sub-job of the Job's PodGroup
+  (`subGroupPolicy`, docs/scheduler.md "Sub-jobs"); the controller labels each pod with its
+  partition (`volcano.sh/partition-id`, index // partitionSize);
 - `event` and `events` may both be given in one policy (Volcano merges them); `exitCode` excludes
   both.
 Where Lahar differs:
@@ -201,6 +206,41 @@ class DependsOn:
 
 
 @dataclass(frozen=True, slots=True)
+class PartitionPolicy:
+    """A task's `partitionPolicy` (Volcano's): its pods in `total` partitions of `size` pods, at
+    least `minimum` of them needed (0: no minimum), each within `topology` when given."""
+
+    total: int
+    size: int
+    minimum: int
+    topology: Mapping[str, Any] | None = None
+
+    @classmethod
+    def from_dict(cls, policy: Mapping[str, Any]) -> PartitionPolicy:
+        topology = policy.get("networkTopology")
+        return cls(
+            total=policy.get("totalPartitions") or 0,
+            size=policy.get("partitionSize") or 0,
+            minimum=policy.get("minPartitions") or 0,
+            topology=topology if isinstance(topology, Mapping) else None,
+        )
+
+    def partition_of(self, index: int) -> int:
+        """The partition of the task's pod at `index` (Volcano's index / partitionSize)."""
+        return index // self.size if self.size > 0 else 0
+
+
+def task_min_available_default(replicas: Any, partition: Any) -> Any:
+    """A task's minAvailable when it gives none (Volcano's mutating webhook): minPartitions ×
+    partitionSize when its partitionPolicy sets minPartitions, else its replicas."""
+    if isinstance(partition, Mapping):
+        minimum, size = partition.get("minPartitions"), partition.get("partitionSize")
+        if isinstance(minimum, int) and isinstance(size, int) and minimum > 0:
+            return minimum * size
+    return replicas
+
+
+@dataclass(frozen=True, slots=True)
 class TaskSpec:
     name: str
     replicas: int
@@ -210,21 +250,24 @@ class TaskSpec:
     policies: tuple[LifecyclePolicy, ...] = ()
     depends_on: DependsOn | None = None
     topology_policy: str = ""
+    partition: PartitionPolicy | None = None
 
     @classmethod
     def from_dict(cls, task: Mapping[str, Any], index: int) -> TaskSpec:
         replicas = task.get("replicas") or 0
         min_available = task.get("minAvailable")
         depends_on = task.get("dependsOn")
+        partition = task.get("partitionPolicy")
         return cls(
             name=task.get("name") or f"{DEFAULT_TASK_NAME_PREFIX}{index}",
             replicas=replicas,
-            min_available=replicas if min_available is None else min_available,
+            min_available=task_min_available_default(replicas, partition) if min_available is None else min_available,
             max_retry=task.get("maxRetry", DEFAULT_MAX_RETRY),
             template=task.get("template") or {},
             policies=tuple(LifecyclePolicy.from_dict(p) for p in task.get("policies") or ()),
             depends_on=DependsOn.from_dict(depends_on) if depends_on else None,
             topology_policy=task.get("topologyPolicy") or "",
+            partition=PartitionPolicy.from_dict(partition) if isinstance(partition, Mapping) else None,
         )
 
 
@@ -287,7 +330,7 @@ def _default_task(task: dict[str, Any], index: int) -> None:
         task["name"] = f"{DEFAULT_TASK_NAME_PREFIX}{index}"
     set_default(task, "replicas", 0)
     if isinstance(task["replicas"], int):
-        set_default(task, "minAvailable", task["replicas"])
+        set_default(task, "minAvailable", task_min_available_default(task["replicas"], task.get("partitionPolicy")))
     set_default(task, "maxRetry", DEFAULT_MAX_RETRY)
     pod_spec = child_dict(child_dict(task, "template"), "spec")
     # Volcano: host-network pods still resolve cluster names.
@@ -437,9 +480,36 @@ def _validate_task(task: Field, seen_names: set[str]) -> _TaskFacts:
         min_available.report(f"minAvailable ({min_value}) must not be greater than replicas ({replicas})")
     task.child("maxRetry").as_int(minimum=0)
     task.child("topologyPolicy").as_choice(TOPOLOGY_POLICIES, "topology policy")
+    _validate_partition_policy(task.child("partitionPolicy"), replicas, min_value if min_available.present else None)
     validate_pod_template(task.child("template"))
     validate_policies(task.child("policies"))
     return _TaskFacts(task, name_value, replicas, _depends_on(task.child("dependsOn")))
+
+
+def _validate_partition_policy(policy: Field, replicas: int | None, min_available: int | None) -> None:
+    """Volcano's rules (validatePartitionPolicy): totalPartitions and partitionSize at least 1,
+    their product the task's replicas; minPartitions at least 0 and, when above 0 and the task
+    gives minAvailable, minPartitions × partitionSize equal to it; networkTopology as the job's."""
+    if not policy.present or policy.as_mapping() is None:
+        return
+    counts = {}
+    for key, least in (("totalPartitions", 1), ("partitionSize", 1), ("minPartitions", 0)):
+        count = policy.child(key)
+        if key != "minPartitions" and not count.require_present():
+            continue
+        counts[key] = count.as_int(minimum=least)
+    total, size, minimum = counts.get("totalPartitions"), counts.get("partitionSize"), counts.get("minPartitions")
+    if total is not None and size is not None and replicas is not None and total * size != replicas:
+        policy.report(f"totalPartitions * partitionSize ({total} * {size}) must equal replicas ({replicas})")
+    if minimum and size is not None:
+        if total is not None and minimum > total:
+            policy.child("minPartitions").report(f"must not be greater than totalPartitions ({total})")
+        elif min_available is not None and minimum * size != min_available:
+            policy.report(
+                f"minPartitions * partitionSize ({minimum} * {size})"
+                f" must equal the task's minAvailable ({min_available})"
+            )
+    validate_network_topology(policy.child("networkTopology"))
 
 
 def _depends_on(depends_on: Field) -> list[tuple[str, Field]]:

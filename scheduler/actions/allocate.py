@@ -8,6 +8,10 @@ goes back into its queue's heap, so jobs and queues re-sort on their shares as t
 Tasks that ask for nothing are left to backfill; tasks with scheduling gates
 (`spec.schedulingGates`) are not placed at all. Order keys are computed when an item is pushed.
 
+A job with sub-jobs (its PodGroup's `subGroupPolicy`) is placed a sub-job at a time, each whole
+within a node group of its own inside the job's (`_allocate_partitioned`, docs/scheduler.md
+"Sub-jobs"); a job without them never takes that path.
+
 A gang costs little when it cannot fit: before placing anything, each placement class's
 feasible nodes are asked how many copies they hold (a necessary condition: placements only
 fill nodes), and a gang short of its minimum is refused at once; while placing, a class that
@@ -225,11 +229,13 @@ class _Allocation:
         )
         left = self._sub_pending_of(job, parts)
         ready_before = job.ready_count
+        short: dict[str, tuple[int, int]] = {}  # policies short of minSubGroups in the last group tried
         for domain in [None] if domains is None else domains:
             session.enter_domain(job, domain)
             work = {key: list(tasks) for key, tasks in left.items()}  # each group starts afresh
             statement = session.statement()
             self._place_sub_jobs(job, queue, parts, domain, work, statement)
+            short = parts.groups_short(sub_job for sub_job in parts.sub_jobs.values() if sub_job.ready(job))
             if session.job_ready(job) and job.ready_count > ready_before:
                 statement.commit()
                 self.domain_of[job.key] = domain
@@ -246,9 +252,14 @@ class _Allocation:
         self._leave_sub_domains(job, parts)
         left.clear()
         if not session.job_ready(job):
-            # The plugin's reason when it gave one (no HyperNode for a sub-job, ...).
+            reasons = [
+                f"{have} of the {need} sub-groups of policy {name or '(unnamed)'} could be placed whole"
+                for name, (have, need) in sorted(short.items())
+            ]
+            if job.unschedulable_message:  # the plugin's reason (no HyperNode for a sub-job, ...)
+                reasons.append(job.unschedulable_message)
             job.set_unschedulable(
-                job.min_member - job.ready_count, job.unschedulable_message or "its sub-jobs cannot be placed whole"
+                job.min_member - job.ready_count, "; ".join(reasons) or "its sub-jobs cannot be placed whole"
             )
         return False
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from lahar.api.job import Job
+from lahar.api.job import defaults as job_defaults
 from lahar.api.job import validate as job_validate
 from lahar.controller.desired import desired_podgroup, desired_pods
 from lahar.controller.naming import (
     GROUP_NAME_KEY,
     JOB_NAME_KEY,
+    PARTITION_ID_KEY,
     TASK_INDEX_KEY,
     TASK_SPEC_KEY,
     pod_index,
@@ -63,6 +65,74 @@ def test_the_jobs_network_topology_goes_to_its_podgroup_as_volcano_copies_it() -
     assert desired_podgroup(by_name)["spec"]["networkTopology"] == {"mode": "hard", "highestTierName": "spine"}
     bad = Job.from_dict({"metadata": {"name": "t"}, "spec": {"tasks": tasks, "networkTopology": {"mode": "x"}}})
     assert any("networkTopology.mode" in str(error) for error in job_validate(bad.raw))
+
+
+def test_a_tasks_partition_policy_becomes_a_sub_group_policy_and_labels_its_pods() -> None:
+    """Volcano's job controller: a partitioned task is a sub-group policy of the PodGroup (one
+    sub-job per partition, found by the pods' `volcano.sh/partition-id`), its pods labelled
+    index // partitionSize, its minAvailable minPartitions * partitionSize when not given."""
+    partition = {
+        "totalPartitions": 3,
+        "partitionSize": 2,
+        "minPartitions": 2,
+        "networkTopology": {"mode": "hard", "highestTierAllowed": 1},
+    }
+    raw = {
+        "metadata": {"name": "train", "namespace": "ml", "uid": "u-1"},
+        "spec": {"tasks": [_task("worker", 6, "1", "1Gi", partitionPolicy=partition), _task("ps", 1, "1", "1Gi")]},
+    }
+    job = Job.from_dict(job_defaults(raw))
+    spec = desired_podgroup(job)["spec"]
+    assert spec["subGroupPolicy"] == [
+        {
+            "name": "worker",
+            "subGroupSize": 2,
+            "minSubGroups": 2,
+            "labelSelector": {"matchLabels": {TASK_SPEC_KEY: "worker"}},
+            "matchLabelKeys": [PARTITION_ID_KEY],
+            "networkTopology": {"mode": "hard", "highestTierAllowed": 1},
+        }
+    ]
+    assert spec["minTaskMember"] == {"worker": 4, "ps": 1}
+    pods = desired_pods(job, 0)
+    partitions = {name: pod["metadata"]["labels"].get(PARTITION_ID_KEY) for name, pod in pods.items()}
+    assert partitions == {
+        "train-worker-0": "0",
+        "train-worker-1": "0",
+        "train-worker-2": "1",
+        "train-worker-3": "1",
+        "train-worker-4": "2",
+        "train-worker-5": "2",
+        "train-ps-0": None,
+    }
+    assert "subGroupPolicy" not in desired_podgroup(_job(tasks=[_task("ps", 1, "1", "1Gi")]))["spec"]
+
+
+def test_a_bad_partition_policy_is_refused_naming_the_field() -> None:
+    def errors(partition: dict[str, Any], **extra: Any) -> list[tuple[str, str]]:
+        raw = {
+            "metadata": {"name": "t"},
+            "spec": {"tasks": [_task("w", 4, "1", "1Gi", partitionPolicy=partition, **extra)]},
+        }
+        return [(e.field, e.message) for e in job_validate(job_defaults(raw))]
+
+    assert errors({"totalPartitions": 2, "partitionSize": 2, "minPartitions": 1}) == []
+    assert errors({"totalPartitions": 2, "partitionSize": 3}) == [
+        ("spec.tasks[0].partitionPolicy", "totalPartitions * partitionSize (2 * 3) must equal replicas (4)")
+    ]
+    assert errors({"partitionSize": 2}) == [("spec.tasks[0].partitionPolicy.totalPartitions", "is required")]
+    assert errors({"totalPartitions": 0, "partitionSize": 2}) == [
+        ("spec.tasks[0].partitionPolicy.totalPartitions", "must be greater than or equal to 1")
+    ]
+    assert errors({"totalPartitions": 2, "partitionSize": 2, "minPartitions": 1}, minAvailable=4) == [
+        (
+            "spec.tasks[0].partitionPolicy",
+            "minPartitions * partitionSize (1 * 2) must equal the task's minAvailable (4)",
+        )
+    ]
+    assert errors({"totalPartitions": 2, "partitionSize": 2, "networkTopology": {"mode": "x"}}) == [
+        ("spec.tasks[0].partitionPolicy.networkTopology.mode", 'unsupported mode "x" (supported: "hard", "soft")')
+    ]
 
 
 def test_min_resources_of_default_min_available_is_all_replicas() -> None:
