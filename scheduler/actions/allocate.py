@@ -54,6 +54,7 @@ class _Failures:
     nodes: Counter[str] | None = None  # the first class that found no node: reason -> nodes
     queue: int = 0  # tasks the queue would not allocate
     dead: set[Hashable] = field(default_factory=set)  # classes (Session.class_key) refused by the nodes or the queue
+    refused: Counter[str] = field(default_factory=Counter)  # placements a plugin undid: reason -> tasks
 
 
 def nodes_message(reasons: Counter[str], node_count: int) -> str:
@@ -188,18 +189,21 @@ class _Allocation:
             allowed = session.allocatable(queue, task)
             row = session.best_node(task)  # asked either way: no node is the better reason to give
             if row != NO_NODE and allowed:
-                statement.allocate(task, row)
-                if tasks and session.job_ready(job):
-                    break  # ready: let other jobs have a turn before placing more
-                continue
-            # Its class will not fit later either: staging only fills nodes and the queue.
-            failures.dead.add(key)
-            alike = sum(1 for other in tasks if session.class_key(other) == key)
-            dead_left += alike
-            if row != NO_NODE:
-                failures.queue += 1 + alike
-            elif failures.nodes is None:
-                failures.nodes = self._explain(task, cacheable=statement.empty)
+                refusal = statement.allocate(task, row)
+                if refusal is None:
+                    if tasks and session.job_ready(job):
+                        break  # ready: let other jobs have a turn before placing more
+                    continue
+                failures.refused[refusal] += 1  # this task only: a plugin refused it where it fits
+            else:
+                # Its class will not fit later either: staging only fills nodes and the queue.
+                failures.dead.add(key)
+                alike = sum(1 for other in tasks if session.class_key(other) == key)
+                dead_left += alike
+                if row != NO_NODE:
+                    failures.queue += 1 + alike
+                elif failures.nodes is None:
+                    failures.nodes = self._explain(task, cacheable=statement.empty)
             if session.job_ready(job):
                 continue  # a ready job places what it can
             possible = job.ready_count + pending.asks_nothing + len(tasks) - dead_left
@@ -410,6 +414,7 @@ class _Allocation:
                 if queue.is_open
                 else f"queue {queue.name} is {queue.state.value}"
             )
+        parts.extend(f"{count} task(s) refused at placement: {reason}" for reason, count in failures.refused.items())
         return "; ".join(parts) or "the tasks left cannot make the gang ready"
 
     def _left_in_overused(self, queue: QueueInfo, jobs: list[tuple[Any, ...]]) -> None:

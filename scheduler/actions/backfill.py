@@ -29,12 +29,16 @@ class BackfillAction(Action):
             for task in tasks:
                 row = session.best_node(task)
                 if row != NO_NODE:
-                    statement.allocate(task, row)
-                    continue
-                key = session.class_key(task)
-                why = reasons.get(key)
-                if why is None:
-                    why = reasons[key] = nodes_message(session.explain(task), len(session.nodes))
+                    refusal = statement.allocate(task, row)
+                    if refusal is None:
+                        continue
+                    why = f"refused at placement: {refusal}"
+                else:
+                    key = session.class_key(task)
+                    found = reasons.get(key)
+                    if found is None:
+                        found = reasons[key] = nodes_message(session.explain(task), len(session.nodes))
+                    why = found
                 # A gang counts these tasks as ready while pending, so only the pod can say it.
                 session.record_event("Pod", task.namespace, task.name, "Warning", "FailedScheduling", why)
                 if job.podgroup is None:

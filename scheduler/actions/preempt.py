@@ -465,7 +465,9 @@ class VictimSearch:
             if nodes.fits(task, here, session.be_capacity, future=True)[0] and enough():
                 self._future.refresh(here)
                 if session.predicate(task, here, self._future)[0]:
-                    statement.pipeline(task, row)
+                    if statement.pipeline(task, row) is not None:  # a plugin refused it there
+                        statement.discard()
+                        return None
                     return statement
             victim = next(remaining, None)
             if victim is None:

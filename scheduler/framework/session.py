@@ -165,6 +165,7 @@ class Session:
         self._callbacks: dict[str, list[list[_Registered]]] = {}
         self._flat: dict[str, list[_Registered]] = {}
         self._handlers: list[tuple[Callable[[TaskInfo], None] | None, Callable[[TaskInfo], None] | None]] = []
+        self._placement_checks: list[Callable[[TaskInfo], str | None]] = []
         self._change_log: list[int] = []
         self._classes: dict[Hashable, _ClassState] = {}
         self._fresh: dict[float, list[NodeReport | None]] = {}
@@ -491,6 +492,12 @@ class Session:
             return task.placement
         return (task.placement, *(fn(task) for fn in fns))
 
+    def add_placement_check_fn(self, fn: Callable[[TaskInfo], str | None]) -> None:
+        """Asked after a task is allocated or pipelined (its event handlers have run): a reason
+        undoes the placement, and the action goes on without it (Volcano's event handler error:
+        the extender's `allocateFuncVerb` refusing). Not a tier callback: no switch turns it off."""
+        self._placement_checks.append(fn)
+
     def add_event_handler(
         self,
         on_allocate: Callable[[TaskInfo], None] | None = None,
@@ -799,6 +806,16 @@ class Session:
                 on_allocate(task)
         return task
 
+    def _refusal(self, task: TaskInfo) -> str | None:
+        """Why a plugin will not have the placement just made (`add_placement_check_fn`), or None.
+        Every check is asked, as every handler ran, and the first reason wins."""
+        refusal = None
+        for check in self._placement_checks:
+            reason = check(task)
+            if reason and refusal is None:
+                refusal = reason
+        return refusal
+
     def _unplace(self, task: TaskInfo) -> None:
         task = self._own(task)
         row = self.nodes.index[task.node]
@@ -859,12 +876,24 @@ class Statement:
         self.session = session
         self._ops: list[tuple[str, TaskInfo, Any]] = []
 
-    def allocate(self, task: TaskInfo, row: int) -> None:
-        self._ops.append(("allocate", self.session._place(task, row, TaskStatus.ALLOCATED), None))
+    def allocate(self, task: TaskInfo, row: int) -> str | None:
+        """Place a task; None, or why a plugin refused the placement (it is then undone)."""
+        return self._stage("allocate", task, row, TaskStatus.ALLOCATED)
 
-    def pipeline(self, task: TaskInfo, row: int) -> None:
-        """Place a task on resources that victims are still releasing; it binds in a later cycle."""
-        self._ops.append(("pipeline", self.session._place(task, row, TaskStatus.PIPELINED), None))
+    def pipeline(self, task: TaskInfo, row: int) -> str | None:
+        """Place a task on resources that victims are still releasing; it binds in a later cycle.
+        None, or why a plugin refused the placement (it is then undone)."""
+        return self._stage("pipeline", task, row, TaskStatus.PIPELINED)
+
+    def _stage(self, kind: str, task: TaskInfo, row: int, status: TaskStatus) -> str | None:
+        session = self.session
+        placed = session._place(task, row, status)
+        refusal = session._refusal(placed) if session._placement_checks else None
+        if refusal is not None:
+            session._unplace(placed)
+            return refusal
+        self._ops.append((kind, placed, None))
+        return None
 
     def evict(self, task: TaskInfo, reason: str, preemptor: TaskInfo | None = None) -> None:
         task, previous = self.session._release(task)

@@ -20,6 +20,11 @@ as Go's encoding/json writes them: `UID`, `Name`, `Resreq{MilliCPU, Memory, Scal
 - `jobEnqueueableVerb` (`{job}` -> `{status}`: 1 permit, 0 abstain, -1 reject),
   `jobEnqueuedVerb` (`{job}`, a notification), `queueOverusedVerb` (`{queue}` -> `{overused}`),
   `jobReadyVerb` (`{job}` -> `{status}`);
+- `allocateFuncVerb` (`{task}` -> `{errorMessage}`) when a task is allocated or pipelined (and
+  when an eviction is undone): an `errorMessage` (or a failed call of an extender that is not
+  ignorable) undoes that placement, and the action goes on without it, as Volcano's statement
+  rolls an allocation back on an event handler's error; `deallocateFuncVerb` (`{task}`) when a
+  placement is undone or a task evicted (its answer changes nothing, as in Volcano);
 - `onSessionCloseVerb` (`{}`) when the session closes.
 
 `extender.managedResources` (a list, or names separated by commas): when given, only pods that
@@ -37,6 +42,7 @@ or larger than 10 MiB. What a failure means is Volcano's, and depends on `extend
 | preemptable, reclaimable | its tier chooses no victims (a later tier decides) | the same |
 | jobEnqueueable | permit | reject |
 | queueOverused, jobReady | not overused / ready | overused / not ready |
+| allocateFunc | placement kept | placement undone |
 
 Every failure is counted (`lahar_scheduler_outside_calls_total{plugin="extender",result="failed"}`)
 and the first one per verb in a session is logged with the URL, the cause and its consequence.
@@ -49,10 +55,6 @@ plain functions below (`predicate_refusal`, `node_scores`, `victims`, ...). Answ
 with nothing in the cluster changed, so the scheduler does not skip cycles of a session that asked
 the extender (`Session.read_reports`), and a task the extender is asked about is its own class,
 scored afresh on every node each time it is considered (Volcano asks every time too).
-
-Not supported: `extender.allocateFuncVerb` and `extender.deallocateFuncVerb` (Volcano undoes a
-placement the extender refuses at allocation; Lahar's session has no such veto yet). They are
-reported as unknown arguments (a configuration warning), not silently half-honoured.
 """
 
 from __future__ import annotations
@@ -98,6 +100,8 @@ QUEUE_OVERUSED = "extender.queueOverusedVerb"
 JOB_ENQUEUEABLE = "extender.jobEnqueueableVerb"
 JOB_ENQUEUED = "extender.jobEnqueuedVerb"
 JOB_READY = "extender.jobReadyVerb"
+ALLOCATE_FUNC = "extender.allocateFuncVerb"
+DEALLOCATE_FUNC = "extender.deallocateFuncVerb"
 VERBS = (
     ON_SESSION_OPEN,
     ON_SESSION_CLOSE,
@@ -109,6 +113,8 @@ VERBS = (
     JOB_ENQUEUEABLE,
     JOB_ENQUEUED,
     JOB_READY,
+    ALLOCATE_FUNC,
+    DEALLOCATE_FUNC,
 )
 DEFAULT_TIMEOUT = 1.0  # seconds, Volcano's
 MAX_BODY = 10 << 20  # the largest answer read, Volcano's
@@ -352,6 +358,16 @@ def enqueueable(answer: Answer, ignorable: bool) -> int:
     return PERMIT if status > 0 else REJECT if status < 0 else ABSTAIN
 
 
+def placement_refusal(answer: Answer, ignorable: bool) -> str | None:
+    """Why the extender will not have a placement it was told of, or None: an `errorMessage`
+    always refuses (as Volcano's event handler sets the error whatever `ignorable`), a failed call
+    only when the extender is not ignorable."""
+    if isinstance(answer, ExtenderError):
+        return None if ignorable else f"extender: {answer}"
+    message = answer.get("errorMessage") if isinstance(answer, Mapping) else None
+    return f"extender: {message}" if message else None
+
+
 def flag(answer: Answer, key: str, on_failure: bool) -> bool:
     """A yes/no answer (`overused`, a job's readiness `status`); `on_failure` when there is none."""
     if isinstance(answer, ExtenderError) or not isinstance(answer, Mapping):
@@ -469,6 +485,8 @@ _CONSEQUENCES = {
     QUEUE_OVERUSED: ("queues are not overused", "queues count as overused"),
     JOB_READY: ("jobs count as ready", "jobs count as not ready"),
     JOB_ENQUEUED: ("nothing else", "nothing else"),
+    ALLOCATE_FUNC: ("placements are kept", "placements are undone"),
+    DEALLOCATE_FUNC: ("nothing else", "nothing else"),
     ON_SESSION_CLOSE: ("nothing else", "nothing else"),
 }
 
@@ -493,6 +511,7 @@ class Extender(Plugin):
         self._interest: dict[str, bool] = {}  # per placement class: pods of a class ask alike
         self._logged: set[str] = set()
         self._refusals: tuple[str, np.ndarray, list[str | None]] | None = None
+        self._placements_refused: dict[str, str] = {}  # task uid -> why, until the session asks
 
     def on_session_open(self, session: Session) -> None:
         self.session = session
@@ -529,6 +548,13 @@ class Extender(Plugin):
             session.add_job_ready_fn(
                 lambda job: flag(self._ask(JOB_READY, {"job": self._job(job)}), "status", self.ignorable)
             )
+        if ALLOCATE_FUNC in self.arguments or DEALLOCATE_FUNC in self.arguments:
+            session.add_event_handler(
+                self.allocated if ALLOCATE_FUNC in self.arguments else None,
+                self.deallocated if DEALLOCATE_FUNC in self.arguments else None,
+            )
+        if ALLOCATE_FUNC in self.arguments:
+            session.add_placement_check_fn(lambda task: self._placements_refused.pop(task.uid, None))
 
     def on_session_close(self, session: Session) -> None:
         if ON_SESSION_CLOSE in self.arguments:
@@ -597,6 +623,19 @@ class Extender(Plugin):
             return np.full(len(asked), -np.inf)
         scores[worth] = found
         return scores
+
+    def allocated(self, task: TaskInfo) -> None:
+        """Tell the extender of a placement (or an eviction undone); keep its refusal of a
+        placement for the session's placement check, which undoes it."""
+        if not self.interested(task):
+            return
+        refusal = placement_refusal(self._ask(ALLOCATE_FUNC, {"task": task_json(task, self.resources)}), self.ignorable)
+        if refusal is not None and task.status in (TaskStatus.ALLOCATED, TaskStatus.PIPELINED):
+            self._placements_refused[task.uid] = refusal
+
+    def deallocated(self, task: TaskInfo) -> None:
+        if self.interested(task):
+            self._notify(DEALLOCATE_FUNC, {"task": task_json(task, self.resources)})
 
     def _victims(self, call: str, evictor: TaskInfo, evictees: list[TaskInfo]) -> list[TaskInfo] | None:
         if not self.interested(evictor):

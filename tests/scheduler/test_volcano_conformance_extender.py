@@ -441,9 +441,47 @@ def test_bad_arguments_refuse_the_configuration(arguments: dict[str, Any], compl
     assert complaint in str(raised.value)
 
 
-def test_allocate_verbs_are_reported_not_half_honoured() -> None:
-    parsed = conf(
-        "allocate",
-        [extender_entry("http://127.0.0.1:1", **{"extender.allocateFuncVerb": "allocate"})],
+@pytest.mark.parametrize(
+    ("answer", "ignorable", "placed_on"),
+    [
+        ({"errorMessage": ""}, False, {"p1": "n1"}),
+        ({"errorMessage": "quota of licences spent"}, True, {}),  # a message refuses, ignorable or not
+        ((500, b""), True, {"p1": "n1"}),  # a failed call: kept when ignorable
+        ((500, b""), False, {}),
+    ],
+    ids=["accepted", "refused", "failed-ignorable", "failed-strict"],
+)
+def test_allocate_func_may_undo_a_placement(
+    extender: Extender, answer: Any, ignorable: bool, placed_on: dict[str, str]
+) -> None:
+    extender.verbs["allocate"] = lambda _: answer
+    extender.verbs["deallocate"] = lambda _: {}
+    verbs = {"extender.allocateFuncVerb": "allocate", "extender.deallocateFuncVerb": "deallocate"}
+    entry = extender_entry(extender.url, **verbs, **{"extender.ignorable": ignorable})
+    session = cycle(NODES + one_pod(), "allocate", ["gang"], ["predicates", entry])
+    assert placed(session) == placed_on
+    assert extender.calls("allocate")[0]["task"]["NodeName"] == "n1"
+    # An undone placement is told to the extender too, as Volcano's rollback does.
+    assert len(extender.calls("deallocate")) == (0 if placed_on else 1)
+    if not placed_on:
+        assert "refused at placement: extender:" in session.jobs["default/pg-p1"].unschedulable_message
+
+
+def test_a_refused_task_leaves_the_others_placed(extender: Extender) -> None:
+    extender.verbs["allocate"] = lambda request: (
+        {"errorMessage": "not this one"} if request["task"]["Name"] == "p2" else {}
     )
-    assert any("unknown argument 'extender.allocateFuncVerb' ignored" in warning for warning in parsed.warnings)
+    objects = NODES + one_pod("p1") + one_pod("p2") + one_pod("p3")
+    entry = extender_entry(extender.url, **{"extender.allocateFuncVerb": "allocate"})
+    session = cycle(objects, "allocate, backfill", ["predicates", entry])
+    assert set(placed(session)) == {"p1", "p3"}
+
+
+def test_a_refused_pipeline_evicts_nothing(extender: Extender) -> None:
+    extender.verbs["allocate"] = lambda _: {"errorMessage": "no"}
+    entry = extender_entry(extender.url, **{"extender.allocateFuncVerb": "allocate"})
+    session = cycle(PREEMPT_OBJECTS, "preempt", ["priority", entry], ["predicates"])
+    assert session.evictions == [] and session.pipelined == []
+    # Told of the pipelined preemptor, then (as Volcano's unevict does) of the victim restored.
+    told = [request["task"]["Name"] for request in extender.calls("allocate")]
+    assert told[0] == "high" and len(told) == 2 and told[1] in ("keep", "take")
