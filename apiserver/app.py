@@ -573,47 +573,62 @@ class ApiServer:
         request: web.Request,
     ) -> None:
         """Write changes as they come until the timeout (or shutdown); with bookmarks, one every
-        bookmark interval whatever else happens, and a last one when the watch ends."""
+        bookmark interval whatever else happens, and a last one when the watch ends.
+
+        A bookmark promises that every change up to its version was sent: a client resumes its
+        next watch from it. So a bookmark is written only after the changes still queued (they
+        arrive while an earlier write waits for the client to read), at the revision read as the
+        queue was emptied: writes run on this loop, and a change is queued in the same step that
+        moves the revision on, so nothing at or below that revision is left behind."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         next_bookmark = loop.time() + self.bookmark_interval if bookmarks else math.inf
         while True:
             now = loop.time()
-            if now >= deadline:
-                break
-            if now >= next_bookmark:
-                await response.write(self._bookmark(target.kind))
+            ending = now >= deadline
+            if ending or now >= next_bookmark:
+                changes, covered = _take_queued(queue), self.store.revision
+                if None in changes:  # the server is shutting down
+                    return
+                await self._write_changes(response, changes, target, labels, fields, request)
+                if bookmarks:
+                    await response.write(self._bookmark(target.kind, covered))
+                if ending:
+                    return
                 next_bookmark = now + self.bookmark_interval
+                continue
             try:
                 first = await asyncio.wait_for(queue.get(), min(deadline, next_bookmark) - now)
             except TimeoutError:
                 continue
-            changes = [first]
-            while not queue.empty():
-                changes.append(queue.get_nowait())
+            changes = [first, *_take_queued(queue)]
             if None in changes:  # the server is shutting down
                 return
-            lines = self._watch_lines([c for c in changes if c is not None], target, labels, fields, request)
-            if lines:
-                await response.write(b"".join(lines))
-        if bookmarks:
-            await response.write(self._bookmark(target.kind))
+            await self._write_changes(response, changes, target, labels, fields, request)
+
+    async def _write_changes(
+        self,
+        response: web.StreamResponse,
+        changes: list[Change | None],
+        target: Target,
+        labels: LabelSelector,
+        fields: FieldSelector,
+        request: web.Request,
+    ) -> None:
+        lines = self._watch_lines([c for c in changes if c is not None], target, labels, fields, request)
+        if lines:
+            await response.write(b"".join(lines))
 
     async def _on_shutdown(self, _app: web.Application) -> None:
         """End open watches so shutdown does not wait for their timeouts."""
         for queue in list(self._watches):
             queue.put_nowait(None)
 
-    def _bookmark(self, kind: Kind) -> bytes:
+    @staticmethod
+    def _bookmark(kind: Kind, version: int) -> bytes:
         return _event_line(
             "BOOKMARK",
-            encode(
-                {
-                    "kind": kind.kind,
-                    "apiVersion": kind.api_version,
-                    "metadata": {"resourceVersion": str(self.store.revision)},
-                }
-            ),
+            encode({"kind": kind.kind, "apiVersion": kind.api_version, "metadata": {"resourceVersion": str(version)}}),
         )
 
     def _watch_lines(
@@ -634,6 +649,14 @@ class ApiServer:
             return entry.raw
         include = request.query.get("includeObject", "") == "Object"
         return encode(table(kind, [entry.obj], entry.obj["metadata"].get("resourceVersion", ""), include))
+
+
+def _take_queued(queue: asyncio.Queue[Change | None]) -> list[Change | None]:
+    """Every change queued now (None: the server is shutting down), without waiting."""
+    taken = []
+    while not queue.empty():
+        taken.append(queue.get_nowait())
+    return taken
 
 
 def _key(entry: Entry) -> tuple[str, str]:

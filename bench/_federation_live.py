@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from lahar.api import kinds
-from lahar.api.job import job_phase
+from lahar.api.job import JobPhase, job_phase
+from lahar.api.pod import TERMINAL_PHASES
 from lahar.api.resources import ResourceList, pod_requests
 from lahar.bench._cluster import Cluster
 from lahar.client.api import KubeApi
@@ -42,10 +43,16 @@ from lahar.federation.placement import pack
 
 SIM_DURATION = "lahar.dev/sim-duration"
 QUEUE_LABEL = "volcano.sh/queue-name"  # on the pods the members' controllers make
+JOB_LABEL = "volcano.sh/job-name"  # likewise: the Job a pod belongs to
 SAMPLE_SECONDS = 0.5
 FLEET_START_TIMEOUT = 600.0  # seven programs start on a shared 2-core machine
 RUN_TIMEOUT = 900.0  # a placement's run, from the first submission until all completed (--run-timeout)
 CHECKPOINT_SECONDS = 60.0
+# No Job newly Running or finished for this long, with Jobs left: the members are looked into and
+# what waits there, and why, is printed (and kept in the outcome's `stalls`).
+STALL_SECONDS = 30.0
+WAITING_PHASES = frozenset({JobPhase.PENDING, JobPhase.RESTARTING})
+STALL_EXAMPLES = 3  # Jobs named per member in a stall report
 
 
 @dataclass
@@ -66,6 +73,8 @@ class LiveOutcome:
     # (seconds, Jobs that had been Running by then, Jobs finished by then) every CHECKPOINT_SECONDS:
     # what compares placements that do not finish within a run
     progress: list[tuple[float, int, int]] = field(default_factory=list)
+    # (seconds, report lines) for each time nothing moved for STALL_SECONDS with Jobs left
+    stalls: list[tuple[float, list[str]]] = field(default_factory=list)
     curve: list[tuple[float, float]] = field(default_factory=list)
 
     @property
@@ -130,6 +139,8 @@ class Watch:
         self.team_peak: dict[str, int] = {}
         # Jobs created where they are listed (round-robin: in the members), as they are created.
         self.created: set[str] = set()
+        self.stalls: list[tuple[float, list[str]]] = []
+        self._moved = (0, 0.0, False)  # (Jobs Running or done, since when, stall reported)
 
     def note_jobs(
         self,
@@ -173,6 +184,21 @@ class Watch:
         for team, cpu in teams.items():
             self.team_peak[team] = max(self.team_peak.get(team, 0), cpu)
 
+    def check_stall(self, now: float, left: int) -> list[str] | None:
+        """The members' stall report (stall_report) once nothing moved for STALL_SECONDS with
+        `left` Jobs not finished; once a stall: the next report needs a Job to move first."""
+        moved, since, reported = self._moved
+        count = len(self.running) + len(self.done)
+        if count != moved:
+            self._moved = (count, now, False)
+            return None
+        if not left or reported or now - since < STALL_SECONDS:
+            return None
+        self._moved = (moved, since, True)
+        lines = stall_report(self.members, self.namespace)
+        self.stalls.append((round(now, 1), lines))
+        return lines
+
 
 def _member_apis(data_dir: Path, member_names: Sequence[str]) -> dict[str, KubeApi]:
     return {
@@ -208,6 +234,12 @@ def _follow(
             listed = [j for j in list_jobs() if j["metadata"]["name"] in names_wanted]
             watch.note_jobs(listed, now, dispatched, created_before)
             watch.sample_pods(now)
+            left = len(names_wanted - set(watch.done))
+            stalled = watch.check_stall(now, left)
+            if stalled:
+                print(f"  no Job started or finished for {STALL_SECONDS:.0f} s, {left} left ({now:.0f} s):", flush=True)
+                for line in stalled:
+                    print(f"    {line}", flush=True)
         except KubeError as exc:  # a slow answer on a loaded machine: the next sample
             print(f"  (sample skipped: {exc})", flush=True)
         time.sleep(SAMPLE_SECONDS)
@@ -221,6 +253,125 @@ def progress(running: Sequence[float], done: Sequence[float], until: float) -> l
     if not marks or marks[-1] < until:
         marks.append(round(until, 1))
     return [(t, sum(1 for r in running if r <= t), sum(1 for d in done if d <= t)) for t in marks]
+
+
+@dataclass(frozen=True)
+class MemberStall:
+    """What waits in one member when the run stopped moving, and whether room is there for it."""
+
+    member: str
+    waiting: int  # Jobs Pending (or Restarting)
+    fits_now: list[str]  # of those, the Jobs whose pods not yet on a node fit the nodes' free room now
+    unbound: int  # pods of ours on no node
+    not_started: int  # pods on a node that has not made them Running yet
+    free_cpu: int  # millicores left on the nodes by the unfinished pods bound to them
+    cpu: int  # millicores allocatable on the nodes
+    podgroups: dict[str, int]  # the waiting Jobs' PodGroups, by phase ("none": not made yet)
+    reasons: list[str]  # "<job>: <its PodGroup's latest condition>", for some of fits_now
+
+    @property
+    def stalled(self) -> bool:
+        """Jobs wait that the room free now would hold: the member's own scheduling is not moving."""
+        return bool(self.fits_now)
+
+    def line(self) -> str:
+        groups = ", ".join(f"{phase} {count}" for phase, count in sorted(self.podgroups.items())) or "-"
+        fits = ""
+        if self.fits_now:
+            named = ", ".join(self.fits_now[:STALL_EXAMPLES])
+            more = "" if len(self.fits_now) <= STALL_EXAMPLES else ", …"
+            fits = f" ({len(self.fits_now)} would fit the free room now: {named}{more})"
+        return (
+            f"{self.member}: {self.waiting} Jobs waiting{fits}; PodGroups {groups}; pods {self.unbound} on no "
+            f"node, {self.not_started} on a node and not started; CPU free {self.free_cpu / 1000:g} of "
+            f"{self.cpu / 1000:g}"
+        )
+
+
+def member_stall(
+    member: str,
+    jobs: Sequence[dict[str, Any]],
+    podgroups: Sequence[dict[str, Any]],
+    pods: Sequence[dict[str, Any]],
+    nodes: Sequence[dict[str, Any]],
+) -> MemberStall:
+    """One member's waiting Jobs against its nodes' free room, from its objects as listed."""
+    free = {
+        n["metadata"]["name"]: ResourceList.from_k8s((n.get("status") or {}).get("allocatable") or {}) for n in nodes
+    }
+    cpu = sum(room.get("cpu") for room in free.values())
+    unplaced: dict[str, list[ResourceList]] = {}
+    with_pods = set()  # Jobs whose controller made pods
+    unbound = not_started = 0
+    for pod in pods:
+        phase = (pod.get("status") or {}).get("phase")
+        node = (pod.get("spec") or {}).get("nodeName")
+        job = (pod["metadata"].get("labels") or {}).get(JOB_LABEL, "")
+        with_pods.add(job)
+        if phase in TERMINAL_PHASES:
+            continue
+        if node:
+            if node in free:
+                free[node] = free[node] - pod_requests(pod)
+            not_started += phase != "Running"
+        else:
+            unbound += 1
+            unplaced.setdefault(job, []).append(pod_requests(pod))
+    groups = {pg["metadata"]["name"]: pg for pg in podgroups}
+    waiting = [job for job in jobs if job_phase(job) in WAITING_PHASES]
+    phases: dict[str, int] = {}
+    fits_now, reasons = [], []
+    for job in waiting:
+        name = job["metadata"]["name"]
+        group = groups.get(name)
+        status = (group or {}).get("status") or {}
+        phase = status.get("phase", "Pending") if group else "none"
+        phases[phase] = phases.get(phase, 0) + 1
+        gang = unplaced.get(name, []) if name in with_pods else _spec_pods(job)
+        if gang and pack(list(free.values()), gang) is not None:
+            fits_now.append(name)
+            if len(reasons) < STALL_EXAMPLES:
+                conditions = status.get("conditions") or []
+                last = conditions[-1] if conditions else {}
+                said = f"{last.get('type', '')} {last.get('reason', '')}: {last.get('message', '')}".strip()
+                reasons.append(f"{name}: PodGroup {phase}" + (f", {said}" if last else ""))
+    return MemberStall(
+        member,
+        len(waiting),
+        sorted(fits_now),
+        unbound,
+        not_started,
+        sum(r.get("cpu") for r in free.values()),
+        cpu,
+        phases,
+        reasons,
+    )
+
+
+def _spec_pods(job: dict[str, Any]) -> list[ResourceList]:
+    """The pods a Job's tasks ask for (before its controller made any)."""
+    return [
+        pod_requests({"spec": task.get("template", {}).get("spec") or {}})
+        for task in (job.get("spec") or {}).get("tasks") or []
+        for _ in range(int(task.get("replicas", 1)))
+    ]
+
+
+def stall_report(members: dict[str, KubeApi], namespace: str) -> list[str]:
+    """Each member's waiting Jobs and room (member_stall), as printable lines."""
+    lines = []
+    for name, api in members.items():
+        stall = member_stall(
+            name,
+            api.list(kinds.JOB, namespace)["items"],
+            api.list(kinds.PODGROUP, namespace)["items"],
+            api.list(kinds.POD, namespace)["items"],
+            api.list(kinds.NODE)["items"],
+        )
+        verdict = "STALLED: Jobs that fit wait" if stall.stalled else "waiting for room" if stall.waiting else "idle"
+        lines.append(f"{stall.line()} [{verdict}]")
+        lines.extend(f"    {reason}" for reason in stall.reasons)
+    return lines
 
 
 def _outcome(
@@ -243,6 +394,7 @@ def _outcome(
         stopped_at=round(stopped_at, 1),
         samples=len(curve),
         progress=progress(list(watch.running.values()), list(watch.done.values()), stopped_at),
+        stalls=watch.stalls,
         curve=curve,
     )
 
@@ -398,3 +550,8 @@ def print_live(outcomes: Sequence[LiveOutcome], capability_cpu: int, fleet_cpu: 
     for o in outcomes:
         marks = ", ".join(f"{t:g} s: {r}/{d}" for t, r, d in o.progress)
         print(f"  {o.name}: {marks}")
+    for o in outcomes:
+        for at, lines in o.stalls:
+            print(f"  {o.name}: nothing moved for {STALL_SECONDS:.0f} s until {at:g} s; the members then:")
+            for line in lines:
+                print(f"    {line}")

@@ -20,6 +20,8 @@ import requests
 from kubernetes import client, watch
 from kubernetes.client import ApiException
 
+from tests.support import wait_for
+
 Server = Any  # conftest.ServerProcess (conftest is not importable under --import-mode=importlib)
 
 
@@ -586,3 +588,47 @@ def test_list_resource_version_is_the_current_revision(core: client.CoreV1Api, n
     core.create_namespaced_config_map(ns, {"metadata": {"name": "next"}})
     seen = events(core.list_namespaced_config_map, ns, resource_version=listed.metadata.resource_version, stop_after=1)
     assert summary(seen) == [("ADDED", "next")]
+
+
+def test_a_change_queued_when_the_watch_ends_is_sent_before_its_last_bookmark(
+    quick_bookmarks: client.Configuration, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A change that lands while the watch writes to a slow reader, as the watch's time runs out,
+    is still queued when it ends. The last bookmark tells the client where to resume: it must not
+    name a version past that change unless the change was sent first. An informer that resumed
+    past it never saw the object at all, for ever (the cause of the federation bench's stalled
+    round-robin run: members' schedulers and controllers that missed pod and Job changes)."""
+    from lahar.api import kinds
+    from lahar.apiserver.app import ApiServer
+    from lahar.client.api import KubeApi
+    from lahar.client.informer import Informer
+
+    watch_seconds = 1  # the informer asks for 1-2 s watches
+    landed = threading.Event()
+    write_events = ApiServer._watch_lines
+
+    def slow_write(self: ApiServer, changes: list[Any], *args: Any) -> list[bytes]:
+        # The watch writes "first"; meanwhile "second" is created, and the client reads so slowly
+        # that the watch's time is over when the write returns. (This runs on the server's loop,
+        # as every write does, so the sleep stands for the write blocked on the client.)
+        if not landed.is_set() and any(c.entry.obj["metadata"]["name"] == "first" for c in changes):
+            landed.set()
+            body = {"metadata": {"name": "second", "namespace": "late"}}
+            self.registry.create(kinds.CONFIGMAP, "late", body, False, None)
+            time.sleep(2 * watch_seconds + 0.2)
+        return write_events(self, changes, *args)
+
+    monkeypatch.setattr(ApiServer, "_watch_lines", slow_write)
+    api = KubeApi(client.ApiClient(quick_bookmarks), timeout=10)
+    api.create(kinds.NAMESPACE, {"metadata": {"name": "late"}})
+    informer = Informer(kinds.CONFIGMAP, api, "late", watch_timeout=watch_seconds)
+    informer.start()
+    try:
+        assert informer.wait_for_sync(10)
+        wait_for(lambda: informer.watches >= 1, what="the first watch")  # "first" then comes through it
+        api.create(kinds.CONFIGMAP, {"metadata": {"name": "first"}}, "late")
+        assert landed.wait(10)
+        wait_for(lambda: informer.watches >= 2, 15, "the watch after the slow one")
+        assert sorted(o["metadata"]["name"] for o in informer.list()) == ["first", "second"]
+    finally:
+        informer.stop()
