@@ -595,9 +595,10 @@ def test_a_change_queued_when_the_watch_ends_is_sent_before_its_last_bookmark(
 ) -> None:
     """A change that lands while the watch writes to a slow reader, as the watch's time runs out,
     is still queued when it ends. The last bookmark tells the client where to resume: it must not
-    name a version past that change unless the change was sent first. An informer that resumed
-    past it never saw the object at all, for ever (the cause of the federation bench's stalled
-    round-robin run: members' schedulers and controllers that missed pod and Job changes)."""
+    name a version past that change unless the change was sent first: an informer that resumed
+    past it never saw the change, for ever (members of the federation bench stalled so, with Jobs
+    pending and room free: their schedulers, controllers and nodes had missed pod and PodGroup
+    changes; docs/federation.md)."""
     from lahar.api import kinds
     from lahar.apiserver.app import ApiServer
     from lahar.client.api import KubeApi
