@@ -301,7 +301,7 @@ def member_stall(
     }
     cpu = sum(room.get("cpu") for room in free.values())
     unplaced: dict[str, list[ResourceList]] = {}
-    with_pods = set()  # Jobs whose controller made pods
+    with_pods: set[str] = set()  # Jobs whose controller made pods
     unbound = not_started = 0
     for pod in pods:
         phase = (pod.get("status") or {}).get("phase")
@@ -320,7 +320,8 @@ def member_stall(
     groups = {pg["metadata"]["name"]: pg for pg in podgroups}
     waiting = [job for job in jobs if job_phase(job) in WAITING_PHASES]
     phases: dict[str, int] = {}
-    fits_now, reasons = [], []
+    fits_now: list[str] = []
+    reasons: list[str] = []
     for job in waiting:
         name = job["metadata"]["name"]
         group = groups.get(name)
