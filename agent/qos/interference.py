@@ -2,8 +2,7 @@
 (collectors/cpu_wait.py) and the BE groups' CPU time, turn the last `window_seconds` (1 s) and
 `fast_window_seconds` (200 ms) into a Signal (online wait shares, BE cores) and hand it to the
 engine, whose CPU suppress controller decides (strategies/cpu_suppress.control). A sample is a
-few `pread`s per online pod on files kept open, so twenty a second cost little; with the BE cap
-off (the default) the engine asks for one sample a fast window instead, for the metric alone."""
+few `pread`s per online pod on files kept open, so twenty a second cost little."""
 
 from __future__ import annotations
 
