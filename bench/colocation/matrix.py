@@ -674,7 +674,9 @@ def run_cell(
 ) -> dict[str, Any]:
     agents = without(config, strategies_off, variants)
     modes = ("solo", "kubelet", *agents)
-    deadline = time.monotonic() + runs * len(modes) * (seconds + settle + 8) + 60
+    # A backstop only (every process also stops with its parent): twice the cell's expected length,
+    # so a machine slowed by other work does not stop the servers in the middle of a round.
+    deadline = time.monotonic() + 2 * runs * len(modes) * (seconds + settle + 8) + 120
     scratch = Path(tempfile.mkdtemp(prefix="lahar-bench-"))
     run = CellRun(cell, seconds, scratch, deadline)
     rate = LOADS[cell.online][cell.load]
