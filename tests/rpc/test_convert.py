@@ -17,6 +17,7 @@ from lahar.rpc.convert import (
     MAX_DEVICES,
     MAX_PODS,
     _numbers_fine,
+    _numbers_message,
     report_from_proto,
     report_to_proto,
     validate_report,
@@ -356,6 +357,18 @@ def test_the_batch_filter_sees_every_number_of_every_type() -> None:
         assert not _numbers_fine(good_too + message.SerializeToString()), path
         checked += 1
     assert checked > 40
+
+
+def test_the_numbers_schema_leaves_no_field_unknown() -> None:
+    """Every field of a full report (strings, bools, map keys included) is declared in the
+    numbers schema: a field it left out would be kept, item by item, as an unknown field, which
+    made that parse cost three times the report's own at 5000 reports a second."""
+    wire = report_to_proto(full_report()).SerializeToString() * 3  # a batch of three
+    merged = _numbers_message().FromString(wire)
+    everything = merged.SerializeToString()
+    merged.DiscardUnknownFields()
+    assert merged.SerializeToString() == everything
+    assert _numbers_fine(wire)
 
 
 def test_the_largest_sizes_pass_the_batch_filter() -> None:
