@@ -368,12 +368,14 @@ def _gather_columns(data: memoryview, layout: _Layout, found: dict[_Column, list
     position, end = 0, len(data)
     while position < end:
         key, position = _varint(data, position)
-        entry = layout.get(key >> 3, False)
+        if key >> 3 not in layout:
+            return False
+        entry = layout[key >> 3]
         if key & 7 == 0 and entry is None:
             _, position = _varint(data, position)
             continue
         length, position = _varint(data, position)
-        if key & 7 != 2 or entry is False or position + length > end:
+        if key & 7 != 2 or position + length > end:
             return False
         if isinstance(entry, dict):
             if not _gather_columns(data[position : position + length], entry, found):
