@@ -16,7 +16,9 @@ accepted reports one (cumulative) ack answers (the server's default; 1: an ack p
 the ReportServer and on the bare --baseline server alike.
 
 The simulated agents run on the same machine and compete with the server for its cores, so on a
-small machine the latencies include the client's own queueing.
+small machine the latencies include the client's own queueing. Both processes use gRPC's I/O as
+every Lahar program does (lahar/grpc_io.py: the polling I/O, not grpcio's EventEngine threads);
+`GRPC_EXPERIMENTS= python -m lahar.bench.ingest ...` measures with grpcio's default instead.
 """
 
 from __future__ import annotations
