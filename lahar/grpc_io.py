@@ -3,10 +3,11 @@
 grpcio (1.85) reads its sockets by default on EventEngine threads of its own, which hand each
 message to the thread that polls the completion queue, which wakes the asyncio loop: two thread
 hand-offs per message. At the scheduler's report ingest (5,000 agents reporting once a second)
-that switching was most of what gRPC cost. With the EventEngine experiments for listeners and
-endpoints turned off, the polling thread reads the sockets itself. Measured with `lahar bench
-ingest` (docs/performance.md, "Report ingest"): a bare grpc.aio server that only acks fell from
-about 0.43 to 0.33 core at 5,000 agents.
+that switching was most of what gRPC cost. With the EventEngine experiments for listeners,
+endpoints and clients turned off, the polling thread reads the sockets itself. Measured with
+`lahar bench ingest` at 5,000 agents (docs/performance.md, "Report ingest", medians of three in
+one hold): the report server fell from 0.63 to 0.51 core, a bare grpc.aio server that only acks
+from 0.41 to 0.32.
 
 grpcio reads GRPC_EXPERIMENTS once, when it is first imported, so this must run before any module
 imports grpc: `lahar/__init__.py` calls it, and every Lahar program imports the package first. An
