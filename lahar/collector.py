@@ -23,3 +23,32 @@ THRESHOLDS = (100_000, 50, 100)
 def collect_rarely() -> None:
     """Set the collector's thresholds for a program that keeps large caches (call at start)."""
     gc.set_threshold(*THRESHOLDS)
+
+
+# Whether the `lahar` entry point turned the collector off for the program's start (hold()).
+_held = False
+
+
+def hold() -> None:
+    """Called by the `lahar` entry point before it imports the command line: no collections while
+    the program starts. Its imports and set-up allocate a few hundred thousand objects that live
+    as long as the program (modules, classes, functions), and the collector went over them some
+    150 times meanwhile: about 0.05 CPU-s of `lahar scheduler`'s start, a tenth of it."""
+    global _held
+    if gc.isenabled():
+        gc.disable()
+        _held = True
+
+
+def release(freeze: bool = False) -> None:
+    """End what hold() started (nothing if it did not: a test or a program that embeds Lahar
+    keeps its own settings). With `freeze`, what the program holds by then moves to the
+    collector's permanent generation, which no collection goes over again: for a long-running
+    program, once its modules are imported and its set-up is done."""
+    global _held
+    if not _held:
+        return
+    _held = False
+    if freeze:
+        gc.freeze()
+    gc.enable()

@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from lahar import log_format
+from lahar import collector, log_format
 from lahar.cli import (
     agent_command,
     bench_command,
@@ -51,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if not getattr(args, "holds_collector", False):  # a command that ends its start-up itself
+        collector.release()
     log_format.configure(args.verbose, args.log_format)
     try:
         return int(args.run(args) or 0)

@@ -10,9 +10,9 @@ from typing import Any
 
 import yaml
 
+from lahar import collector
 from lahar.cli import leader_election
 from lahar.cli.signals import run_until_signalled, stop_event
-from lahar.collector import collect_rarely
 
 DEFAULT_METRICS_PORT = 9317  # the agent serves on 9316, the controller on 9318
 DEFAULT_REPORT_PORT = 9400
@@ -76,7 +76,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     scheduler.add_argument("--metrics-address", default="0.0.0.0", help="address /metrics listens on (default all)")
     leader_election.add_flags(scheduler, "scheduler")
-    scheduler.set_defaults(run=run_scheduler)
+    # The collector stays off (lahar.collector.hold) until the scheduler is set up: see run_scheduler.
+    scheduler.set_defaults(run=run_scheduler, holds_collector=True)
 
 
 def describe_conf(conf: Any) -> str:
@@ -145,6 +146,7 @@ def report_server(args: argparse.Namespace, store: Any) -> Any:
 
 def run_scheduler(args: argparse.Namespace) -> int:
     if args.check_conf is not None:
+        collector.release()
         return check_conf(args.check_conf)
 
     from lahar.client.api import KubeApi
@@ -164,7 +166,7 @@ def run_scheduler(args: argparse.Namespace) -> int:
     # The cache holds a few objects per pod and a snapshot clones the jobs every cycle: with the
     # default thresholds the collector rescans the whole cache several times a cycle (a 30,000-pod
     # snapshot took 0.4 s instead of 0.15 s). Collect young objects rarely; they are mostly garbage.
-    collect_rarely()
+    collector.collect_rarely()
     election = leader_election.election_config(args)
     workers = 32  # concurrent binds; the connection pool also serves 8 status writers and 5 watches
     store = NodeReportStore()
@@ -208,6 +210,9 @@ def run_scheduler(args: argparse.Namespace) -> int:
     metrics = MetricsServer(scheduler.metrics.registry, health, args.metrics_address, args.metrics_port, live=live)
     if election is None:
         open_report_endpoint()
+    # Imports and set-up are done: what they made lives as long as the process, so it leaves the
+    # collector's sight for good (the cache the informers fill from now on does not).
+    collector.release(freeze=True)
     stopped = stop_event()
     metrics.start()
     names = ", ".join(sorted(scheduler.cache.scheduler_names))

@@ -4,7 +4,6 @@ and the demo's workloads (lahar workload)."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -187,6 +186,8 @@ def server_config(args: argparse.Namespace) -> server.ServerConfig:
 
 
 def run_apiserver(args: argparse.Namespace) -> int:
+    import asyncio  # here, not at the top: the other commands (the scheduler among them) never load it
+
     from lahar.apiserver import server
 
     collect_rarely()  # the store keeps every object, decoded and encoded
