@@ -16,7 +16,11 @@ Measured per run, from the scheduler's start to the last measured pod bound:
                    (for a wave created while the scheduler runs, from its creation);
   scheduler_cpu_s  the scheduler process's user+system CPU seconds (/proc/PID/stat) from its start
                    (for a wave created while it runs, from that wave's creation) to the last bind,
-                   and the same per 1,000 measured pods; apiserver_cpu_s and etcd_cpu_s likewise;
+                   and the same per 1,000 measured pods; apiserver_cpu_s and etcd_cpu_s likewise.
+                   Such a wave is created once the scheduler is quiet (wait_quiet): what it still
+                   did for the pods before (their Events, status writes, watch events) is not
+                   counted as the wave's; `settled_before_wave` says how long and how much CPU
+                   that took;
   scheduler_cpu_to_first_bind_s  the part of scheduler_cpu_s spent before the first measured bind
                    was seen (start-up, first list, first cycle; read within a 50 ms poll of it);
   peak_rss_mib     the scheduler's VmHWM (/proc/PID/status);
@@ -125,6 +129,10 @@ CLIENT_QPS = 2000  # Volcano's default; kube-scheduler's 50 is raised to it (as 
 CREATE_THREADS = 16
 STOP_GRACE = 10.0
 SAMPLE_SECONDS = 0.5
+# Before a measured wave is created while the scheduler runs, the scheduler must be done with what
+# came before (a fill's binds may leave its Events, status writes and watch events to finish): its
+# CPU must grow by less than QUIET_CPU_S in QUIET_SECONDS, waited for at most QUIET_LIMIT_SECONDS.
+QUIET_SECONDS, QUIET_CPU_S, QUIET_LIMIT_SECONDS = 0.5, 0.02, 15.0
 NO_PROGRESS_SECONDS = 60.0  # a scheduler that binds nothing for this long has stalled: the run ends
 NODE_PREFIX = "bench-node-"
 REPORT_SECONDS = 1.0  # the simulated agents' report interval where a shape streams reports
@@ -1075,6 +1083,7 @@ def watch_run(
     next_sample = started
     reported_at: float | None = None
     first_bind_cpu: float | None = None
+    settled: dict[str, float] | None = None  # the wait for a quiet scheduler before a measured wave
     while True:
         now = time.perf_counter()
         if proc.poll() is not None:
@@ -1085,6 +1094,12 @@ def watch_run(
         ):
             wave = pending.pop(0)
             if wave.after_bound and wave.measured:
+                settle_started, settle_cpu = time.perf_counter(), cpu_seconds(pids["scheduler"])
+                wait_quiet(pids["scheduler"])
+                settled = {
+                    "seconds": round(time.perf_counter() - settle_started, 3),
+                    "scheduler_cpu_s": round(cpu_seconds(pids["scheduler"]) - settle_cpu, 3),
+                }
                 cpu_before.update({name: cpu_seconds(pid) for name, pid in pids.items()})
                 measure_from = time.perf_counter()
             create_objects(api, kinds.PODGROUP, wave.podgroups, pool)
@@ -1137,9 +1152,23 @@ def watch_run(
         "seconds": round(seconds, 3) if seconds is not None else None,
         "first_bind_s": round(times[0] - measure_from, 3) if times else None,
         "scheduler_cpu_to_first_bind_s": round(first_bind_cpu, 3) if first_bind_cpu is not None else None,
+        "settled_before_wave": settled,
         "pods_per_second": round(len(times) / window, 1) if window else None,
         "curve": bound_curve([t - started for t in times], ended),
     }
+
+
+def wait_quiet(pid: int, limit: float = QUIET_LIMIT_SECONDS) -> None:
+    """Wait until the process's CPU grows by less than QUIET_CPU_S in QUIET_SECONDS (or `limit`
+    passes): a measured wave's CPU must be that wave's, not the end of the work before it."""
+    deadline = time.perf_counter() + limit
+    last = cpu_seconds(pid)
+    while time.perf_counter() < deadline:
+        time.sleep(QUIET_SECONDS)
+        now = cpu_seconds(pid)
+        if now - last < QUIET_CPU_S:
+            return
+        last = now
 
 
 def bound_curve(bind_seconds: list[float], ended: float, points: int = 200) -> list[tuple[float, int]]:
@@ -1455,6 +1484,12 @@ def run(args: argparse.Namespace, progress: Callable[[str], None]) -> dict[str, 
                             f"{outcome['seconds']}s, {outcome['pods_per_second']} pods/s, "
                             f"scheduler CPU {outcome.get('scheduler_cpu_s')}s "
                             f"({outcome.get('scheduler_cpu_to_first_bind_s')}s of it to the first bind)"
+                            + (
+                                f"; before the wave, {settled['seconds']}s and {settled['scheduler_cpu_s']} "
+                                "CPU-s until the scheduler was quiet"
+                                if (settled := outcome.get("settled_before_wave"))
+                                else ""
+                            )
                         )
                     except (RuntimeError, KubeError, OSError, PeerUnavailable) as exc:
                         failures.append(f"run {number}: {exc}")

@@ -355,3 +355,26 @@ def test_oversubscription_compares_placements_and_checks_lahars_borrowing() -> N
     placed = by_what["BE pods placed vs kube-scheduler (no target: what borrowing reclaimable capacity adds)"]
     assert placed["ratio"] == 2.0 and placed["ok"] is None
     assert not by_what["over_reclaim <= 0 (worst run)"]["ok"] and by_what["over_usage <= 0 (worst run)"]["ok"]
+
+
+def test_a_measured_wave_waits_until_the_scheduler_is_quiet() -> None:
+    """wait_quiet returns once the process stops using CPU: a busy second and a half, then idle."""
+    import subprocess
+    import sys
+    import time
+
+    busy = subprocess.Popen(
+        [sys.executable, "-c", "import time\nend = time.time() + 1.5\nwhile time.time() < end: pass\ntime.sleep(30)"]
+    )
+    try:
+        time.sleep(0.2)
+        started = time.perf_counter()
+        peers.wait_quiet(busy.pid, limit=10.0)
+        waited = time.perf_counter() - started
+        assert 1.0 <= waited < 5.0, waited  # not before the busy part ended, soon after it
+        started = time.perf_counter()
+        peers.wait_quiet(busy.pid, limit=10.0)
+        assert time.perf_counter() - started < 1.5  # quiet already: one look
+    finally:
+        busy.kill()
+        busy.wait()
