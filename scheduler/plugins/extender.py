@@ -7,7 +7,8 @@ as Go's encoding/json writes them: `UID`, `Name`, `Resreq{MilliCPU, Memory, Scal
 `Pod`/`Node` as the Kubernetes objects, ...):
 
 - `onSessionOpenVerb` (`{Jobs, Nodes, Queues, NamespaceInfo, RevocableNodes, NodeList}`, answer
-  ignored) once when the session opens; when it fails and the extender is not `ignorable`, the
+  ignored; `RevocableNodes` are the nodes labelled `volcano.sh/revocable-zone`, `NamespaceInfo`
+  is empty: Lahar keeps no namespace weights) once when the session opens; when it fails and the extender is not `ignorable`, the
   plugin registers nothing else this session (as Volcano);
 - `predicateVerb` (`{task, node}` -> `{status, code}`): per task and node; a non-empty `status`
   refuses the node with that reason;
@@ -116,6 +117,7 @@ VERBS = (
     ALLOCATE_FUNC,
     DEALLOCATE_FUNC,
 )
+REVOCABLE_ZONE = "volcano.sh/revocable-zone"  # the node label of Volcano's revocable nodes (tdm)
 DEFAULT_TIMEOUT = 1.0  # seconds, Volcano's
 MAX_BODY = 10 << 20  # the largest answer read, Volcano's
 
@@ -657,8 +659,12 @@ class Extender(Plugin):
             "Jobs": {key: job_json(job, self.resources) for key, job in session.jobs.items()},
             "Nodes": {nodes.names[row]: node_json(nodes, row) for row in range(len(nodes))},
             "Queues": {name: queue_json(queue) for name, queue in session.queues.items()},
-            "NamespaceInfo": {},
-            "RevocableNodes": {},
+            "NamespaceInfo": {},  # Volcano's namespace weights: Lahar keeps none
+            "RevocableNodes": {
+                nodes.names[row]: node_json(nodes, row)
+                for row in range(len(nodes))
+                if REVOCABLE_ZONE in nodes.labels[row]
+            },
             "NodeList": list(nodes.names),
         }
 

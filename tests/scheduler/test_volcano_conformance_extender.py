@@ -351,9 +351,11 @@ def test_session_open_and_close_verbs(extender: Extender) -> None:
     entry = extender_entry(
         extender.url, **{"extender.onSessionOpenVerb": "open", "extender.onSessionCloseVerb": "close"}
     )
-    session = cycle(NODES + one_pod(), "allocate", ["predicates", entry])
+    revocable = vc_node("n4", "4", "8G", labels={"volcano.sh/revocable-zone": "rz1"})
+    session = cycle([*NODES, revocable, *one_pod()], "allocate", ["predicates", entry])
     opened = extender.calls("open")[0]
-    assert opened["NodeList"] == ["n1", "n2", "n3"] and set(opened["Jobs"]) == {"default/pg-p1"}
+    assert opened["NodeList"] == ["n1", "n2", "n3", "n4"] and set(opened["Jobs"]) == {"default/pg-p1"}
+    assert list(opened["RevocableNodes"]) == ["n4"]
     assert opened["Queues"]["default"]["Name"] == "default"
     assert extender.calls("close") == [{}]
     assert session.read_reports  # asked outside: the loop does not skip the next cycle as idle
