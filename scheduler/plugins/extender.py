@@ -8,8 +8,8 @@ as Go's encoding/json writes them: `UID`, `Name`, `Resreq{MilliCPU, Memory, Scal
 
 - `onSessionOpenVerb` (`{Jobs, Nodes, Queues, NamespaceInfo, RevocableNodes, NodeList}`, answer
   ignored; `RevocableNodes` are the nodes labelled `volcano.sh/revocable-zone`, `NamespaceInfo`
-  is empty: Lahar keeps no namespace weights) once when the session opens; when it fails and the extender is not `ignorable`, the
-  plugin registers nothing else this session (as Volcano);
+  is empty: Lahar keeps no namespace weights) once when the session opens; when it fails and
+  the extender is not `ignorable`, the plugin registers nothing else this session (as Volcano);
 - `predicateVerb` (`{task, node}` -> `{status, code}`): per task and node; a non-empty `status`
   refuses the node with that reason;
 - `prioritizeVerb` (`{task, nodes}` -> `{nodeScore: {name: score}, errorMessage}`): per task, the
