@@ -462,6 +462,8 @@ def scheduler_registry() -> CollectorRegistry:
         counter.inc()
     for reason in EVICTION_REASONS:
         metrics.evictions.labels(reason).inc()
+    for result in ("ok", "failed"):
+        metrics.outside_calls.labels("extender", "predicate", result).inc()
     metrics.volcano.observe_cycle(0.012, 0.002, {"allocate": 0.008}, {("gang", "OnSessionOpen"): 0.0002}, *_volcano())
     metrics.binds_done([], 1, [0.003])
     metrics.volcano.bound([2.5], [0.003])
