@@ -212,7 +212,9 @@ def tdm_tiers(span: str) -> tuple[list[Any], ...]:
 
 def test_tdm_lends_revocable_nodes_to_revocable_pods_in_their_window() -> None:
     now = datetime.now()
-    current = f"{now.hour:02d}:00-{(now.hour + 1) % 24:02d}:59" if now.minute < 59 else "00:00-23:59"
+    # From this hour's start to the next hour's end: open all this hour (at 23:xx it ends tomorrow).
+    # "00:00-23:59" closed during 23:59, so the test failed in that minute.
+    current = f"{now.hour:02d}:00-{(now.hour + 1) % 24:02d}:59"
     shut = f"{(now.hour + 2) % 24:02d}:00-{(now.hour + 3) % 24:02d}:00"
     nodes = [fx.node("plain", cpu="1"), fx.node("lent", cpu="64", labels={ZONE: "rz"})]
     revocable = annotated(fx.pod("rev"), **{ZONE: "*"})
