@@ -11,20 +11,20 @@ from lahar.api.job import defaults as job_defaults
 from lahar.controller.desired import desired_podgroup, desired_pods
 from lahar.scheduler.framework.subjobs import DEFAULT
 from tests.scheduler.preempt_builders import cluster, opened
-from tests.scheduler.volcano_cases import binds, conf, outcome, quantities, vc_node, vc_pod, vc_podgroup, vc_queue
+from tests.scheduler.volcano_cases import (
+    binds,
+    conf,
+    outcome,
+    quantities,
+    vc_hypernode,
+    vc_node,
+    vc_pod,
+    vc_podgroup,
+    vc_queue,
+)
 
 Obj = dict[str, Any]
 TIERS = (["gang", "predicates", "network-topology-aware"],)
-
-
-def hypernode(name: str, tier: int, nodes: list[str]) -> Obj:
-    members = [{"type": "Node", "selector": {"exactMatch": {"name": node}}} for node in nodes]
-    return {
-        "apiVersion": "topology.volcano.sh/v1alpha1",
-        "kind": "HyperNode",
-        "metadata": {"name": name},
-        "spec": {"tier": tier, "members": members},
-    }
 
 
 def test_pods_join_the_first_policy_that_takes_them_and_the_rest_the_default_sub_job() -> None:
@@ -101,8 +101,8 @@ def cluster_of_racks(busy: int) -> list[Obj]:
     racks = {f"rack{r}": [f"r{r}-n{i}" for i in (1, 2)] for r in (1, 2, 3)}
     for nodes in racks.values():
         objects += [vc_node(node, "1", "1Gi") for node in nodes]
-    objects += [hypernode(name, 1, nodes) for name, nodes in racks.items()]
-    objects.append(hypernode("spine", 2, [node for nodes in racks.values() for node in nodes]))
+    objects += [vc_hypernode(name, 1, nodes) for name, nodes in racks.items()]
+    objects.append(vc_hypernode("spine", 2, [node for nodes in racks.values() for node in nodes]))
     for i in range(busy):
         objects.append(vc_pod("c1", f"busy{i}", f"r3-n{i + 1}", "Running", quantities("1", "1Gi"), "other"))
     return objects

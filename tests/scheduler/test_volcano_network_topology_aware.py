@@ -26,7 +26,17 @@ from lahar.scheduler.conf import ConfError
 from lahar.scheduler.framework.plugin import plugin_class
 from lahar.scheduler.plugins.network_topology_aware import MAX_SCORE
 from tests.scheduler.preempt_builders import cluster, opened
-from tests.scheduler.volcano_cases import binds, conf, outcome, quantities, vc_node, vc_pod, vc_podgroup, vc_queue
+from tests.scheduler.volcano_cases import (
+    binds,
+    conf,
+    outcome,
+    quantities,
+    vc_hypernode,
+    vc_node,
+    vc_pod,
+    vc_podgroup,
+    vc_queue,
+)
 
 PLUGIN = "network-topology-aware"
 ROLE = "volcano.sh/task-spec"
@@ -36,26 +46,8 @@ Tree = Mapping[str, tuple[int, Sequence[str]]]  # HyperNode -> (tier, members: H
 
 
 def hypernodes(tree: Tree, tier_names: Mapping[int, str] | None = None) -> list[Obj]:
-    objects = []
-    for name, (tier, members) in tree.items():
-        spec: Obj = {
-            "tier": tier,
-            "members": [
-                {"type": "HyperNode" if member in tree else "Node", "selector": {"exactMatch": {"name": member}}}
-                for member in members
-            ],
-        }
-        if tier_names and tier in tier_names:
-            spec["tierName"] = tier_names[tier]
-        objects.append(
-            {
-                "apiVersion": "topology.volcano.sh/v1alpha1",
-                "kind": "HyperNode",
-                "metadata": {"name": name},
-                "spec": spec,
-            }
-        )
-    return objects
+    names = tier_names or {}
+    return [vc_hypernode(name, tier, members, tree, names.get(tier, "")) for name, (tier, members) in tree.items()]
 
 
 def topology_group(

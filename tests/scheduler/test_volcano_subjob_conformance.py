@@ -22,7 +22,16 @@ from typing import Any
 
 import pytest
 
-from tests.scheduler.volcano_cases import binds, outcome, quantities, vc_node, vc_pod, vc_podgroup, vc_queue
+from tests.scheduler.volcano_cases import (
+    binds,
+    outcome,
+    quantities,
+    vc_hypernode,
+    vc_node,
+    vc_pod,
+    vc_podgroup,
+    vc_queue,
+)
 
 TIERS = (["gang", "predicates", "network-topology-aware"],)
 SPEC = "volcano.sh/task-spec"
@@ -87,16 +96,7 @@ class SubJobCase:
             objects.append(
                 vc_pod("c1", p.name, p.node, phase, quantities(*p.request), "pg1", {p.key: p.value}, p.selector or None)
             )
-        for name, (hn_tier, under) in self.hypernodes.items():
-            members = [{"type": "Node", "selector": {"exactMatch": {"name": node}}} for node in under]
-            objects.append(
-                {
-                    "apiVersion": "topology.volcano.sh/v1alpha1",
-                    "kind": "HyperNode",
-                    "metadata": {"name": name},
-                    "spec": {"tier": hn_tier, "members": members},
-                }
-            )
+        objects += [vc_hypernode(name, hn_tier, under) for name, (hn_tier, under) in self.hypernodes.items()]
         return objects
 
 

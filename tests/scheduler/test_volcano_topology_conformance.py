@@ -21,7 +21,16 @@ from typing import Any
 
 import pytest
 
-from tests.scheduler.volcano_cases import binds, outcome, quantities, vc_node, vc_pod, vc_podgroup, vc_queue
+from tests.scheduler.volcano_cases import (
+    binds,
+    outcome,
+    quantities,
+    vc_hypernode,
+    vc_node,
+    vc_pod,
+    vc_podgroup,
+    vc_queue,
+)
 
 TIERS = (["gang", "predicates", "network-topology-aware"],)
 REQUEST = quantities("2", "4G")
@@ -59,20 +68,10 @@ class TopologyCase:
             selector = MASTER_LABEL if role == "master" and self.master_node else None
             phase = "Running" if node else "Pending"
             objects.append(vc_pod("c1", name, node, phase, REQUEST, "pg1", {ROLE: role}, selector))
-        for name, (tier, under) in self.hypernodes.items():
-            members = [{"type": "Node", "selector": {"exactMatch": {"name": node}}} for node in under]
-            objects.append(
-                {
-                    "apiVersion": "topology.volcano.sh/v1alpha1",
-                    "kind": "HyperNode",
-                    "metadata": {"name": name},
-                    "spec": {
-                        "tier": tier,
-                        "members": members,
-                        **({"tierName": tier_names[tier]} if tier in tier_names else {}),
-                    },
-                }
-            )
+        objects += [
+            vc_hypernode(name, tier, under, tier_name=tier_names.get(tier, ""))
+            for name, (tier, under) in self.hypernodes.items()
+        ]
         return objects
 
 

@@ -5,7 +5,7 @@ feeds one case through Lahar's cache and one session."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,6 +120,22 @@ def vc_queue(
         "spec": spec,
         "status": {"state": state},
     }
+
+
+def vc_hypernode(
+    name: str, tier: int, members: Sequence[str], hypernodes: Collection[str] = (), tier_name: str = ""
+) -> Obj:
+    """A HyperNode whose members are nodes by name, or HyperNodes where named in `hypernodes`."""
+    spec: Obj = {
+        "tier": tier,
+        "members": [
+            {"type": "HyperNode" if m in hypernodes else "Node", "selector": {"exactMatch": {"name": m}}}
+            for m in members
+        ],
+    }
+    if tier_name:
+        spec["tierName"] = tier_name
+    return {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": name}, "spec": spec}
 
 
 def vc_priority_class(name: str, value: int) -> Obj:
