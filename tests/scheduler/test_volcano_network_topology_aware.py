@@ -45,6 +45,18 @@ Obj = dict[str, Any]
 Tree = Mapping[str, tuple[int, Sequence[str]]]  # HyperNode -> (tier, members: HyperNodes by their name, else nodes)
 
 
+def busy_pods(nodes: Sequence[str], running: int, deleting: int) -> list[Obj]:
+    """Pods of the running PodGroup "busy" over `nodes` in turn: `running` of them, then
+    `deleting` more being deleted (their room is future idle)."""
+    pods = []
+    for i in range(running + deleting):
+        pod = vc_pod("c1", f"b{i}", nodes[i % len(nodes)], "Running", quantities("1", "2Gi"), "busy")
+        if i >= running:
+            pod["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z"
+        pods.append(pod)
+    return pods
+
+
 def hypernodes(tree: Tree, tier_names: Mapping[int, str] | None = None) -> list[Obj]:
     names = tier_names or {}
     return [vc_hypernode(name, tier, members, tree, names.get(tier, "")) for name, (tier, members) in tree.items()]
@@ -471,11 +483,7 @@ def test_volcano_hypernode_gradient_pre_filtering(
     objects: list[Obj] = [vc_queue("q1", 1), group, vc_podgroup("busy", "c1", "q1", 1, None, "Running")]
     objects += [vc_node(node, "4", "8Gi", 110) for node in nodes] + hypernodes(tree)
     objects.append(vc_pod("c1", "p1", "", "Pending", quantities("1", "1Gi"), "pg1"))
-    for i in range(running + deleting):
-        pod = vc_pod("c1", f"b{i}", nodes[i % 10], "Running", quantities("1", "2Gi"), "busy")
-        if i >= running:
-            pod["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z"
-        objects.append(pod)
+    objects += busy_pods(nodes[:10], running, deleting)
     session = opened(cluster(*objects), conf("allocate", [{"name": PLUGIN}]))
     job = session.jobs["c1/pg1"]
     assert ("hn-1-0" in (session.job_domains(job, evicting) or [])) is kept
@@ -502,11 +510,7 @@ def test_volcano_hypernode_gradient_pre_filtering_sub_job(name: str, running: in
     objects: list[Obj] = [vc_queue("q1", 1), group, vc_podgroup("busy", "c1", "q1", 1, None, "Running")]
     objects += [vc_node(node, "4", "8Gi", 110) for node in nodes] + hypernodes(tree)
     objects += [vc_pod("c1", f"p{i}", "", "Pending", quantities("2", "4Gi"), "pg1", {ROLE: "worker"}) for i in range(5)]
-    for i in range(running + deleting):
-        pod = vc_pod("c1", f"b{i}", nodes[i % 10], "Running", quantities("1", "2Gi"), "busy")
-        if i >= running:
-            pod["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z"
-        objects.append(pod)
+    objects += busy_pods(nodes[:10], running, deleting)
     session = opened(cluster(*objects), conf("allocate", [{"name": PLUGIN}]))
     job = session.jobs["c1/pg1"]
     parts = session.sub_jobs(job)
