@@ -30,10 +30,22 @@ every node 0).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Any
 
 from lahar.api.quantity import QuantityError, parse_quantity
+from lahar.scheduler.framework import devices as shared
+from lahar.scheduler.framework.devices import BINPACK as BINPACK
+from lahar.scheduler.framework.devices import MULTIPLIER as MULTIPLIER
+from lahar.scheduler.framework.devices import SPREAD as SPREAD
+from lahar.scheduler.framework.devices import Card as Card
+from lahar.scheduler.framework.devices import ContainerDevice as ContainerDevice
+from lahar.scheduler.framework.devices import Fit as Fit
+from lahar.scheduler.framework.devices import Usage as Usage
+from lahar.scheduler.framework.devices import decode_container_devices as decode_container_devices
+from lahar.scheduler.framework.devices import decode_pod_devices as decode_pod_devices
+from lahar.scheduler.framework.devices import encode_pod_devices as encode_pod_devices
+from lahar.scheduler.framework.devices import remove_assigned as remove_assigned
 
 REGISTER = "volcano.sh/node-vgpu-register"
 NUMBER = "volcano.sh/vgpu-number"
@@ -57,19 +69,7 @@ BIND_TIME = "volcano.sh/bind-time"
 
 HAMI_CORE, MIG = "hami-core", "mig"
 NVIDIA = "NVIDIA"
-BINPACK, SPREAD = "binpack", "spread"
 WHOLE_CARD = 101  # a percentage no request gives: "no percentage asked"
-MULTIPLIER = 100.0
-
-
-@dataclass(frozen=True)
-class ContainerDevice:
-    """One card given to one container, as `volcano.sh/vgpu-ids-new` spells it."""
-
-    uuid: str
-    type: str
-    memory: int
-    cores: int
 
 
 @dataclass(frozen=True)
@@ -79,54 +79,6 @@ class ContainerRequest:
     percentage: int  # of each card's memory; WHOLE_CARD when memory is asked instead
     cores: int
     type: str = NVIDIA
-
-
-@dataclass
-class Usage:
-    memory: int = 0
-    cores: int = 0
-    group: str = ""
-
-
-@dataclass
-class Card:
-    index: int
-    uuid: str
-    sharing: int  # how many pods may share it
-    memory: int
-    type: str
-    healthy: bool = True
-    used_pods: int = 0
-    used_memory: int = 0
-    used_cores: int = 0
-    pods: dict[str, Usage] = field(default_factory=dict)
-
-    def copy(self) -> Card:
-        return replace(self, pods={uid: replace(usage) for uid, usage in self.pods.items()})
-
-    def add(self, uid: str, memory: int, cores: int, group: str) -> None:
-        """HAMi-core's AddPod: a pod counts once per card, however many of its containers use it."""
-        if uid in self.pods:
-            return
-        self.pods[uid] = Usage(memory, cores, group)
-        self.used_pods += 1
-        self.used_memory += memory
-        self.used_cores += cores
-
-    def remove(self, uid: str) -> None:
-        usage = self.pods.pop(uid, None)
-        if usage is not None:
-            self.used_pods -= 1
-            self.used_memory -= usage.memory
-            self.used_cores -= usage.cores
-
-
-@dataclass(frozen=True)
-class Fit:
-    fits: bool
-    devices: tuple[tuple[ContainerDevice, ...], ...] = ()
-    score: float = 0.0
-    reason: str = ""
 
 
 # -- reading the node and the pod --------------------------------------------------------------------
@@ -273,11 +225,7 @@ def policy_order(cards: Sequence[Card], policy: str) -> list[int]:
 
 
 def gpu_score(policy: str, card: Card) -> float:
-    if policy == BINPACK:
-        return MULTIPLIER * card.used_memory / card.memory if card.memory else 0.0
-    if policy == SPREAD:
-        return MULTIPLIER if card.used_pods == 0 else 0.0
-    return 0.0
+    return shared.card_score(policy, card)
 
 
 def fit(
@@ -348,28 +296,6 @@ def fit(
 # -- the pod's assignment annotation ----------------------------------------------------------------
 
 
-def encode_pod_devices(devices: Sequence[Sequence[ContainerDevice]]) -> str:
-    """`uuid,type,memory,cores:` per card, containers separated by `;`."""
-    return ";".join("".join(f"{d.uuid},{d.type},{d.memory},{d.cores}:" for d in container) for container in devices)
-
-
-def decode_container_devices(text: str) -> list[ContainerDevice]:
-    """One container's cards; entries with missing fields or usage that is not a count are skipped."""
-    found = []
-    for entry in text.split(":"):
-        if "," not in entry:
-            continue
-        items = entry.split(",")
-        if len(items) < 4 or not items[2].isdigit() or not items[3].isdigit():
-            continue
-        found.append(ContainerDevice(items[0], items[1], int(items[2]), int(items[3])))
-    return found
-
-
-def decode_pod_devices(text: str) -> list[list[ContainerDevice]]:
-    return [decode_container_devices(part) for part in text.split(";")] if text else []
-
-
 def assignment_annotations(node: str, devices: Sequence[Sequence[ContainerDevice]], now: float) -> dict[str, str]:
     """What the binder writes on the pod (Volcano's Allocate): the node, the cards per container
     twice (the device plugin consumes one copy), the phase `allocating`, and the times."""
@@ -385,15 +311,6 @@ def assignment_annotations(node: str, devices: Sequence[Sequence[ContainerDevice
 
 
 def add_assigned(cards: Sequence[Card], uid: str, group: str, devices: Sequence[Sequence[ContainerDevice]]) -> None:
-    """Count a pod's assigned cards on the node (a card is matched by the UUID the entry holds)."""
-    for container in devices:
-        for device in container:
-            for card in cards:
-                if card.uuid and card.uuid in device.uuid:
-                    card.add(uid, device.memory, device.cores, group)
-                    break
-
-
-def remove_assigned(cards: Sequence[Card], uid: str) -> None:
-    for card in cards:
-        card.remove(uid)
+    """Count a pod's assigned cards on the node (a card is matched by the UUID the entry holds,
+    as Volcano's vGPU does)."""
+    shared.add_assigned(cards, uid, group, devices, lambda card, entry: card in entry)

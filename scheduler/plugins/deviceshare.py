@@ -46,8 +46,9 @@ device that fits.)
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import ClassVar, cast
+from typing import Any, ClassVar, cast
 
 import numpy as np
 
@@ -55,6 +56,7 @@ from lahar.api.node import Node
 from lahar.api.quantity import QuantityError, parse_quantity
 from lahar.rpc.report import NodeReport
 from lahar.scheduler.framework import vgpu
+from lahar.scheduler.framework.devices import Card, ContainerDevice, Fit, add_assigned, remove_assigned
 from lahar.scheduler.framework.plugin import Arguments, Plugin, boolean, choice, number, register_plugin
 from lahar.scheduler.framework.session import REPORT_STALENESS_SECONDS, Session
 from lahar.scheduler.model import NodeTable, Rows, TaskInfo, TaskStatus
@@ -394,40 +396,80 @@ class DeviceShare(Plugin):
         return np.clip(score, 0.0, 1.0) * MAX_SCORE * self._weight
 
 
-class VirtualGPUs:
-    """Volcano's vGPU device (HAMi-core sharing; `scheduler/framework/vgpu.py` decides): per node
-    the cards its registration annotation lists with what the pods on it use, a predicate and a
-    score for pods asking for `volcano.sh/vgpu-*`, and the assignment written on each placed pod.
-    The policy is Volcano's: `binpack`, `spread`, or none (cards tried from the highest index)."""
+class SharedDevices:
+    """One kind of HAMi-shared device (NVIDIA vGPU, an Ascend vNPU type): per node the cards its
+    registration annotation lists with what the pods on it use, a predicate and a score for the
+    pods asking for it, and the assignment written on each placed pod. A subclass reads the
+    node's registration and the pod's assignment and says what fits (a plain decision function
+    of `vgpu.py` or `ascend.py`). A node whose registration cannot be read takes none of these
+    pods and gets a Warning event saying why; every other node and pod is scheduled as usual."""
+
+    label = ""  # what `explain` prefixes its reasons with
 
     def __init__(self, session: Session, policy: str, weight: float) -> None:
         self.session, self.policy, self.weight = session, policy, weight
-        self.cards: dict[int, tuple[str, list[vgpu.Card]]] = {}  # row -> (mode, cards)
+        self.cards: dict[int, tuple[str, list[Card]]] = {}  # row -> (mode, cards)
         self.held: dict[str, int] = {}  # task uid -> row
         self.releasing: dict[int, set[str]] = {}  # row -> uids being evicted
         self._asks: dict[str, bool] = {}  # per placement class
         nodes = session.nodes
         for row, node in enumerate(nodes.nodes):
-            annotation = node.meta.annotations.get(vgpu.REGISTER)
-            if annotation is None or not all(node.allocatable.get(name, 0) > 0 for name in vgpu.NODE_RESOURCES):
+            try:
+                found = self.read_node(node)
+            except ValueError as error:
+                session.record_event("Node", "", node.name, "Warning", "InvalidDeviceRegistration", str(error))
                 continue
-            decoded = vgpu.decode_node(annotation)
-            if decoded is None:
+            if found is None:
                 continue
-            self.cards[row] = decoded
+            self.cards[row] = found
             for task in nodes.tasks[row].values():
-                assigned = task.pod.meta.annotations.get(vgpu.ASSIGNED_IDS)
-                if assigned and self.asks(task):
-                    vgpu.add_assigned(decoded[1], task.uid, self.group(task), vgpu.decode_pod_devices(assigned))
+                assigned = self.assigned(task) if self.asks(task) else []
+                if assigned:
+                    add_assigned(found[1], task.uid, self.group(task), assigned, self.same_card)
                     self.held[task.uid] = row
                     if task.status is TaskStatus.RELEASING:
                         self.releasing.setdefault(row, set()).add(task.uid)
 
+    # -- what a kind of device says ---------------------------------------------------------------
+
+    def read_node(self, node: Node) -> tuple[str, list[Card]] | None:
+        """The node's sharing mode and cards; None when it has none of this kind; ValueError
+        (the event's message) when its registration cannot be read."""
+        raise NotImplementedError
+
+    def asks_spec(self, pod_spec: Mapping[str, Any]) -> bool:
+        raise NotImplementedError
+
+    def assigned(self, task: TaskInfo) -> list[list[ContainerDevice]]:
+        """The cards the pod's assignment annotation names, per container."""
+        raise NotImplementedError
+
+    def decide(self, task: TaskInfo, mode: str, cards: list[Card]) -> Fit:
+        raise NotImplementedError
+
+    def annotations(self, node: str, task: TaskInfo, verdict: Fit) -> dict[str, str]:
+        """What the binder writes on the placed pod."""
+        raise NotImplementedError
+
+    def request_key(self, task: TaskInfo) -> Hashable:
+        """What `decide` reads of the pod beyond its placement class."""
+        raise NotImplementedError
+
+    @staticmethod
+    def same_card(card: str, entry: str) -> bool:
+        """Whether an assignment entry's UUID names the card."""
+        return card == entry
+
+    def group(self, task: TaskInfo) -> str:
+        return ""
+
+    # -- the session's callbacks --------------------------------------------------------------------
+
     def register(self) -> None:
         session = self.session
-        # A vGPU pod's answers depend on its containers' requests and its annotations, which its
-        # placement class does not cover, and on its PodGroup under the spread-group policy.
-        session.add_class_key_fn(lambda task: self.class_key(task) if self.asks(task) else None)
+        # A device pod's answers depend on its containers' requests and its annotations, which
+        # its placement class does not cover.
+        session.add_class_key_fn(lambda task: self.request_key(task) if self.asks(task) else None)
         session.add_predicate_fn(self.predicate, self.explain, applies=self.asks)
         if self.weight:
             session.add_node_order_fn(self.score, applies=self.asks)
@@ -436,23 +478,10 @@ class VirtualGPUs:
     def asks(self, task: TaskInfo) -> bool:
         found = self._asks.get(task.placement)
         if found is None:
-            found = self._asks[task.placement] = vgpu.has_vgpu_request(task.pod.spec)
+            found = self._asks[task.placement] = self.asks_spec(task.pod.spec)
         return found
 
-    @staticmethod
-    def group(task: TaskInfo) -> str:
-        return vgpu.pod_group_key(task.namespace, task.pod.meta.annotations)
-
-    def class_key(self, task: TaskInfo) -> tuple[object, ...]:
-        annotations = task.pod.meta.annotations
-        read = (vgpu.MODE, vgpu.USE_TYPE, vgpu.NOUSE_TYPE, vgpu.USE_UUID, vgpu.NOUSE_UUID, vgpu.GROUP_POLICY)
-        return (
-            tuple(vgpu.container_requests(task.pod.spec)),
-            tuple(annotations.get(key) for key in read),
-            self.group(task),
-        )
-
-    def _cards(self, row: int, nodes: NodeTable | None, future: bool) -> tuple[str, list[vgpu.Card]] | None:
+    def _cards(self, row: int, nodes: NodeTable | None, future: bool) -> tuple[str, list[Card]] | None:
         """The row's cards as the question sees them: as they are; without the pods being evicted
         (`future`, or a what-if view); without any pod on the rows a view assumes freed."""
         found = self.cards.get(row)
@@ -461,23 +490,21 @@ class VirtualGPUs:
         mode, cards = found
         if nodes is not None and nodes.assumed_free is not None:
             if nodes.assumed_free[row]:
-                return mode, [vgpu.Card(c.index, c.uuid, c.sharing, c.memory, c.type, c.healthy) for c in cards]
+                return mode, [card.unused() for card in cards]
             future = True
         gone = self.releasing.get(row) if future else None
         if not gone:
             return found
         copies = [card.copy() for card in cards]
         for uid in gone:
-            vgpu.remove_assigned(copies, uid)
+            remove_assigned(copies, uid)
         return mode, copies
 
-    def fit(self, task: TaskInfo, row: int, nodes: NodeTable | None = None, future: bool = False) -> vgpu.Fit:
+    def fit(self, task: TaskInfo, row: int, nodes: NodeTable | None = None, future: bool = False) -> Fit:
         found = self._cards(row, nodes, future)
         if found is None:
-            return vgpu.Fit(False, reason="node has no registered vGPU")
-        mode, cards = found
-        requests = vgpu.container_requests(task.pod.spec)
-        return vgpu.fit(cards, mode, requests, task.pod.meta.annotations, self.group(task), self.policy)
+            return Fit(False, reason=f"node has no registered {self.label}", lasting=True)
+        return self.decide(task, *found)
 
     def predicate(self, task: TaskInfo, nodes: NodeTable, rows: Rows) -> np.ndarray:
         return np.array([self.fit(task, row, nodes).fits for row in np.arange(len(nodes))[rows].tolist()], dtype=bool)
@@ -487,7 +514,7 @@ class VirtualGPUs:
         for row in np.flatnonzero(nodes.schedulable).tolist():
             verdict = self.fit(task, row, nodes)
             if not verdict.fits:
-                reasons[f"vGPU: {verdict.reason}"] += 1
+                reasons[f"{self.label}: {verdict.reason}"] += 1
         return reasons
 
     def score(self, task: TaskInfo, nodes: NodeTable, rows: Rows) -> np.ndarray:
@@ -512,11 +539,10 @@ class VirtualGPUs:
         verdict = self.fit(task, row, future=task.status is TaskStatus.PIPELINED)
         if not verdict.fits:
             return  # placed without this predicate: nothing to assign
-        vgpu.add_assigned(self.cards[row][1], task.uid, self.group(task), verdict.devices)
+        add_assigned(self.cards[row][1], task.uid, self.group(task), verdict.devices, self.same_card)
         self.held[task.uid] = row
-        self.session.pod_annotations[task.uid] = vgpu.assignment_annotations(
-            self.session.nodes.names[row], verdict.devices, self.session.now
-        )
+        written = self.session.pod_annotations.setdefault(task.uid, {})
+        written.update(self.annotations(self.session.nodes.names[row], task, verdict))
 
     def on_deallocate(self, task: TaskInfo) -> None:
         row = self.held.get(task.uid)
@@ -525,7 +551,56 @@ class VirtualGPUs:
         if task.status is TaskStatus.RELEASING:
             self.releasing.setdefault(row, set()).add(task.uid)
             return
-        vgpu.remove_assigned(self.cards[row][1], task.uid)  # a placement undone
+        remove_assigned(self.cards[row][1], task.uid)  # a placement undone
         del self.held[task.uid]
         self.releasing.get(row, set()).discard(task.uid)
         self.session.pod_annotations.pop(task.uid, None)
+
+
+class VirtualGPUs(SharedDevices):
+    """Volcano's vGPU device (HAMi-core sharing; `scheduler/framework/vgpu.py` decides). The
+    policy is Volcano's: `binpack`, `spread`, or none (cards tried from the highest index)."""
+
+    label = "vGPU"
+
+    def read_node(self, node: Node) -> tuple[str, list[Card]] | None:
+        annotation = node.meta.annotations.get(vgpu.REGISTER)
+        if annotation is None or not all(node.allocatable.get(name, 0) > 0 for name in vgpu.NODE_RESOURCES):
+            return None
+        decoded = vgpu.decode_node(annotation)
+        if decoded is None:
+            raise ValueError(
+                f"{vgpu.REGISTER} cannot be read (cards as uuid,count,memory,type,health,mode separated by ':'); "
+                "the node takes no vGPU pod"
+            )
+        return decoded
+
+    def asks_spec(self, pod_spec: Mapping[str, Any]) -> bool:
+        return vgpu.has_vgpu_request(pod_spec)
+
+    def assigned(self, task: TaskInfo) -> list[list[ContainerDevice]]:
+        return vgpu.decode_pod_devices(task.pod.meta.annotations.get(vgpu.ASSIGNED_IDS, ""))
+
+    @staticmethod
+    def same_card(card: str, entry: str) -> bool:
+        return card in entry  # Volcano's vGPU matches the card's UUID within the entry's
+
+    def group(self, task: TaskInfo) -> str:
+        return vgpu.pod_group_key(task.namespace, task.pod.meta.annotations)
+
+    def request_key(self, task: TaskInfo) -> Hashable:
+        annotations = task.pod.meta.annotations
+        read = (vgpu.MODE, vgpu.USE_TYPE, vgpu.NOUSE_TYPE, vgpu.USE_UUID, vgpu.NOUSE_UUID, vgpu.GROUP_POLICY)
+        # Under the spread-group policy the answers depend on the pod's PodGroup too.
+        return (
+            tuple(vgpu.container_requests(task.pod.spec)),
+            tuple(annotations.get(key) for key in read),
+            self.group(task),
+        )
+
+    def decide(self, task: TaskInfo, mode: str, cards: list[Card]) -> Fit:
+        requests = vgpu.container_requests(task.pod.spec)
+        return vgpu.fit(cards, mode, requests, task.pod.meta.annotations, self.group(task), self.policy)
+
+    def annotations(self, node: str, task: TaskInfo, verdict: Fit) -> dict[str, str]:
+        return vgpu.assignment_annotations(node, verdict.devices, self.session.now)
