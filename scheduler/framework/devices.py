@@ -7,11 +7,15 @@ several pods share, counted once per pod however many of the pod's containers us
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
+
+from lahar.api.quantity import QuantityError, parse_quantity
 
 BINPACK, SPREAD = "binpack", "spread"
 MULTIPLIER = 100.0
+WHOLE_CARD = 101  # a percentage no request gives: "no percentage asked"
 
 
 @dataclass(frozen=True)
@@ -22,6 +26,18 @@ class ContainerDevice:
     type: str
     memory: int
     cores: int
+
+
+@dataclass(frozen=True)
+class ContainerRequest:
+    """One container's ask: `cards` devices, each with `memory` MiB (0: by percentage) or
+    `percentage` of its memory (WHOLE_CARD when memory is asked instead) and `cores`."""
+
+    cards: int
+    memory: int
+    percentage: int
+    cores: int
+    type: str
 
 
 @dataclass
@@ -97,6 +113,57 @@ def card_score(policy: str, card: Card) -> float:
     if policy == SPREAD:
         return MULTIPLIER if card.used_pods == 0 else 0.0
     return 0.0
+
+
+# -- the pod's request -----------------------------------------------------------------------------
+
+
+def _amount(resources: Mapping[str, Any] | None, name: str) -> int | None:
+    value = (resources or {}).get(name)
+    if value is None:
+        return None
+    try:
+        return parse_quantity(str(value)).value()
+    except QuantityError:
+        return None
+
+
+def limits_any(pod_spec: Mapping[str, Any], names: Collection[str]) -> bool:
+    """Whether a container's limits name any of `names`."""
+    for container in pod_spec.get("containers") or ():
+        limits = (container.get("resources") or {}).get("limits") or {}
+        if any(name in limits for name in names):
+            return True
+    return False
+
+
+def container_requests(
+    pod_spec: Mapping[str, Any], type_: str, count: str, memory: str, cores: str, percentage: str = ""
+) -> list[ContainerRequest]:
+    """Each asking container's request (Volcano's ExtractResourceRequest): `count` devices from
+    its limits (1 when only `memory` is limited), `memory`, `percentage` and `cores` from its
+    limits, else its requests; a container giving neither memory nor percentage takes each
+    device's whole memory. Containers asking for none are left out."""
+    found = []
+    for container in pod_spec.get("containers") or ():
+        resources = container.get("resources") or {}
+        limits, requests = resources.get("limits") or {}, resources.get("requests") or {}
+        cards = _amount(limits, count)
+        if cards is None:
+            if _amount(limits, memory) is None:
+                continue
+            cards = 1
+        asked = [_amount(limits, name) for name in (memory, percentage, cores)]
+        mib, share, cores_asked = (
+            _amount(requests, name) if amount is None else amount
+            for amount, name in zip(asked, (memory, percentage, cores), strict=True)
+        )
+        mib, cores_asked = mib or 0, cores_asked or 0
+        share = WHOLE_CARD if share is None or not percentage else share
+        if share == WHOLE_CARD and mib == 0:
+            share = 100
+        found.append(ContainerRequest(cards, mib, share, cores_asked, type_))
+    return found
 
 
 # -- the pod's assignment annotation ----------------------------------------------------------------

@@ -33,13 +33,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lahar.api.quantity import QuantityError, parse_quantity
 from lahar.scheduler.framework import devices as shared
 from lahar.scheduler.framework.devices import BINPACK as BINPACK
 from lahar.scheduler.framework.devices import MULTIPLIER as MULTIPLIER
 from lahar.scheduler.framework.devices import SPREAD as SPREAD
+from lahar.scheduler.framework.devices import WHOLE_CARD as WHOLE_CARD
 from lahar.scheduler.framework.devices import Card as Card
 from lahar.scheduler.framework.devices import ContainerDevice as ContainerDevice
+from lahar.scheduler.framework.devices import ContainerRequest as ContainerRequest
 from lahar.scheduler.framework.devices import Fit as Fit
 from lahar.scheduler.framework.devices import Usage as Usage
 from lahar.scheduler.framework.devices import decode_container_devices as decode_container_devices
@@ -69,16 +70,6 @@ BIND_TIME = "volcano.sh/bind-time"
 
 HAMI_CORE, MIG = "hami-core", "mig"
 NVIDIA = "NVIDIA"
-WHOLE_CARD = 101  # a percentage no request gives: "no percentage asked"
-
-
-@dataclass(frozen=True)
-class ContainerRequest:
-    cards: int
-    memory: int  # MiB per card (0: by percentage)
-    percentage: int  # of each card's memory; WHOLE_CARD when memory is asked instead
-    cores: int
-    type: str = NVIDIA
 
 
 # -- reading the node and the pod --------------------------------------------------------------------
@@ -118,48 +109,15 @@ def _int(text: str) -> int:
         return 0
 
 
-def _amount(resources: Mapping[str, Any] | None, name: str) -> int | None:
-    value = (resources or {}).get(name)
-    if value is None:
-        return None
-    try:
-        return parse_quantity(str(value)).value()
-    except QuantityError:
-        return None
-
-
 def has_vgpu_request(pod_spec: Mapping[str, Any]) -> bool:
     """Whether a container limits `volcano.sh/vgpu-memory` or `volcano.sh/vgpu-number`."""
-    for container in pod_spec.get("containers") or ():
-        limits = (container.get("resources") or {}).get("limits") or {}
-        if MEMORY in limits or NUMBER in limits:
-            return True
-    return False
+    return shared.limits_any(pod_spec, (MEMORY, NUMBER))
 
 
 def container_requests(pod_spec: Mapping[str, Any]) -> list[ContainerRequest]:
     """Each asking container's request (Volcano's ExtractResourceRequest); containers asking for
     no vGPU are left out."""
-    found = []
-    for container in pod_spec.get("containers") or ():
-        resources = container.get("resources") or {}
-        limits, requests = resources.get("limits") or {}, resources.get("requests") or {}
-        cards = _amount(limits, NUMBER)
-        if cards is None:
-            if _amount(limits, MEMORY) is None:
-                continue
-            cards = 1
-        memory = _amount(limits, MEMORY)
-        memory = _amount(requests, MEMORY) if memory is None else memory
-        percentage = _amount(limits, MEMORY_PERCENTAGE)
-        percentage = _amount(requests, MEMORY_PERCENTAGE) if percentage is None else percentage
-        cores = _amount(limits, CORES)
-        cores = _amount(requests, CORES) if cores is None else cores
-        memory, percentage, cores = memory or 0, WHOLE_CARD if percentage is None else percentage, cores or 0
-        if percentage == WHOLE_CARD and memory == 0:
-            percentage = 100
-        found.append(ContainerRequest(cards, memory, percentage, cores))
-    return found
+    return shared.container_requests(pod_spec, NVIDIA, NUMBER, MEMORY, CORES, MEMORY_PERCENTAGE)
 
 
 def pod_group_key(namespace: str, annotations: Mapping[str, str]) -> str:
