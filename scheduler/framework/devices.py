@@ -93,14 +93,12 @@ class Card:
 @dataclass(frozen=True)
 class Fit:
     """A pod's answer on one node: whether it fits, the cards per container, the score, or why
-    not. `lasting`: the refusal is about the pod or the node's inventory, so evicting pods would
-    not change it (Volcano's Error status, against Unschedulable)."""
+    not."""
 
     fits: bool
     devices: tuple[tuple[ContainerDevice, ...], ...] = ()
     score: float = 0.0
     reason: str = ""
-    lasting: bool = False
 
 
 def card_score(policy: str, card: Card) -> float:

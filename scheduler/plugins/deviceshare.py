@@ -46,7 +46,7 @@ device that fits.)
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Hashable, Mapping
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
@@ -55,8 +55,9 @@ import numpy as np
 from lahar.api.node import Node
 from lahar.api.quantity import QuantityError, parse_quantity
 from lahar.rpc.report import NodeReport
-from lahar.scheduler.framework import vgpu
-from lahar.scheduler.framework.devices import Card, ContainerDevice, Fit, add_assigned, remove_assigned
+from lahar.scheduler.framework import ascend, vgpu
+from lahar.scheduler.framework.device_config import DEFAULT_VNPUS, VNPUConfig
+from lahar.scheduler.framework.devices import Card, ContainerDevice, Fit, remove_assigned
 from lahar.scheduler.framework.plugin import Arguments, Plugin, boolean, choice, number, register_plugin
 from lahar.scheduler.framework.session import REPORT_STALENESS_SECONDS, Session
 from lahar.scheduler.model import NodeTable, Rows, TaskInfo, TaskStatus
@@ -135,6 +136,7 @@ class DeviceShare(Plugin):
         "deviceshare.GPUSharingEnable": boolean,
         "deviceshare.GPUNumberEnable": boolean,
         "deviceshare.VGPUEnable": boolean,
+        "deviceshare.AscendHAMiVNPUEnable": boolean,
         "staleness": number(minimum=0),
     }
 
@@ -152,6 +154,8 @@ class DeviceShare(Plugin):
         self._weight = float(self.argument("deviceshare.ScheduleWeight", 1.0))
         if self.argument("deviceshare.VGPUEnable", False):
             VirtualGPUs(session, self.argument("deviceshare.SchedulePolicy", ""), self._weight).register()
+        if self.argument("deviceshare.AscendHAMiVNPUEnable", False):
+            self._register_npus(session, DEFAULT_VNPUS, False)
         if not self._whole_columns and not self._share_columns:
             return  # no node has GPUs and no pod asks for one
         self._session = session
@@ -161,6 +165,25 @@ class DeviceShare(Plugin):
         if self._weight:
             session.add_node_order_fn(self._score)
         session.add_event_handler(self._on_allocate, self._on_deallocate)
+
+    def _register_npus(self, session: Session, configs: tuple[VNPUConfig, ...], hami_core: bool) -> None:
+        """One AscendNPUs per configured type; a node registering a type the configuration does
+        not name gets a Warning event (its NPUs of that type take no pods)."""
+        policy = self.argument("deviceshare.SchedulePolicy", "")
+        for config in configs:
+            AscendNPUs(session, policy, self._weight, config, hami_core).register()
+        configured = {config.common_word for config in configs}
+        for node in session.nodes.nodes:
+            for unknown in unconfigured_npus(node, configured):
+                session.record_event(
+                    "Node",
+                    "",
+                    node.name,
+                    "Warning",
+                    "UnknownDeviceType",
+                    f"the node registers Ascend type {unknown}, which the device configuration's vnpus do "
+                    f"not name (known: {', '.join(sorted(configured)) or 'none'}); its NPUs of that type take no pods",
+                )
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -417,7 +440,8 @@ class SharedDevices:
             try:
                 found = self.read_node(node)
             except ValueError as error:
-                session.record_event("Node", "", node.name, "Warning", "InvalidDeviceRegistration", str(error))
+                message = f"{error}; the node takes no {self.label} pod"
+                session.record_event("Node", "", node.name, "Warning", "InvalidDeviceRegistration", message)
                 continue
             if found is None:
                 continue
@@ -425,7 +449,7 @@ class SharedDevices:
             for task in nodes.tasks[row].values():
                 assigned = self.assigned(task) if self.asks(task) else []
                 if assigned:
-                    add_assigned(found[1], task.uid, self.group(task), assigned, self.same_card)
+                    self.count(found[1], task.uid, self.group(task), assigned)
                     self.held[task.uid] = row
                     if task.status is TaskStatus.RELEASING:
                         self.releasing.setdefault(row, set()).add(task.uid)
@@ -455,10 +479,9 @@ class SharedDevices:
         """What `decide` reads of the pod beyond its placement class."""
         raise NotImplementedError
 
-    @staticmethod
-    def same_card(card: str, entry: str) -> bool:
-        """Whether an assignment entry's UUID names the card."""
-        return card == entry
+    def count(self, cards: list[Card], uid: str, group: str, devices: Sequence[Sequence[ContainerDevice]]) -> None:
+        """Count a pod's assigned cards on the node's."""
+        raise NotImplementedError
 
     def group(self, task: TaskInfo) -> str:
         return ""
@@ -503,7 +526,7 @@ class SharedDevices:
     def fit(self, task: TaskInfo, row: int, nodes: NodeTable | None = None, future: bool = False) -> Fit:
         found = self._cards(row, nodes, future)
         if found is None:
-            return Fit(False, reason=f"node has no registered {self.label}", lasting=True)
+            return Fit(False, reason=f"node has no registered {self.label}")
         return self.decide(task, *found)
 
     def predicate(self, task: TaskInfo, nodes: NodeTable, rows: Rows) -> np.ndarray:
@@ -539,7 +562,7 @@ class SharedDevices:
         verdict = self.fit(task, row, future=task.status is TaskStatus.PIPELINED)
         if not verdict.fits:
             return  # placed without this predicate: nothing to assign
-        add_assigned(self.cards[row][1], task.uid, self.group(task), verdict.devices, self.same_card)
+        self.count(self.cards[row][1], task.uid, self.group(task), verdict.devices)
         self.held[task.uid] = row
         written = self.session.pod_annotations.setdefault(task.uid, {})
         written.update(self.annotations(self.session.nodes.names[row], task, verdict))
@@ -570,8 +593,7 @@ class VirtualGPUs(SharedDevices):
         decoded = vgpu.decode_node(annotation)
         if decoded is None:
             raise ValueError(
-                f"{vgpu.REGISTER} cannot be read (cards as uuid,count,memory,type,health,mode separated by ':'); "
-                "the node takes no vGPU pod"
+                f"{vgpu.REGISTER} cannot be read (cards as uuid,count,memory,type,health,mode separated by ':')"
             )
         return decoded
 
@@ -581,9 +603,8 @@ class VirtualGPUs(SharedDevices):
     def assigned(self, task: TaskInfo) -> list[list[ContainerDevice]]:
         return vgpu.decode_pod_devices(task.pod.meta.annotations.get(vgpu.ASSIGNED_IDS, ""))
 
-    @staticmethod
-    def same_card(card: str, entry: str) -> bool:
-        return card in entry  # Volcano's vGPU matches the card's UUID within the entry's
+    def count(self, cards: list[Card], uid: str, group: str, devices: Sequence[Sequence[ContainerDevice]]) -> None:
+        vgpu.add_assigned(cards, uid, group, devices)
 
     def group(self, task: TaskInfo) -> str:
         return vgpu.pod_group_key(task.namespace, task.pod.meta.annotations)
@@ -604,3 +625,55 @@ class VirtualGPUs(SharedDevices):
 
     def annotations(self, node: str, task: TaskInfo, verdict: Fit) -> dict[str, str]:
         return vgpu.assignment_annotations(node, verdict.devices, self.session.now)
+
+
+class AscendNPUs(SharedDevices):
+    """One Ascend vNPU type of the device configuration (Volcano's HAMi Ascend device;
+    `scheduler/framework/ascend.py` decides): its NPUs on the nodes that register them and
+    allocate its resource, for pods asking for its resource or its memory."""
+
+    def __init__(self, session: Session, policy: str, weight: float, config: VNPUConfig, hami_core: bool) -> None:
+        self.config, self.hami_core, self.label = config, hami_core, config.common_word
+        super().__init__(session, policy, weight)
+
+    def read_node(self, node: Node) -> tuple[str, list[Card]] | None:
+        config = self.config
+        annotation = node.meta.annotations.get(ascend.register_annotation(config))
+        if annotation is None or node.allocatable.get(config.resource_name, 0) <= 0:
+            return None
+        cards = ascend.decode_node(config, annotation)
+        return (ascend.node_mode(node.meta.annotations, self.hami_core), cards) if cards else None
+
+    def asks_spec(self, pod_spec: Mapping[str, Any]) -> bool:
+        return ascend.has_request(self.config, pod_spec)
+
+    def assigned(self, task: TaskInfo) -> list[list[ContainerDevice]]:
+        return ascend.assigned(self.config, task.pod.meta.annotations)
+
+    def count(self, cards: list[Card], uid: str, group: str, devices: Sequence[Sequence[ContainerDevice]]) -> None:
+        ascend.add_assigned(cards, uid, devices)
+
+    def request_key(self, task: TaskInfo) -> Hashable:
+        return (
+            tuple(ascend.container_requests(self.config, task.pod.spec)),
+            ascend.hami_core_pod(task.pod.meta.annotations),
+        )
+
+    def decide(self, task: TaskInfo, mode: str, cards: list[Card]) -> Fit:
+        requests = ascend.container_requests(self.config, task.pod.spec)
+        return ascend.select(self.config, cards, mode, requests, task.pod.meta.annotations, self.policy)
+
+    def annotations(self, node: str, task: TaskInfo, verdict: Fit) -> dict[str, str]:
+        hami_core = ascend.hami_core_pod(task.pod.meta.annotations)
+        return ascend.assignment_annotations(self.config, node, verdict.devices, hami_core, self.session.now)
+
+
+def unconfigured_npus(node: Node, configured: Collection[str]) -> list[str]:
+    """The Ascend types the node registers (`hami.io/node-register-Ascend...`) that the device
+    configuration does not name."""
+    prefix = "hami.io/node-register-"
+    return sorted(
+        key[len(prefix) :]
+        for key in node.meta.annotations
+        if key.startswith(prefix + ascend.ASCEND) and key[len(prefix) :] not in configured
+    )
