@@ -143,7 +143,7 @@ def _list(value: Any, where: str) -> list[Any]:
     return value
 
 
-def _plugin_option(raw: Any, where: str, warnings: list[str]) -> PluginOption | None:
+def _plugin_option(raw: Any, where: str, warnings: list[str], files: list[str]) -> PluginOption | None:
     """One plugin entry; None (with a warning) for a plugin Lahar does not have."""
     entry = _mapping(raw, where)
     name = entry.get("name")
@@ -174,6 +174,9 @@ def _plugin_option(raw: Any, where: str, warnings: list[str]) -> PluginOption | 
     arguments, unknown = split_arguments(f"{where}: plugin {name}", cls.ARGUMENTS, given, cls.ARGUMENT_PREFIXES)
     warnings.extend(unknown)
     try:
+        arguments, read, more = cls.read_files(arguments)
+        files.extend(read)
+        warnings.extend(f"{where} ({name}): {warning}" for warning in more)
         cls(arguments)  # refuses bad argument values now
     except ConfError as exc:
         raise ConfError(f"{where}: {exc}") from None
@@ -190,6 +193,7 @@ def parse_conf(text: str, source: str = "<text>") -> SchedulerConf:
         raise ConfError(f"{source}: not valid YAML: {exc}") from None
     document = _mapping(document, source)
     warnings: list[str] = []
+    files: list[str] = []  # read for the plugins' arguments (deviceshare.DeviceConfigFile)
     for key in sorted(set(document) - TOP_LEVEL_KEYS, key=str):
         warnings.append(f"{source}: unknown top-level key {key!r} ignored")
     raw_actions = document.get("actions")
@@ -221,7 +225,7 @@ def parse_conf(text: str, source: str = "<text>") -> SchedulerConf:
     for t, raw_tier in enumerate(_list(document.get("tiers"), f"{source}: tiers")):
         tier = _mapping(raw_tier, f"{source}: tiers[{t}]")
         found = (
-            _plugin_option(raw, f"{source}: tiers[{t}].plugins[{p}]", warnings)
+            _plugin_option(raw, f"{source}: tiers[{t}].plugins[{p}]", warnings, files)
             for p, raw in enumerate(_list(tier.get("plugins"), f"{source}: tiers[{t}].plugins"))
         )
         options = tuple(option for option in found if option is not None)
@@ -230,7 +234,7 @@ def parse_conf(text: str, source: str = "<text>") -> SchedulerConf:
                 raise ConfError(f"{source}: plugin {option.name!r} appears twice")
             seen.add(option.name)
         tiers.append(options)
-    return SchedulerConf(actions, tuple(tiers), action_arguments, source, tuple(warnings))
+    return SchedulerConf(actions, tuple(tiers), action_arguments, source, tuple(warnings), tuple(files))
 
 
 def load_conf(path: Path) -> SchedulerConf:
@@ -248,6 +252,14 @@ def default_conf() -> SchedulerConf:
     return parse_conf(DEFAULT_CONF, "<default>")
 
 
+def _stamp(path: str) -> tuple[int, int] | None:
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return stat.st_mtime_ns, stat.st_size
+
+
 class ConfWatcher:
     """The configuration in force, reloaded from `path` when the file changes. A refused file is
     logged (and kept in `error`) and the last good configuration stays."""
@@ -257,19 +269,16 @@ class ConfWatcher:
         self.error: str | None = None
         self.reloads = 0
         self.failures = 0
-        self._stamp: tuple[int, int] | None = None
+        self._stamp: tuple[tuple[int, int] | None, ...] | None = None
         # The first load must succeed: starting on a bad file would hide the mistake.
         self.conf = load_conf(path) if path is not None else default_conf()
         self._stamp = self._file_stamp()
 
-    def _file_stamp(self) -> tuple[int, int] | None:
+    def _file_stamp(self) -> tuple[tuple[int, int] | None, ...] | None:
+        """The stamps of the file and of the files its plugins read (a device configuration)."""
         if self.path is None:
             return None
-        try:
-            stat = os.stat(self.path)
-        except OSError:
-            return None
-        return stat.st_mtime_ns, stat.st_size
+        return tuple(_stamp(path) for path in (str(self.path), *self.conf.files))
 
     def current(self) -> SchedulerConf:
         """The configuration to use now; reloads first if the file changed since the last look."""
@@ -284,6 +293,7 @@ class ConfWatcher:
                 log.error("scheduler configuration refused, keeping the last good one: %s", exc)
             else:
                 self.conf, self.error = conf, None
+                self._stamp = self._file_stamp()  # the new configuration may read other files
                 self.reloads += 1
                 log.info(
                     "scheduler configuration reloaded from %s: actions %s, plugins %s",

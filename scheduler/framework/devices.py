@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lahar.api.quantity import QuantityError, parse_quantity
+from lahar.scheduler.framework.device_config import Geometry
 
 BINPACK, SPREAD = "binpack", "spread"
 MULTIPLIER = 100.0
@@ -45,13 +46,16 @@ class Usage:
     memory: int = 0
     cores: int = 0
     group: str = ""
+    rules: frozenset[int] = frozenset()  # the GPU exclusivity rules the pod matches
+    slot: int | None = None  # the MIG instance (its position in the card's geometry) it holds
 
 
 @dataclass
 class Card:
     """One device and what the pods on it use. `sharing`: how many pods may share it; `memory`
     (MiB) and `cores` what it has (`cores`: Ascend's AI cores; vGPU counts percent of 100);
-    `network`: the Ascend 910 network it sits on, when the node says."""
+    `network`: the Ascend 910 network it sits on, when the node says. NVIDIA MIG (`vgpu.py`):
+    `geometries` its model may be split by, the one in use (-1: none) and the positions taken."""
 
     index: int
     uuid: str
@@ -65,19 +69,31 @@ class Card:
     pods: dict[str, Usage] = field(default_factory=dict)
     cores: int = 0
     network: int | None = None
+    geometries: tuple[Geometry, ...] = ()
+    mig_geometry: int = -1
+    mig_taken: set[int] = field(default_factory=set)
 
     def copy(self) -> Card:
-        return replace(self, pods={uid: replace(usage) for uid, usage in self.pods.items()})
+        pods = {uid: replace(usage) for uid, usage in self.pods.items()}
+        return replace(self, pods=pods, mig_taken=set(self.mig_taken))
 
     def unused(self) -> Card:
         """The card with nothing on it."""
-        return replace(self, used_pods=0, used_memory=0, used_cores=0, pods={})
+        return replace(self, used_pods=0, used_memory=0, used_cores=0, pods={}, mig_geometry=-1, mig_taken=set())
 
-    def add(self, uid: str, memory: int, cores: int, group: str = "") -> None:
+    def add(
+        self,
+        uid: str,
+        memory: int,
+        cores: int,
+        group: str = "",
+        rules: frozenset[int] = frozenset(),
+        slot: int | None = None,
+    ) -> None:
         """HAMi's AddPod: a pod counts once per card, however many of its containers use it."""
         if uid in self.pods:
             return
-        self.pods[uid] = Usage(memory, cores, group)
+        self.pods[uid] = Usage(memory, cores, group, rules, slot)
         self.used_pods += 1
         self.used_memory += memory
         self.used_cores += cores
@@ -88,6 +104,10 @@ class Card:
             self.used_pods -= 1
             self.used_memory -= usage.memory
             self.used_cores -= usage.cores
+            if usage.slot is not None:
+                self.mig_taken.discard(usage.slot)
+                if not self.mig_taken:
+                    self.mig_geometry = -1
 
 
 @dataclass(frozen=True)
@@ -197,14 +217,19 @@ def add_assigned(
     group: str,
     devices: Sequence[Sequence[ContainerDevice]],
     same: Callable[[str, str], bool],
+    rules: frozenset[int] = frozenset(),
+    counted: Callable[[Card, ContainerDevice], tuple[int, int | None]] | None = None,
 ) -> None:
     """Count a pod's assigned cards on the node; `same(card uuid, entry uuid)` matches them
-    (entries naming no card of the node are skipped)."""
+    (entries naming no card of the node are skipped). `counted(card, entry)`: the memory the
+    entry counts and the MIG slot it takes (default: the entry's memory, no slot)."""
     for container in devices:
         for device in container:
             for card in cards:
                 if card.uuid and same(card.uuid, device.uuid):
-                    card.add(uid, device.memory, device.cores, group)
+                    if uid not in card.pods:
+                        memory, slot = counted(card, device) if counted else (device.memory, None)
+                        card.add(uid, memory, device.cores, group, rules, slot)
                     break
 
 

@@ -30,6 +30,8 @@ class SchedulerConf:
     # What the file asks for that Lahar does not have (unknown plugins, arguments, keys): left out
     # of the configuration, logged and counted (lahar_scheduler_conf_warnings), never fatal.
     warnings: tuple[str, ...] = ()
+    # Files the plugins' arguments named, read with the configuration: a change reloads it.
+    files: tuple[str, ...] = ()
 
     @property
     def plugin_names(self) -> list[str]:

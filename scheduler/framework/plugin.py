@@ -181,6 +181,14 @@ class Plugin:
         self.arguments = parse_arguments(f"plugin {self.name}", self.ARGUMENTS, arguments or {}, self.ARGUMENT_PREFIXES)
         self.switches_on: frozenset[str] = frozenset()  # of SWITCHES_HONOURED, those the configuration turned on
 
+    @classmethod
+    def read_files(cls, arguments: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...], list[str]]:
+        """Read what the arguments name outside the configuration, when it is loaded (the one
+        place a plugin may do I/O): the arguments with the contents in place of the names, the
+        files read (the configuration is reloaded when one changes) and warnings. Raise ConfError
+        on a file that cannot be read or used."""
+        return arguments, (), []
+
     def argument(self, key: str, default: Any) -> Any:
         return self.arguments.get(key, default)
 

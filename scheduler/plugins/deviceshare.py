@@ -45,9 +45,11 @@ device that fits.)
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar, cast
 
 import numpy as np
@@ -55,10 +57,19 @@ import numpy as np
 from lahar.api.node import Node
 from lahar.api.quantity import QuantityError, parse_quantity
 from lahar.rpc.report import NodeReport
-from lahar.scheduler.framework import ascend, vgpu
-from lahar.scheduler.framework.device_config import DEFAULT_VNPUS, VNPUConfig
+from lahar.scheduler.framework import ascend, device_config, vgpu
+from lahar.scheduler.framework.device_config import VNPUConfig
 from lahar.scheduler.framework.devices import Card, ContainerDevice, Fit, remove_assigned
-from lahar.scheduler.framework.plugin import Arguments, Plugin, boolean, choice, number, register_plugin
+from lahar.scheduler.framework.plugin import (
+    Arguments,
+    ConfError,
+    Plugin,
+    boolean,
+    choice,
+    number,
+    register_plugin,
+    text,
+)
 from lahar.scheduler.framework.session import REPORT_STALENESS_SECONDS, Session
 from lahar.scheduler.model import NodeTable, Rows, TaskInfo, TaskStatus
 
@@ -117,6 +128,21 @@ def device_indexes(value: str) -> list[int] | None:
     return [int(part) for part in parts]
 
 
+@functools.lru_cache(maxsize=8)
+def _device_config_text(contents: str, source: str) -> device_config.DeviceConfig:
+    return device_config.parse_device_config_text(contents, source)
+
+
+def _device_config(value: Any, source: str = "deviceshare.DeviceConfig") -> device_config.DeviceConfig:
+    """`deviceshare.DeviceConfig`: the device configuration as a mapping or as its YAML text
+    (parsed once per text: every session reads its plugins' arguments anew)."""
+    if isinstance(value, device_config.DeviceConfig):
+        return value
+    if isinstance(value, str):
+        return _device_config_text(value, source)
+    return device_config.parse_device_config(value, source)
+
+
 @dataclass
 class _Holding:
     """What a task holds on its node: a share of one device, or whole devices."""
@@ -137,8 +163,45 @@ class DeviceShare(Plugin):
         "deviceshare.GPUNumberEnable": boolean,
         "deviceshare.VGPUEnable": boolean,
         "deviceshare.AscendHAMiVNPUEnable": boolean,
+        "deviceshare.GPUExclusiveRules": vgpu.parse_exclusive_rules,
+        # Volcano's volcano-vgpu-device-config (its `device-config.yaml`): inline, as a mapping or
+        # its text, or the file holding it (a mounted ConfigMap), read when the configuration is.
+        "deviceshare.DeviceConfig": _device_config,
+        "deviceshare.DeviceConfigFile": text,
         "staleness": number(minimum=0),
     }
+
+    @classmethod
+    def read_files(cls, arguments: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...], list[str]]:
+        """`deviceshare.DeviceConfigFile`'s text in place of the path (`deviceshare.DeviceConfig`),
+        the file watched, and the device configuration's warnings (keys it does not know)."""
+        path = arguments.get("deviceshare.DeviceConfigFile")
+        files: tuple[str, ...] = ()
+        if path is not None:
+            if "deviceshare.DeviceConfig" in arguments:
+                raise ConfError(
+                    "plugin deviceshare: give deviceshare.DeviceConfig or deviceshare.DeviceConfigFile, not both"
+                )
+            try:
+                contents = Path(str(path)).read_text()
+            except OSError as exc:
+                raise ConfError(
+                    f"plugin deviceshare: deviceshare.DeviceConfigFile {path}: cannot read: {exc.strerror or exc}"
+                ) from None
+            arguments = {key: value for key, value in arguments.items() if key != "deviceshare.DeviceConfigFile"}
+            arguments["deviceshare.DeviceConfig"] = contents
+            files = (str(path),)
+        warnings: list[str] = []
+        if "deviceshare.DeviceConfig" in arguments:
+            try:
+                warnings = list(
+                    _device_config(
+                        arguments["deviceshare.DeviceConfig"], str(path or "deviceshare.DeviceConfig")
+                    ).warnings
+                )
+            except ValueError as exc:
+                raise ConfError(f"plugin deviceshare: {exc}") from None
+        return arguments, files, warnings
 
     def on_session_open(self, session: Session) -> None:
         columns = session.resources.column
@@ -152,10 +215,13 @@ class DeviceShare(Plugin):
         self._numbers = bool(self.argument("deviceshare.GPUNumberEnable", True))
         self._binpack = self.argument("deviceshare.SchedulePolicy", BINPACK) == BINPACK
         self._weight = float(self.argument("deviceshare.ScheduleWeight", 1.0))
+        device_configuration = self.argument("deviceshare.DeviceConfig", device_config.DEFAULT_DEVICE_CONFIG)
         if self.argument("deviceshare.VGPUEnable", False):
-            VirtualGPUs(session, self.argument("deviceshare.SchedulePolicy", ""), self._weight).register()
+            rules = self.argument("deviceshare.GPUExclusiveRules", ())
+            policy = self.argument("deviceshare.SchedulePolicy", "")
+            VirtualGPUs(session, policy, self._weight, device_configuration.nvidia, rules).register()
         if self.argument("deviceshare.AscendHAMiVNPUEnable", False):
-            self._register_npus(session, DEFAULT_VNPUS, False)
+            self._register_npus(session, device_configuration.vnpus, device_configuration.hami_vnpu_core)
         if not self._whole_columns and not self._share_columns:
             return  # no node has GPUs and no pod asks for one
         self._session = session
@@ -449,7 +515,7 @@ class SharedDevices:
             for task in nodes.tasks[row].values():
                 assigned = self.assigned(task) if self.asks(task) else []
                 if assigned:
-                    self.count(found[1], task.uid, self.group(task), assigned)
+                    self.count(task, *found, assigned)
                     self.held[task.uid] = row
                     if task.status is TaskStatus.RELEASING:
                         self.releasing.setdefault(row, set()).add(task.uid)
@@ -479,8 +545,8 @@ class SharedDevices:
         """What `decide` reads of the pod beyond its placement class."""
         raise NotImplementedError
 
-    def count(self, cards: list[Card], uid: str, group: str, devices: Sequence[Sequence[ContainerDevice]]) -> None:
-        """Count a pod's assigned cards on the node's."""
+    def count(self, task: TaskInfo, mode: str, cards: list[Card], devices: Sequence[Sequence[ContainerDevice]]) -> None:
+        """Count a pod's assigned cards on its node's (of the node's sharing mode)."""
         raise NotImplementedError
 
     def group(self, task: TaskInfo) -> str:
@@ -562,7 +628,7 @@ class SharedDevices:
         verdict = self.fit(task, row, future=task.status is TaskStatus.PIPELINED)
         if not verdict.fits:
             return  # placed without this predicate: nothing to assign
-        self.count(self.cards[row][1], task.uid, self.group(task), verdict.devices)
+        self.count(task, *self.cards[row], verdict.devices)
         self.held[task.uid] = row
         written = self.session.pod_annotations.setdefault(task.uid, {})
         written.update(self.annotations(self.session.nodes.names[row], task, verdict))
@@ -586,11 +652,24 @@ class VirtualGPUs(SharedDevices):
 
     label = "vGPU"
 
+    def __init__(
+        self,
+        session: Session,
+        policy: str,
+        weight: float,
+        config: device_config.NvidiaConfig = device_config.DEFAULT_DEVICE_CONFIG.nvidia,
+        rules: tuple[dict[str, str], ...] = (),
+    ) -> None:
+        self.config, self.rules = config, rules  # read by read_node and add_assigned from here on
+        super().__init__(session, policy, weight)
+
     def read_node(self, node: Node) -> tuple[str, list[Card]] | None:
         annotation = node.meta.annotations.get(vgpu.REGISTER)
-        if annotation is None or not all(node.allocatable.get(name, 0) > 0 for name in vgpu.NODE_RESOURCES):
+        config = self.config
+        names = (config.resource_count_name, config.resource_memory_name, config.resource_core_name)
+        if annotation is None or not all(node.allocatable.get(name, 0) > 0 for name in names):
             return None
-        decoded = vgpu.decode_node(annotation)
+        decoded = vgpu.decode_node(annotation, config)
         if decoded is None:
             raise ValueError(
                 f"{vgpu.REGISTER} cannot be read (cards as uuid,count,memory,type,health,mode separated by ':')"
@@ -598,30 +677,37 @@ class VirtualGPUs(SharedDevices):
         return decoded
 
     def asks_spec(self, pod_spec: Mapping[str, Any]) -> bool:
-        return vgpu.has_vgpu_request(pod_spec)
+        return vgpu.has_vgpu_request(pod_spec, self.config)
 
     def assigned(self, task: TaskInfo) -> list[list[ContainerDevice]]:
         return vgpu.decode_pod_devices(task.pod.meta.annotations.get(vgpu.ASSIGNED_IDS, ""))
 
-    def count(self, cards: list[Card], uid: str, group: str, devices: Sequence[Sequence[ContainerDevice]]) -> None:
-        vgpu.add_assigned(cards, uid, group, devices)
+    def count(self, task: TaskInfo, mode: str, cards: list[Card], devices: Sequence[Sequence[ContainerDevice]]) -> None:
+        factor = self.config.gpu_memory_factor
+        vgpu.add_assigned(cards, task.uid, self.group(task), devices, mode, self.exclusive(task), factor)
 
     def group(self, task: TaskInfo) -> str:
         return vgpu.pod_group_key(task.namespace, task.pod.meta.annotations)
+
+    def exclusive(self, task: TaskInfo) -> frozenset[int]:
+        """The exclusivity rules the task's labels match."""
+        return vgpu.matching_rules(task.pod.meta.labels, self.rules) if self.rules else frozenset()
 
     def request_key(self, task: TaskInfo) -> Hashable:
         annotations = task.pod.meta.annotations
         read = (vgpu.MODE, vgpu.USE_TYPE, vgpu.NOUSE_TYPE, vgpu.USE_UUID, vgpu.NOUSE_UUID, vgpu.GROUP_POLICY)
         # Under the spread-group policy the answers depend on the pod's PodGroup too.
         return (
-            tuple(vgpu.container_requests(task.pod.spec)),
+            tuple(vgpu.container_requests(task.pod.spec, self.config)),
             tuple(annotations.get(key) for key in read),
             self.group(task),
+            self.exclusive(task),
         )
 
     def decide(self, task: TaskInfo, mode: str, cards: list[Card]) -> Fit:
-        requests = vgpu.container_requests(task.pod.spec)
-        return vgpu.fit(cards, mode, requests, task.pod.meta.annotations, self.group(task), self.policy)
+        requests = vgpu.container_requests(task.pod.spec, self.config)
+        annotations, group, factor = task.pod.meta.annotations, self.group(task), self.config.gpu_memory_factor
+        return vgpu.fit(cards, mode, requests, annotations, group, self.policy, self.exclusive(task), factor)
 
     def annotations(self, node: str, task: TaskInfo, verdict: Fit) -> dict[str, str]:
         return vgpu.assignment_annotations(node, verdict.devices, self.session.now)
@@ -650,8 +736,8 @@ class AscendNPUs(SharedDevices):
     def assigned(self, task: TaskInfo) -> list[list[ContainerDevice]]:
         return ascend.assigned(self.config, task.pod.meta.annotations)
 
-    def count(self, cards: list[Card], uid: str, group: str, devices: Sequence[Sequence[ContainerDevice]]) -> None:
-        ascend.add_assigned(cards, uid, devices)
+    def count(self, task: TaskInfo, mode: str, cards: list[Card], devices: Sequence[Sequence[ContainerDevice]]) -> None:
+        ascend.add_assigned(cards, task.uid, devices)
 
     def request_key(self, task: TaskInfo) -> Hashable:
         return (

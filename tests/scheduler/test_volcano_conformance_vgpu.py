@@ -7,55 +7,22 @@ written on the pod, pods already assigned, undone placements)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from lahar.scheduler.framework import vgpu
-from lahar.scheduler.framework.session import Session
 from lahar.scheduler.plugins.deviceshare import DeviceShare
-from tests.scheduler.preempt_builders import a_pod, annotate, cluster, conf, node, opened, run, running, task
-
-Obj = dict[str, Any]
-
-
-def make_cards(count: int, memory: int, sharing: int) -> list[vgpu.Card]:
-    """makeGPUDevices: `count` NVIDIA cards GPU-0000A, GPU-0000B, ..."""
-    return [vgpu.Card(i, "GPU-0000" + chr(ord("A") + i), sharing, memory, "NVIDIA") for i in range(count)]
-
-
-def vgpu_spec(memory: int | None = 4096, cards: int | None = 1, cores: int | None = 25, **more: str) -> Obj:
-    limits = {
-        **({vgpu.NUMBER: str(cards)} if cards is not None else {}),
-        **({vgpu.MEMORY: str(memory)} if memory is not None else {}),
-        **({vgpu.CORES: str(cores)} if cores is not None else {}),
-        **more,
-    }
-    return {"containers": [{"name": "gpu-worker", "resources": {"limits": limits}}]}
-
-
-def vgpu_annotations(spread: bool = False, group: str = "") -> dict[str, str]:
-    """makeVGPUPod's annotations."""
-    annotations = {vgpu.GROUP_POLICY: vgpu.SPREAD_GROUP} if spread else {}
-    if group:
-        annotations[vgpu.KUBE_GROUP] = group
-    return annotations
-
-
-def try_fit(on: list[vgpu.Card], policy: str = "", annotations: dict[str, str] | None = None, **spec: Any) -> vgpu.Fit:
-    annotations = annotations or {}
-    requests = vgpu.container_requests(vgpu_spec(**spec))
-    return vgpu.fit(on, vgpu.HAMI_CORE, requests, annotations, vgpu.pod_group_key("default", annotations), policy)
-
-
-def allocate(cards: list[vgpu.Card], uid: str, annotations: dict[str, str], policy: str = vgpu.BINPACK) -> str | None:
-    """simulateAllocate: fit, then count the pod on the cards it got; the first card's UUID."""
-    verdict = try_fit(cards, policy, annotations)
-    if not verdict.fits:
-        return None
-    vgpu.add_assigned(cards, uid, vgpu.pod_group_key("default", annotations), verdict.devices)
-    return verdict.devices[0][0].uuid
-
+from tests.scheduler.preempt_builders import cluster, conf, node, opened, run, task
+from tests.scheduler.vgpu_cases import (
+    REGISTER,
+    VGPU,
+    allocate,
+    assigned,
+    make_cards,
+    try_fit,
+    vgpu_annotations,
+    vgpu_node,
+    vgpu_pod,
+)
 
 # -- utils_test.go: TestCheckGPUtype ---------------------------------------------------------------------
 
@@ -359,37 +326,6 @@ def test_volcano_filter_node_three_cards_of_different_memory() -> None:
 
 # -- Lahar's own: the plugin through whole cycles ----------------------------------------------------------
 
-REGISTER = "GPU-a,10,16384,NVIDIA-A100,true,hami-core:GPU-b,10,16384,NVIDIA-A100,true,hami-core:"
-VGPU = conf(
-    "allocate",
-    [
-        "predicates",
-        {"name": "deviceshare", "arguments": {"deviceshare.VGPUEnable": True, "deviceshare.SchedulePolicy": "binpack"}},
-    ],
-)
-
-
-def vgpu_node(name: str, register: str = REGISTER) -> Obj:
-    obj = node(name, cpu="16", memory="64Gi", extended={vgpu.NUMBER: "20", vgpu.MEMORY: "32768", vgpu.CORES: "200"})
-    obj["metadata"]["annotations"] = {vgpu.REGISTER: register}
-    return obj
-
-
-def vgpu_pod(name: str, memory: int = 4096, cores: int = 25, on: str = "", **annotations: str) -> Obj:
-    extended = {vgpu.NUMBER: "1", vgpu.MEMORY: str(memory), vgpu.CORES: str(cores)}
-    pod = (
-        running(name, on, cpu="1", memory="1Gi", extended=extended)
-        if on
-        else a_pod(name, cpu="1", memory="1Gi", extended=extended)
-    )
-    for container in pod["spec"]["containers"]:  # Volcano reads limits
-        container["resources"]["limits"] = dict(container["resources"]["requests"])
-    return annotate(pod, **annotations) if annotations else pod
-
-
-def assigned(session: Session, uid: str) -> str:
-    return session.pod_annotations[uid][vgpu.ASSIGNED_IDS]
-
 
 def test_a_placed_pod_gets_its_assignment() -> None:
     session = run(cluster(vgpu_node("n1"), vgpu_pod("p")), VGPU)
@@ -456,9 +392,3 @@ def test_undone_placements_give_their_cards_back() -> None:
 def test_vgpu_is_off_unless_enabled() -> None:
     session = opened(cluster(vgpu_node("n1"), vgpu_pod("p")), conf("allocate", ["predicates", "deviceshare"]))
     assert session.predicate(task(session, "p")).tolist() == [True] and session.pod_annotations == {}
-
-
-def test_a_mig_node_takes_no_vgpu_pod() -> None:
-    mig = REGISTER.replace("hami-core", "mig")
-    session = opened(cluster(vgpu_node("n1", mig), vgpu_pod("p")), VGPU)
-    assert "MIG mode" in next(iter(session.explain(task(session, "p"))))
