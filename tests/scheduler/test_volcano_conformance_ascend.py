@@ -16,7 +16,8 @@ import pytest
 from lahar.scheduler.framework import ascend
 from lahar.scheduler.framework.device_config import DEFAULT_VNPUS, VNPUConfig, VNPUTemplate
 from lahar.scheduler.framework.devices import BINPACK, SPREAD, WHOLE_CARD, Card, ContainerRequest, card_score
-from tests.scheduler.preempt_builders import a_pod, annotate, cluster, conf, node, opened, run, running, task
+from tests.scheduler.preempt_builders import a_pod, cluster, conf, node, opened, run, task
+from tests.scheduler.vgpu_cases import device_pod
 
 Obj = dict[str, Any]
 
@@ -335,14 +336,7 @@ def npu_pod(name: str, memory: int | None = 3000, on: str = "", count: int = 1, 
         "huawei.com/Ascend310P": str(count),
         **({"huawei.com/Ascend310P-memory": str(memory)} if memory else {}),
     }
-    pod = (
-        running(name, on, cpu="1", memory="1Gi", extended=extended)
-        if on
-        else a_pod(name, cpu="1", memory="1Gi", extended=extended)
-    )
-    for container in pod["spec"]["containers"]:  # HAMi reads limits
-        container["resources"]["limits"] = dict(container["resources"]["requests"])
-    return annotate(pod, **annotations) if annotations else pod
+    return device_pod(name, extended, on, **annotations)
 
 
 def written(session: Any, uid: str) -> str:

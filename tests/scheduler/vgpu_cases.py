@@ -131,16 +131,22 @@ def vgpu_node(name: str, register: str = REGISTER) -> Obj:
     return obj
 
 
-def vgpu_pod(name: str, memory: int = 4096, cores: int = 25, on: str = "", **annotations: str) -> Obj:
-    extended = {vgpu.NUMBER: "1", vgpu.MEMORY: str(memory), vgpu.CORES: str(cores)}
+def device_pod(name: str, extended: dict[str, str], on: str = "", **annotations: str) -> Obj:
+    """A pod asking 1 CPU, 1Gi and the `extended` device resources as limits too (Volcano and
+    HAMi read limits), pending or running `on` a node, with `annotations`."""
     pod = (
         running(name, on, cpu="1", memory="1Gi", extended=extended)
         if on
         else a_pod(name, cpu="1", memory="1Gi", extended=extended)
     )
-    for container in pod["spec"]["containers"]:  # Volcano reads limits
+    for container in pod["spec"]["containers"]:
         container["resources"]["limits"] = dict(container["resources"]["requests"])
     return annotate(pod, **annotations) if annotations else pod
+
+
+def vgpu_pod(name: str, memory: int = 4096, cores: int = 25, on: str = "", **annotations: str) -> Obj:
+    extended = {vgpu.NUMBER: "1", vgpu.MEMORY: str(memory), vgpu.CORES: str(cores)}
+    return device_pod(name, extended, on, **annotations)
 
 
 def assigned(session: Session, uid: str) -> str:
