@@ -54,6 +54,7 @@ import numpy as np
 
 from lahar.api import kinds
 from lahar.api.node import Node
+from lahar.api.nodeshard import NodeShard
 from lahar.api.pod import Pod
 from lahar.api.podgroup import PodGroup
 from lahar.api.quantity import QuantityError
@@ -75,6 +76,7 @@ from lahar.scheduler.model import (
     status_of,
     task_info,
 )
+from lahar.scheduler.shards import NOT_SHARDED, Sharding, ShardScope, shard_nodes, shard_status_patch
 
 log = logging.getLogger("lahar.scheduler.cache")
 
@@ -83,7 +85,7 @@ DEFAULT_SCHEDULER_NAMES = ("lahar", "volcano")
 QUEUE_NAME_ANNOTATION = "scheduling.volcano.sh/queue-name"
 FOREIGN = ""  # the job key of other schedulers' pods: in no job, only on their node
 # Kinds a cluster may not serve (Volcano's topology CRD): their informers do not gate the first cycle.
-OPTIONAL_KINDS = frozenset({kinds.HYPERNODE, kinds.RESOURCE_QUOTA})
+OPTIONAL_KINDS = frozenset({kinds.HYPERNODE, kinds.RESOURCE_QUOTA, kinds.NODESHARD})
 # Kinds watched only once the configuration names the plugin that reads them: Lahar's embedded
 # API server serves no ResourceQuotas, and an informer on them would retry there for ever.
 WATCHED_FOR_PLUGIN = {kinds.RESOURCE_QUOTA: "resourcequota"}
@@ -261,10 +263,14 @@ class Cache:
     place: a pending pod of ours, a PodGroup, a Queue, a node."""
 
     def __init__(
-        self, scheduler_names: Sequence[str] = DEFAULT_SCHEDULER_NAMES, on_work: Callable[[], None] | None = None
+        self,
+        scheduler_names: Sequence[str] = DEFAULT_SCHEDULER_NAMES,
+        on_work: Callable[[], None] | None = None,
+        sharding: Sharding = NOT_SHARDED,
     ) -> None:
         self.scheduler_names = frozenset(scheduler_names)
         self.on_work = on_work
+        self.sharding = sharding
         self._lock = threading.RLock()
         self.resources = Resources()
         self._rows = _NodeRows(self.resources)
@@ -279,6 +285,9 @@ class Cache:
         self._budgets: dict[str, Obj] = {}  # PodDisruptionBudgets by namespace/name, for the pdb plugin
         self._hypernodes: dict[str, Obj] = {}  # HyperNodes by name, for network-topology-aware
         self._quotas: dict[str, Obj] = {}  # ResourceQuotas by namespace/name, for the resourcequota plugin
+        self._shards: dict[str, NodeShard] = {}  # NodeShards by name, for a sharded scheduler
+        # The nodes of this scheduler's shard (scheduler/shards.py), kept while its NodeShard is gone.
+        self._shard_nodes: frozenset[str] = frozenset()
         self._assumed: dict[str, str] = {}  # uid -> node of a bind in flight
         self._evicting: set[str] = set()  # uids whose eviction is in flight
         # The jobs and nodes' task dicts copied since the last snapshot (the others are shared).
@@ -304,6 +313,7 @@ class Cache:
                 tuple(self._budgets.values()),
                 tuple(self._hypernodes.values()),
                 tuple(self._quotas.values()),
+                ShardScope(self.sharding.mode, self._shard_nodes) if self.sharding.enabled else None,
             )
             _detach(snapshot.nodes)
             # Shared from now on, but for the jobs the snapshot cloned: their objects here are no
@@ -737,6 +747,52 @@ class Cache:
             self._changes += 1
             self._hypernodes[(obj.get("metadata") or {}).get("name", "")] = obj
 
+    def add_nodeshard(self, obj: Obj) -> None:
+        self._upsert_nodeshard(obj)
+
+    def update_nodeshard(self, old: Obj | None, new: Obj) -> None:
+        self._upsert_nodeshard(new)
+
+    def delete_nodeshard(self, obj: Obj) -> None:
+        with self._lock:
+            self._shards.pop((obj.get("metadata") or {}).get("name", ""), None)
+            self._reshard()
+
+    def _upsert_nodeshard(self, obj: Obj) -> None:
+        with self._lock:
+            self._shards[(obj.get("metadata") or {}).get("name", "")] = NodeShard(obj)
+            self._reshard()
+
+    def _reshard(self) -> None:
+        """This scheduler's shard's nodes again, after a NodeShard event (ours or another's: a
+        node another shard lets go becomes ours)."""
+        if not self.sharding.enabled:
+            return
+        nodes = shard_nodes(self._shards, self.sharding.name)
+        if nodes is None:
+            log.warning("sharding is on but NodeShard %r does not exist: the shard keeps its nodes", self.sharding.name)
+            return
+        if nodes != self._shard_nodes:
+            self._shard_nodes = nodes
+            self._changes += 1
+            self._notify()  # nodes joining the shard may take pending work
+
+    @property
+    def shard_nodes(self) -> frozenset[str]:
+        with self._lock:
+            return self._shard_nodes
+
+    def nodeshard_status(self, now: str) -> tuple[str, str, dict[str, Any]] | None:
+        """This scheduler's NodeShard status to write (`shard_status_patch`): its name, the
+        resourceVersion the patch was computed against and the patch; None when sharding is off,
+        the shard does not exist, or its status already says what the scheduler uses."""
+        with self._lock:
+            shard = self._shards.get(self.sharding.name) if self.sharding.enabled else None
+            if shard is None:
+                return None
+            patch = shard_status_patch(shard, self._shard_nodes, now)
+            return None if patch is None else (self.sharding.name, shard.meta.resource_version, patch)
+
     def _priority_values(self) -> dict[str, int]:
         return {name: int(obj.get("value") or 0) for name, obj in self._priority_classes.items()}
 
@@ -808,8 +864,9 @@ class SchedulerCache(Cache):
         api: Any,
         scheduler_names: Sequence[str] = DEFAULT_SCHEDULER_NAMES,
         on_work: Callable[[], None] | None = None,
+        sharding: Sharding = NOT_SHARDED,
     ) -> None:
-        super().__init__(scheduler_names, on_work)
+        super().__init__(scheduler_names, on_work, sharding)
         self.api = api
         wiring = (
             (kinds.NODE, self.add_node, self.update_node, self.delete_node),
@@ -817,6 +874,7 @@ class SchedulerCache(Cache):
             (kinds.PDB, self.add_disruption_budget, self.update_disruption_budget, self.delete_disruption_budget),
             (kinds.HYPERNODE, self.add_hypernode, self.update_hypernode, self.delete_hypernode),
             (kinds.RESOURCE_QUOTA, self.add_resource_quota, self.update_resource_quota, self.delete_resource_quota),
+            (kinds.NODESHARD, self.add_nodeshard, self.update_nodeshard, self.delete_nodeshard),
             (kinds.QUEUE, self.add_queue, self.update_queue, self.delete_queue),
             (kinds.PODGROUP, self.add_podgroup, self.update_podgroup, self.delete_podgroup),
             (kinds.POD, self.add_pod, self.update_pod, self.delete_pod),
@@ -836,15 +894,22 @@ class SchedulerCache(Cache):
         `plugin_names` (WATCHED_FOR_PLUGIN); asked again as the configuration changes."""
         for informer in self.informers:
             reader = WATCHED_FOR_PLUGIN.get(informer.kind)
+            if informer.kind is kinds.NODESHARD and not self.sharding.enabled:
+                continue  # NodeShards matter only to a sharded scheduler
             if not informer.running and (reader is None or reader in plugin_names):
                 informer.start()
 
     @property
     def required(self) -> list[Informer]:
         """The informers a cycle waits for: not the HyperNodes', whose kind a cluster without
-        Volcano's topology CRD does not serve (its informer retries in the background; until it
+        Volcano's topology CRD does not serve (NodeShards: only when sharding is on, so that a
+        sharded scheduler's first cycle knows its shard) (its informer retries in the background; until it
         lists, sessions see no HyperNodes)."""
-        return [informer for informer in self.informers if informer.kind not in OPTIONAL_KINDS]
+        return [
+            informer
+            for informer in self.informers
+            if informer.kind not in OPTIONAL_KINDS or (informer.kind is kinds.NODESHARD and self.sharding.enabled)
+        ]
 
     def wait_for_sync(self, timeout: float | None = None) -> bool:
         return all(informer.wait_for_sync(timeout) for informer in self.required)

@@ -30,6 +30,7 @@ from lahar.api.podgroup import PodGroup, PodGroupPhase
 from lahar.api.qos import QoSClass
 from lahar.api.queue import DEFAULT_QUEUE, Queue, QueueState
 from lahar.api.resources import ResourceList
+from lahar.scheduler.shards import ShardScope
 
 # Volcano's task-name annotation (the controller sets it; Spark/Kubeflow pods may not have it).
 TASK_SPEC_ANNOTATION = "volcano.sh/task-spec"
@@ -806,6 +807,8 @@ class Snapshot:
     owned: set[str] | None = None
     # ResourceQuotas as the API has them (the resourcequota plugin reads them; never changed here).
     resource_quotas: tuple[Mapping[str, object], ...] = ()
+    # A sharded scheduler's node shard (scheduler/shards.py); None: not sharded.
+    shard: ShardScope | None = None
 
     @classmethod
     def sharing(
@@ -818,6 +821,7 @@ class Snapshot:
         disruption_budgets: tuple[Mapping[str, object], ...] = (),
         hypernodes: tuple[Mapping[str, object], ...] = (),
         resource_quotas: tuple[Mapping[str, object], ...] = (),
+        shard: ShardScope | None = None,
     ) -> Snapshot:
         """A snapshot that shares jobs and node rows with their owner, which must not change
         them afterwards (the cache copies before it writes). Cloned at once: the jobs a session
@@ -837,6 +841,7 @@ class Snapshot:
             hypernodes,
             set(),
             resource_quotas,
+            shard,
         )
         for job in jobs.values():
             if (
@@ -881,6 +886,7 @@ class Snapshot:
             self.disruption_budgets,
             self.hypernodes,
             resource_quotas=self.resource_quotas,
+            shard=self.shard,
         )
 
 

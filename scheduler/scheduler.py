@@ -43,7 +43,7 @@ from typing import Any
 
 from lahar.api import kinds
 from lahar.api.kinds import Kind
-from lahar.client.events import QueuedEventRecorder
+from lahar.client.events import QueuedEventRecorder, rfc3339
 from lahar.client.informer import Backoff
 from lahar.scheduler.binder import GPU_INDEX_ANNOTATION, Binder
 from lahar.scheduler.cache import DEFAULT_SCHEDULER_NAMES, SchedulerCache
@@ -52,6 +52,7 @@ from lahar.scheduler.framework.options import SchedulerConf
 from lahar.scheduler.framework.session import REPORT_STALENESS_SECONDS, Session, paused_collector, run_cycle
 from lahar.scheduler.metrics import SchedulerMetrics
 from lahar.scheduler.node_reports import NodeReportStore
+from lahar.scheduler.shards import NOT_SHARDED, Sharding
 from lahar.scheduler.status import COMPONENT, StatusWriter, summarize
 
 log = logging.getLogger("lahar.scheduler")
@@ -113,6 +114,7 @@ class Scheduler:
         report_staleness: float = DEFAULT_REPORT_STALENESS,
         bind_workers: int = 32,
         resync_period: float = DEFAULT_RESYNC_PERIOD,
+        sharding: Sharding = NOT_SHARDED,
     ) -> None:
         if period <= 0:
             raise ValueError(f"the scheduling period must be positive, not {period}")
@@ -125,7 +127,7 @@ class Scheduler:
         self._work = threading.Event()
         self._stopping = threading.Event()
         self._informing = False  # run() started the informers (a test may feed the cache itself)
-        self.cache = SchedulerCache(api, scheduler_names, on_work=self._work.set)
+        self.cache = SchedulerCache(api, scheduler_names, on_work=self._work.set, sharding=sharding)
         self.metrics = metrics or SchedulerMetrics(self.reports, self.cache.node_names, report_staleness)
         # Events are written by threads of their own: a bind worker is free for the next bind as
         # soon as its pod is bound, not once the pod's "Scheduled" Event is stored too.
@@ -274,7 +276,7 @@ class Scheduler:
         self.binder.submit(session.binds, bind_annotations(session))
         self.binder.evict(session.evictions)
         figures = summarize(session)
-        written = self.status.write(session, figures)
+        written = self.status.write(session, figures, self.cache.nodeshard_status(rfc3339(self.status.clock())))
         self.metrics.observe_cycle(time.perf_counter() - started, session.action_seconds, figures)
         self.metrics.observe_session(time.perf_counter() - started, snapshot_seconds, session)
         self.cycles += 1
@@ -298,3 +300,5 @@ class Scheduler:
             self.cache.update_podgroup(None, obj, written=True)
         elif kind is kinds.QUEUE:
             self.cache.update_queue(None, obj, written=True)
+        elif kind is kinds.NODESHARD:
+            self.cache.update_nodeshard(None, obj)

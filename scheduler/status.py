@@ -273,8 +273,9 @@ class StatusWriter:
             pending = [*self._inflight.values(), *self._events]
         return not wait(pending, timeout).not_done
 
-    def write(self, session: Session, figures: CycleFigures) -> int:
-        """Send what changed; returns how many writes were sent."""
+    def write(self, session: Session, figures: CycleFigures, nodeshard: tuple[str, str, Obj] | None = None) -> int:
+        """Send what changed; returns how many writes were sent. `nodeshard`: a sharded
+        scheduler's NodeShard status to write (`Cache.nodeshard_status`: name, version, patch)."""
         now = rfc3339(self.clock())
         sent = 0
         patched: set[tuple[str, str]] = set()
@@ -291,6 +292,9 @@ class StatusWriter:
             patch = queue_status_patch(queue.queue.status, queue_figures)
             if patch is not None:
                 sent += self._status(kinds.QUEUE, name, None, patch, queue.queue.meta.resource_version, patched)
+        if nodeshard is not None:
+            name, version, patch = nodeshard
+            sent += self._status(kinds.NODESHARD, name, None, patch, version, patched)
         with self._lock:  # a write that came back before this cycle's snapshot is no longer needed
             self._done = {key: done for key, done in self._done.items() if key in patched}
         fresh, self._said = news(self._said, session.events)

@@ -119,6 +119,8 @@ PODGROUP = Kind(VOLCANO_SCHEDULING, "v1beta1", "PodGroup", "podgroups", True, ("
 QUEUE = Kind(VOLCANO_SCHEDULING, "v1beta1", "Queue", "queues", False, ("q", "queue-v1beta1"), ("status",))
 # Volcano's network topology (the scheduler's network-topology-aware plugin reads it).
 HYPERNODE = Kind("topology.volcano.sh", "v1alpha1", "HyperNode", "hypernodes", False, ("hn",), ("status",))
+# Volcano's scheduler sharding: the nodes one scheduler instance may use (lahar/api/nodeshard.py).
+NODESHARD = Kind("shard.volcano.sh", "v1alpha1", "NodeShard", "nodeshards", False, ("nsh",), ("status",))
 # A member cluster of a federation, on the hub (lahar/api/cluster.py, federation/).
 CLUSTER = Kind(FEDERATION, "v1alpha1", "Cluster", "clusters", False, ("mcl",), ("status",))
 # Leader election (lahar.client.leader) and node heartbeats; no status subresource, as in Kubernetes.
@@ -159,6 +161,7 @@ ALL_KINDS: tuple[Kind, ...] = (
     PODGROUP,
     QUEUE,
     HYPERNODE,
+    NODESHARD,
     CLUSTER,
     LEASE,
     SERVICE_ACCOUNT,

@@ -40,6 +40,19 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="schedule pods with this schedulerName; repeatable (default: lahar and volcano)",
     )
     scheduler.add_argument(
+        "--scheduler-sharding-mode",
+        choices=("none", "hard", "soft"),
+        default="none",
+        help="node sharding, as Volcano's: hard schedules only on the nodes of this scheduler's "
+        "NodeShard, soft prefers them (default none)",
+    )
+    scheduler.add_argument(
+        "--scheduler-sharding-name",
+        default="volcano",
+        metavar="NAME",
+        help="the NodeShard (shard.volcano.sh/v1alpha1) of this scheduler (default volcano)",
+    )
+    scheduler.add_argument(
         "--period", type=float, default=1.0, help="seconds between cycles (default 1; work arriving starts one sooner)"
     )
     scheduler.add_argument(
@@ -155,6 +168,7 @@ def run_scheduler(args: argparse.Namespace) -> int:
     from lahar.scheduler.cache import DEFAULT_SCHEDULER_NAMES
     from lahar.scheduler.node_reports import NodeReportStore
     from lahar.scheduler.scheduler import DEFAULT_REPORT_STALENESS, Scheduler
+    from lahar.scheduler.shards import Sharding
 
     if args.period <= 0:
         raise ValueError(f"--period must be positive, not {args.period}")
@@ -180,6 +194,7 @@ def run_scheduler(args: argparse.Namespace) -> int:
         store,
         report_staleness=staleness,
         bind_workers=workers,
+        sharding=Sharding(args.scheduler_sharding_mode, args.scheduler_sharding_name),
     )
     reports: list[Any] = []
 
@@ -216,8 +231,10 @@ def run_scheduler(args: argparse.Namespace) -> int:
     stopped = stop_event()
     metrics.start()
     names = ", ".join(sorted(scheduler.cache.scheduler_names))
+    sharding = scheduler.cache.sharding
+    shard = f" ({sharding.mode} shard {sharding.name})" if sharding.enabled else ""
     print(
-        f"lahar scheduler for {names} using {describe_source(args.kubeconfig)}, "
+        f"lahar scheduler for {names}{shard} using {describe_source(args.kubeconfig)}, "
         f"{args.conf or 'the default configuration'}: metrics on "
         f"http://{args.metrics_address}:{metrics.port}/metrics",
         flush=True,

@@ -64,7 +64,7 @@ import numpy as np
 
 from lahar.api.podgroup import PodGroupPhase
 from lahar.scheduler.framework.plugin import Action, Arguments, number, register_action
-from lahar.scheduler.framework.session import Session, Statement
+from lahar.scheduler.framework.session import SOFT_SHARD_PENALTY, Session, Statement
 from lahar.scheduler.model import READY, JobInfo, NodeTable, QueueInfo, TaskInfo, TaskStatus, is_critical
 
 # The tasks an action may evict: running, or bound and about to run.
@@ -354,7 +354,10 @@ class VictimSearch:
         # are gone on another node: every candidate node is tried (Volcano's rule).
         for _ in range(self.max_nodes):
             row = int(np.argmax(preferred))
-            if preferred[row] == -np.inf:
+            # A node outside a soft shard comes after every node of the shard, preferred or not.
+            if preferred[row] == -np.inf or (
+                session.soft_sharded and scores.max() - preferred[row] >= SOFT_SHARD_PENALTY / 2
+            ):
                 row = int(np.argmax(scores))
                 if scores[row] == -np.inf:
                     return None

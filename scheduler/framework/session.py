@@ -61,6 +61,7 @@ from lahar.scheduler.model import (
     hard_constraints,
     soft_constraints,
 )
+from lahar.scheduler.shards import HARD, OUT_OF_SHARD, SOFT
 
 if TYPE_CHECKING:
     from lahar.rpc.report import NodeReport
@@ -83,6 +84,9 @@ ROW_BY_ROW = 8
 # How old an agent report may be before report-based plugins ignore it (their `staleness` default).
 REPORT_STALENESS_SECONDS = 10.0
 NO_NODE = -1
+# What a node outside a soft shard loses from its score: more than any score a node may have, so
+# every feasible node of the shard comes first (Volcano's in-shard candidate gradient).
+SOFT_SHARD_PENALTY = float(2**40)
 
 
 @dataclass
@@ -190,6 +194,17 @@ class Session:
         # a plugin that lends is configured (Plugin.LENDS_TO_BE: known before any plugin opens).
         self.lends_to_be = any(plugin_class(name).LENDS_TO_BE for name in self.conf.plugin_names)
         self._tier = 0
+        # A sharded scheduler's node shard (scheduler/shards.py): hard, rows the predicates pass
+        # only inside it; soft, what each row loses from its score outside it.
+        self._in_hard_shard: np.ndarray | None = None
+        self._soft_penalty: np.ndarray | None = None
+        shard = self.snapshot.shard
+        if shard is not None and shard.mode in (HARD, SOFT):
+            inside = np.fromiter((name in shard.nodes for name in self.nodes.names), bool, len(self.nodes))
+            if shard.mode == HARD:
+                self._in_hard_shard = inside
+            else:
+                self._soft_penalty = np.where(inside, 0.0, SOFT_SHARD_PENALTY)
 
     @property
     def node_index(self) -> NodeIndex:
@@ -205,6 +220,11 @@ class Session:
         if self._pod_topology is None:
             self._pod_topology = PodTopology(self)
         return self._pod_topology
+
+    @property
+    def soft_sharded(self) -> bool:
+        """Whether nodes outside this scheduler's soft node shard lose SOFT_SHARD_PENALTY."""
+        return self._soft_penalty is not None
 
     def queue_of(self, task: TaskInfo) -> QueueInfo | None:
         """The queue of the task's job, None when the session does not know it."""
@@ -669,6 +689,8 @@ class Session:
         # takes more than it has (pod slots included).
         mask = nodes.fits(task, rows, self.be_capacity)
         mask &= nodes.schedulable[rows]
+        if self._in_hard_shard is not None:
+            mask &= self._in_hard_shard[rows]
         for fn in self._applying_to("predicate", task):
             mask &= fn(task, nodes, rows)
         return mask
@@ -684,6 +706,8 @@ class Session:
     def _evaluate(self, task: TaskInfo, rows: Rows, view: NodeTable | None = None) -> np.ndarray:
         mask = self.predicate(task, rows, view)
         scores = self.score(task, rows)
+        if self._soft_penalty is not None:
+            scores = scores - self._soft_penalty[rows]
         return np.where(mask, scores, -np.inf)
 
     def _evaluate_row(
@@ -699,16 +723,20 @@ class Session:
         nodes = self.nodes if view is None else view
         if not (nodes.schedulable[row] and nodes.fits_row(task, row, self.be_capacity)):
             return -np.inf
+        if self._in_hard_shard is not None and not self._in_hard_shard[row]:
+            return -np.inf
         predicates, scores = forms
         for predicate in predicates:
             if not predicate(task, nodes, row):
                 return -np.inf
-        if not scores:
-            return 0.0
-        own = self.nodes
-        total = scores[0](task, own, row)
-        for score in scores[1:]:
-            total = total + score(task, own, row)
+        total: Any = 0.0
+        if scores:
+            own = self.nodes
+            total = scores[0](task, own, row)
+            for score in scores[1:]:
+                total = total + score(task, own, row)
+        if self._soft_penalty is not None:
+            total = total - self._soft_penalty[row]
         return total
 
     def node_changed(self, row: int) -> None:
@@ -769,8 +797,13 @@ class Session:
         unschedulable = int((~nodes.schedulable).sum())
         if unschedulable:
             reasons["node(s) not ready or unschedulable"] += unschedulable
-        # Each node by the first check that refuses it: the plugins' filters, then resources.
+        # Each node by the first check that refuses it: the shard, the plugins' filters, then resources.
         left = nodes.schedulable.copy()
+        if self._in_hard_shard is not None:
+            outside = int((left & ~self._in_hard_shard).sum())
+            if outside:
+                reasons[OUT_OF_SHARD] += outside
+            left &= self._in_hard_shard
         for registered in self._all("predicate"):
             if registered.applies is not None and not registered.applies(task):
                 continue  # checks nothing for this task: every node passes it

@@ -49,7 +49,8 @@ K8S_VERSIONS = ("1.25", latest_version())
 # Kinds that are not Kubernetes built-ins: Lahar's own (checked against deploy/crds) and the
 # Prometheus Operator's ServiceMonitor (checked against the subset of its schema used here).
 LAHAR_KINDS = {
-    (k.api_version, k.kind): k for k in (kinds.JOB, kinds.PODGROUP, kinds.QUEUE, kinds.HYPERNODE, kinds.CLUSTER)
+    (k.api_version, k.kind): k
+    for k in (kinds.JOB, kinds.PODGROUP, kinds.QUEUE, kinds.HYPERNODE, kinds.NODESHARD, kinds.CLUSTER)
 }
 SERVICE_MONITOR = ("monitoring.coreos.com/v1", "ServiceMonitor")
 PROMETHEUS_RULE = ("monitoring.coreos.com/v1", "PrometheusRule")  # promtool checks its rules

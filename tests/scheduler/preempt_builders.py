@@ -13,6 +13,7 @@ from lahar.scheduler.conf import SchedulerConf
 from lahar.scheduler.framework.session import Session, open_session, run_cycle
 from lahar.scheduler.model import TaskInfo
 from lahar.scheduler.node_reports import NodeReportStore
+from lahar.scheduler.shards import NOT_SHARDED, Sharding
 from tests.scheduler.cluster_fixtures import conf
 from tests.scheduler.test_cache import a_pod, bound, node, podgroup, queue
 
@@ -53,9 +54,10 @@ class Clock:
         return self.now
 
 
-def cluster(*objects: Obj) -> Cache:
-    """A cache fed the given Nodes, Queues, PriorityClasses, PDBs, PodGroups and Pods (by their kind)."""
-    cache = Cache()
+def cluster(*objects: Obj, sharding: Sharding = NOT_SHARDED) -> Cache:
+    """A cache fed the given Nodes, Queues, PriorityClasses, PDBs, HyperNodes, NodeShards, PodGroups
+    and Pods (by their kind), for a scheduler sharded as `sharding` says."""
+    cache = Cache(sharding=sharding)
     adders = {
         "Node": cache.add_node,
         "Queue": cache.add_queue,
@@ -64,6 +66,7 @@ def cluster(*objects: Obj) -> Cache:
         "PriorityClass": cache.add_priority_class,
         "PodDisruptionBudget": cache.add_disruption_budget,
         "HyperNode": cache.add_hypernode,
+        "NodeShard": cache.add_nodeshard,
     }
     for obj in objects:
         adders[obj["kind"]](obj)

@@ -21,6 +21,7 @@ from lahar.client.api import KubeApi
 from lahar.node.node_object import lift_not_ready_taint
 from lahar.scheduler.conf import DEFAULT_CONF
 from lahar.scheduler.scheduler import Scheduler
+from lahar.scheduler.shards import HARD, NOT_SHARDED, Sharding
 from tests.real_backend import ApiBackend
 from tests.scheduler.test_cache import node, pod, podgroup
 from tests.support import wait_for
@@ -42,8 +43,8 @@ def scheduler_api(api_backend: ApiBackend) -> KubeApi:
 
 
 @contextmanager
-def running(api: KubeApi, conf: Path | None = None) -> Iterator[Scheduler]:
-    scheduler = Scheduler(api, conf, period=PERIOD, bind_workers=4)
+def running(api: KubeApi, conf: Path | None = None, sharding: Sharding = NOT_SHARDED) -> Iterator[Scheduler]:
+    scheduler = Scheduler(api, conf, period=PERIOD, bind_workers=4, sharding=sharding)
     scheduler.start()
     try:
         yield scheduler
@@ -83,6 +84,29 @@ def test_a_gang_that_fits_is_bound_whole_and_runs(api: KubeApi, scheduler_api: K
     # A cycle may have seen only some of the pods (a gang not yet whole): then it was Unschedulable.
     assert conditions.get("Unschedulable", {"status": "False"})["status"] == "False"
     assert scheduler.metrics.pods_scheduled._value.get() == 3 and scheduler.metrics.bind_errors._value.get() == 0
+
+
+def test_a_hard_sharded_scheduler_binds_in_its_shard_and_writes_the_shards_status(
+    api: KubeApi, scheduler_api: KubeApi
+) -> None:
+    selector = pool(api, "sharded", 3, "4")
+    shard = {"apiVersion": "shard.volcano.sh/v1alpha1", "kind": "NodeShard", "metadata": {"name": "batch-a"}}
+    api.create(kinds.NODESHARD, {**shard, "spec": {"nodesDesired": ["sharded-1", "sharded-2"]}})
+    # Another shard still uses sharded-2: batch-a may not take it yet.
+    api.create(kinds.NODESHARD, {**shard, "metadata": {"name": "batch-b"}, "spec": {"nodesDesired": []}})
+    api.patch(kinds.NODESHARD, "batch-b", {"status": {"nodesInUse": ["sharded-2"]}}, subresource="status")
+    names = [f"sharded-pod-{i}" for i in range(3)]
+    with running(scheduler_api, sharding=Sharding(HARD, "batch-a")):
+        for name in names:
+            api.create(kinds.POD, pod(name, "1", "1Gi", selector=selector), "default")
+        wait_for(lambda: all(nodes_of(api, names).values()), 10, "the pods to be bound")
+        assert set(nodes_of(api, names).values()) == {"sharded-1"}
+        wait_for(
+            lambda: (api.get(kinds.NODESHARD, "batch-a").get("status") or {}).get("nodesInUse") == ["sharded-1"],
+            10,
+            "the shard's status",
+        )
+        assert api.get(kinds.NODESHARD, "batch-a")["status"]["nodesToAdd"] == ["sharded-2"]
 
 
 def test_a_gang_that_does_not_fit_binds_nothing_and_says_why(api: KubeApi, scheduler_api: KubeApi) -> None:

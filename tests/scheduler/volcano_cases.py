@@ -11,6 +11,7 @@ from typing import Any
 
 from lahar.scheduler.conf import SWITCHES
 from lahar.scheduler.framework.session import Session
+from lahar.scheduler.shards import NOT_SHARDED, Sharding
 from tests.scheduler.preempt_builders import cluster, conf, run
 
 Obj = dict[str, Any]
@@ -138,6 +139,20 @@ def vc_hypernode(
     return {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": name}, "spec": spec}
 
 
+def vc_nodeshard(name: str, desired: Sequence[str], in_use: Sequence[str] | None = None) -> Obj:
+    """A NodeShard (shard.volcano.sh/v1alpha1) with its desired nodes and, when given, the nodes its
+    scheduler has in use (Volcano's buildShard)."""
+    shard: Obj = {
+        "apiVersion": "shard.volcano.sh/v1alpha1",
+        "kind": "NodeShard",
+        "metadata": {"name": name},
+        "spec": {"nodesDesired": list(desired)},
+    }
+    if in_use is not None:
+        shard["status"] = {"nodesInUse": list(in_use)}
+    return shard
+
+
 def vc_priority_class(name: str, value: int) -> Obj:
     return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value}
 
@@ -162,8 +177,10 @@ class Case:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def outcome(objects: Sequence[Obj], actions: str, tiers: Sequence[Sequence[Any]]) -> Session:
-    return run(cluster(*objects), conf(actions, *tiers))
+def outcome(
+    objects: Sequence[Obj], actions: str, tiers: Sequence[Sequence[Any]], sharding: Sharding = NOT_SHARDED
+) -> Session:
+    return run(cluster(*objects, sharding=sharding), conf(actions, *tiers))
 
 
 def binds(session: Session) -> dict[str, str]:
