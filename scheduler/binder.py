@@ -42,7 +42,6 @@ from lahar.scheduler.status import COMPONENT, job_ref
 
 log = logging.getLogger("lahar.scheduler.binder")
 
-GPU_INDEX_ANNOTATION = "lahar.dev/gpu-index"
 EVICTION_EVENT_REASONS = {"preempt": "Preempted", "reclaim": "Reclaimed"}
 
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,7 +45,7 @@ from lahar.api import kinds
 from lahar.api.kinds import Kind
 from lahar.client.events import QueuedEventRecorder, rfc3339
 from lahar.client.informer import Backoff
-from lahar.scheduler.binder import GPU_INDEX_ANNOTATION, Binder
+from lahar.scheduler.binder import Binder
 from lahar.scheduler.cache import DEFAULT_SCHEDULER_NAMES, SchedulerCache
 from lahar.scheduler.conf import ConfWatcher
 from lahar.scheduler.framework.options import SchedulerConf
@@ -61,27 +61,6 @@ DEFAULT_PERIOD = 1.0
 DEFAULT_DEBOUNCE = 0.02
 DEFAULT_RESYNC_PERIOD = 30.0  # the longest a quiet scheduler goes without a cycle
 DEFAULT_REPORT_STALENESS = REPORT_STALENESS_SECONDS  # the plugins' default `staleness`, for the metrics
-
-
-def bind_annotations(session: Session) -> dict[str, dict[str, str]]:
-    """What the binder writes on each pod before its bind: the GPU choices of Lahar's spelling
-    (`lahar.dev/gpu-index`) and the plugins' annotations (`session.pod_annotations`)."""
-    annotations = {uid: {GPU_INDEX_ANNOTATION: value} for uid, value in gpu_annotations(session.device_choices).items()}
-    for uid, extra in session.pod_annotations.items():
-        annotations.setdefault(uid, {}).update(extra)
-    return annotations
-
-
-def gpu_annotations(chosen: Mapping[str, Any]) -> dict[str, str]:
-    """The deviceshare plugin's GPU choices (`session.device_choices`: task uid -> GPU index or
-    indexes) as `lahar.dev/gpu-index` values ("0" or "0,1")."""
-    values: dict[str, str] = {}
-    for uid, index in chosen.items():
-        if isinstance(index, (str, int)):
-            values[uid] = str(index)
-        else:
-            values[uid] = ",".join(str(i) for i in index)
-    return values
 
 
 @dataclass(frozen=True)
@@ -273,7 +252,7 @@ class Scheduler:
             for batch in session.binds:
                 self.cache.assume(batch)
             self.cache.assume_evicted([eviction.task for eviction in session.evictions])
-        self.binder.submit(session.binds, bind_annotations(session))
+        self.binder.submit(session.binds, session.pod_annotations)
         self.binder.evict(session.evictions)
         figures = summarize(session)
         written = self.status.write(session, figures, self.cache.nodeshard_status(rfc3339(self.status.clock())))

@@ -149,11 +149,9 @@ class Session:
     queue_figures: dict[str, dict[str, Any]] = field(default_factory=dict)
     # BE capacity per node (N, R) when the oversubscription plugin lends reclaimable capacity.
     be_capacity: np.ndarray | None = None
-    # Devices chosen for placed tasks (deviceshare: task uid -> GPU index), written onto each pod
-    # (`lahar.dev/gpu-index`) before its bind.
-    device_choices: dict[str, int] = field(default_factory=dict)
-    # Annotations a plugin wants on a placed pod before its bind (task uid -> key -> value):
-    # Volcano's device-plugin contracts (`volcano.sh/gpu-index`, the vGPU assignment).
+    # Annotations a plugin wants on a placed pod before its bind (task uid -> key -> value): the
+    # device chosen (`lahar.dev/gpu-index`, Volcano's `volcano.sh/gpu-index`, a vGPU or vNPU
+    # assignment), which the binder patches onto the pod.
     pod_annotations: dict[str, dict[str, str]] = field(default_factory=dict)
     # Calls plugins made to services outside the scheduler (the extender's HTTP verbs), by
     # (plugin, call), and those of them that failed: for the metrics and the loop's idle check

@@ -394,7 +394,7 @@ class DeviceShare(Plugin):
                 VOLCANO_PREDICATE_TIME: str(int(session.now * 1e9)),
             }
         elif holding.memory:
-            session.device_choices[task.uid] = holding.devices[0]
+            session.pod_annotations[task.uid] = {GPU_INDEX_ANNOTATION: str(holding.devices[0])}
 
     def _on_allocate(self, task: TaskInfo) -> None:
         holding = self._held.get(task.uid)
@@ -420,7 +420,6 @@ class DeviceShare(Plugin):
                 self._mark_releasing(holding, +1)
         else:  # a placement undone
             self._release(task.uid)
-            self._session.device_choices.pop(task.uid, None)
             self._session.pod_annotations.pop(task.uid, None)
 
     # -- callbacks -----------------------------------------------------------------------------

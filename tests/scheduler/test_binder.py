@@ -12,12 +12,12 @@ import pytest
 from lahar.api import kinds
 from lahar.client.api import KubeApi
 from lahar.client.errors import NotFound
-from lahar.scheduler.binder import GPU_INDEX_ANNOTATION, Binder, needs_rollback
+from lahar.scheduler.binder import Binder, needs_rollback
 from lahar.scheduler.cache import Cache
 from lahar.scheduler.framework.session import Eviction
 from lahar.scheduler.metrics import SchedulerMetrics
 from lahar.scheduler.model import BindBatch, TaskInfo, TaskStatus
-from lahar.scheduler.scheduler import gpu_annotations
+from lahar.scheduler.plugins.deviceshare import GPU_INDEX_ANNOTATION
 from tests.scheduler.test_cache import node, pod, podgroup
 
 Obj = dict[str, Any]
@@ -159,11 +159,6 @@ def test_evictions_use_the_eviction_api_with_events(
     assert running.evict([Eviction(stranger, "reclaim")])[0].result(timeout=20) is False
     assert cache.task(stranger.uid).status is TaskStatus.BOUND  # refused: forgotten, holds its node again
     assert not deleted_or_deleting(api, "stranger")
-
-
-def test_the_sessions_gpu_choices_become_annotation_values() -> None:
-    assert gpu_annotations({"u1": 0, "u2": [0, 1]}) == {"u1": "0", "u2": "0,1"}
-    assert gpu_annotations({}) == {}
 
 
 def test_rollback_rule() -> None:

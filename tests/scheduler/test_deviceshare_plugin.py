@@ -1,6 +1,7 @@
 """The deviceshare plugin: a GPU memory share fits on ONE device, devices come from the node's
 allocatable with their memory from the report, a label or an even split; shares and whole GPUs
-do not mix on a device; the chosen device goes to session.device_choices for the binder; binpack/spread."""
+do not mix on a device; the chosen device goes to the pod's `lahar.dev/gpu-index`
+(session.pod_annotations) for the binder; binpack/spread."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from lahar.rpc.report import GpuDevice
 from lahar.scheduler.conf import parse_conf
 from lahar.scheduler.framework.plugin import ConfError
+from lahar.scheduler.framework.session import Session
 from tests.scheduler.preempt_builders import (
     GIB,
     Clock,
@@ -28,6 +30,11 @@ from tests.scheduler.preempt_builders import (
 
 GPU, GPU_MEMORY, INDEX = "nvidia.com/gpu", "lahar.dev/gpu-memory", "lahar.dev/gpu-index"
 DEVICESHARE = conf("allocate", ["predicates", "deviceshare"])
+
+
+def chosen(session: Session) -> dict[str, int]:
+    """The device each placed share got, as the binder will write it (`lahar.dev/gpu-index`)."""
+    return {uid: int(written[INDEX]) for uid, written in session.pod_annotations.items() if INDEX in written}
 
 
 def gpu_node(
@@ -77,14 +84,14 @@ def test_a_share_must_fit_on_one_device() -> None:
     assert session.predicate(task(session, "small")).tolist() == [True]
     placed = run(cluster(*objects[:-2], share("small", "6Gi")), DEVICESHARE)
     assert [t.name for batch in placed.binds for t in batch.tasks] == ["small"]
-    assert placed.device_choices == {"uid-small": 0}
+    assert chosen(placed) == {"uid-small": 0}
 
 
 def test_shares_fill_devices_one_at_a_time() -> None:
     session = run(cluster(gpu_node("g1"), *(share(f"s{i}", "5Gi") for i in range(7))), DEVICESHARE)
     # Three 5Gi shares per 16Gi device: six of seven fit, three on each device.
-    chosen = session.device_choices
-    assert len(chosen) == 6 and sorted(chosen.values()) == [0, 0, 0, 1, 1, 1]
+    devices = chosen(session)
+    assert len(devices) == 6 and sorted(devices.values()) == [0, 0, 0, 1, 1, 1]
 
 
 def test_device_memory_from_the_report_then_the_label_then_an_even_split() -> None:
@@ -128,7 +135,7 @@ def test_schedule_policy_picks_the_device(policy: str, device: int) -> None:
         "allocate", ["predicates", {"name": "deviceshare", "arguments": {"deviceshare.SchedulePolicy": policy}}]
     )
     session = run(cluster(gpu_node("g1"), share("on-0", "4Gi", "g1", 0), share("p", "4Gi")), configuration)
-    assert session.device_choices == {"uid-p": device}
+    assert chosen(session) == {"uid-p": device}
 
 
 def test_score_binpacks_or_spreads_nodes() -> None:
@@ -150,10 +157,10 @@ def test_undone_placements_give_their_device_back() -> None:
     )
     statement = session.statement()
     statement.allocate(task(session, "a"), 0)
-    assert session.device_choices == {"uid-a": 0}
+    assert chosen(session) == {"uid-a": 0}
     assert session.predicate(task(session, "b")).tolist() == [False]
     statement.discard()
-    assert session.device_choices == {} and session.predicate(task(session, "b")).tolist() == [True]
+    assert chosen(session) == {} and session.predicate(task(session, "b")).tolist() == [True]
 
 
 def test_bad_arguments_are_refused() -> None:

@@ -187,7 +187,7 @@ def test_preemption_frees_a_gpu_share_on_its_device() -> None:
     session = run(cache, conf("preempt", ["priority"], ["predicates", "deviceshare"]))
     # Node-wide 2Gi are free and the 2Gi share would not do: the 12Gi holder must go.
     assert "holder" in evicted(session) and pipelined(session) == {"wanting": "g1"}
-    assert session.device_choices == {"uid-wanting": 0}
+    assert session.pod_annotations == {"uid-wanting": {"lahar.dev/gpu-index": "0"}}
 
 
 def test_a_gang_the_nodes_cannot_hold_even_with_every_victim_gone_is_not_tried(monkeypatch: pytest.MonkeyPatch) -> None:

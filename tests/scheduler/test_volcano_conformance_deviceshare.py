@@ -12,7 +12,6 @@ import pytest
 
 from lahar.api.resources import pod_requests
 from lahar.scheduler.framework.session import Session
-from lahar.scheduler.scheduler import bind_annotations
 from tests.scheduler.preempt_builders import a_pod, annotate, cluster, conf, node, opened, run, running, task
 
 Obj = dict[str, Any]
@@ -121,8 +120,7 @@ def test_the_chosen_device_is_written_as_volcano_reads_it() -> None:
     # binpack: the fuller card that takes it, card 1.
     annotations = session.pod_annotations["uid-p"]
     assert annotations[INDEX] == "1" and annotations[PREDICATE_TIME] == str(int(session.now * 1e9))
-    assert session.device_choices == {}  # Lahar's own annotation is not written for Volcano's spelling
-    assert bind_annotations(session) == {"uid-p": annotations}
+    assert session.pod_annotations == {"uid-p": annotations}  # Lahar's own is not written for Volcano's spelling
 
 
 def test_whole_gpus_take_the_lowest_free_cards() -> None:
