@@ -27,7 +27,9 @@ The rules it keeps:
   every vector is then re-laid on the new axis (rare: once per new extended resource).
 - A committed placement is assumed at once (Binding on its node) so the next cycle neither places
   it again nor gives its room away; the pod's own update (nodeName set) confirms it, and a
-  failed bind is forgotten, which puts the task back to what its latest pod object says.
+  failed bind is forgotten, which puts the task back to what its latest pod object says. Until
+  then the task's pod shows the annotations the binder writes before the bind (a device
+  chosen), so the next cycle counts that device taken.
 - A pod update that leaves everything a task derives from its pod but its state alone (a bind,
   a kubelet status: spec, labels and annotations unchanged but `nodeName`) re-uses the derived
   fields (requests, placement class, QoS) instead of parsing the pod again.
@@ -257,6 +259,16 @@ def _restated(task: TaskInfo, pod: Pod) -> TaskInfo:
     return fresh
 
 
+def with_annotations(pod: Pod, wanted: Mapping[str, str]) -> Pod:
+    """The pod as it will read once `wanted` is written on it: a new view over a copy of its
+    object (the informer's object is not changed), or the pod itself if it shows them already."""
+    current = pod.meta.annotations
+    if all(current.get(key) == value for key, value in wanted.items()):
+        return pod
+    metadata = {**(pod.raw.get("metadata") or {}), "annotations": {**current, **wanted}}
+    return Pod({**pod.raw, "metadata": metadata})
+
+
 class Cache:
     """The pure core (see the module docstring). `on_work` is called, outside the lock and on the
     caller's thread (keep it short: set an event), when something arrives that a cycle may
@@ -289,6 +301,9 @@ class Cache:
         # The nodes of this scheduler's shard (scheduler/shards.py), kept while its NodeShard is gone.
         self._shard_nodes: frozenset[str] = frozenset()
         self._assumed: dict[str, str] = {}  # uid -> node of a bind in flight
+        # uid -> the annotations the binder writes on the pod before that bind (a device chosen):
+        # the pod shows them from the assumption on, so the next cycle counts the device taken.
+        self._assumed_annotations: dict[str, Mapping[str, str]] = {}
         self._evicting: set[str] = set()  # uids whose eviction is in flight
         # The jobs and nodes' task dicts copied since the last snapshot (the others are shared).
         self._owned_jobs: set[str] = set()
@@ -383,6 +398,7 @@ class Cache:
         uid = Pod(obj).uid
         with self._lock:
             self._assumed.pop(uid, None)
+            self._assumed_annotations.pop(uid, None)
             self._evicting.discard(uid)
             task = self._tasks.get(uid)
             if task is not None:
@@ -430,8 +446,12 @@ class Cache:
         if node is not None:
             if task.status is TaskStatus.PENDING:
                 task.status, task.node = TaskStatus.BINDING, node
+                wanted = self._assumed_annotations.get(task.uid)
+                if wanted:
+                    task.pod = with_annotations(task.pod, wanted)
             else:  # bound (the bind landed), deleting or finished: the API has the last word now
                 del self._assumed[task.uid]
+                self._assumed_annotations.pop(task.uid, None)
         if task.uid in self._evicting:
             if task.status in (TaskStatus.BOUND, TaskStatus.RUNNING):
                 task.status = TaskStatus.RELEASING
@@ -516,16 +536,20 @@ class Cache:
 
     # -- binds and evictions in flight -------------------------------------------------------------
 
-    def assume(self, batch: BindBatch) -> None:
+    def assume(self, batch: BindBatch, annotations: Mapping[str, Mapping[str, str]] | None = None) -> None:
         """Mark a committed batch's tasks Binding on the nodes the session chose (before the binds
-        are sent), so the next snapshot counts them where they are going."""
+        are sent), so the next snapshot counts them where they are going, their pods showing the
+        `annotations` (task uid -> key -> value) the binder writes before each bind."""
         with self._lock:
             for placed in batch.tasks:
                 task = self._tasks.get(placed.uid)
                 if task is None or task.status is not TaskStatus.PENDING or not placed.node:
                     continue  # deleted, or already bound meanwhile: the bind will tell
                 self._assumed[task.uid] = placed.node
-                self._move(task, TaskStatus.BINDING, placed.node)
+                wanted = annotations.get(task.uid) if annotations else None
+                if wanted:
+                    self._assumed_annotations[task.uid] = wanted
+                self._move(task, TaskStatus.BINDING, placed.node, wanted)
 
     def assume_evicted(self, tasks: Iterable[TaskInfo]) -> None:
         """Mark victims Releasing at once, so the next cycle neither evicts them again nor counts
@@ -546,6 +570,7 @@ class Cache:
         failed bind is placed again by a later cycle)."""
         with self._lock:
             self._assumed.pop(uid, None)
+            self._assumed_annotations.pop(uid, None)
             self._evicting.discard(uid)
             task = self._tasks.get(uid)
             if task is not None:
@@ -556,11 +581,15 @@ class Cache:
         with self._lock:
             return dict(self._assumed)
 
-    def _move(self, task: TaskInfo, status: TaskStatus, node: str) -> None:
+    def _move(
+        self, task: TaskInfo, status: TaskStatus, node: str, annotations: Mapping[str, str] | None = None
+    ) -> None:
         """Put a task in another state or place, as an assumption does (what `_refresh` would
         derive, without reading the pod again)."""
         moved = task.clone()
         moved.status, moved.node = status, node
+        if annotations:
+            moved.pod = with_annotations(moved.pod, annotations)
         self._remove(task, keep_job=True)
         self._add(moved)
 

@@ -250,7 +250,7 @@ class Scheduler:
             snapshot_seconds = time.perf_counter() - started
             session = run_cycle(snapshot, conf, self.reports)
             for batch in session.binds:
-                self.cache.assume(batch)
+                self.cache.assume(batch, session.pod_annotations)
             self.cache.assume_evicted([eviction.task for eviction in session.evictions])
         self.binder.submit(session.binds, session.pod_annotations)
         self.binder.evict(session.evictions)

@@ -262,6 +262,30 @@ def test_assume_holds_the_room_until_the_bind_shows_and_forget_gives_it_back() -
     assert cache.task("uid-second").status is TaskStatus.PENDING and used(cache, "n1", CPU) == 1000
 
 
+def test_an_assumed_bind_shows_the_annotations_the_binder_writes_first() -> None:
+    cache = Cache()
+    cache.add_node(node("n1"))
+    pod = a_pod("p")
+    cache.add_pod(pod)
+    snapshot = cache.snapshot()
+    task = next(iter(snapshot.jobs["default/p"].tasks.values()))
+    task.node = "n1"
+    wanted = {"volcano.sh/vgpu-ids-new": "GPU-a,NVIDIA,4096,25:"}
+    cache.assume(BindBatch(snapshot.jobs["default/p"], [task]), {"uid-p": wanted})
+
+    def shown() -> dict[str, str]:
+        return dict(cache.task("uid-p").pod.meta.annotations)
+
+    assert wanted.items() <= shown().items() and "volcano.sh/vgpu-ids-new" not in (
+        pod["metadata"].get("annotations") or {}
+    )
+    # An update that shows neither the patch nor the bind yet keeps them.
+    cache.update_pod(pod, {**pod, "metadata": {**pod["metadata"], "labels": {"x": "y"}}})
+    assert wanted.items() <= shown().items()
+    cache.update_pod(pod, bound(pod, "n1", "Pending"))  # the bind landed: the API's object has the last word
+    assert "volcano.sh/vgpu-ids-new" not in shown() and "uid-p" not in cache.assumed()
+
+
 def test_assumed_eviction_releases_until_the_pod_goes() -> None:
     cache = Cache()
     cache.add_node(node("n1"))

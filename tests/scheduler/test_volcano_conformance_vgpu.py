@@ -392,3 +392,14 @@ def test_undone_placements_give_their_cards_back() -> None:
 def test_vgpu_is_off_unless_enabled() -> None:
     session = opened(cluster(vgpu_node("n1"), vgpu_pod("p")), conf("allocate", ["predicates", "deviceshare"]))
     assert session.predicate(task(session, "p")).tolist() == [True] and session.pod_annotations == {}
+
+
+def test_a_pod_being_bound_holds_its_card_in_the_next_cycle() -> None:
+    """Between the bind and the watch showing the assignment, the cache's pod shows it already."""
+    cache = cluster(vgpu_node("n1"), vgpu_pod("x", cores=100))
+    first = run(cache, VGPU)
+    for batch in first.binds:
+        cache.assume(batch, first.pod_annotations)
+    cache.add_pod(vgpu_pod("y", cores=100))
+    second = run(cache, VGPU)
+    assert {assigned(first, "uid-x")[:5], assigned(second, "uid-y")[:5]} == {"GPU-a", "GPU-b"}
