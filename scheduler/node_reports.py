@@ -7,8 +7,9 @@ timestamp, so a node whose clock is off still ages correctly. Usage-based plugin
 with their staleness limit and treat None as "no live data on this node" (no borrowing, no
 usage-based scoring).
 
-The server stores the validated wire message and the store decodes it on first read: decoding a
-report into dataclasses costs about as much CPU as receiving it (`python -m bench.ingest
+The server stores the validated report's bytes (a WireReport: it parsed only the report's
+header, lahar.rpc.convert.parse_report_header) and the store decodes them on first read: decoding
+a report into dataclasses costs about as much CPU as receiving it (`python -m bench.ingest
 --read-interval 1` shows both), and a report superseded before anyone reads it is never decoded.
 Readers that need every node each cycle pay one decode per node per new report."""
 
@@ -19,6 +20,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 from lahar.rpc.convert import report_from_proto
 from lahar.rpc.report import NodeReport
@@ -31,22 +33,37 @@ ACCEPTED = "accepted"
 Listener = Callable[[str], None]  # called with the node name after its report changed
 
 
+class WireReport(NamedTuple):
+    """A received report as the server accepted it: its node and sequence, and its bytes, which
+    validate_wire_reports passed (so they parse as a pb.NodeReport)."""
+
+    node: str
+    sequence: int
+    wire: bytes
+
+
+Report = NodeReport | pb.NodeReport | WireReport
+
+
 class _Latest:
-    """A node's latest report and when it arrived; a wire message is decoded once, when first read."""
+    """A node's latest report and when it arrived; a wire message or its bytes are decoded once,
+    when first read."""
 
     __slots__ = ("_source", "received_at", "sequence")
 
-    def __init__(self, source: NodeReport | pb.NodeReport, received_at: float) -> None:
+    def __init__(self, source: Report, received_at: float) -> None:
         self.received_at = received_at
         self.sequence = source.sequence
         self._source = source
 
     def report(self) -> NodeReport:
         source = self._source
-        if isinstance(source, pb.NodeReport):
-            # Two readers may decode at once; both get equal reports and either one is kept.
-            source = self._source = report_from_proto(source)
-        return source
+        if isinstance(source, NodeReport):
+            return source
+        message = pb.NodeReport.FromString(source.wire) if isinstance(source, WireReport) else source
+        # Two readers may decode at once; both get equal reports and either one is kept.
+        decoded = self._source = report_from_proto(message)
+        return decoded
 
 
 class NodeReportStore:
@@ -61,13 +78,14 @@ class NodeReportStore:
         self._listeners: tuple[Listener, ...] = ()  # replaced, never changed in place: read without the lock
         self.sequence_resets = 0  # reports whose sequence went back: agent restarts
 
-    def submit(self, report: NodeReport | pb.NodeReport, received_at: float | None = None) -> None:
+    def submit(self, report: Report, received_at: float | None = None) -> None:
         """Keep `report` as its node's latest. A wire message must already have passed
-        validate_report. A sequence lower than the previous one means the agent restarted: the
-        report is still the newest thing the node said, so it replaces the previous one."""
+        validate_report, a WireReport validate_wire_reports. A sequence lower than the previous
+        one means the agent restarted: the report is still the newest thing the node said, so it
+        replaces the previous one."""
         self.submit_many([report], received_at)
 
-    def submit_many(self, reports: Sequence[NodeReport | pb.NodeReport], received_at: float | None = None) -> None:
+    def submit_many(self, reports: Sequence[Report], received_at: float | None = None) -> None:
         """submit() for reports that arrived together (a batch of the report server), in order."""
         if not reports:
             return

@@ -12,17 +12,22 @@ order:
 - the stream's `authorization: Bearer <token>` metadata names a known token, else the stream is
   aborted with UNAUTHENTICATED before any report is read; an accepted stream gets the
   STREAM_ACCEPTED initial metadata at once;
-- each message parses as a NodeReport, else it is refused (the method takes raw bytes, so that
-  garbage is counted here rather than failing inside gRPC's deserializer);
+- each message's header parses (lahar.rpc.convert.parse_report_header: node, sequence, the parts
+  the checks read, the lists of pods and such left as bytes), else it is refused as malformed
+  (the method takes raw bytes, so that garbage is counted here rather than failing inside gRPC's
+  deserializer);
 - the report is for the token's node ("*" tokens may report for any node), else the stream is
   aborted with PERMISSION_DENIED: a node may only report for itself;
-- the report passes validate_report, else it is refused.
+- the report's bytes pass validate_wire_reports, else it is refused: as malformed where they do
+  not parse as a NodeReport (a string that is not UTF-8 deep in a pod), as invalid where
+  validate_report names problems.
 
 A refused report is counted and its ack carries the reason in `error`, and the stream stays open:
 a report is complete and the next one supersedes it, so one bad reading (a NaN from a collector)
 costs one report, not a reconnect, and the agent learns what was wrong. Messages over
 `max_message_bytes` never reach the handler: gRPC ends the stream with RESOURCE_EXHAUSTED (they
-are not in the counts). Accepted reports go to the NodeReportStore, whose counts by result are
+are not in the counts). Accepted reports go to the NodeReportStore as their bytes (decoded when a
+reader first asks: a report is never parsed in full on the way in), whose counts by result are
 `lahar_scheduler_reports_total{result}`. Without TLS the server listens on loopback only: a token
 sent in clear over a network is a token given away."""
 
@@ -40,11 +45,11 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from lahar.rpc import STREAM_ACCEPTED, is_loopback_address
-from lahar.rpc.convert import validate_reports
+from lahar.rpc.convert import ReportHeader, parse_report_header, validate_wire_reports
 from lahar.rpc.v1 import agent_pb2 as pb
 from lahar.tls import TlsFiles
 
-from .node_reports import NodeReportStore
+from .node_reports import NodeReportStore, WireReport
 
 log = logging.getLogger("lahar.scheduler.report_server")
 
@@ -129,6 +134,18 @@ def ack_due(refused: bool, acked_before: bool, unanswered: int, ack_every: int) 
     return refused or not acked_before or unanswered >= ack_every
 
 
+def _decode_error(raw: bytes) -> str:
+    """Why `raw`, whose header did not parse, is not a NodeReport, in the words of the report's
+    own parse (the header's names a schema of the server's)."""
+    try:
+        pb.NodeReport.FromString(raw)
+    except DecodeError as exc:
+        return str(exc)
+    return (
+        "the report's header does not parse"  # cannot be: the header's schema is the report's, with lists left as bytes
+    )
+
+
 def _summary(problems: list[str]) -> str:
     shown = "; ".join(problems[:MAX_PROBLEMS_IN_ACK])
     hidden = len(problems) - MAX_PROBLEMS_IN_ACK
@@ -153,8 +170,8 @@ class _Stream:
 
 
 class _Batcher:
-    """Answers reports in batches. A stream's handler only parses a report and hands it over
-    (no await per report); the batch, up to BATCH_WINDOW_SECONDS or BATCH_MAX_REPORTS later,
+    """Answers reports in batches. A stream's handler only parses a report's header and hands it
+    over (no await per report); the batch, up to BATCH_WINDOW_SECONDS or BATCH_MAX_REPORTS later,
     validates them together (checking many reports at once costs much less per report, see
     lahar.rpc.convert), stores the accepted ones and queues the acks that are due, which a
     writer task per stream sends. At 5000 agents a second a window gathers dozens of reports;
@@ -163,14 +180,15 @@ class _Batcher:
     def __init__(self, store: NodeReportStore, ack_every: int) -> None:
         self.store = store
         self.ack_every = ack_every
-        # (stream, message or None when refused before validation, its bytes, why refused)
-        self._waiting: list[tuple[_Stream, pb.NodeReport | None, bytes, str]] = []
+        # (stream, header or None when refused before validation, its bytes, why refused)
+        self._waiting: list[tuple[_Stream, ReportHeader | None, bytes, str]] = []
         self._timer: asyncio.TimerHandle | None = None
 
-    def add(self, stream: _Stream, message: pb.NodeReport | None, wire: bytes, refused: str = "") -> None:
-        """Queue a report parsed from `wire` (or one already `refused`, to be answered in order)."""
+    def add(self, stream: _Stream, header: ReportHeader | None, wire: bytes, refused: str = "") -> None:
+        """Queue a report whose header was parsed from `wire` (or one already `refused`, to be
+        answered in order)."""
         stream.waiting += 1
-        self._waiting.append((stream, message, wire, refused))
+        self._waiting.append((stream, header, wire, refused))
         if len(self._waiting) >= BATCH_MAX_REPORTS:
             self.flush()
         elif self._timer is None:
@@ -184,26 +202,30 @@ class _Batcher:
         waiting, self._waiting = self._waiting, []
         if not waiting:
             return
-        parsed = [(message, wire) for _, message, wire, _ in waiting if message is not None]
+        headers = [header for _, header, _, _ in waiting if header is not None]
+        wires = [wire for _, header, wire, _ in waiting if header is not None]
         try:
-            results = iter(validate_reports([message for message, _ in parsed], wire=[wire for _, wire in parsed]))
+            results = iter(validate_wire_reports(headers, wires))
         except Exception as exc:  # a bug in validation fails these reports, not the server
-            log.exception("validating %d reports failed", len(parsed))
-            results = iter([[f"internal error validating the report: {exc}"]] * len(parsed))
+            log.exception("validating %d reports failed", len(headers))
+            results = iter([("", [f"internal error validating the report: {exc}"])] * len(headers))
         answers: list[tuple[_Stream, int, str]] = []
-        accepted: list[pb.NodeReport] = []
-        for stream, message, _, refused in waiting:
-            if message is None:
+        accepted: list[WireReport] = []
+        for stream, header, wire, refused in waiting:
+            if header is None:
                 answers.append((stream, 0, refused))
                 continue
-            problems = next(results)
-            if problems:
+            malformed, problems = next(results)
+            if malformed:  # its sequence is not known: the header's may be any bytes of a broken report
+                self.store.refuse(MALFORMED)
+                answers.append((stream, 0, f"malformed report: {malformed}"))
+            elif problems:
                 self.store.refuse(INVALID)
-                log.debug("refused report %d from %s: %s", message.sequence, message.node, problems)
-                answers.append((stream, message.sequence, f"invalid report: {_summary(problems)}"))
+                log.debug("refused report %d from %s: %s", header.sequence, header.node, problems)
+                answers.append((stream, header.sequence, f"invalid report: {_summary(problems)}"))
             else:
-                accepted.append(message)
-                answers.append((stream, message.sequence, ""))
+                accepted.append(WireReport(header.node, header.sequence, wire))
+                answers.append((stream, header.sequence, ""))
         self.store.submit_many(accepted)  # stored before any of them is acked
         for stream, sequence, error in answers:
             stream.waiting -= 1
@@ -353,19 +375,19 @@ class ReportServer:
             # the stubs type read() as the request alone; it returns EOF once the stream ends
             while (raw := await context.read()) is not grpc.aio.EOF:  # type: ignore[comparison-overlap]
                 try:
-                    message = pb.NodeReport.FromString(raw)
-                except DecodeError as exc:
+                    header = parse_report_header(raw)
+                except DecodeError:
                     self.store.refuse(MALFORMED)
-                    batcher.add(stream, None, raw, f"malformed report: {exc}")
+                    batcher.add(stream, None, raw, f"malformed report: {_decode_error(raw)}")
                     continue
-                if node != ANY_NODE and message.node != node:
+                if node != ANY_NODE and header.node != node:
                     self.store.refuse(FORBIDDEN)
                     await context.abort(
                         grpc.StatusCode.PERMISSION_DENIED,
                         f"a node may only report for itself: this token is for {node}, "
-                        f"the report is for {message.node or '(no node)'}",
+                        f"the report is for {header.node or '(no node)'}",
                     )
-                batcher.add(stream, message, raw)
+                batcher.add(stream, header, raw)
             # The agent closed its side: answer what is queued and what is left unacked.
             if stream.waiting:
                 batcher.flush()

@@ -24,11 +24,11 @@ import enum
 import math
 import time
 import typing
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
 from functools import cache
 from itertools import chain, islice, starmap
 from operator import attrgetter, itemgetter
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
@@ -62,9 +62,11 @@ _NUMERIC_TYPES = frozenset(
     }
 )
 _NUMBERS_PACKAGE = "lahar.rpc.v1.numbers"
-# what the numbers schema declares a field that is not checked as (any other: uint64, a varint)
+_HEADER_PACKAGE = "lahar.rpc.v1.header"
+# what the numbers schema declares a field that is not checked as (any other: uint64, a varint);
+# strings stay strings, so that the parse checks their UTF-8 as the report's own parse would
 _SKIPPED_AS = {
-    FieldDescriptor.TYPE_STRING: FieldDescriptor.TYPE_BYTES,
+    FieldDescriptor.TYPE_STRING: FieldDescriptor.TYPE_STRING,
     FieldDescriptor.TYPE_BYTES: FieldDescriptor.TYPE_BYTES,
 }
 _whole = itemgetter(slice(None))  # a repeated field as a list: far faster than iterating it
@@ -202,6 +204,41 @@ def _regroup(items: list[Any], sizes: Iterable[int]) -> Iterator[list[Any]]:
 # --- validation ---------------------------------------------------------------------------------
 
 
+class _Devices(Protocol):
+    @property
+    def gpus(self) -> Sized: ...
+    @property
+    def npus(self) -> Sized: ...
+
+
+class ReportHeader(Protocol):
+    """What the checks read of a report besides its numbers: a pb.NodeReport, or the header
+    parse_report_header makes of its bytes."""
+
+    @property
+    def node(self) -> str: ...
+    @property
+    def sequence(self) -> int: ...
+    @property
+    def timestamp(self) -> float: ...
+    @property
+    def pods(self) -> Sized: ...
+    @property
+    def gpu(self) -> _Devices: ...
+    @property
+    def npu(self) -> _Devices: ...
+    def HasField(self, field_name: str) -> bool: ...  # protobuf's name
+
+
+class WireCheck(NamedTuple):
+    """validate_wire_reports' answer for one report: `malformed` (why its bytes are not a
+    NodeReport: protobuf's error) or the `problems` validate_report would name; both empty when
+    the report may be stored."""
+
+    malformed: str
+    problems: list[str]
+
+
 def validate_report(message: pb.NodeReport, now: float | None = None) -> list[str]:
     """What is wrong with a received report; empty when it may be stored. `now` is unix seconds."""
     return validate_reports([message], now)[0]
@@ -211,7 +248,7 @@ def validate_reports(
     messages: Sequence[pb.NodeReport], now: float | None = None, wire: Sequence[bytes] | None = None
 ) -> list[list[str]]:
     """validate_report for many reports at once, much cheaper per report. `wire`: the bytes each
-    message was parsed from, when at hand (the server has them), to save serializing again."""
+    message was parsed from, when at hand, to save serializing again."""
     now = time.time() if now is None else now
     wire = [message.SerializeToString() for message in messages] if wire is None else wire
     problems = [_shape_problems(message, now) for message in messages]
@@ -222,7 +259,42 @@ def validate_reports(
     return problems
 
 
-def _shape_problems(message: pb.NodeReport, now: float) -> list[str]:
+def parse_report_header(data: bytes) -> ReportHeader:
+    """A serialized NodeReport parsed as far as the server reads it per report: node, sequence,
+    timestamp, cpu and memory, the accelerators and health, with every list of messages (pods,
+    NUMA nodes, pressure, devices, map entries) kept as the items' bytes, so that only the list's
+    length is read. Several times cheaper than the full parse; raises DecodeError where the
+    top-level framing or one of those parts is wrong. What it leaves unparsed,
+    validate_wire_reports checks (its numbers parse covers every byte of the report)."""
+    return typing.cast(ReportHeader, _header_message().FromString(data))
+
+
+def validate_wire_reports(
+    headers: Sequence[ReportHeader], wire: Sequence[bytes], now: float | None = None
+) -> list[WireCheck]:
+    """validate_reports for reports at hand as their bytes (`wire`) and parse_report_header's
+    `headers` of them, never fully parsed: a report passes only where its full parse would
+    succeed. The batch's numbers parse reads every byte of every report with the same framing
+    and UTF-8 rules as the full parse (its schema has the same field numbers, wire types and
+    strings), and the header parse checked each report's own top-level framing, so no report's
+    bytes can borrow from its neighbour's. Only when that filter fails are the reports parsed one
+    by one, to tell a malformed one (its DecodeError) from one with bad numbers (named)."""
+    now = time.time() if now is None else now
+    checks = [WireCheck("", _shape_problems(header, now)) for header in headers]
+    if not _numbers_fine(b"".join(wire)):
+        for index, data in enumerate(wire):
+            if _numbers_fine(data):
+                continue
+            try:
+                message = pb.NodeReport.FromString(data)
+            except DecodeError as exc:
+                checks[index] = WireCheck(str(exc), [])
+                continue
+            _name_bad_numbers(message, "", checks[index].problems)
+    return checks
+
+
+def _shape_problems(message: ReportHeader, now: float) -> list[str]:
     """Everything but the numbers' values: names, presence, sizes, the clock."""
     problems = [f"{part} is missing" for part in ("cpu", "memory") if not message.HasField(part)]
     if not message.node:
@@ -255,9 +327,9 @@ def _numbers_fine(data: bytes) -> bool:
     with numpy, so no number becomes a Python object."""
     try:
         merged = _numbers_message().FromString(data)
-    except DecodeError:  # cannot be, the reports parsed; if it were, the slow path decides
+    except DecodeError:  # a malformed report, or a packed list where it has one number: the slow path decides
         return False
-    merged.DiscardUnknownFields()  # the strings and bools the schema leaves out
+    merged.DiscardUnknownFields()  # fields no schema knows (a newer agent's): not checked
     columns = merged.SerializeToString()
     found: dict[_Column, list[bytes]] = {kind: [] for kind in _Column}
     if not _gather_columns(memoryview(columns), _column_layout(), found):
@@ -295,10 +367,15 @@ def _varint_ends(data: bytes) -> np.ndarray:
     return np.flatnonzero(np.frombuffer(data, dtype=np.uint8) < 0x80)
 
 
+_TEN_BYTE_VARINT = b"\x01" * 9  # nine continuation bits in a row, as the top bits of the bytes
+
+
 def _varints_not_negative(data: bytes) -> bool:
     # A negative int32 or int64 is sign-extended to ten bytes on the wire; a non-negative one
-    # takes at most nine (63 bits).
-    return bool((np.diff(_varint_ends(data), prepend=-1) <= 9).all())
+    # takes at most nine (63 bits): nine bytes in a row with the continuation bit set only occur
+    # in a ten-byte one. Searching the bytes' top bits for such a run is half the cost of
+    # measuring each varint's length.
+    return _TEN_BYTE_VARINT not in (np.frombuffer(data, dtype=np.uint8) >> 7).tobytes()
 
 
 def _zigzags_not_negative(data: bytes) -> bool:
@@ -438,6 +515,39 @@ def _numbers_message() -> type[Message]:
     pool.Add(file)
     return message_factory.GetMessageClass(
         pool.FindMessageTypeByName(f"{_NUMBERS_PACKAGE}.{_flat_name(pb.NodeReport.DESCRIPTOR)}")
+    )
+
+
+@cache
+def _header_message() -> type[Message]:
+    """parse_report_header's schema: NodeReport's, with every repeated message field (lists and
+    maps, at any depth) declared as repeated `bytes` instead, so that their items are copied,
+    not parsed. Same field numbers and wire types: what the header parse refuses, the full parse
+    refuses too."""
+    file = descriptor_pb2.FileDescriptorProto(
+        name="lahar/rpc/v1/agent_header.proto", package=_HEADER_PACKAGE, syntax="proto3"
+    )
+    waiting, declared = [pb.NodeReport.DESCRIPTOR], set()
+    while waiting:
+        descriptor = waiting.pop()
+        if descriptor.full_name in declared:
+            continue
+        declared.add(descriptor.full_name)
+        header_type = file.message_type.add(name=_flat_name(descriptor))
+        for field in descriptor.fields:
+            header_field = header_type.field.add(name=field.name, number=field.number, type=field.type)
+            header_field.label = FieldDescriptor.LABEL_REPEATED if field.is_repeated else FieldDescriptor.LABEL_OPTIONAL
+            if field.type != FieldDescriptor.TYPE_MESSAGE:
+                continue
+            if field.is_repeated:
+                header_field.type = FieldDescriptor.TYPE_BYTES
+            else:
+                header_field.type_name = f".{_HEADER_PACKAGE}.{_flat_name(_message_type(field))}"
+                waiting.append(_message_type(field))
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return message_factory.GetMessageClass(
+        pool.FindMessageTypeByName(f"{_HEADER_PACKAGE}.{_flat_name(pb.NodeReport.DESCRIPTOR)}")
     )
 
 
