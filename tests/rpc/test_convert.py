@@ -10,7 +10,7 @@ import typing
 
 import pytest
 from google.protobuf.descriptor import FieldDescriptor
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
 
 from lahar.rpc.convert import (
     MAX_CLOCK_SKEW_SECONDS,
@@ -18,10 +18,12 @@ from lahar.rpc.convert import (
     MAX_PODS,
     _numbers_fine,
     _numbers_message,
+    parse_report_header,
     report_from_proto,
     report_to_proto,
     validate_report,
     validate_reports,
+    validate_wire_reports,
 )
 from lahar.rpc.report import (
     Accelerators,
@@ -378,3 +380,98 @@ def test_the_largest_sizes_pass_the_batch_filter() -> None:
     report.reclaimable["memory"] = (1 << 63) - 1
     assert _numbers_fine(report_to_proto(report).SerializeToString())
     assert validate_report(report_to_proto(report), now=NOW) == []
+
+
+# --- reports checked as bytes (the server parses only their header) ---
+
+
+def test_the_header_reads_what_the_checks_need() -> None:
+    report = full_report("node-h", 42)
+    header = parse_report_header(report_to_proto(report).SerializeToString())
+    assert (header.node, header.sequence, header.timestamp) == ("node-h", 42, report.timestamp)
+    assert header.HasField("cpu") and header.HasField("memory")
+    assert (len(header.pods), len(header.gpu.gpus), len(header.npu.npus)) == (3, 1, 1)
+    empty = parse_report_header(pb.NodeReport(node="n").SerializeToString())
+    assert not empty.HasField("cpu") and not empty.HasField("memory") and len(empty.pods) == 0
+
+
+def test_wire_reports_get_the_problems_their_messages_get() -> None:
+    reports = [full_report(f"node-{index}") for index in range(5)]
+    reports[1].pods[2].containers[1].cpu_usage_cores = math.inf
+    reports[3].memory.used_bytes = -1
+    reports[3].timestamp = NOW + 3600
+    reports[4].gpu.gpus = [reports[4].gpu.gpus[0]] * (MAX_DEVICES + 1)
+    messages = [report_to_proto(report) for report in reports]
+    wire = [message.SerializeToString() for message in messages]
+    checks = validate_wire_reports([parse_report_header(data) for data in wire], wire, now=NOW)
+    assert [check.malformed for check in checks] == [""] * 5
+    assert [check.problems for check in checks] == validate_reports(messages, now=NOW)
+    assert checks[0].problems == [] and checks[1].problems and checks[3].problems and checks[4].problems
+
+
+def _with_bad_utf8(data: bytes) -> bytes:
+    broken = bytearray(data)
+    broken[broken.index(b"job-1")] = 0xFF  # a pod's name, inside a list the header keeps as bytes
+    return bytes(broken)
+
+
+def _with_a_truncated_container(data: bytes) -> bytes:
+    """The first pod's first container declared one byte longer than it is, its pod and the
+    report kept the same length: the pod's bytes are still framed, the container inside is not."""
+    message = pb.NodeReport.FromString(data)
+    container = message.pods[0].containers[0].SerializeToString()
+    start = data.index(container)
+    assert data[start - 1] == len(container) and data[start - 2] == 0x6A  # field 13, length-delimited
+    broken = bytearray(data)
+    broken[start - 1] = len(container) + 1
+    return bytes(broken)
+
+
+@pytest.mark.parametrize("breaking", [_with_bad_utf8, _with_a_truncated_container])
+def test_a_report_broken_inside_a_list_is_malformed_and_its_neighbours_pass(
+    breaking: typing.Callable[[bytes], bytes],
+) -> None:
+    wire = [report_to_proto(full_report(f"node-{index}")).SerializeToString() for index in range(3)]
+    wire[1] = breaking(wire[1])
+    header = parse_report_header(wire[1])  # the header does not look inside the pods
+    with pytest.raises(DecodeError) as full_parse:
+        pb.NodeReport.FromString(wire[1])
+    checks = validate_wire_reports(
+        [header if index == 1 else parse_report_header(data) for index, data in enumerate(wire)], wire, now=NOW
+    )
+    assert checks[1].malformed == str(full_parse.value) and checks[1].problems == []
+    assert checks[0] == checks[2] == ("", [])
+
+
+def test_what_passes_as_bytes_parses_as_a_report() -> None:
+    """Every one-byte change of a small report: where its header parses and the bytes pass,
+    the full parse succeeds (the store decodes those bytes when read), and the report is
+    refused where the full parse fails. A good report stands on each side of the changed one,
+    so that a broken report cannot borrow its neighbours' bytes."""
+    report = full_report()
+    report.pods = report.pods[:1]
+    data = report_to_proto(report).SerializeToString()
+    good = report_to_proto(full_report("other")).SerializeToString()
+    passed = refused = 0
+    for position in range(len(data)):
+        for value in (0x00, 0x01, 0x7F, 0x80, 0xFF, data[position] ^ 0x04):
+            changed = bytearray(data)
+            changed[position] = value
+            try:
+                parse_report_header(bytes(changed))
+            except DecodeError:
+                with pytest.raises(DecodeError):
+                    pb.NodeReport.FromString(bytes(changed))
+                continue
+            wire = [good, bytes(changed), good]
+            headers = [parse_report_header(item) for item in wire]
+            check = validate_wire_reports(headers, wire, now=NOW)[1]
+            try:
+                pb.NodeReport.FromString(bytes(changed))
+            except DecodeError:
+                assert check.malformed, (position, value)
+                refused += 1
+                continue
+            assert not check.malformed, (position, value)
+            passed += 1
+    assert passed > 100 and refused > 10

@@ -22,7 +22,7 @@ from lahar.agent.report_stream import ReportStreamer, backoff_delay
 from lahar.rpc.convert import report_to_proto
 from lahar.rpc.report import ContainerUsage, CpuUsage, MemoryUsage, NodeReport, PodUsage
 from lahar.rpc.v1 import agent_pb2 as pb
-from lahar.scheduler.node_reports import NodeReportStore
+from lahar.scheduler.node_reports import NodeReportStore, WireReport
 from lahar.scheduler.report_server import METHOD_PATH, ReportServer, ReportServerError, ack_due, load_tokens
 from lahar.tls import TlsFiles, ensure_self_signed
 from tests.support import wait_for
@@ -491,6 +491,17 @@ def test_a_wire_message_is_stored_and_decoded_when_read() -> None:
     stored = store.latest("node-b")
     assert isinstance(stored, NodeReport) and stored.sequence == 8 and stored.pods[1].name == "pod-1"
     assert store.latest("node-b") is stored, "decoded once"
+
+
+def test_a_reports_bytes_are_stored_and_decoded_when_read() -> None:
+    store = NodeReportStore()
+    store.submit(WireReport("node-b", 9, wire(report("node-b", 9))))
+    store.submit(WireReport("node-c", 3, wire(report("node-c", 3))))
+    store.submit(WireReport("node-c", 2, wire(report("node-c", 2))))
+    stored = store.latest("node-b")
+    assert isinstance(stored, NodeReport) and stored.sequence == 9 and stored.pods[1].name == "pod-1"
+    assert store.latest("node-b") is stored, "decoded once"
+    assert store.latest("node-c").sequence == 2 and store.sequence_resets == 1
 
 
 def test_listeners_hear_of_every_change_and_a_failing_one_changes_nothing() -> None:
