@@ -45,7 +45,7 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from lahar.rpc import STREAM_ACCEPTED, is_loopback_address
-from lahar.rpc.convert import ReportHeader, parse_report_header, validate_wire_reports
+from lahar.rpc.convert import ReportHeader, WireCheck, parse_report_header, validate_wire_reports
 from lahar.rpc.v1 import agent_pb2 as pb
 from lahar.tls import TlsFiles
 
@@ -208,7 +208,7 @@ class _Batcher:
             results = iter(validate_wire_reports(headers, wires))
         except Exception as exc:  # a bug in validation fails these reports, not the server
             log.exception("validating %d reports failed", len(headers))
-            results = iter([("", [f"internal error validating the report: {exc}"])] * len(headers))
+            results = iter([WireCheck("", [f"internal error validating the report: {exc}"])] * len(headers))
         answers: list[tuple[_Stream, int, str]] = []
         accepted: list[WireReport] = []
         for stream, header, wire, refused in waiting:

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
 from functools import cache
 from itertools import chain, islice, starmap
 from operator import attrgetter, itemgetter
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 import numpy as np
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
@@ -227,7 +227,7 @@ class ReportHeader(Protocol):
     def gpu(self) -> _Devices: ...
     @property
     def npu(self) -> _Devices: ...
-    def HasField(self, field_name: str) -> bool: ...  # protobuf's name
+    def HasField(self, field_name: Literal["cpu", "memory"]) -> bool: ...  # protobuf's name
 
 
 class WireCheck(NamedTuple):
@@ -297,7 +297,8 @@ def validate_wire_reports(
 def _shape_problems(message: ReportHeader, now: float) -> list[str]:
     """Everything but the numbers' values: names, presence, sizes, the clock. Each field is read
     once (every read of a protobuf field makes a Python object; this runs 5000 times a second)."""
-    problems = [f"{part} is missing" for part in ("cpu", "memory") if not message.HasField(part)]
+    parts: tuple[Literal["cpu", "memory"], ...] = ("cpu", "memory")
+    problems = [f"{part} is missing" for part in parts if not message.HasField(part)]
     node, timestamp = message.node, message.timestamp
     if not node:
         problems.append("node is empty")
@@ -537,14 +538,21 @@ def _header_message() -> type[Message]:
         declared.add(descriptor.full_name)
         header_type = file.message_type.add(name=_flat_name(descriptor))
         for field in descriptor.fields:
-            header_field = header_type.field.add(name=field.name, number=field.number, type=field.type)
-            header_field.label = FieldDescriptor.LABEL_REPEATED if field.is_repeated else FieldDescriptor.LABEL_OPTIONAL
+            label = FieldDescriptor.LABEL_REPEATED if field.is_repeated else FieldDescriptor.LABEL_OPTIONAL
             if field.type != FieldDescriptor.TYPE_MESSAGE:
-                continue
-            if field.is_repeated:
-                header_field.type = FieldDescriptor.TYPE_BYTES
+                header_type.field.add(name=field.name, number=field.number, type=field.type, label=label)
+            elif field.is_repeated:
+                header_type.field.add(
+                    name=field.name, number=field.number, type=FieldDescriptor.TYPE_BYTES, label=label
+                )
             else:
-                header_field.type_name = f".{_HEADER_PACKAGE}.{_flat_name(_message_type(field))}"
+                header_type.field.add(
+                    name=field.name,
+                    number=field.number,
+                    type=field.type,
+                    label=label,
+                    type_name=f".{_HEADER_PACKAGE}.{_flat_name(_message_type(field))}",
+                )
                 waiting.append(_message_type(field))
     pool = descriptor_pool.DescriptorPool()
     pool.Add(file)
