@@ -306,14 +306,31 @@ def _vnpu(value: Any, where: str, warnings: list[str]) -> VNPUConfig:
         "aiCPU": ("ai_cpu", _count(0)),
         "templates": ("templates", lambda v, w: _each(v, w, lambda t, tw: _vnpu_template(t, tw, warnings))),
     }
-    return VNPUConfig(**_fields(entry, where, readers, warnings))
+    chip = VNPUConfig(**_fields(entry, where, readers, warnings))
+    # The names every pod request and node annotation of the type is spelled with.
+    for key, value in (
+        ("commonWord", chip.common_word),
+        ("resourceName", chip.resource_name),
+        ("resourceMemoryName", chip.resource_memory_name),
+    ):
+        if not value:
+            raise DeviceConfigError(f"{where}: an NPU type needs {key!r}")
+    return chip
+
+
+def _distinct(chips: tuple[VNPUConfig, ...], where: str) -> tuple[VNPUConfig, ...]:
+    words = [chip.common_word for chip in chips]
+    twice = sorted({word for word in words if words.count(word) > 1})
+    if twice:  # a node's registration and a pod's assignment name the type by its commonWord
+        raise DeviceConfigError(f"{where}: commonWord {twice[0]!r} is named twice")
+    return chips
 
 
 def _vnpus(value: Any, where: str, warnings: list[str]) -> tuple[tuple[VNPUConfig, ...], bool]:
     """The chips and `hamiVnpuCore`: a list of chips (Volcano's first format, hamiVnpuCore off) or
     a mapping `{hamiVnpuCore, configs}`."""
     if isinstance(value, list):
-        return _each(value, where, lambda v, w: _vnpu(v, w, warnings)), False
+        return _distinct(_each(value, where, lambda v, w: _vnpu(v, w, warnings)), where), False
     entry = _mapping(value, where)
     found = _fields(
         entry,
@@ -324,7 +341,7 @@ def _vnpus(value: Any, where: str, warnings: list[str]) -> tuple[tuple[VNPUConfi
         },
         warnings,
     )
-    return found.get("configs", ()), found.get("hami_vnpu_core", False)
+    return _distinct(found.get("configs", ()), where), found.get("hami_vnpu_core", False)
 
 
 def parse_device_config(document: Any, source: str = "device-config.yaml") -> DeviceConfig:

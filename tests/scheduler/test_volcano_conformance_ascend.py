@@ -14,7 +14,13 @@ from typing import Any
 import pytest
 
 from lahar.scheduler.framework import ascend
-from lahar.scheduler.framework.device_config import DEFAULT_VNPUS, VNPUConfig, VNPUTemplate
+from lahar.scheduler.framework.device_config import (
+    DEFAULT_VNPUS,
+    DeviceConfigError,
+    VNPUConfig,
+    VNPUTemplate,
+    parse_device_config,
+)
 from lahar.scheduler.framework.devices import BINPACK, SPREAD, WHOLE_CARD, Card, ContainerRequest, card_score
 from tests.scheduler.preempt_builders import a_pod, cluster, conf, node, opened, run, task
 from tests.scheduler.vgpu_cases import device_pod
@@ -449,3 +455,100 @@ def test_an_ascend910_pod_takes_npus_of_one_network() -> None:
     verdict = select(ASCEND910A, cards, limits(ASCEND910A, "2", None))
     assert verdict.fits and [d.uuid for d in verdict.devices[0]] == ["d1", "d2"]
     assert verdict.score == pytest.approx(10.0)
+
+
+# -- A configured type (deviceshare.DeviceConfig's vnpus) through whole cycles -----------------------
+
+DEVICE_CONFIG = """
+vnpus:
+  hamiVnpuCore: true
+  configs:
+  - chipName: 910B3
+    commonWord: Ascend910B3
+    resourceName: huawei.com/Ascend910B3
+    resourceMemoryName: huawei.com/Ascend910B3-memory
+    memoryAllocatable: 65536
+    memoryCapacity: 65536
+    aiCore: 20
+    templates:
+    - {name: vir05_1c_16g, memory: 16384, aiCore: 5}
+    - {name: vir10_3c_32g, memory: 32768, aiCore: 10}
+"""
+
+
+def npu_910b3_node(name: str, networks: tuple[int, ...], **annotations: str) -> Obj:
+    extended = {"huawei.com/Ascend910B3": "8", "huawei.com/Ascend910B3-memory": str(65536 * len(networks))}
+    obj = node(name, cpu="16", memory="64Gi", extended=extended)
+    npus = [
+        {"id": f"{name}-{i}", "index": i, "count": 2, "devmem": 65536, "devcore": 20, "custominfo": {"NetworkID": net}}
+        for i, net in enumerate(networks)
+    ]
+    obj["metadata"]["annotations"] = {"hami.io/node-register-Ascend910B3": json.dumps(npus), **annotations}
+    return obj
+
+
+def npu_910b3_pod(name: str, count: int, memory: int | None = None, **annotations: str) -> Obj:
+    extended = {"huawei.com/Ascend910B3": str(count)}
+    if memory is not None:
+        extended["huawei.com/Ascend910B3-memory"] = str(memory)
+    return device_pod(name, extended, **annotations)
+
+
+NPU_910B3 = conf(
+    "allocate",
+    [
+        "predicates",
+        {
+            "name": "deviceshare",
+            "arguments": {
+                "deviceshare.AscendHAMiVNPUEnable": True,
+                "deviceshare.SchedulePolicy": "binpack",
+                "deviceshare.DeviceConfig": DEVICE_CONFIG,
+            },
+        },
+    ],
+)
+
+
+def test_a_configured_ascend910_type_takes_whole_npus_of_one_network() -> None:
+    session = run(cluster(npu_910b3_node("n1", (0, 1, 1, 0, 1)), npu_910b3_pod("p", 2)), NPU_910B3)
+    allocated = session.pod_annotations["uid-p"]["hami.io/Ascend910B3-devices-allocated"]
+    assert allocated == "n1-1,Ascend910B3,65536,0:n1-2,Ascend910B3,65536,0:;"
+
+
+def test_a_configured_type_slices_by_its_templates_and_its_nodes_run_hami_core() -> None:
+    # hamiVnpuCore: true makes every node a hami-core one unless it says otherwise.
+    soft = npu_910b3_pod("soft", 1, memory=10000, **{ascend.MODE: ascend.HAMI_CORE})
+    session = run(cluster(npu_910b3_node("n1", (0,)), npu_910b3_pod("sliced", 1, memory=10000), soft), NPU_910B3)
+    assert session.pod_annotations["uid-sliced"]["huawei.com/Ascend910B3"] == '[{"UUID":"n1-0","temp":"vir05_1c_16g"}]'
+    assert session.pod_annotations["uid-soft"]["huawei.com/Ascend910B3"] == '[{"UUID":"n1-0","memory":10000}]'
+    refusing = opened(cluster(npu_910b3_node("n1", (0,), **{ascend.NODE_HAMI_CORE: "false"}), soft), NPU_910B3)
+    assert refusing.predicate(task(refusing, "soft")).tolist() == [False]
+
+
+BAD_TYPES = [
+    (
+        "a type without commonWord",
+        [{"resourceName": "huawei.com/x", "resourceMemoryName": "huawei.com/x-memory"}],
+        "'commonWord'",
+    ),
+    (
+        "a type without resourceMemoryName",
+        [{"commonWord": "Ascend910B3", "resourceName": "huawei.com/x"}],
+        "'resourceMemoryName'",
+    ),
+    (
+        "a commonWord named twice",
+        [
+            {"commonWord": "AscendX", "resourceName": "huawei.com/x", "resourceMemoryName": "huawei.com/x-memory"},
+            {"commonWord": "AscendX", "resourceName": "huawei.com/y", "resourceMemoryName": "huawei.com/y-memory"},
+        ],
+        "commonWord 'AscendX' is named twice",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "vnpus", "message"), BAD_TYPES, ids=[row[0] for row in BAD_TYPES])
+def test_npu_types_without_their_names_are_refused(name: str, vnpus: list[Obj], message: str) -> None:
+    with pytest.raises(DeviceConfigError, match=message):
+        parse_device_config({"vnpus": vnpus})
