@@ -296,14 +296,7 @@ class _Allocation:
         """Place sub-jobs within the job's group `domain` until the job is ready. Volcano's
         order: the sub-jobs each policy still needs for its minSubGroups first, then those not
         ready, by name; a placed sub-job with tasks left goes to the back, a failed one is done."""
-        ready = Counter(sub_job.policy for sub_job in parts.sub_jobs.values() if sub_job.ready(job))
-        required = set()
-        for key in sorted(work):
-            sub_job = parts.sub_jobs[key]
-            if not sub_job.ready(job) and ready[sub_job.policy] < parts.min_groups.get(sub_job.policy, 0):
-                required.add(key)
-                ready[sub_job.policy] += 1
-        turns = deque(sorted(work, key=lambda key: (key not in required, parts.sub_jobs[key].ready(job), key)))
+        turns = deque(parts.turn_order(job, work))
         while turns:
             key = turns.popleft()
             if self._place_sub_job(job, queue, parts.sub_jobs[key], domain, work[key], statement):

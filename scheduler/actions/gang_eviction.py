@@ -3,7 +3,8 @@ gangs, one candidate HyperNode at a time, so that a configuration listing them r
 
 Lahar's preempt and reclaim already work so: a starving job's evictions stand only if the whole
 gang is then pipelined, a victim gang keeps its minMember or goes whole, and a job with a hard
-`networkTopology` makes its room within one HyperNode (`preempt.in_one_domain`). These two are
+`networkTopology` makes its room within one HyperNode (`preempt.in_one_domain`), a job with
+sub-jobs a sub-job at a time, each within a HyperNode of its own (`preempt.make_room`). These two are
 those actions with Volcano's arguments:
 
 - `maxDomains` (8): at most that many candidate HyperNodes are tried per job;

@@ -10,7 +10,8 @@ free) and the queue allows it (`Session.allocatable`); then the task is pipeline
 job's evictions and pipelines are committed only if the job is then pipelined
 (`Session.job_pipelined`), else undone. A job with a hard `networkTopology` makes its room within
 one HyperNode: its victims and its pipelined tasks are kept to one candidate HyperNode at a time
-(`in_one_domain`, best first), as Volcano's topology-aware gang eviction. A second phase lets
+(`in_one_domain`, best first), as Volcano's topology-aware gang eviction; a job with sub-jobs
+makes it a sub-job at a time, each within a HyperNode of its own (`make_room`). A second phase lets
 pending tasks of a starving job preempt lower-priority running tasks of the same job, one task at
 a time.
 
@@ -499,26 +500,66 @@ def commit_if_pipelined(session: Session, job: JobInfo, statements: list[Stateme
     return False
 
 
+Attempt = Callable[[list[TaskInfo]], list[Statement]]
+
+
 def in_one_domain(
-    session: Session, job: JobInfo, attempt: Callable[[], list[Statement]], max_domains: int | None = None
+    session: Session, job: JobInfo, tasks: list[TaskInfo], attempt: Attempt, max_domains: int | None = None
 ) -> None:
-    """Run `attempt` (it evicts and pipelines for the job's tasks, returning its statements) and
-    keep what it did only if the job is then pipelined. A job a plugin keeps within one node group
-    (`Session.job_domains`: a hard `networkTopology`'s HyperNodes) is tried in each group in turn,
-    best first, victims and placements alike kept inside the group, until it is pipelined in one
-    (Volcano's topology-aware gang eviction: a whole job's room is made within one HyperNode), at
-    most `max_domains` of them."""
+    """Run `attempt(tasks)` (it evicts and pipelines for those of the job's tasks, returning its
+    statements; `make_room`) and keep what it did only if the job is then pipelined. A job a
+    plugin keeps within one node group (`Session.job_domains`: a hard `networkTopology`'s
+    HyperNodes) is tried in each group in turn, best first, victims and placements alike kept
+    inside the group, until it is pipelined in one (Volcano's topology-aware gang eviction: a
+    whole job's room is made within one HyperNode), at most `max_domains` of them."""
     domains = session.job_domains(job, evicting=True)
     if domains is None:
-        commit_if_pipelined(session, job, attempt())
+        commit_if_pipelined(session, job, make_room(session, job, None, tasks, attempt))
         return
     try:
         for domain in domains[:max_domains]:
             session.enter_domain(job, domain)
-            if commit_if_pipelined(session, job, attempt()):
+            if commit_if_pipelined(session, job, make_room(session, job, domain, tasks, attempt)):
                 return
     finally:
         session.enter_domain(job, None)
+
+
+def make_room(
+    session: Session, job: JobInfo, domain: Hashable, tasks: list[TaskInfo], attempt: Attempt
+) -> list[Statement]:
+    """`attempt(tasks)` for a job placed as a whole. A job with sub-jobs (its PodGroup's
+    `subGroupPolicy`) makes its room a sub-job at a time, in allocate's order (`turn_order`):
+    each sub-job's tasks within a node group of its own inside the job's `domain`
+    (`Session.sub_job_domains`, best first), the first group where the sub-job is then ready or
+    pipelined kept and the others undone, until the job is pipelined; a sub-job that no group
+    holds is left out (the job may still be pipelined without it). Volcano's gang eviction
+    nominates a HyperNode per sub-job the same way; without it a sub-job's victims could be
+    evicted across groups where the sub-job may never run whole."""
+    parts = session.sub_jobs(job)
+    if parts is None:
+        return attempt(tasks)
+    by_sub_job: dict[str, list[TaskInfo]] = {}
+    for task in tasks:
+        by_sub_job.setdefault(parts.of_task[task.uid], []).append(task)
+    kept: list[Statement] = []
+    for key in parts.turn_order(job, by_sub_job):
+        sub_job = parts.sub_jobs[key]
+        sub_domains = session.sub_job_domains(job, sub_job, domain, evicting=True)
+        try:
+            for sub_domain in [None] if sub_domains is None else sub_domains:
+                session.enter_sub_domain(job, sub_job, sub_domain)
+                statements = attempt(by_sub_job[key])
+                if statements and (sub_job.ready(job) or sub_job.pipelined(job)):
+                    kept += statements
+                    break
+                for statement in reversed(statements):
+                    statement.discard()
+        finally:
+            session.enter_sub_domain(job, sub_job, None)
+        if session.job_pipelined(job):
+            break
+    return kept
 
 
 class VictimAction(Action):
@@ -598,9 +639,9 @@ class Preempt(VictimAction):
         if not pending or not search.can_hold(pending, still_needed(job), selection_of):
             return
 
-        def attempt() -> list[Statement]:
+        def attempt(tasks: list[TaskInfo]) -> list[Statement]:
             statements: list[Statement] = []
-            for task in pending:
+            for task in tasks:
                 if not session.job_starving(job):
                     break
                 statement = search.place(
@@ -614,7 +655,7 @@ class Preempt(VictimAction):
                     statements.append(statement)
             return statements
 
-        in_one_domain(session, job, attempt, search.max_domains)
+        in_one_domain(session, job, pending, attempt, search.max_domains)
 
     @staticmethod
     def _within_job(session: Session, search: VictimSearch, queue: QueueInfo, job: JobInfo) -> None:

@@ -72,9 +72,9 @@ class Reclaim(VictimAction):
         if not pending or not search.can_hold(pending, still_needed(job), selection_of):
             return
 
-        def attempt() -> list[Statement]:
+        def attempt(tasks: list[TaskInfo]) -> list[Statement]:
             statements: list[Statement] = []
-            for task in pending:
+            for task in tasks:
                 if not session.job_starving(job):
                     break
                 if not session.preemptive(queue, task):
@@ -84,4 +84,4 @@ class Reclaim(VictimAction):
                     statements.append(statement)
             return statements
 
-        in_one_domain(session, job, attempt, search.max_domains)
+        in_one_domain(session, job, pending, attempt, search.max_domains)

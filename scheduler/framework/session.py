@@ -446,18 +446,21 @@ class Session:
 
     def add_sub_job_domains_fn(
         self,
-        domains: Callable[[JobInfo, SubJob, Hashable], list[Hashable] | None],
+        domains: Callable[[JobInfo, SubJob, Hashable, bool], list[Hashable] | None],
         enter: Callable[[JobInfo, SubJob, Hashable], None],
     ) -> None:
         """As `add_job_domains_fn`, for a sub-job within the node group its job is in:
-        `domains(job, sub_job, job_domain)` lists the groups to try, best first (None: free
-        within the job's group, []: none can take it); `enter(job, sub_job, domain)` keeps the
-        sub-job's tasks to `domain` (None: back to the job's group)."""
+        `domains(job, sub_job, job_domain, evicting)` lists the groups to try, best first (None:
+        free within the job's group, []: none can take it; `evicting` as for jobs);
+        `enter(job, sub_job, domain)` keeps the sub-job's tasks to `domain` (None: back to the
+        job's group)."""
         self._add("sub_job_domains", domains, enter)
 
-    def sub_job_domains(self, job: JobInfo, sub_job: SubJob, job_domain: Hashable) -> list[Hashable] | None:
+    def sub_job_domains(
+        self, job: JobInfo, sub_job: SubJob, job_domain: Hashable, evicting: bool = False
+    ) -> list[Hashable] | None:
         for registered in self._all("sub_job_domains"):
-            found = registered.fn(job, sub_job, job_domain)
+            found = registered.fn(job, sub_job, job_domain, evicting)
             if found is not None:
                 return list(found)
         return None

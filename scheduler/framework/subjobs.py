@@ -143,6 +143,20 @@ class Partition:
         """Policies with fewer sub-jobs than minSubGroups (Volcano's CheckSubJobValid)."""
         return self.groups_short(self.sub_jobs.values())
 
+    def turn_order(self, job: JobInfo, keys: Iterable[str]) -> list[str]:
+        """The sub-jobs `keys` in the order Volcano's worksheets place them (allocate, and the
+        gang eviction's simulation): those each policy still needs for its minSubGroups first,
+        then those not ready, by name."""
+        ordered = sorted(keys)
+        ready = Counter(sub_job.policy for sub_job in self.sub_jobs.values() if sub_job.ready(job))
+        required = set()
+        for key in ordered:
+            sub_job = self.sub_jobs[key]
+            if not sub_job.ready(job) and ready[sub_job.policy] < self.min_groups.get(sub_job.policy, 0):
+                required.add(key)
+                ready[sub_job.policy] += 1
+        return sorted(ordered, key=lambda key: (key not in required, self.sub_jobs[key].ready(job), key))
+
     def ready(self, job: JobInfo) -> bool:
         """Each policy has minSubGroups ready sub-jobs (Volcano's CheckSubJobReady)."""
         return not self.min_groups or not self.groups_short(s for s in self.sub_jobs.values() if s.ready(job))

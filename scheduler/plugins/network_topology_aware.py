@@ -354,13 +354,16 @@ class NetworkTopologyAwarePlugin(Plugin):
 
     # -- sub-jobs: domains within the job's ----------------------------------------------------
 
-    def sub_domains(self, job: JobInfo, sub_job: SubJob, job_domain: Hashable) -> list[Hashable] | None:
+    def sub_domains(
+        self, job: JobInfo, sub_job: SubJob, job_domain: Hashable, evicting: bool = False
+    ) -> list[Hashable] | None:
         """The HyperNodes a sub-job with a topology may be placed in, best first, all within the
         job's HyperNode (`job_domain`; None or CLUSTER: anywhere), as for a job (`domains`): a
         hard sub-job in one of tier at most its highestTierAllowed, lowest tier first; a soft one
         in each in turn, then anywhere in the job's. Ones already holding some of the sub-job's
         tasks must hold them all; with none placed, one without room for the sub-job's pending
-        tasks is not tried (Volcano's pre-filter for a sub-job)."""
+        tasks is not tried (Volcano's pre-filter for a sub-job; `evicting`, for preempt and
+        reclaim: room by allocatable, as for a job)."""
         wanted = self.sub_wants.get((job.key, sub_job.key))
         if wanted is None:
             return None
@@ -379,7 +382,7 @@ class NetworkTopologyAwarePlugin(Plugin):
         ]
         need = sum((task.request for task in sub_job.pending(job)), np.zeros(len(self.binpack), dtype=np.int64))
         if not holding.any():
-            found = self._with_room(need, found)
+            found = self._with_room(need, found, evicting)
         scores = dict.fromkeys(found, 0.0)
         if self.weight and self.session.has("hypernode_order") and found:
             scores = self._fill_scores(need, placed_rows, len(sub_job.uids), found)

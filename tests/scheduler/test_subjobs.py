@@ -9,9 +9,11 @@ from typing import Any
 from lahar.api.job import Job
 from lahar.api.job import defaults as job_defaults
 from lahar.controller.desired import desired_podgroup, desired_pods
+from lahar.scheduler.framework.session import Session
 from lahar.scheduler.framework.subjobs import DEFAULT
 from tests.scheduler.preempt_builders import cluster, opened
 from tests.scheduler.volcano_cases import (
+    PREEMPTABLE,
     binds,
     conf,
     outcome,
@@ -20,6 +22,7 @@ from tests.scheduler.volcano_cases import (
     vc_node,
     vc_pod,
     vc_podgroup,
+    vc_priority_class,
     vc_queue,
 )
 
@@ -136,3 +139,48 @@ def test_a_job_short_of_its_minimum_partitions_places_nothing_and_says_why() -> 
         "4/6 tasks in gang unschedulable: 1 of the 2 sub-groups of policy worker could be placed whole;"
         " sub-job worker-2: no HyperNode of tier at most 1 can hold it"
     )
+
+
+PREEMPT_TIERS = (["priority", "gang", "conformance"], ["predicates", "network-topology-aware"])
+RECLAIM_TIERS = (["priority", "gang", "conformance"], ["predicates", "proportion", "network-topology-aware"])
+
+
+def full_racks_and_a_partitioned_job(queue: str) -> list[Obj]:
+    """Every node runs a pod of `other` (queue q1), the one on r1-n2 not preemptable; a
+    high-priority job in `queue` of two partitions of two pods, each within one rack."""
+    objects = cluster_of_racks(busy=0)
+    objects += [
+        vc_pod("c1", f"low-{node}", node, "Running", quantities("1", "1Gi"), "other")
+        for node in ("r1-n1", "r2-n1", "r2-n2", "r3-n1", "r3-n2")
+    ]
+    objects.append(vc_pod("c1", "kept", "r1-n2", "Running", quantities("1", "1Gi"), "other", {PREEMPTABLE: "false"}))
+    objects.append(vc_priority_class("high", 1000))
+    for obj in partitioned_job(2, 2, 2):
+        if obj["kind"] == "PodGroup":
+            obj["spec"].update(priorityClassName="high", queue=queue)
+        else:
+            obj["spec"]["priority"] = 1000
+        objects.append(obj)
+    return objects
+
+
+def assert_one_rack_per_partition(session: Session) -> None:
+    """Each partition's pipelined pods in one rack (racks 2 and 3), and the victims exactly there:
+    taken as a whole, node by node, the job evicted r1-n1's pod too, for a partition split across
+    two racks."""
+    racks_of_partition: dict[int, set[str]] = {}
+    for task in session.pipelined:
+        racks_of_partition.setdefault(int(task.name.rsplit("-", 1)[1]) // 2, set()).add(rack_of(task.node))
+    assert sorted(len(racks) for racks in racks_of_partition.values()) == [1, 1]
+    assert set().union(*racks_of_partition.values()) == {"r2", "r3"}
+    assert sorted(e.task.node for e in session.evictions) == ["r2-n1", "r2-n2", "r3-n1", "r3-n2"]
+
+
+def test_preempt_makes_room_for_each_partition_within_a_rack_of_its_own() -> None:
+    assert_one_rack_per_partition(outcome(full_racks_and_a_partitioned_job("q1"), "preempt", PREEMPT_TIERS))
+
+
+def test_reclaim_makes_room_for_each_partition_within_a_rack_of_its_own() -> None:
+    # q2 (weight 2) deserves 4 of the 6 nodes, and q1 holds them all.
+    objects = [*full_racks_and_a_partitioned_job("q2"), vc_queue("q2", weight=2)]
+    assert_one_rack_per_partition(outcome(objects, "reclaim", RECLAIM_TIERS))
