@@ -87,10 +87,11 @@ DEFAULT_SCHEDULER_NAMES = ("lahar", "volcano")
 QUEUE_NAME_ANNOTATION = "scheduling.volcano.sh/queue-name"
 FOREIGN = ""  # the job key of other schedulers' pods: in no job, only on their node
 # Kinds a cluster may not serve (Volcano's topology CRD): their informers do not gate the first cycle.
-OPTIONAL_KINDS = frozenset({kinds.HYPERNODE, kinds.RESOURCE_QUOTA, kinds.NODESHARD})
+OPTIONAL_KINDS = frozenset({kinds.HYPERNODE, kinds.RESOURCE_QUOTA, kinds.NODESHARD, kinds.NUMATOPOLOGY})
 # Kinds watched only once the configuration names the plugin that reads them: Lahar's embedded
-# API server serves no ResourceQuotas, and an informer on them would retry there for ever.
-WATCHED_FOR_PLUGIN = {kinds.RESOURCE_QUOTA: "resourcequota"}
+# API server serves no ResourceQuotas, and an informer on them would retry there for ever. Numatopologies
+# (Volcano's CRD; the embedded server serves them) are read by numa-aware only.
+WATCHED_FOR_PLUGIN = {kinds.RESOURCE_QUOTA: "resourcequota", kinds.NUMATOPOLOGY: "numa-aware"}
 _NODE_ARRAYS = ("allocatable", "used", "be_used", "releasing", "be_releasing")
 _INITIAL_ROWS = 64
 
@@ -300,6 +301,7 @@ class Cache:
         self._shards: dict[str, NodeShard] = {}  # NodeShards by name, for a sharded scheduler
         # The nodes of this scheduler's shard (scheduler/shards.py), kept while its NodeShard is gone.
         self._shard_nodes: frozenset[str] = frozenset()
+        self._numatopologies: dict[str, Obj] = {}  # Numatopologies by "/name", for the numa-aware plugin
         self._assumed: dict[str, str] = {}  # uid -> node of a bind in flight
         # uid -> the annotations the binder writes on the pod before that bind (a device chosen):
         # the pod shows them from the assumption on, so the next cycle counts the device taken.
@@ -329,6 +331,7 @@ class Cache:
                 tuple(self._hypernodes.values()),
                 tuple(self._quotas.values()),
                 ShardScope(self.sharding.mode, self._shard_nodes) if self.sharding.enabled else None,
+                tuple(self._numatopologies.values()),
             )
             _detach(snapshot.nodes)
             # Shared from now on, but for the jobs the snapshot cloned: their objects here are no
@@ -749,6 +752,16 @@ class Cache:
     def delete_resource_quota(self, obj: Obj) -> None:
         self._keep(self._quotas, obj, deleted=True)
 
+    def add_numatopology(self, obj: Obj) -> None:
+        self._keep(self._numatopologies, obj)
+        self._notify()  # a node's NUMA report may make room for a pinned pod
+
+    def update_numatopology(self, old: Obj | None, new: Obj) -> None:
+        self.add_numatopology(new)
+
+    def delete_numatopology(self, obj: Obj) -> None:
+        self._keep(self._numatopologies, obj, deleted=True)
+
     def _keep(self, store: dict[str, Obj], obj: Obj, deleted: bool = False) -> None:
         """Store (or drop) a namespaced object the plugins read as it is, by namespace/name."""
         metadata = obj.get("metadata") or {}
@@ -904,6 +917,7 @@ class SchedulerCache(Cache):
             (kinds.HYPERNODE, self.add_hypernode, self.update_hypernode, self.delete_hypernode),
             (kinds.RESOURCE_QUOTA, self.add_resource_quota, self.update_resource_quota, self.delete_resource_quota),
             (kinds.NODESHARD, self.add_nodeshard, self.update_nodeshard, self.delete_nodeshard),
+            (kinds.NUMATOPOLOGY, self.add_numatopology, self.update_numatopology, self.delete_numatopology),
             (kinds.QUEUE, self.add_queue, self.update_queue, self.delete_queue),
             (kinds.PODGROUP, self.add_podgroup, self.update_podgroup, self.delete_podgroup),
             (kinds.POD, self.add_pod, self.update_pod, self.delete_pod),

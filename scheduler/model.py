@@ -240,6 +240,7 @@ def placement_class(pod: Pod) -> str:
         str(pod.qos_class),
         pod.k8s_qos_class,  # numa-aware pins only Guaranteed pods: same requests, different limits
         pod.meta.annotations.get("lahar.dev/numa-policy", ""),
+        pod.meta.annotations.get("volcano.sh/numa-topology-policy", ""),
         hard_constraints(pod),  # what the pod asks that the configuration may not enforce
         spec.get(TOPOLOGY_SPREAD) or [],
         host_ports(pod),  # in the containers: the rest of them does not matter here
@@ -809,6 +810,8 @@ class Snapshot:
     resource_quotas: tuple[Mapping[str, object], ...] = ()
     # A sharded scheduler's node shard (scheduler/shards.py); None: not sharded.
     shard: ShardScope | None = None
+    # Volcano's Numatopologies as the API has them (the numa-aware plugin reads them; never changed here).
+    numatopologies: tuple[Mapping[str, object], ...] = ()
 
     @classmethod
     def sharing(
@@ -822,6 +825,7 @@ class Snapshot:
         hypernodes: tuple[Mapping[str, object], ...] = (),
         resource_quotas: tuple[Mapping[str, object], ...] = (),
         shard: ShardScope | None = None,
+        numatopologies: tuple[Mapping[str, object], ...] = (),
     ) -> Snapshot:
         """A snapshot that shares jobs and node rows with their owner, which must not change
         them afterwards (the cache copies before it writes). Cloned at once: the jobs a session
@@ -842,6 +846,7 @@ class Snapshot:
             set(),
             resource_quotas,
             shard,
+            numatopologies,
         )
         for job in jobs.values():
             if (
@@ -887,6 +892,7 @@ class Snapshot:
             self.hypernodes,
             resource_quotas=self.resource_quotas,
             shard=self.shard,
+            numatopologies=self.numatopologies,
         )
 
 

@@ -58,7 +58,10 @@ TRUE, FALSE = "True", "False"
 SCHEDULED = (TaskStatus.ALLOCATED, TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING)
 WAITING = (TaskStatus.PENDING, TaskStatus.PIPELINED)
 STATUS_COUNTS = {"running": TaskStatus.RUNNING, "succeeded": TaskStatus.SUCCEEDED, "failed": TaskStatus.FAILED}
-EVENT_KINDS = {kind.kind: kind for kind in (kinds.POD, kinds.PODGROUP, kinds.QUEUE, kinds.NODE, kinds.RESOURCE_QUOTA)}
+EVENT_KINDS = {
+    kind.kind: kind
+    for kind in (kinds.POD, kinds.PODGROUP, kinds.QUEUE, kinds.NODE, kinds.RESOURCE_QUOTA, kinds.NUMATOPOLOGY)
+}
 
 
 # -- PodGroup status (pure) --------------------------------------------------------------------------

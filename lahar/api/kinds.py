@@ -132,6 +132,9 @@ VOLCANO_COMMAND = Kind("bus.volcano.sh", "v1alpha1", "Command", "commands", True
 # (kube-controller-manager keeps their status.used); the embedded server does not serve them (not
 # in ALL_KINDS), so the scheduler's informer on them is optional.
 RESOURCE_QUOTA = Kind("", "v1", "ResourceQuota", "resourcequotas", True, ("quota",), ("status",))
+# Volcano's per-node NUMA report (its resource-exporter writes it; lahar/api/numatopology.py): the
+# scheduler's numa-aware plugin reads it where a node's Lahar agent reports no NUMA topology.
+NUMATOPOLOGY = Kind("nodeinfo.volcano.sh", "v1alpha1", "Numatopology", "numatopologies", False, ("numatopo",))
 SERVICE_ACCOUNT = Kind("", "v1", "ServiceAccount", "serviceaccounts", True, ("sa",))
 # Workloads, run by controller/workloads in single-machine mode (kube-controller-manager on a cluster).
 DEPLOYMENT = Kind("apps", "v1", "Deployment", "deployments", True, ("deploy",), ("status", "scale"), (), ("all",))
@@ -162,6 +165,7 @@ ALL_KINDS: tuple[Kind, ...] = (
     QUEUE,
     HYPERNODE,
     NODESHARD,
+    NUMATOPOLOGY,
     CLUSTER,
     LEASE,
     SERVICE_ACCOUNT,

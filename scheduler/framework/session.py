@@ -93,7 +93,7 @@ SOFT_SHARD_PENALTY = float(2**40)
 class SessionEvent:
     """An Event the status writer records on a Pod or PodGroup."""
 
-    kind: str  # "Pod", "PodGroup", "Queue", "Node" or "ResourceQuota" (status.EVENT_KINDS)
+    kind: str  # "Pod", "PodGroup", "Queue", "Node", "ResourceQuota" or "Numatopology" (status.EVENT_KINDS)
     namespace: str
     name: str
     type: str  # Normal or Warning

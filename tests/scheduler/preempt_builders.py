@@ -67,6 +67,7 @@ def cluster(*objects: Obj, sharding: Sharding = NOT_SHARDED) -> Cache:
         "PodDisruptionBudget": cache.add_disruption_budget,
         "HyperNode": cache.add_hypernode,
         "NodeShard": cache.add_nodeshard,
+        "Numatopology": cache.add_numatopology,
     }
     for obj in objects:
         adders[obj["kind"]](obj)

@@ -153,6 +153,34 @@ def vc_nodeshard(name: str, desired: Sequence[str], in_use: Sequence[str] | None
     return shard
 
 
+def vc_numatopology(
+    name: str,
+    cpu_detail: Mapping[int, tuple[int, int, int]],
+    allocatable: str,
+    topology_policy: str = "single-numa-node",
+    cpu_manager_policy: str = "static",
+    reserved: str | None = None,
+    pinned: Sequence[tuple[str, str]] = (),
+) -> Obj:
+    """A Numatopology as Volcano's resource-exporter writes it: each CPU's (NUMA node, socket,
+    core), the CPUs still free to pin, the kubelet's policies and reserved CPUs, and the pods
+    (namespace, name) the kubelet has pinned."""
+    spec: Obj = {
+        "policies": {"CPUManagerPolicy": cpu_manager_policy, "TopologyManagerPolicy": topology_policy},
+        "numares": {"cpu": {"allocatable": allocatable, "capacity": len(cpu_detail)}},
+        "cpuDetail": {str(cpu): {"numa": n, "socket": s, "core": c} for cpu, (n, s, c) in cpu_detail.items()},
+        "podAllocations": [{"namespace": ns, "name": pod} for ns, pod in pinned],
+    }
+    if reserved is not None:
+        spec["resReserved"] = {"cpu": reserved}
+    return {
+        "apiVersion": "nodeinfo.volcano.sh/v1alpha1",
+        "kind": "Numatopology",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
 def vc_priority_class(name: str, value: int) -> Obj:
     return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value}
 
