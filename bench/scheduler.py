@@ -419,6 +419,7 @@ class InProcess:
                 bound.extend((task, task.node) for task in batch.tasks)
             evicted = [eviction.task for eviction in session.evictions]
             cache.assume_evicted(evicted)
+            cache.nominate(session.pipelined)
         stamp = rfc3339(EPOCH)
         for job in session.jobs.values():
             if job.podgroup is None or job.key not in self.podgroups:

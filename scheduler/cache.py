@@ -299,6 +299,8 @@ class Cache:
         self._hypernodes: dict[str, Obj] = {}  # HyperNodes by name, for network-topology-aware
         self._quotas: dict[str, Obj] = {}  # ResourceQuotas by namespace/name, for the resourcequota plugin
         self._shards: dict[str, NodeShard] = {}  # NodeShards by name, for a sharded scheduler
+        # Pending tasks lined up for room their victims are freeing: uid -> (job key, node name).
+        self._nominated: dict[str, tuple[str, str]] = {}
         # The nodes of this scheduler's shard (scheduler/shards.py), kept while its NodeShard is gone.
         self._shard_nodes: frozenset[str] = frozenset()
         self._numatopologies: dict[str, Obj] = {}  # Numatopologies by "/name", for the numa-aware plugin
@@ -333,6 +335,7 @@ class Cache:
                 ShardScope(self.sharding.mode, self._shard_nodes) if self.sharding.enabled else None,
                 tuple(self._numatopologies.values()),
             )
+            snapshot.nominated = self._still_nominated()
             _detach(snapshot.nodes)
             # Shared from now on, but for the jobs the snapshot cloned: their objects here are no
             # longer its. The set is the snapshot's own, so the jobs its session clones later
@@ -341,6 +344,27 @@ class Cache:
             assert snapshot.owned is not None  # a sharing snapshot keeps the set
             self._owned_jobs, self._owned_nodes = snapshot.owned, set()
         return snapshot
+
+    def nominate(self, pipelined: Iterable[TaskInfo]) -> None:
+        """Remember the node each task a session pipelined was lined up for, until it leaves
+        Pending (bound or deleted) or is lined up elsewhere: the next sessions keep that room
+        reserved for it (`Session.reserve_nominated`)."""
+        with self._lock:
+            for task in pipelined:
+                self._nominated[task.uid] = (task.job, task.node)
+            self._nominated = self._still_nominated()
+
+    def _still_nominated(self) -> dict[str, tuple[str, str]]:
+        """The nominations whose task is still pending and whose node is still here."""
+        index = self._rows.table.index
+        return {
+            uid: (job, node)
+            for uid, (job, node) in self._nominated.items()
+            if node in index
+            and (task := self._tasks.get(uid)) is not None
+            and task.status is TaskStatus.PENDING
+            and not task.node
+        }
 
     def node_names(self) -> list[str]:
         with self._lock:

@@ -812,6 +812,9 @@ class Snapshot:
     shard: ShardScope | None = None
     # Volcano's Numatopologies as the API has them (the numa-aware plugin reads them; never changed here).
     numatopologies: tuple[Mapping[str, object], ...] = ()
+    # Pending tasks lined up last cycle for room their victims are still freeing: task uid ->
+    # (job key, node name), kube-scheduler's nominatedNodeName (`Session.reserve_nominated`).
+    nominated: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     @classmethod
     def sharing(

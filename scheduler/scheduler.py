@@ -252,6 +252,7 @@ class Scheduler:
             for batch in session.binds:
                 self.cache.assume(batch, session.pod_annotations)
             self.cache.assume_evicted([eviction.task for eviction in session.evictions])
+            self.cache.nominate(session.pipelined)
         self.binder.submit(session.binds, session.pod_annotations)
         self.binder.evict(session.evictions)
         figures = summarize(session)

@@ -87,6 +87,7 @@ class _Allocation:
 
     def run(self) -> None:
         session = self.session
+        session.release_reserved()  # nominated tasks whose victims are gone: placed like any other
         enqueue_configured = "enqueue" in session.conf.actions
         waiting: dict[str, list[tuple[Any, ...]]] = {}
         for job in session.jobs.values():

@@ -173,6 +173,7 @@ class Session:
         self._fresh: dict[float, list[NodeReport | None]] = {}
         self._current: PluginOption | None = None
         self._node_index: NodeIndex | None = None
+        self.reserved: dict[str, int] = {}  # task uid -> row it holds room on (`reserve_nominated`)
         self._pod_topology: PodTopology | None = None
         self._left: dict[str, int] = {}  # task uid -> the row an undone placement left (row_of)
         self._partitions: dict[str, Partition | None] = {}  # job key -> its sub-jobs (sub_jobs)
@@ -265,8 +266,35 @@ class Session:
                 if option.enabled("node_order"):
                     self._scored |= plugin.scores()
         self._current = None
+        self.reserve_nominated()
         self.open_seconds = time.perf_counter() - opened
         return self
+
+    def reserve_nominated(self) -> None:
+        """Keep the room freed for a preemptor reserved for it across cycles (kube-scheduler's
+        and Volcano's nominated node): each pending task nominated last cycle is pipelined again
+        on its node while that node, with what its victims still release, holds it. Other tasks
+        then neither take that room nor evict again for it, and its gang, pipelined, does not
+        starve: a gang bound on room another gang's victims freed no longer leaves that gang to
+        evict a second time. `release_reserved` hands the room to allocate once it is free."""
+        for uid, (job_key, node) in self.snapshot.nominated.items():
+            job, row = self.jobs.get(job_key), self.nodes.index.get(node)
+            task = job.tasks.get(uid) if job is not None else None
+            if task is None or row is None or task.status is not TaskStatus.PENDING:
+                continue
+            if self.nodes.schedulable[row] and self.nodes.fits(task, np.array([row]), self.be_capacity, future=True)[0]:
+                self.reserved[uid] = row
+                self._place(task, row, TaskStatus.PIPELINED)
+
+    def release_reserved(self) -> None:
+        """Make the reserved tasks on each node whose tasks, reservations included, all fit in
+        its allocatable (their victims are gone) pending again, for allocate to bind; the
+        others stay reserved."""
+        idle = self.nodes.idle
+        for uid, row in list(self.reserved.items()):
+            if (idle[row] >= 0).all():
+                self._unplace(self.jobs[self.snapshot.nominated[uid][0]].tasks[uid])
+                del self.reserved[uid]
 
     def unsupported(self, task: TaskInfo) -> tuple[str, ...]:
         """The hard constraints the task's pod carries that no configured plugin enforces: such a
