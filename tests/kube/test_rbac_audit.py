@@ -75,6 +75,12 @@ UNREACHED: dict[str, dict[Triple, str]] = {
         "configuration names the resourcequota plugin (scheduler/cache.py start_informers); this scenario "
         "runs the default configuration",
         ("", "resourcequotas", "watch"): "as list: only with the resourcequota plugin configured",
+        ("shard.volcano.sh", "nodeshards", "list"): "the NodeShard informer starts only for a sharded scheduler "
+        "(`--scheduler-sharding-mode hard|soft`, scheduler/cache.py start_informers); this scenario runs unsharded "
+        "(tests/scheduler/test_scheduler_e2e.py runs a sharded one on kube-apiserver)",
+        ("shard.volcano.sh", "nodeshards", "watch"): "as list: only for a sharded scheduler",
+        ("shard.volcano.sh", "nodeshards/status", "patch"): "a sharded scheduler writes its NodeShard's status "
+        "after a cycle (scheduler/status.py); as list, only when sharded",
     },
     "lahar-agent": {
         ("", "pods/eviction", "create"): "QoS's last resort under pressure (agent/qos/eviction.py); the agent "
