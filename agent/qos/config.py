@@ -36,6 +36,7 @@ import yaml
 
 from lahar.agent.qos.eviction import EvictionConfig, config_from_mapping
 from lahar.agent.qos.executor import DEFAULT_REASSERT_SECONDS
+from lahar.agent.qos.own_threads import DEFAULT_POLICY, POLICY_KEY, parse_policy
 from lahar.agent.qos.reclaimable import ReclaimableConfig
 from lahar.agent.qos.strategies import STRATEGIES
 from lahar.api.kinds import NODE
@@ -123,6 +124,10 @@ def _reassert(data: Mapping[str, Any]) -> float:
     return float(value)
 
 
+def _cpu_policy(data: Mapping[str, Any]) -> str:
+    return parse_policy(data.get(POLICY_KEY, DEFAULT_POLICY))
+
+
 def merged(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
     """`override` over `base`, mappings merged key by key, anything else replaced."""
     result = dict(base)
@@ -147,6 +152,7 @@ class QosConfig:
 
     sections: Mapping[str, Any] = field(default_factory=lambda: _parse_sections({}))
     reassert_seconds: float = DEFAULT_REASSERT_SECONDS
+    agent_cpu_policy: str = DEFAULT_POLICY  # the agent's own threads (own_threads.py)
     overrides: tuple[NodeOverride, ...] = ()
     raw: Mapping[str, Any] = field(default_factory=dict)  # the global settings, for merging
 
@@ -167,12 +173,12 @@ class QosConfig:
         data = {} if data is None else data
         if not isinstance(data, Mapping):
             raise ValueError(f"the QoS config must be a mapping, got {type(data).__name__}")
-        known = (*SECTION_TYPES, REASSERT, NODE_CONFIGS)
+        known = (*SECTION_TYPES, REASSERT, POLICY_KEY, NODE_CONFIGS)
         unknown = sorted(str(key) for key in data if key not in known)
         if unknown:
             raise ValueError(f"unknown key(s) {', '.join(unknown)} (known: {', '.join(known)})")
         base = {key: value for key, value in data.items() if key != NODE_CONFIGS}
-        config = cls(_parse_sections(base), _reassert(base), raw=base)
+        config = cls(_parse_sections(base), _reassert(base), _cpu_policy(base), raw=base)
         overrides = data.get(NODE_CONFIGS) or []
         if not isinstance(overrides, list):
             raise ValueError(f"{NODE_CONFIGS}: expected a list, got {type(overrides).__name__}")
@@ -186,7 +192,7 @@ class QosConfig:
         data = dict(self.raw)
         for override in matching:
             data = merged(data, override.settings)
-        return QosConfig(_parse_sections(data), _reassert(data), raw=data)
+        return QosConfig(_parse_sections(data), _reassert(data), _cpu_policy(data), raw=data)
 
 
 def _override(index: int, item: Any, base: Mapping[str, Any]) -> NodeOverride:
@@ -195,7 +201,7 @@ def _override(index: int, item: Any, base: Mapping[str, Any]) -> NodeOverride:
         raise ValueError(f"{where}: expected a mapping with name, node_selector and sections")
     name = str(item.get("name") or index)
     where = f"{where} ({name})"
-    unknown = sorted(str(key) for key in item if key not in (*OVERRIDE_KEYS, *SECTION_TYPES, REASSERT))
+    unknown = sorted(str(key) for key in item if key not in (*OVERRIDE_KEYS, *SECTION_TYPES, REASSERT, POLICY_KEY))
     if unknown:
         raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)}")
     if "node_selector" not in item:
@@ -209,6 +215,7 @@ def _override(index: int, item: Any, base: Mapping[str, Any]) -> NodeOverride:
         data = merged(base, settings)
         _parse_sections(data)
         _reassert(data)
+        _cpu_policy(data)
     except ValueError as exc:
         raise ValueError(f"{where}: {exc}") from None
     return NodeOverride(name, selector, settings)

@@ -28,6 +28,7 @@ from typing import Any
 from lahar.agent.collectors.host import Host
 from lahar.agent.collectors.latency_probe import LatencyProber
 from lahar.agent.collectors.pods import cgroup_reader
+from lahar.agent.qos import own_threads
 from lahar.agent.qos.config import QosConfig, QosConfigFile
 from lahar.agent.qos.eviction import CpuStarvation, EvictionManager, EvictionRecord, Evictor
 from lahar.agent.qos.executor import CgroupExecutor
@@ -176,6 +177,7 @@ class QosEngine:
 
     def _step(self, report: NodeReport, pods: Sequence[Mapping[str, Any]], now: float) -> list[EvictionRecord]:
         config = self.config()
+        own_threads.hold(config.agent_cpu_policy)  # the tick's own thread
         self.executor.reassert_seconds = config.reassert_seconds
         self.eviction.reconfigure(config.eviction)
         self.reclaimable.reconfigure(config.reclaimable)
@@ -325,6 +327,7 @@ class QosEngine:
             section.window_seconds,
             section.min_online_runnable_seconds,
             section.fast_window_seconds,
+            tick.config.agent_cpu_policy,
         )
 
     def interference_step(self, signal: cpu_suppress.Signal) -> str:

@@ -16,6 +16,7 @@ from typing import NamedTuple, Protocol
 
 from lahar.agent.collectors.cpu_wait import CpuWait, CpuWaitReader
 from lahar.agent.collectors.host import Host
+from lahar.agent.qos import own_threads
 from lahar.agent.qos.strategies.cpu_suppress import Signal
 
 log = logging.getLogger("lahar.agent.qos")
@@ -30,6 +31,7 @@ class LoopTargets(NamedTuple):
     window: float
     min_online_runnable_seconds: float
     fast_window: float = 0.2
+    cpu_policy: str = own_threads.DEFAULT_POLICY  # the loop thread's own scheduling policy (own_threads.py)
 
 
 class Sample(NamedTuple):
@@ -109,6 +111,7 @@ class InterferenceLoop:
         if targets is None:
             self.samples.clear()
             return 0.5
+        own_threads.hold(targets.cpu_policy)
         sample = self.latest = self.sample(targets)
         if self.samples and self.samples[-1].best_effort != sample.best_effort:
             self.samples.clear()

@@ -33,6 +33,7 @@ node_configs:
     node_selector: {matchExpressions: [{key: gpu, operator: Exists}]}
     cpu_suppress: {wait_threshold: 0.4}
     cpu_priority: {enabled: false}
+    agent_cpu_policy: idle
 """
 
 
@@ -43,6 +44,7 @@ def test_defaults() -> None:
     assert suppress.wait_threshold == 0.5 and suppress.enabled and not suppress.interference_cap
     assert config.section("cpu_priority").enabled
     assert config.reassert_seconds == 10 and config.eviction.memory_threshold == 0.85
+    assert config.agent_cpu_policy == "normal"  # SCHED_IDLE for the agent's threads is measured, not the default
     assert QosConfig.from_mapping(None) == QosConfig.from_mapping({}) == QosConfig()
 
 
@@ -61,6 +63,7 @@ def test_overrides_apply_by_node_labels_in_order(tmp_path: Path) -> None:
     both = config.for_node({"size": "big", "gpu": "a100"})
     assert both.section("cpu_suppress").wait_threshold == 0.4 and not both.section("cpu_priority").enabled
     assert not both.eviction.cpu_eviction
+    assert (plain.agent_cpu_policy, big.agent_cpu_policy, both.agent_cpu_policy) == ("normal", "normal", "idle")
 
 
 @pytest.mark.parametrize(
@@ -78,6 +81,8 @@ def test_overrides_apply_by_node_labels_in_order(tmp_path: Path) -> None:
         ({"memory": 3}, "memory: expected a mapping"),
         ({"cpu_supress": {}}, "unknown key(s) cpu_supress"),
         ({"reassert_seconds": 0}, "reassert_seconds: expected a positive number"),
+        ({"agent_cpu_policy": "fifo"}, "agent_cpu_policy: must be one of normal, idle, got 'fifo'"),
+        ({"node_configs": [{"node_selector": {}, "agent_cpu_policy": 1}]}, "node_configs[0] (0): agent_cpu_policy"),
         (
             {
                 "node_configs": [

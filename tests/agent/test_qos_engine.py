@@ -5,6 +5,7 @@ missing cgroup rights, eviction and reclaimable capacity, and the interference l
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +29,7 @@ from lahar.agent.qos.strategies.cpu_suppress import Signal
 from lahar.api.qos import BEST_EFFORT, BURSTABLE
 from lahar.rpc.report import CpuUsage, MemoryUsage, NodeReport, PodUsage
 from tests.agent.conftest import QosTree
+from tests.support import wait_for
 
 GiB, MiB = 1 << 30, 1 << 20
 
@@ -403,6 +405,35 @@ def test_the_loop_thread_starts_with_the_first_tick_and_stops_on_close(
     assert engine.loop._thread is None
 
 
+@pytest.mark.parametrize(("policy", "expected"), [("normal", os.SCHED_OTHER), ("idle", os.SCHED_IDLE)])
+def test_the_tick_and_loop_threads_run_under_the_configured_policy(node: Node, policy: str, expected: int) -> None:
+    """`agent_cpu_policy: idle`: the thread that runs the tick and the loop thread it starts put
+    themselves under SCHED_IDLE (an online wake-up then always preempts them); the default
+    leaves both as they were started."""
+    config = QosConfig.from_mapping({"agent_cpu_policy": policy})
+    engine = QosEngine(Host(Path("/"), node.tree.root), "kubepods", config)
+    seen: list[int] = []
+
+    def tick() -> None:
+        engine.step(node.report(), node.pods, 1.0)
+        seen.append(os.sched_getscheduler(0))
+
+    thread = threading.Thread(target=tick)
+    thread.start()
+    thread.join(10)
+    try:
+        assert seen == [expected]
+        targets = engine.interference_targets()
+        assert targets is not None and targets.cpu_policy == policy
+        loop = engine.loop._thread if engine.loop is not None else None
+        assert loop is not None and loop.native_id is not None
+        wait_for(lambda: engine.loop is not None and engine.loop.latest is not None, 5, "the loop's first sample")
+        assert os.sched_getscheduler(loop.native_id) == expected
+    finally:
+        engine.close()
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER  # the test's own thread was never touched
+
+
 @pytest.mark.parametrize("version", list(CgroupVersion))
 def test_waiting_until_kubepods_exists(tmp_path: Path, version: CgroupVersion) -> None:
     root = tmp_path / "cgroup"
@@ -426,7 +457,6 @@ def test_with_an_api_the_agent_evicts_honours_budgets_and_publishes_batch_resour
     from lahar.agent.agent import qos_engine
     from lahar.api import kinds
     from lahar.client.api import KubeApi
-    from tests.support import wait_for
 
     api = KubeApi(k8s, timeout=10)
     api.create(
