@@ -18,7 +18,14 @@ the ReportServer and on the bare --baseline server alike.
 The simulated agents run on the same machine and compete with the server for its cores, so on a
 small machine the latencies include the client's own queueing. Both processes use gRPC's I/O as
 every Lahar program does (lahar/grpc_io.py: the polling I/O, not grpcio's EventEngine threads);
-`GRPC_EXPERIMENTS= python -m lahar.bench.ingest ...` measures with grpcio's default instead.
+`GRPC_EXPERIMENTS= python -m lahar.bench.ingest ...` measures with grpcio's default instead. The
+ReportServer and the bare --baseline server run on the same event loop, lahar/grpc_loop.py's
+(uvloop's where installed); the simulated agents on asyncio's.
+
+`server_cpu_cores` is the server process's own CPU time (user + system, every thread of it), not
+the simulated agents'; those run in this process, on the same cores (`client_cpu_cores`), so a
+machine busy with other work shows in both. `reports_per_second` near --agents says the server
+kept up.
 """
 
 from __future__ import annotations
@@ -129,8 +136,10 @@ class BareServer:
     acks every `ack_every`-th message (and the first, as the ReportServer does)."""
 
     def __init__(self, ack_every: int) -> None:
+        from lahar.grpc_loop import new_event_loop
+
         self.ack_every = ack_every
-        self.loop = asyncio.new_event_loop()
+        self.loop = new_event_loop()  # the ReportServer's loop, so that both pay the same for it
         threading.Thread(target=self.loop.run_forever, daemon=True).start()
 
     def start(self, address: str) -> int:

@@ -37,13 +37,14 @@ import asyncio
 import hashlib
 import logging
 import threading
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import grpc
 from google.protobuf.message import DecodeError
 
+from lahar.grpc_loop import new_event_loop
 from lahar.rpc import STREAM_ACCEPTED, is_loopback_address
 from lahar.rpc.convert import ReportHeader, WireCheck, parse_report_header, validate_wire_reports
 from lahar.rpc.v1 import agent_pb2 as pb
@@ -60,8 +61,8 @@ ANY_NODE = "*"
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 20  # a report is kilobytes; 10,000 pods is still well under this
 MAX_PROBLEMS_IN_ACK = 5
 DEFAULT_ACK_EVERY = 10  # accepted reports answered by one ack
-BATCH_WINDOW_SECONDS = 0.01
-BATCH_MAX_REPORTS = 256
+BATCH_WINDOW_SECONDS = 0.05
+BATCH_MAX_REPORTS = 1024
 
 # Results counted besides "accepted" (see NodeReportStore.counts).
 MALFORMED = "malformed"
@@ -174,8 +175,9 @@ class _Batcher:
     over (no await per report); the batch, up to BATCH_WINDOW_SECONDS or BATCH_MAX_REPORTS later,
     validates them together (checking many reports at once costs much less per report, see
     lahar.rpc.convert), stores the accepted ones and queues the acks that are due, which a
-    writer task per stream sends. At 5000 agents a second a window gathers dozens of reports;
-    the wait only delays the ack (an agent sends one report a second)."""
+    writer task per stream sends. At 5000 agents a second a window gathers some 250 reports (a
+    10 ms window, 50, cost measurably more: docs/performance.md, "Report ingest"); the wait only
+    delays the ack (an agent sends one report a second)."""
 
     def __init__(self, store: NodeReportStore, ack_every: int) -> None:
         self.store = store
@@ -265,6 +267,7 @@ class ReportServer:
         tls: TlsFiles | None = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         ack_every: int = DEFAULT_ACK_EVERY,
+        loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None,
     ) -> None:
         if ack_every < 1:
             raise ReportServerError(f"ack_every must be at least 1, not {ack_every}")
@@ -272,6 +275,7 @@ class ReportServer:
         self.tls = tls
         self.max_message_bytes = max_message_bytes
         self.ack_every = ack_every
+        self._loop_factory = loop_factory or new_event_loop
         self._nodes_by_digest = {_digest(token): node for token, node in tokens.items()}
         self._server: grpc.aio.Server | None = None
         self._batcher: _Batcher | None = None
@@ -312,10 +316,11 @@ class ReportServer:
             self._server = None
 
     def start(self, address: str) -> int:
-        """start_async in an event loop of the server's own, on a daemon thread."""
+        """start_async in an event loop of the server's own, on a daemon thread: `loop_factory`'s,
+        by default lahar.grpc_loop's (uvloop's where installed)."""
         if self._server is not None or self._loop is not None:
             raise ReportServerError("the report server is already started")
-        loop = asyncio.new_event_loop()
+        loop = self._loop_factory()
         thread = threading.Thread(target=loop.run_forever, name="lahar-report-server", daemon=True)
         thread.start()
         try:

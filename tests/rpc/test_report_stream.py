@@ -5,6 +5,7 @@ starts is stopped by its fixture, whatever the test's outcome."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import math
 import random
@@ -23,7 +24,14 @@ from lahar.rpc.convert import report_to_proto
 from lahar.rpc.report import ContainerUsage, CpuUsage, MemoryUsage, NodeReport, PodUsage
 from lahar.rpc.v1 import agent_pb2 as pb
 from lahar.scheduler.node_reports import NodeReportStore, WireReport
-from lahar.scheduler.report_server import METHOD_PATH, ReportServer, ReportServerError, ack_due, load_tokens
+from lahar.scheduler.report_server import (
+    METHOD_PATH,
+    ReportServer,
+    ReportServerError,
+    ack_due,
+    load_tokens,
+    new_event_loop,
+)
 from lahar.tls import TlsFiles, ensure_self_signed
 from tests.support import wait_for
 
@@ -378,6 +386,29 @@ def test_the_message_limit_is_configurable(serve: Any) -> None:
     assert [ack.error for ack in raw_stream(port, [wire(report(pods=2))])] == [""]
     error = status_of(lambda: raw_stream(port, [wire(report(pods=100))]))
     assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+# --- the server's event loop ---
+
+
+@pytest.mark.parametrize("loop_factory", [asyncio.new_event_loop, new_event_loop], ids=["asyncio", "default"])
+def test_the_answers_do_not_depend_on_the_event_loop(serve: Any, loop_factory: Any) -> None:
+    """The default loop (lahar.grpc_loop: uvloop's) answers as asyncio's."""
+    store = NodeReportStore()
+    server, port = serve(store, loop_factory=loop_factory)
+    bad = report(sequence=3)
+    bad.cpu.usage_cores = math.nan
+    acks = raw_stream(port, [wire(report(sequence=1)), b"\xff\xff\xff\xff", wire(bad), wire(report(sequence=4))])
+    assert [(ack.sequence, ack.error.partition(":")[0]) for ack in acks] == [
+        (1, ""),
+        (0, "malformed report"),
+        (3, "invalid report"),
+        (4, ""),
+    ]
+    error = status_of(lambda: raw_stream(port, [wire(report("node-b"))], token="token-a"))
+    assert error.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert server.counts == {"accepted": 2, "malformed": 1, "invalid": 1, "forbidden": 1}
+    assert store.latest("node-a").sequence == 4
 
 
 # --- TLS and where the server may listen ---
