@@ -283,6 +283,9 @@ class Cache:
     ) -> None:
         self.scheduler_names = frozenset(scheduler_names)
         self.on_work = on_work
+        # Whether a PodGroup short of minMember pods is left out of the session (the gang
+        # plugin's job_valid; the scheduler sets it from each cycle's session): `_short_gang`.
+        self.gangs_wait = False
         self.sharding = sharding
         self._lock = threading.RLock()
         self.resources = Resources()
@@ -457,9 +460,25 @@ class Cache:
                     self._confirmations += 1  # on the node assumed: nodes and gangs hold what they held
                 else:
                     self._changes += 1
-            work = ours and task.status is TaskStatus.PENDING and (old is None or old.status is not TaskStatus.PENDING)
+            work = (
+                ours
+                and task.status is TaskStatus.PENDING
+                and (old is None or old.status is not TaskStatus.PENDING)
+                and not self._short_gang(task.job)
+            )
         if work:
             self._notify()
+
+    def _short_gang(self, key: str) -> bool:
+        """Whether the job is a PodGroup's with fewer pods than its minMember while the gang
+        plugin holds such a job back (`gangs_wait`): nothing of it can be placed, so a member's
+        arrival does not wake the loop; the arrival that completes it does. A gang created pod by
+        pod (a 20-pod job) then costs one cycle, not one per arrival; the periodic cycle still
+        sees every change."""
+        if not self.gangs_wait:
+            return False
+        job = self._jobs.get(key)
+        return job is not None and job.podgroup is not None and len(job.tasks) < job.min_member
 
     @staticmethod
     def _job_key(pod: Pod) -> str:

@@ -253,6 +253,7 @@ class Scheduler:
                 self.cache.assume(batch, session.pod_annotations)
             self.cache.assume_evicted([eviction.task for eviction in session.evictions])
             self.cache.nominate(session.pipelined)
+            self.cache.gangs_wait = session.gangs_wait()
         self.binder.submit(session.binds, session.pod_annotations)
         self.binder.evict(session.evictions)
         figures = summarize(session)

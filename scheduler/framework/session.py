@@ -276,15 +276,45 @@ class Session:
         on its node while that node, with what its victims still release, holds it. Other tasks
         then neither take that room nor evict again for it, and its gang, pipelined, does not
         starve: a gang bound on room another gang's victims freed no longer leaves that gang to
-        evict a second time. `release_reserved` hands the room to allocate once it is free."""
+        evict a second time. `release_reserved` hands the room to allocate once it is free.
+
+        Asked every cycle of every task still nominated (a wave of gangs keeps hundreds lined
+        up while their victims go), so the fit is asked once for all: the nodes whose nominated
+        tasks fit together on their future state take them all; only on the others is each
+        task asked in turn, as it comes (`_fit_together`)."""
+        nodes = self.nodes
+        wanted: list[tuple[TaskInfo, int]] = []
         for uid, (job_key, node) in self.snapshot.nominated.items():
-            job, row = self.jobs.get(job_key), self.nodes.index.get(node)
+            job, row = self.jobs.get(job_key), nodes.index.get(node)
             task = job.tasks.get(uid) if job is not None else None
-            if task is None or row is None or task.status is not TaskStatus.PENDING:
+            if task is None or row is None or task.status is not TaskStatus.PENDING or not nodes.schedulable[row]:
                 continue
-            if self.nodes.schedulable[row] and self.nodes.fits(task, np.array([row]), self.be_capacity, future=True)[0]:
-                self.reserved[uid] = row
+            wanted.append((task, row))
+        if not wanted:
+            return
+        together = self._fit_together(wanted)
+        for task, row in wanted:
+            if together[row] or nodes.fits(task, np.array([row]), self.be_capacity, future=True)[0]:
+                self.reserved[task.uid] = row
                 self._place(task, row, TaskStatus.PIPELINED)
+
+    def _fit_together(self, wanted: list[tuple[TaskInfo, int]]) -> np.ndarray:
+        """Per node, whether every task of `wanted` (task, row) on it fits there at once on its
+        future state (what its victims release counted free): one vector check for them all.
+        A node with a BE task among them is False (a BE task may borrow lent capacity: its rule
+        differs, and each is asked in turn); an online task's rule is the same for all."""
+        nodes = self.nodes
+        rows = np.fromiter((row for _, row in wanted), dtype=np.intp, count=len(wanted))
+        asked = np.zeros_like(nodes.allocatable)
+        np.add.at(asked, rows, np.stack([task.request for task, _ in wanted]))
+        online = next((task for task, _ in wanted if not task.best_effort), None)
+        if online is None:
+            return np.zeros(len(nodes), dtype=bool)
+        together: np.ndarray = np.logical_and.reduce(
+            asked <= nodes.free(online, slice(None), self.be_capacity, future=True), axis=1
+        )
+        together[[row for task, row in wanted if task.best_effort]] = False
+        return together
 
     def release_reserved(self) -> None:
         """Make the reserved tasks on each node whose tasks, reservations included, all fit in
@@ -625,6 +655,11 @@ class Session:
             if reason:
                 return str(reason)
         return None
+
+    def gangs_wait(self) -> bool:
+        """Whether a PodGroup's job with fewer pods than its minMember is invalid this session
+        (the gang plugin's job_valid is on): adding one member short of that changes nothing."""
+        return any(registered.plugin == "gang" for registered in self._all("job_valid"))
 
     def job_starving(self, job: JobInfo) -> bool:
         return self.has("job_starving") and self._every("job_starving", job)

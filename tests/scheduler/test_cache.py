@@ -328,6 +328,42 @@ def test_work_arrivals_wake_the_loop() -> None:
     assert woken.is_set()
 
 
+def test_a_gang_short_of_its_minimum_wakes_the_loop_only_once_complete() -> None:
+    """With the gang plugin holding such jobs back (`gangs_wait`), a PodGroup's members arriving
+    one by one wake the loop once, when the last of its minMember arrives: a cycle before then
+    would place nothing of it. Without it every pending arrival wakes the loop as before."""
+    for gangs_wait, wakes in ((True, [False, False, True, True]), (False, [True, True, True, True])):
+        woken = threading.Event()
+        cache = Cache(on_work=woken.set)
+        cache.gangs_wait = gangs_wait
+        cache.add_podgroup(podgroup("g", 3))
+        woken.clear()
+        seen = []
+        for i in range(4):
+            changes = cache.changes
+            cache.add_pod(a_pod(f"g-{i}", group="g"))
+            seen.append(woken.is_set())
+            woken.clear()
+            assert cache.changes > changes  # the periodic cycle still sees it
+        assert seen == wakes, gangs_wait
+    # A lone pod and a pod whose PodGroup is not known yet wake it as before.
+    woken = threading.Event()
+    cache = Cache(on_work=woken.set)
+    cache.gangs_wait = True
+    cache.add_pod(a_pod("lone"))
+    assert woken.is_set()
+    woken.clear()
+    cache.add_pod(a_pod("early", group="later"))
+    assert woken.is_set()
+
+
+def test_the_scheduler_tells_the_cache_whether_gangs_wait() -> None:
+    """`Session.gangs_wait`: the gang plugin's job_valid is on in the default configuration."""
+    cache = Cache()
+    cache.add_node(node("n1"))
+    assert run_cycle(cache.snapshot(), default_conf()).gangs_wait()
+
+
 def test_cache_is_safe_across_threads() -> None:
     cache = Cache()
     for i in range(4):

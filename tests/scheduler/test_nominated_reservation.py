@@ -6,9 +6,15 @@ evicted a second round."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from lahar.bench import peers
 from lahar.bench.scheduler import InProcess, node_dict, priority_class_dict
+from lahar.scheduler.cache import Cache
 from lahar.scheduler.conf import parse_conf
+from lahar.scheduler.framework.session import open_session
+from lahar.scheduler.model import NodeTable
+from tests.scheduler.test_cache import a_pod, node, podgroup
 
 
 def test_a_preemption_wave_evicts_only_what_it_needs_while_victims_terminate() -> None:
@@ -50,3 +56,43 @@ def test_a_preemption_wave_evicts_only_what_it_needs_while_victims_terminate() -
             break
     assert sum(1 for key in sim.bound if key.split("/")[1] in high) == len(high)
     assert evicted == len(high) - idle_cpu
+
+
+def test_nominated_tasks_that_fit_together_are_reserved_without_a_fit_per_task(monkeypatch: Any) -> None:
+    """Each cycle asks again of every nominated task whether its node still holds it: a node
+    whose nominated tasks fit together on its future state takes them all on one vector check;
+    only on a node that cannot hold them all is each asked in turn (the first that fit stay)."""
+    cache = Cache()
+    cache.add_node(node("roomy", cpu="4"))
+    cache.add_node(node("tight", cpu="2"))
+    cache.add_podgroup(podgroup("g", 6))
+    for i in range(6):
+        cache.add_pod(a_pod(f"g-{i}", group="g"))
+    lined_up = []
+    for i, task in enumerate(sorted(cache.snapshot().jobs["default/g"].tasks.values(), key=lambda t: t.name)):
+        task = task.clone()
+        task.node = "roomy" if i < 3 else "tight"
+        lined_up.append(task)
+    cache.nominate(lined_up)
+    asked: list[int] = []
+    fits = NodeTable.fits
+
+    def counted(self: NodeTable, task: Any, rows: Any = slice(None), *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("future"):
+            asked.append(1)
+        return fits(self, task, rows, *args, **kwargs)
+
+    monkeypatch.setattr(NodeTable, "fits", counted)
+    session = open_session(cache.snapshot(), parse_conf(peers.lahar_conf("preemption")))
+    on = {session.nodes.names[row] for row in session.reserved.values()}
+    assert on == {"roomy", "tight"}
+    assert sorted(uid for uid, row in session.reserved.items() if session.nodes.names[row] == "roomy") == [
+        "uid-g-0",
+        "uid-g-1",
+        "uid-g-2",
+    ]
+    assert sorted(uid for uid, row in session.reserved.items() if session.nodes.names[row] == "tight") == [
+        "uid-g-3",
+        "uid-g-4",
+    ]
+    assert len(asked) == 3  # the tight node's three, in turn; none for the roomy node's
