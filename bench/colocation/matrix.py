@@ -579,6 +579,10 @@ class Series:
         self.reader.close()
 
     def _loop(self) -> None:
+        # The sampler is the bench's, not the node's: under SCHED_IDLE an online wake-up on its CPU
+        # preempts it at once instead of waiting up to a tick (traced: 22% of Lahar's stalls).
+        with contextlib.suppress(OSError):  # a kernel or sandbox without it: sample as before
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
         tree, bench = self.run.tree.tree, self.run.bench
         last = None
         while not self._stop.wait(SAMPLE_SECONDS):

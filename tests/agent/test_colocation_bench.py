@@ -137,3 +137,20 @@ def test_a_short_load_step_and_quiet_period(tmp_path: Path, capsys: pytest.Captu
     assert isinstance(cell["quiet"]["writes"], dict)
     assert (tmp_path / "reaction.md").read_text().startswith("| cell |")
     assert nothing_left()
+
+
+def test_the_series_sampler_runs_under_sched_idle(tmp_path: Path) -> None:
+    """The bench's 50 ms sampler must not delay the online pod's wake-ups: it puts itself under
+    SCHED_IDLE, which the kernel preempts at any normal task's wake-up."""
+    from types import SimpleNamespace
+
+    from lahar.bench.colocation.matrix import Series
+
+    bench = SimpleNamespace(online_dir="online", be_dirs=[], cores=2)
+    run = SimpleNamespace(tree=SimpleNamespace(tree=SimpleNamespace(root=tmp_path)), bench=bench)
+    with Series(run) as series:  # type: ignore[arg-type]
+        deadline = time.monotonic() + 5
+        while os.sched_getscheduler(series._thread.native_id or 0) != os.SCHED_IDLE:
+            assert time.monotonic() < deadline, "the sampler thread never went under SCHED_IDLE"
+            time.sleep(0.01)
+    assert os.sched_getscheduler(0) != os.SCHED_IDLE  # only the sampler thread, not its caller
