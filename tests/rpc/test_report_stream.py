@@ -411,6 +411,42 @@ def test_the_answers_do_not_depend_on_the_event_loop(serve: Any, loop_factory: A
     assert store.latest("node-a").sequence == 4
 
 
+
+def storm(port: int, streams: int) -> float:
+    """Open `streams` Report streams at once, as agents do when the scheduler restarts, each
+    sending one report; the seconds until every stream has its first ack."""
+
+    async def one(channel: grpc.aio.Channel, index: int) -> pb.ReportAck:
+        call = channel.stream_stream(METHOD_PATH)(metadata=(("authorization", "Bearer token-any"),))
+        await call.write(wire(report(f"node-{index}", sequence=1)))
+        async for ack in call:
+            call.cancel()
+            return pb.ReportAck.FromString(ack)
+        raise AssertionError(f"stream {index} ended without an ack")
+
+    async def run() -> float:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            started = time.monotonic()
+            acks = await asyncio.wait_for(asyncio.gather(*(one(channel, index) for index in range(streams))), 60)
+            took = time.monotonic() - started
+        assert [ack.error for ack in acks] == [""] * streams
+        return took
+
+    return asyncio.run(run())
+
+
+def test_a_reconnect_storm_is_accepted_at_once(serve: Any) -> None:
+    """Every agent reconnects within a second or so of a scheduler restart: on the default loop
+    (lahar.grpc_loop) the server takes new streams as fast as they come, not at a fixed rate of
+    loop turns (a loop that ran gRPC's completions once a millisecond took 1,000 streams a
+    second at most: docs/performance.md, "Report ingest")."""
+    store = NodeReportStore()
+    server, port = serve(store)
+    took = storm(port, 2000)
+    assert server.counts == {"accepted": 2000} and len(store.nodes()) == 2000
+    assert took < 10.0, f"2,000 streams took {took:.2f} s to be answered"
+
+
 # --- TLS and where the server may listen ---
 
 
