@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
+import os
 import random
 import socket
 import threading
@@ -20,6 +21,7 @@ import grpc
 import pytest
 
 from lahar.agent.report_stream import ReportStreamer, backoff_delay
+from lahar.grpc_loop import grpc_poller_threads
 from lahar.rpc.convert import report_to_proto
 from lahar.rpc.report import ContainerUsage, CpuUsage, MemoryUsage, NodeReport, PodUsage
 from lahar.rpc.v1 import agent_pb2 as pb
@@ -445,6 +447,17 @@ def test_a_reconnect_storm_is_accepted_at_once(serve: Any) -> None:
     took = storm(port, 2000)
     assert server.counts == {"accepted": 2000} and len(store.nodes()) == 2000
     assert took < 10.0, f"2,000 streams took {took:.2f} s to be answered"
+
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="Linux scheduling policies")
+def test_the_servers_thread_and_grpcs_poller_run_under_sched_batch(serve: Any) -> None:
+    serve()
+    threads = {thread.name: thread.native_id for thread in threading.enumerate()}
+    assert os.sched_getscheduler(threads["lahar-report-server"]) == os.SCHED_BATCH
+    (poller,) = grpc_poller_threads()
+    assert poller.native_id is not None and os.sched_getscheduler(poller.native_id) == os.SCHED_BATCH
+    assert os.sched_getscheduler(0) != os.SCHED_BATCH, "the caller's thread is left as it was"
 
 
 # --- TLS and where the server may listen ---
