@@ -273,7 +273,8 @@ def with_annotations(pod: Pod, wanted: Mapping[str, str]) -> Pod:
 class Cache:
     """The pure core (see the module docstring). `on_work` is called, outside the lock and on the
     caller's thread (keep it short: set an event), when something arrives that a cycle may
-    place: a pending pod of ours, a PodGroup, a Queue, a node."""
+    place: a pending pod of ours, a PodGroup, a Queue, a node, or room a nominated gang waits
+    for (`_room_freed`)."""
 
     def __init__(
         self,
@@ -359,8 +360,8 @@ class Cache:
             for task in pipelined:
                 self._nominated[task.uid] = (task.job, task.node)
             self._nominated = self._still_nominated()
-            self._nominated_nodes: dict[str, set[str]] = {}
-            self._nominated_jobs: dict[str, set[str]] = {}
+            self._nominated_nodes = {}
+            self._nominated_jobs = {}
             for job, node in self._nominated.values():
                 self._nominated_nodes.setdefault(job, set()).add(node)
                 self._nominated_jobs.setdefault(node, set()).add(job)

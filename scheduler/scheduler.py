@@ -2,7 +2,8 @@
 and on demand.
 
 A cycle runs every `period` seconds, and sooner when work arrives (a pending pod of ours, a
-PodGroup, a Queue, a node): the cache wakes the loop, which waits `debounce` seconds so that a
+PodGroup, a Queue, a node, the last victim gone of a gang nominated to the room they held,
+`Cache._room_freed`): the cache wakes the loop, which waits `debounce` seconds so that a
 burst of arrivals (a 1000-pod job) is decided in one cycle. A pod of a PodGroup that still has
 fewer pods than minMember does not wake it while the gang plugin holds such a job back
 (`Cache.gangs_wait`): the pod that completes the gang does. Each cycle:

@@ -253,9 +253,7 @@ class Session:
         """Whether a PodDisruptionBudget of the snapshot may cover the task's pod
         (`budget_may_cover`): its eviction must then go through the Eviction API."""
         labels = task.pod.meta.labels
-        return any(
-            budget_may_cover(budget, task.namespace, labels) for budget in self.snapshot.disruption_budgets
-        )
+        return any(budget_may_cover(budget, task.namespace, labels) for budget in self.snapshot.disruption_budgets)
 
     def blocking(self, task: TaskInfo, row: int) -> set[str]:
         """The uids of the tasks on `row` that must be evicted before `task` may go there, by the

@@ -5,10 +5,9 @@ by a plain delete elsewhere, on a pool of their own."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import Any
-
-import threading
 
 import pytest
 
