@@ -22,11 +22,11 @@ evictions (a wave of preemptors queues hundreds). A victim that a PodDisruptionB
 (`Eviction.guarded`, from the session's budgets) goes through the policy/v1 Eviction API, which
 checks the budget; any other is deleted directly, as kube-scheduler and Volcano delete their
 victims: the Eviction API would find no budget and delete it too, after a read of the pod, a list
-of the namespace's budgets and a status write of its own (measured on this machine's real API
-server: 1.3-1.7 s per eviction under a preemption wave's load against 0.1-0.4 s per bind; docs/
-performance.md). Both carry the victim's UID as precondition and a Warning Event on the victim.
-A refusal (a PodDisruptionBudget: 429; a UID that no longer matches: Conflict) is forgotten in the
-cache, so the victim counts as running again and a later cycle may choose differently.
+of the namespace's budgets and a status write of its own (on the bench's real API server under a
+preemption wave: 1.3-1.7 s per eviction against 0.1-0.4 s per bind, docs/performance.md). Both
+carry the victim's UID as precondition and a Warning Event on the victim. A refusal (a
+PodDisruptionBudget: 429; a UID that no longer matches: Conflict) is forgotten in the cache, so
+the victim counts as running again and a later cycle may choose differently.
 """
 
 from __future__ import annotations
