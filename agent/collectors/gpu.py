@@ -15,12 +15,14 @@ import ctypes
 import logging
 import re
 import threading
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pynvml
 
+from lahar.agent.collectors.files import AbsentFor
 from lahar.agent.collectors.host import Host
 from lahar.rpc.report import Accelerators, GpuDevice, GpuProcess
 
@@ -128,15 +130,21 @@ class GpuCollector:
     """Samples every GPU NVML sees. Initialises NVML once and keeps the device handles; after an
     NVML error it shuts down, initialises again and retries once before reporting unavailable."""
 
-    def __init__(self, host: Host, library_path: str | None = None) -> None:
+    def __init__(
+        self, host: Host, library_path: str | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.host = host
         self.library_path = library_path
+        self._absent: AbsentFor[Accelerators] = AbsentFor(clock=clock)  # no NVML here: probed again later
         self._bound = False
         self._initialized = False  # nvmlInit succeeded and nvmlShutdown is owed
         self._handles: list[Any] | None = None  # pynvml device handles, by index
         self._memory_v2 = True  # nvmlDeviceGetMemoryInfo_v2, until the driver says otherwise
 
     def collect(self, pods_by_uid: PodsByUid | None = None) -> Accelerators:
+        absent = self._absent.cached()
+        if absent is not None:
+            return absent
         pods = pods_by_uid or {}
         try:
             return self._collect(pods)
@@ -160,8 +168,8 @@ class GpuCollector:
                 if not handles:
                     return Accelerators(False, "NVML reports no GPUs on this node", "nvml")
                 return Accelerators(True, source="nvml", gpus=self._read_devices(handles, pods))
-            except _Unavailable as exc:
-                return Accelerators(False, str(exc), "nvml")
+            except _Unavailable as exc:  # no library, or no driver to initialise: not every tick again
+                return self._absent.remember(Accelerators(False, str(exc), "nvml"))
             except pynvml.NVMLError as exc:
                 log.warning("NVML error (attempt %d): %s; initialising again", attempt, exc)
                 self._reset()

@@ -14,10 +14,12 @@ import logging
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Callable
 from ctypes import POINTER, Structure, byref, c_char, c_int, c_uint, c_ulonglong
 from dataclasses import dataclass
 
+from lahar.agent.collectors.files import AbsentFor
 from lahar.agent.collectors.host import Host
 from lahar.rpc.report import Accelerators, NpuDevice
 
@@ -182,15 +184,24 @@ class NpuCollector:
     drops it (the next collect starts again) and this collect falls back to `npu-smi info`."""
 
     def __init__(
-        self, host: Host, library_path: str = "libdcmi.so", npu_smi: str = "npu-smi", npu_smi_timeout: float = 10.0
+        self,
+        host: Host,
+        library_path: str = "libdcmi.so",
+        npu_smi: str = "npu-smi",
+        npu_smi_timeout: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.host = host
+        self._absent: AbsentFor[Accelerators] = AbsentFor(clock=clock)  # neither DCMI nor npu-smi: probed again later
         self.library_path = library_path
         self.npu_smi = npu_smi
         self.npu_smi_timeout = npu_smi_timeout
         self._dcmi: _Dcmi | None = None
 
     def collect(self) -> Accelerators:
+        absent = self._absent.cached()
+        if absent is not None:
+            return absent
         try:
             return self._collect()
         except Exception as exc:  # the contract: a report, never an exception out of collect()
@@ -213,8 +224,8 @@ class NpuCollector:
             dcmi_reason = str(exc)
         try:
             return self._collect_npu_smi()
-        except _Unavailable as exc:
-            return Accelerators(False, f"no Ascend NPU: {dcmi_reason} and {exc}")
+        except _Unavailable as exc:  # neither is there: not every tick again
+            return self._absent.remember(Accelerators(False, f"no Ascend NPU: {dcmi_reason} and {exc}"))
 
     # ---- DCMI ----
 

@@ -177,6 +177,11 @@ class CgroupReader(ABC):
         """Cumulative CPU time and throttling; OSError when the cgroup is gone."""
 
     @abstractmethod
+    def usage_seconds(self, cgroup: str) -> float:
+        """Cumulative CPU time only (the interference loop's 20 reads a second): on v1 one file
+        fewer than `cpu`; OSError when the cgroup is gone."""
+
+    @abstractmethod
     def memory_working_set_bytes(self, cgroup: str) -> int:
         """OSError when the cgroup is gone."""
 
@@ -206,6 +211,9 @@ class V1Reader(CgroupReader):
         return CpuStat(
             usage / NANOSECONDS, keyed_int(stat, b"nr_throttled"), keyed_int(stat, b"throttled_time") / NANOSECONDS
         )
+
+    def usage_seconds(self, cgroup: str) -> float:
+        return int(self.files.read(f"{self._cpuacct}/{cgroup}/cpuacct.usage")) / NANOSECONDS
 
     def memory_working_set_bytes(self, cgroup: str) -> int:
         usage = int(self.files.read(f"{self._memory}/{cgroup}/memory.usage_in_bytes"))
@@ -243,6 +251,9 @@ class V2Reader(CgroupReader):
             keyed_int(stat, b"nr_throttled"),
             keyed_int(stat, b"throttled_usec") / MICROSECONDS,
         )
+
+    def usage_seconds(self, cgroup: str) -> float:
+        return keyed_int(self.files.read(f"{self._root}/{cgroup}/cpu.stat"), b"usage_usec") / MICROSECONDS
 
     def memory_working_set_bytes(self, cgroup: str) -> int:
         usage = int(self.files.read(f"{self._root}/{cgroup}/memory.current"))

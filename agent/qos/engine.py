@@ -320,9 +320,13 @@ class QosEngine:
             or self.executor.existing_top() is None
         ):
             return None
+        # BE's CPU feeds only the cap's control: with the cap off (the default) it is not read, two
+        # reads a BE group fewer twenty times a second (a reload that turns the cap on brings them
+        # back at the next tick, and the loop's windows start again as when a BE group appears).
+        watched_be = be_groups(tick.node, tick.pods) if section.interference_cap else ()
         return LoopTargets(
             tuple(p.cgroup for p in tick.pods if p.online),
-            tuple(g.cgroup for g in be_groups(tick.node, tick.pods) if g.pods),  # an empty group uses nothing
+            tuple(g.cgroup for g in watched_be if g.pods),  # an empty group uses nothing
             section.interval_seconds,
             section.window_seconds,
             section.min_online_runnable_seconds,

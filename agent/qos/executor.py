@@ -211,6 +211,11 @@ class CgroupExecutor:
         held = self._asserted.get(key)
         if not found.action and held is not None and held.value == desired and now - held.at < self.reassert_seconds:
             return None
+        if not os.path.isdir(directory):
+            # Not there (kubelet makes the BestEffort directory with its first BestEffort pod):
+            # as gone as an ENOENT on the read, for one stat instead of the realpath walks below.
+            self._asserted.pop(key, None)
+            return None
         if not self._really_inside(directory, item.cgroup, found):
             return None
         try:

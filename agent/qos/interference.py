@@ -11,7 +11,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import NamedTuple, Protocol
 
 from lahar.agent.collectors.cpu_wait import CpuWait, CpuWaitReader
@@ -49,6 +48,11 @@ class InterferenceEngine(Protocol):
 def signal_between(old: Sample, new: Sample, min_online_runnable_seconds: float) -> Signal:
     """The Signal of a window: online pods present at both ends count (one that started or ended
     within it has no rate), a negative wait step (a thread exited with its delay) counts as 0."""
+    return Signal(new.at, *window_figures(old, new, min_online_runnable_seconds))
+
+
+def window_figures(old: Sample, new: Sample, min_online_runnable_seconds: float) -> tuple[float | None, float]:
+    """(online wait share, BE cores) of the window from `old` to `new` (signal_between's figures)."""
     elapsed = new.at - old.at
     be_cores = max(new.be_seconds - old.be_seconds, 0.0) / elapsed if elapsed > 0 else 0.0
     waited = ran = 0.0
@@ -60,7 +64,7 @@ def signal_between(old: Sample, new: Sample, min_online_runnable_seconds: float)
         ran += max(after.cpu_seconds - before.cpu_seconds, 0.0)
     runnable = waited + ran
     share = waited / runnable if runnable >= min_online_runnable_seconds and runnable > 0 else None
-    return Signal(new.at, share, be_cores)
+    return share, be_cores
 
 
 class InterferenceLoop:
@@ -120,10 +124,11 @@ class InterferenceLoop:
             self.samples.popleft()
         fast_start = next((s for s in reversed(self.samples) if sample.at - s.at >= targets.fast_window * 0.75), None)
         if fast_start is not None:
-            steady = signal_between(self.samples[0], sample, targets.min_online_runnable_seconds)
-            fast = signal_between(fast_start, sample, targets.min_online_runnable_seconds)
-            # Until the long window has filled, the fast one stands in for it.
-            self.last_signal = replace(steady, fast_wait_share=fast.wait_share)
+            share, be_cores = window_figures(self.samples[0], sample, targets.min_online_runnable_seconds)
+            fast_share = window_figures(fast_start, sample, targets.min_online_runnable_seconds)[0]
+            # Until the long window has filled, the fast one stands in for it. One Signal a step,
+            # made directly (twenty times a second: no intermediate ones, no dataclasses.replace).
+            self.last_signal = Signal(sample.at, share, be_cores, fast_wait_share=fast_share)
             self.engine.interference_step(self.last_signal)
         return targets.interval
 

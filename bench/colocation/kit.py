@@ -247,6 +247,9 @@ class BenchPod:
                 "name": self.name,
                 "namespace": "bench",
                 "uid": self.uid,
+                # Unchanged pods keep their version, as an informer's objects do: the agent parses
+                # a pod's spec again only when it changes (without one, every tick, in the bench only)
+                "resourceVersion": "1",
                 "labels": {"lahar.dev/qos-class": self.qos},
             },
             "spec": {

@@ -14,6 +14,7 @@ from typing import Any
 import pynvml
 import pytest
 
+from lahar.agent.collectors.files import ABSENT_RECHECK_SECONDS
 from lahar.agent.collectors.gpu import GpuCollector, pod_uid_from_cgroup
 from lahar.agent.collectors.host import Host
 from lahar.agent.collectors.npu import NpuCollector, parse_npu_smi_info
@@ -217,6 +218,25 @@ def test_nvml_init_failure_is_reported(fake_gpus: Callable[[str], GpuCollector])
     assert report.gpus == []
 
 
+def test_nvml_absent_is_probed_again_only_after_a_while(
+    accelerator_fakes: Any, host: Host, nvml_config: Callable[[str], None], gpu_collectors: list[GpuCollector]
+) -> None:
+    """A node without a working driver answers the same every tick: the probe (a failed dlopen
+    search, or nvmlInit) runs again after ABSENT_RECHECK_SECONDS, and a driver that came is seen then."""
+    now = [100.0]
+    nvml_config(NVML_CONFIG + "init_rc=9\n")  # the library is there, its driver is not loaded
+    collector = GpuCollector(host, library_path=str(accelerator_fakes.nvml_library), clock=lambda: now[0])
+    gpu_collectors.append(collector)
+    absent = collector.collect(PODS_BY_UID)
+    assert not absent.available and "Driver Not Loaded" in absent.reason
+    nvml_config(NVML_CONFIG)  # the driver is loaded
+    now[0] += ABSENT_RECHECK_SECONDS - 1
+    assert collector.collect(PODS_BY_UID) is absent  # not probed again yet
+    now[0] += 1
+    report = collector.collect(PODS_BY_UID)
+    assert report.available and len(report.gpus) == 2
+
+
 def test_nvml_library_absent_at_the_given_path(host: Host, tmp_path: Path, gpu_collectors: list[GpuCollector]) -> None:
     missing = tmp_path / "no-driver" / "libnvidia-ml.so.1"
     collector = GpuCollector(host, library_path=str(missing))
@@ -385,6 +405,23 @@ def test_neither_dcmi_nor_npu_smi_means_no_npu(tmp_path: Path, path_without_npu_
     assert not report.available
     assert report.reason == "no Ascend NPU: libdcmi.so not found and npu-smi not installed"
     assert report.npus == []
+
+
+def test_no_npu_is_probed_again_only_after_a_while(
+    accelerator_fakes: Any, host: Host, tmp_path: Path, path_without_npu_smi: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Neither DCMI nor npu-smi: the same answer until ABSENT_RECHECK_SECONDS passed (no dlopen
+    search, no PATH walk every tick), then npu-smi installed meanwhile is found."""
+    now = [100.0]
+    collector = NpuCollector(host, library_path=str(tmp_path / "no-driver" / "libdcmi.so"), clock=lambda: now[0])
+    absent = collector.collect()
+    assert not absent.available and "npu-smi not installed" in absent.reason
+    monkeypatch.setenv("PATH", f"{accelerator_fakes.npu_smi_dir}:{os.environ['PATH']}:/usr/bin:/bin")
+    now[0] += ABSENT_RECHECK_SECONDS - 1
+    assert collector.collect() is absent
+    now[0] += 1
+    report = collector.collect()
+    assert (report.available, report.source) == (True, "npu-smi")
 
 
 def test_failing_npu_smi_is_reported_not_raised(host: Host, tmp_path: Path) -> None:

@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from lahar.agent.cgroups.layout import v1_controller_dirs, v1_write_problem
+from lahar.agent.collectors.cpu_wait import parse_some_total
 from lahar.agent.collectors.host import Host
-from lahar.agent.collectors.pods import OpenFiles, PodCollector
+from lahar.agent.collectors.pods import OpenFiles, PodCollector, keyed_int
 from lahar.rpc.report import PodUsage
 from tests.support import agrees_within, process_cpu_seconds
 
@@ -185,6 +186,66 @@ def test_kept_open_file_of_a_removed_cgroup_fails_and_is_closed() -> None:
     finally:
         files.close()
         _rmdir(cgroup)
+
+
+def test_kept_open_files_see_the_counters_move_and_a_recreated_cgroup_is_read_afresh() -> None:
+    """The interference loop re-reads cpuacct.usage (v1) and the pod's cpu.pressure and cpu.stat in
+    the cgroup2 mirror with pread at offset 0 on descriptors kept open: the kernel must generate
+    each file again on every such read (measured here, not assumed). A removed cgroup's descriptor
+    is dropped, and a new cgroup made at the same path (a new pod) is opened afresh."""
+    name = f"kubepods-test-{secrets.token_hex(4)}"
+    v1 = v1_controller_dirs(CGROUP_ROOT)["cpuacct"] / name
+    unified = CGROUP_ROOT / "unified" / name
+    mirror = (CGROUP_ROOT / "unified" / "cgroup.procs").exists()
+    files = OpenFiles(max_open=10)
+    usage, pressure, stat = str(v1 / "cpuacct.usage"), str(unified / "cpu.pressure"), str(unified / "cpu.stat")
+
+    def counters() -> tuple[int, ...]:
+        values = (int(files.read(usage)),)
+        if mirror:
+            values += (
+                int(parse_some_total(files.read(pressure)) * 1_000_000),
+                keyed_int(files.read(stat), b"usage_usec"),
+            )
+        return values
+
+    def busy_inside(seconds: float) -> None:
+        """One more busy process than CPUs, all in the cgroup: some of them wait, so PSI moves too."""
+        joins = f"echo $$ > {v1}/cgroup.procs" + (f" && echo $$ > {unified}/cgroup.procs" if mirror else "")
+        busy = f"{joins} && exec timeout {seconds} sh -c 'while :; do :; done'"
+        spinners = [subprocess.Popen(["sh", "-c", busy]) for _ in range((os.cpu_count() or 1) + 1)]
+        for spinner in spinners:
+            assert spinner.wait(30) in (0, 124)  # timeout's own status when it stopped the loop
+
+    v1.mkdir()
+    if mirror:
+        unified.mkdir()
+    try:
+        first = counters()
+        assert first == (0,) * len(first)
+        open_before = len(files)
+        busy_inside(0.3)
+        moved = counters()
+        assert len(files) == open_before  # the same descriptors, read again
+        assert all(value > 0 for value in moved), moved  # CPU time, and (mirror) waits and usage_usec
+        busy_inside(0.1)
+        again = counters()
+        assert all(after > before for after, before in zip(again, moved, strict=True)), (moved, again)
+        _rmdir(v1)
+        with pytest.raises(OSError):
+            files.read(usage)
+        assert len(files) == open_before - 1  # dropped: it would pin the removed cgroup
+        v1.mkdir()  # a new pod's cgroup at the same path
+        assert int(files.read(usage)) == 0  # opened afresh, not the old cgroup's counter
+        assert len(files) == open_before
+        files.close_unread()  # the end of a cycle in which all were read: all stay open
+        assert int(files.read(usage)) == 0 and len(files) == open_before
+        files.close_unread()  # the mirror's files were not read in this one: closed
+        assert len(files) == 1
+    finally:
+        files.close()
+        _rmdir(v1)
+        _rmdir(unified)
 
 
 def test_agent_once_json_agrees_with_the_kernel(kernel_pod: KernelPod, busy_child: subprocess.Popen[str]) -> None:

@@ -228,6 +228,30 @@ def test_a_cgroup_that_ended_is_not_an_error(v1_tree: QosTree) -> None:
     assert not executor.errors
 
 
+def test_a_directory_not_there_yet_costs_a_stat_and_is_written_once_it_appears(
+    qos_tree: QosTree, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kubelet makes the BestEffort directory with its first BestEffort pod: until then every tick
+    wants its values, and the fence's realpath walks (a few dozen lstats) must not run for it."""
+    executor = CgroupExecutor(qos_tree.root)
+    later = f"{qos_tree.layout.qos_dir('Burstable')}/podlater"
+    desired = [Desired(later, "cpu.idle", 1), Desired(later, "cpu.max", CpuMax(50_000))]
+    walks: list[str] = []
+    real_realpath = os.path.realpath
+
+    def counted_realpath(path: Any, *args: Any, **kwargs: Any) -> str:
+        walks.append(str(path))
+        return real_realpath(path, *args, **kwargs)
+
+    monkeypatch.setattr(os.path, "realpath", counted_realpath)
+    for _ in range(3):
+        assert executor.apply(desired) == 0
+    assert walks == [] and not executor.errors and executor.refused == 0
+    qos_tree.controls(later)  # the directory appears
+    assert executor.apply(desired) == 2  # fenced (realpath) and written at the next tick
+    assert walks and qos_tree.read(later, quota_file(qos_tree)).startswith("50000")
+
+
 def test_retain_forgets_what_is_no_longer_wanted(v1_tree: QosTree) -> None:
     executor = CgroupExecutor(v1_tree.root)
     desired = Desired("kubepods/besteffort", "cpu.idle", 1)
