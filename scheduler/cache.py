@@ -273,7 +273,8 @@ def with_annotations(pod: Pod, wanted: Mapping[str, str]) -> Pod:
 class Cache:
     """The pure core (see the module docstring). `on_work` is called, outside the lock and on the
     caller's thread (keep it short: set an event), when something arrives that a cycle may
-    place: a pending pod of ours, a PodGroup, a Queue, a node."""
+    place: a pending pod of ours, a PodGroup, a Queue, a node, or room a nominated gang waits
+    for (`_room_freed`)."""
 
     def __init__(
         self,
@@ -304,6 +305,9 @@ class Cache:
         self._shards: dict[str, NodeShard] = {}  # NodeShards by name, for a sharded scheduler
         # Pending tasks lined up for room their victims are freeing: uid -> (job key, node name).
         self._nominated: dict[str, tuple[str, str]] = {}
+        # As `nominate` last saw them: job key -> its nominated nodes; node -> the jobs nominated there.
+        self._nominated_nodes: dict[str, set[str]] = {}
+        self._nominated_jobs: dict[str, set[str]] = {}
         # The nodes of this scheduler's shard (scheduler/shards.py), kept while its NodeShard is gone.
         self._shard_nodes: frozenset[str] = frozenset()
         self._numatopologies: dict[str, Obj] = {}  # Numatopologies by "/name", for the numa-aware plugin
@@ -356,6 +360,11 @@ class Cache:
             for task in pipelined:
                 self._nominated[task.uid] = (task.job, task.node)
             self._nominated = self._still_nominated()
+            self._nominated_nodes = {}
+            self._nominated_jobs = {}
+            for job, node in self._nominated.values():
+                self._nominated_nodes.setdefault(job, set()).add(node)
+                self._nominated_jobs.setdefault(node, set()).add(job)
 
     def _still_nominated(self) -> dict[str, tuple[str, str]]:
         """The nominations whose task is still pending and whose node is still here."""
@@ -426,6 +435,7 @@ class Cache:
 
     def delete_pod(self, obj: Obj) -> None:
         uid = Pod(obj).uid
+        work = False
         with self._lock:
             self._assumed.pop(uid, None)
             self._assumed_annotations.pop(uid, None)
@@ -434,6 +444,27 @@ class Cache:
             if task is not None:
                 self._remove(task)
                 self._changes += 1
+                work = self._room_freed(task.node)
+        if work:
+            self._notify()
+
+    def _room_freed(self, node: str) -> bool:
+        """Whether a pod gone from `node` completed the room a nominated job waits for: a job
+        with a task nominated there now has nothing left releasing on any of its nominated
+        nodes (its last victim is gone), so the next cycle may bind it. A gang binds whole, so
+        a victim gone while others of its gang's victims still go wakes nothing: the job's
+        last one does (a wave of 50 gangs wakes 50 cycles, not one per victim). The periodic
+        cycle would find it too, up to a period later; the wave's gangs would then bind a
+        period apart."""
+        jobs = self._nominated_jobs.get(node)
+        if not jobs:
+            return False
+        table, index = self._rows.table, self._rows.table.index
+        for job in jobs:
+            rows = [index.get(name) for name in self._nominated_nodes[job]]
+            if all(row is None or not (table.releasing[row].any() or table.be_releasing[row].any()) for row in rows):
+                return True
+        return False
 
     def _upsert_pod(self, obj: Obj) -> None:
         pod = Pod(obj)

@@ -44,7 +44,7 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 
-from lahar.grpc_loop import new_event_loop
+from lahar.grpc_loop import grpc_poller_threads, new_event_loop, run_as_batch
 from lahar.rpc import STREAM_ACCEPTED, is_loopback_address
 from lahar.rpc.convert import ReportHeader, WireCheck, parse_report_header, validate_wire_reports
 from lahar.rpc.v1 import agent_pb2 as pb
@@ -256,6 +256,11 @@ async def _write_acks(stream: _Stream) -> None:
         stream.writer = None
 
 
+def _serve_forever(loop: asyncio.AbstractEventLoop) -> None:
+    run_as_batch()  # this thread's wake-ups wait for the task on its CPU (lahar.grpc_loop)
+    loop.run_forever()
+
+
 class ReportServer:
     """Serve `NodeReports` into `store`. Use start()/stop() from ordinary code (the server then
     runs its own event loop in a thread), or start_async()/stop_async() inside a running loop."""
@@ -317,17 +322,21 @@ class ReportServer:
 
     def start(self, address: str) -> int:
         """start_async in an event loop of the server's own, on a daemon thread: `loop_factory`'s,
-        by default lahar.grpc_loop's (uvloop's where installed)."""
+        by default lahar.grpc_loop's (uvloop's where installed). That thread and grpc.aio's poller
+        thread run under SCHED_BATCH (lahar.grpc_loop.run_as_batch)."""
         if self._server is not None or self._loop is not None:
             raise ReportServerError("the report server is already started")
         loop = self._loop_factory()
-        thread = threading.Thread(target=loop.run_forever, name="lahar-report-server", daemon=True)
+        thread = threading.Thread(target=_serve_forever, args=(loop,), name="lahar-report-server", daemon=True)
         thread.start()
         try:
             port = asyncio.run_coroutine_threadsafe(self.start_async(address), loop).result()
         except BaseException:
             self._close_loop(loop, thread)
             raise
+        for poller in grpc_poller_threads():  # started with the first grpc.aio server or channel
+            if poller.native_id is not None:
+                run_as_batch(poller.native_id)
         self._loop, self._thread = loop, thread
         return port
 

@@ -2,7 +2,8 @@
 and on demand.
 
 A cycle runs every `period` seconds, and sooner when work arrives (a pending pod of ours, a
-PodGroup, a Queue, a node): the cache wakes the loop, which waits `debounce` seconds so that a
+PodGroup, a Queue, a node, the last victim gone of a gang nominated to the room they held,
+`Cache._room_freed`): the cache wakes the loop, which waits `debounce` seconds so that a
 burst of arrivals (a 1000-pod job) is decided in one cycle. A pod of a PodGroup that still has
 fewer pods than minMember does not wake it while the gang plugin holds such a job back
 (`Cache.gangs_wait`): the pod that completes the gang does. Each cycle:
@@ -94,6 +95,7 @@ class Scheduler:
         debounce: float = DEFAULT_DEBOUNCE,
         report_staleness: float = DEFAULT_REPORT_STALENESS,
         bind_workers: int = 32,
+        evict_workers: int = 32,
         resync_period: float = DEFAULT_RESYNC_PERIOD,
         sharding: Sharding = NOT_SHARDED,
     ) -> None:
@@ -113,7 +115,9 @@ class Scheduler:
         # Events are written by threads of their own: a bind worker is free for the next bind as
         # soon as its pod is bound, not once the pod's "Scheduled" Event is stored too.
         self.events = QueuedEventRecorder(api, COMPONENT)
-        self.binder = Binder(api, self.cache, self.metrics, self.events, workers=bind_workers)
+        self.binder = Binder(
+            api, self.cache, self.metrics, self.events, workers=bind_workers, evict_workers=evict_workers
+        )
         self.status = StatusWriter(api, self.events, on_written=self._written)
         self.cycles = 0
         self.skipped = 0  # turns of the loop that had nothing to do (see the module docstring)

@@ -182,10 +182,12 @@ def run_scheduler(args: argparse.Namespace) -> int:
     # snapshot took 0.4 s instead of 0.15 s). Collect young objects rarely; they are mostly garbage.
     collector.collect_rarely()
     election = leader_election.election_config(args)
-    workers = 32  # concurrent binds; the connection pool also serves 8 status writers and 5 watches
+    # Concurrent binds and, on a pool of their own, evictions; the connection pool also serves 8
+    # status writers and 5 watches.
+    workers, evict_workers = 32, 32
     store = NodeReportStore()
     # A refused configuration file raises ConfError, a ValueError: `lahar` prints it and exits 1.
-    api = KubeApi(new_api_client(args.kubeconfig, pool_size=workers + 16))
+    api = KubeApi(new_api_client(args.kubeconfig, pool_size=workers + evict_workers + 16))
     scheduler = Scheduler(
         api,
         args.conf,
@@ -194,6 +196,7 @@ def run_scheduler(args: argparse.Namespace) -> int:
         store,
         report_staleness=staleness,
         bind_workers=workers,
+        evict_workers=evict_workers,
         sharding=Sharding(args.scheduler_sharding_mode, args.scheduler_sharding_name),
     )
     reports: list[Any] = []

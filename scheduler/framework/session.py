@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from lahar.api.selectors import SelectorError, label_selector_from_dict
 from lahar.scheduler.framework.node_index import NodeIndex
 from lahar.scheduler.framework.options import PluginOption, SchedulerConf
 from lahar.scheduler.framework.plugin import Plugin, action_class, plugin_class
@@ -106,6 +107,25 @@ class Eviction:
     task: TaskInfo
     reason: str  # "preempt" or "reclaim"
     preemptor: TaskInfo | None = None
+    # Whether a PodDisruptionBudget of the snapshot may cover the victim as the API server reads
+    # budgets (`budget_may_cover`): the binder then evicts it through the Eviction API, which
+    # checks the budget; a victim no budget covers is deleted directly (binder module docstring).
+    guarded: bool = True
+
+
+def budget_may_cover(budget: Mapping[str, Any], namespace: str, labels: Mapping[str, str]) -> bool:
+    """Whether the PodDisruptionBudget object may protect a pod of `namespace` with `labels`, as
+    the API server's Eviction API reads budgets (policy/v1: an empty selector covers every pod of
+    its namespace, a missing one none), and, unlike it, a selector this code cannot read covers
+    the pod (the Eviction API then decides)."""
+    metadata, spec = budget.get("metadata") or {}, budget.get("spec") or {}
+    if metadata.get("namespace", "") != namespace:
+        return False
+    try:
+        selector = label_selector_from_dict(spec.get("selector"))
+    except SelectorError:
+        return True
+    return selector.matches(labels)
 
 
 @dataclass
@@ -228,6 +248,12 @@ class Session:
     def queue_of(self, task: TaskInfo) -> QueueInfo | None:
         """The queue of the task's job, None when the session does not know it."""
         return self.queues.get(self.jobs[task.job].queue)
+
+    def guarded(self, task: TaskInfo) -> bool:
+        """Whether a PodDisruptionBudget of the snapshot may cover the task's pod
+        (`budget_may_cover`): its eviction must then go through the Eviction API."""
+        labels = task.pod.meta.labels
+        return any(budget_may_cover(budget, task.namespace, labels) for budget in self.snapshot.disruption_budgets)
 
     def blocking(self, task: TaskInfo, row: int) -> set[str]:
         """The uids of the tasks on `row` that must be evicted before `task` may go there, by the
@@ -1022,7 +1048,7 @@ class Statement:
             elif kind == "pipeline":
                 session.pipelined.append(task)
             else:
-                session.evictions.append(Eviction(task, extra[1], extra[2]))
+                session.evictions.append(Eviction(task, extra[1], extra[2], session.guarded(task)))
         for job_key, tasks in allocated.items():
             session.binds.append(BindBatch(session.jobs[job_key], tasks))
         self._ops.clear()

@@ -63,10 +63,11 @@ UNREACHED: dict[str, dict[Triple, str]] = {
     "lahar-scheduler": {
         ("", "pods", "get"): "a bind answered Conflict: is the pod already bound to our node "
         "(scheduler/binder.py already_bound_here)",
-        ("", "pods/eviction", "create"): "preemption and reclaim evict victims (scheduler/binder.py); the "
-        "reclaim e2e scenario reaches it, this one has no competing queues",
-        ("", "pods", "delete"): "rolling back the bound members of a gang whose other binds failed "
-        "(scheduler/binder.py): needs a bind to fail mid-gang",
+        ("", "pods/eviction", "create"): "preemption and reclaim evict victims a PodDisruptionBudget may "
+        "cover (scheduler/binder.py); this scenario has no competing queues",
+        ("", "pods", "delete"): "preemption and reclaim delete victims no PodDisruptionBudget covers, and a "
+        "gang whose other binds failed has its bound members rolled back (scheduler/binder.py): this "
+        "scenario neither preempts nor fails a bind",
         ("", "pods", "patch"): "the lahar.dev/gpu-index annotation before a GPU pod's bind (scheduler/binder.py): "
         "simulated nodes here have no GPUs",
         ("", "events", "patch"): "a repeat of one event within 10 minutes counts on the first (lahar/client/"

@@ -1,14 +1,19 @@
-"""The event loop the report server's thread runs: uvloop's where installed, asyncio's otherwise
-(tests/rpc/test_report_stream.py checks that the server answers alike on both)."""
+"""The event loop the report server's thread runs (lahar/grpc_loop.py): uvloop's where installed,
+asyncio's otherwise; the serving threads under SCHED_BATCH (tests/rpc/test_report_stream.py
+checks that the server answers alike on both loops, takes a reconnect storm at once and puts its
+threads under SCHED_BATCH)."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
+import threading
+from typing import Any
 
 import pytest
 
-from lahar.grpc_loop import new_event_loop
+from lahar.grpc_loop import grpc_poller_threads, new_event_loop, run_as_batch
 
 
 def test_the_loop_is_uvloops_where_installed_asyncios_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -21,3 +26,45 @@ def test_the_loop_is_uvloops_where_installed_asyncios_otherwise(monkeypatch: pyt
     loop = new_event_loop()
     loop.close()
     assert isinstance(loop, asyncio.AbstractEventLoop) and not isinstance(loop, uvloop.Loop)
+
+
+def in_a_thread(function: Any) -> Any:
+    result: list[Any] = []
+    thread = threading.Thread(target=lambda: result.append(function()))
+    thread.start()
+    thread.join()
+    return result[0]
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="Linux scheduling policies")
+def test_run_as_batch_puts_the_calling_thread_under_sched_batch() -> None:
+    assert in_a_thread(lambda: (run_as_batch(), os.sched_getscheduler(0))) == (True, os.SCHED_BATCH)
+    assert os.sched_getscheduler(0) != os.SCHED_BATCH, "only that thread"
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="Linux scheduling policies")
+def test_a_refused_policy_is_logged_and_the_thread_serves_as_before(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def refuse(*_: Any) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "sched_setscheduler", refuse)
+    with caplog.at_level("INFO", logger="lahar.grpc_loop"):
+        assert run_as_batch() is False
+    assert "cannot run under SCHED_BATCH" in caplog.text
+
+
+def test_grpcs_poller_thread_is_found_by_its_target() -> None:
+    stop = threading.Event()
+    poller = threading.Thread(target=lambda: stop.wait(), name="Thread-9 (_poll_wrapper)", daemon=True)
+    other = threading.Thread(target=lambda: stop.wait(), name="lahar-report-server", daemon=True)
+    poller.start()
+    other.start()
+    try:
+        found = grpc_poller_threads()
+        assert poller in found and other not in found
+    finally:
+        stop.set()
+        poller.join()
+        other.join()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
+import os
 import random
 import socket
 import threading
@@ -20,6 +21,7 @@ import grpc
 import pytest
 
 from lahar.agent.report_stream import ReportStreamer, backoff_delay
+from lahar.grpc_loop import grpc_poller_threads
 from lahar.rpc.convert import report_to_proto
 from lahar.rpc.report import ContainerUsage, CpuUsage, MemoryUsage, NodeReport, PodUsage
 from lahar.rpc.v1 import agent_pb2 as pb
@@ -409,6 +411,51 @@ def test_the_answers_do_not_depend_on_the_event_loop(serve: Any, loop_factory: A
     assert error.code() == grpc.StatusCode.PERMISSION_DENIED
     assert server.counts == {"accepted": 2, "malformed": 1, "invalid": 1, "forbidden": 1}
     assert store.latest("node-a").sequence == 4
+
+
+def storm(port: int, streams: int) -> float:
+    """Open `streams` Report streams at once, as agents do when the scheduler restarts, each
+    sending one report; the seconds until every stream has its first ack."""
+
+    async def one(channel: grpc.aio.Channel, index: int) -> pb.ReportAck:
+        call = channel.stream_stream(METHOD_PATH)(metadata=(("authorization", "Bearer token-any"),))
+        await call.write(wire(report(f"node-{index}", sequence=1)))
+        async for ack in call:
+            call.cancel()
+            return pb.ReportAck.FromString(ack)
+        raise AssertionError(f"stream {index} ended without an ack")
+
+    async def run() -> float:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            started = time.monotonic()
+            acks = await asyncio.wait_for(asyncio.gather(*(one(channel, index) for index in range(streams))), 60)
+            took = time.monotonic() - started
+        assert [ack.error for ack in acks] == [""] * streams
+        return took
+
+    return asyncio.run(run())
+
+
+def test_a_reconnect_storm_is_accepted_at_once(serve: Any) -> None:
+    """Every agent reconnects within a second or so of a scheduler restart: the server takes new
+    streams as fast as they come, not at a fixed rate of loop turns (a loop that ran gRPC's
+    completions once a millisecond took 1,000 streams a second at most: docs/performance.md,
+    "Report ingest"). The time is mostly this test's own Python client's."""
+    store = NodeReportStore()
+    server, port = serve(store)
+    took = storm(port, 2000)
+    assert server.counts == {"accepted": 2000} and len(store.nodes()) == 2000
+    assert took < 10.0, f"2,000 streams took {took:.2f} s to be answered"
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="Linux scheduling policies")
+def test_the_servers_thread_and_grpcs_poller_run_under_sched_batch(serve: Any) -> None:
+    serve()
+    threads = {thread.name: thread.native_id for thread in threading.enumerate()}
+    assert os.sched_getscheduler(threads["lahar-report-server"]) == os.SCHED_BATCH
+    (poller,) = grpc_poller_threads()
+    assert poller.native_id is not None and os.sched_getscheduler(poller.native_id) == os.SCHED_BATCH
+    assert os.sched_getscheduler(0) != os.SCHED_BATCH, "the caller's thread is left as it was"
 
 
 # --- TLS and where the server may listen ---

@@ -1,9 +1,11 @@
 """The binder against the embedded API server: concurrent binds land, a gang whose bind fails is
 rolled back, an already-done bind on the same node counts, GPU choices are written first, and
-evictions go through the Eviction API with Events."""
+evictions go through the Eviction API with Events where a PodDisruptionBudget may cover the victim,
+by a plain delete elsewhere, on a pool of their own."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,7 +20,7 @@ from lahar.scheduler.framework.session import Eviction
 from lahar.scheduler.metrics import SchedulerMetrics
 from lahar.scheduler.model import BindBatch, TaskInfo, TaskStatus
 from lahar.scheduler.plugins.deviceshare import GPU_INDEX_ANNOTATION
-from tests.scheduler.test_cache import node, pod, podgroup
+from tests.scheduler.test_cache import a_pod, node, pod, podgroup
 
 Obj = dict[str, Any]
 
@@ -159,6 +161,108 @@ def test_evictions_use_the_eviction_api_with_events(
     assert running.evict([Eviction(stranger, "reclaim")])[0].result(timeout=20) is False
     assert cache.task(stranger.uid).status is TaskStatus.BOUND  # refused: forgotten, holds its node again
     assert not deleted_or_deleting(api, "stranger")
+
+
+class Recording:
+    """The API, recording which verb removed a victim."""
+
+    def __init__(self, api: KubeApi) -> None:
+        self._api = api
+        self.calls: list[tuple[str, str]] = []
+
+    def evict(self, namespace: str, name: str, **kwargs: Any) -> Obj:
+        self.calls.append(("evict", name))
+        return self._api.evict(namespace, name, **kwargs)
+
+    def delete(self, kind: Any, name: str, namespace: str | None = None, **kwargs: Any) -> Obj:
+        self.calls.append(("delete", name))
+        return self._api.delete(kind, name, namespace, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._api, name)
+
+
+def test_a_victim_no_budget_covers_is_deleted_not_evicted(api: KubeApi) -> None:
+    """`Eviction.guarded` False (no PodDisruptionBudget of the session may cover the victim): a
+    DELETE with the victim's UID as precondition, with its Event; a pod re-created under the same
+    name is left alone and the victim holds its node again. Guarded: the Eviction API."""
+    recording, cache, metrics = Recording(api), Cache(), SchedulerMetrics()
+    running = Binder(recording, cache, metrics, workers=2, evict_workers=2)
+    try:
+        tasks = {}
+        for name in ("plain", "budgeted", "renamed"):
+            obj = api.create(kinds.POD, pod(name, node_name="n1"), "default")
+            cache.add_pod(obj)
+            tasks[name] = cache.task(obj["metadata"]["uid"])
+        cache.assume_evicted(tasks.values())
+        assert running.evict([Eviction(tasks["plain"], "preempt", guarded=False)])[0].result(timeout=20) is True
+        assert running.evict([Eviction(tasks["budgeted"], "preempt", guarded=True)])[0].result(timeout=20) is True
+        assert recording.calls == [("delete", "plain"), ("evict", "budgeted")]
+        assert deleted_or_deleting(api, "plain") and deleted_or_deleting(api, "budgeted")
+        assert metrics.evictions.labels("preempt")._value.get() == 2
+        events = api.list(kinds.EVENT, "default", field_selector="involvedObject.name=plain")["items"]
+        assert [event["reason"] for event in events] == ["Preempted"]
+
+        api.delete(kinds.POD, "renamed", "default", grace_period_seconds=0)
+        api.create(kinds.POD, pod("renamed", node_name="n1"), "default")  # same name, another pod
+        renamed = tasks["renamed"]
+        assert running.evict([Eviction(renamed, "preempt", guarded=False)])[0].result(timeout=20) is False
+        assert cache.task(renamed.uid).status is TaskStatus.BOUND  # refused: forgotten, holds its node again
+        assert not deleted_or_deleting(api, "renamed")
+    finally:
+        running.close()
+
+
+class Stalled:
+    """An API whose evictions and deletes hang until released; binds and Events answer at once."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.bound: list[str] = []
+
+    def evict(self, namespace: str, name: str, **kwargs: Any) -> Obj:
+        self.release.wait(20)
+        return {}
+
+    def delete(self, kind: Any, name: str, namespace: str | None = None, **kwargs: Any) -> Obj:
+        self.release.wait(20)
+        return {}
+
+    def bind(self, namespace: str, name: str, node: str, uid: str | None = None) -> Obj:
+        self.bound.append(name)
+        return {}
+
+    def create(self, kind: Any, obj: Obj, namespace: str | None = None) -> Obj:
+        return obj
+
+    def patch(self, *args: Any, **kwargs: Any) -> Obj:
+        return {}
+
+
+def test_binds_do_not_wait_behind_evictions() -> None:
+    """A wave of preemptors queues hundreds of evictions: a gang whose room is free binds while
+    they are still in flight (evictions have a pool of their own; on one pool, the bind waited
+    for every eviction queued before it)."""
+    stalled, cache = Stalled(), Cache()
+    cache.add_node(node("n1"))
+    cache.add_podgroup(podgroup("ready", 1))
+    cache.add_pod(a_pod("ready-0", group="ready"))
+    victims = []
+    for i in range(4):
+        cache.add_pod(a_pod(f"victim-{i}", cpu="100m", node_name="n1", phase="Running"))
+        victims.append(cache.task(f"uid-victim-{i}"))
+    running = Binder(stalled, cache, workers=2, evict_workers=2)
+    try:
+        evicting = running.evict([Eviction(victim, "preempt", guarded=False) for victim in victims])
+        job = cache.snapshot().jobs["default/ready"]
+        (task,) = job.tasks.values()
+        task.node = "n1"
+        cache.assume(BindBatch(job, [task]))
+        outcome = running.submit([BindBatch(job, [task])])[0].result(timeout=5)
+        assert outcome.bound == ["default/ready-0"] and not any(future.done() for future in evicting)
+    finally:
+        stalled.release.set()
+        running.close()
 
 
 def test_rollback_rule() -> None:

@@ -357,6 +357,41 @@ def test_a_gang_short_of_its_minimum_wakes_the_loop_only_once_complete() -> None
     assert woken.is_set()
 
 
+def test_the_last_victim_gone_of_a_nominated_gang_wakes_the_loop() -> None:
+    """A gang pipelined on room its victims are freeing (nominated on n1 and n2) is bound once
+    they are all gone: the deletion of the last of them wakes the loop (`Cache._room_freed`),
+    not the first (the gang cannot bind yet), nor a pod gone from a node nobody waits for.
+    Before, no deletion woke it: the gang waited for the periodic cycle, up to a period."""
+    woken = threading.Event()
+    cache = Cache(on_work=woken.set)
+    for name in ("n1", "n2", "n3"):
+        cache.add_node(node(name))
+    victims = {name: a_pod(f"low-{name}", cpu="4", node_name=name, phase="Running") for name in ("n1", "n2", "n3")}
+    for obj in victims.values():
+        cache.add_pod(obj)
+    cache.add_podgroup(podgroup("g", 2))
+    for i in range(2):
+        cache.add_pod(a_pod(f"g-{i}", cpu="4", group="g"))
+    cache.assume_evicted([cache.task(f"uid-low-{name}") for name in ("n1", "n2")])  # type: ignore[misc]
+    pipelined = []
+    for i, name in enumerate(("n1", "n2")):
+        task = cache.task(f"uid-g-{i}")
+        assert task is not None
+        task = task.clone()
+        task.node = name
+        pipelined.append(task)
+    cache.nominate(pipelined)
+    woken.clear()
+    seen = []
+    for name in ("n3", "n1", "n2"):
+        changes = cache.changes
+        cache.delete_pod(victims[name])
+        seen.append(woken.is_set())
+        woken.clear()
+        assert cache.changes > changes
+    assert seen == [False, False, True]
+
+
 def test_the_scheduler_tells_the_cache_whether_gangs_wait() -> None:
     """`Session.gangs_wait`: the gang plugin's job_valid is on in the default configuration."""
     cache = Cache()

@@ -9,7 +9,7 @@ import pytest
 from lahar.scheduler.actions.preempt import VictimSearch
 from lahar.scheduler.conf import parse_conf
 from lahar.scheduler.framework.plugin import ConfError
-from lahar.scheduler.framework.session import Session
+from lahar.scheduler.framework.session import Session, budget_may_cover
 from lahar.scheduler.model import TaskStatus
 from tests.scheduler.preempt_builders import (
     a_pod,
@@ -166,6 +166,35 @@ def test_within_a_job_a_higher_priority_task_preempts_a_lower_one() -> None:
     )
     session = run(cache, conf("preempt", ["priority"], ["predicates"]))
     assert evicted(session) == ["g-low"] and pipelined(session) == {"g-high": "n1"}
+
+
+def budget(name: str, selector: dict | None, namespace: str = "default") -> dict:
+    spec = {"maxUnavailable": 5} if selector is None else {"maxUnavailable": 5, "selector": selector}
+    return {"kind": "PodDisruptionBudget", "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+
+
+def test_budget_coverage_as_the_eviction_api_reads_it() -> None:
+    web = {"app": "web"}
+    assert budget_may_cover(budget("b", {"matchLabels": web}), "default", web)
+    assert not budget_may_cover(budget("b", {"matchLabels": web}), "default", {"app": "batch"})
+    assert not budget_may_cover(budget("b", {"matchLabels": web}, "other"), "default", web)
+    assert budget_may_cover(budget("b", {}), "default", {})  # policy/v1: an empty selector covers all
+    assert not budget_may_cover(budget("b", None), "default", web)  # no selector: none
+    bad = {"matchExpressions": [{"key": "app", "operator": "Sideways", "values": ["web"]}]}
+    assert budget_may_cover(budget("b", bad), "default", web)  # unreadable here: the API decides
+
+
+def test_evictions_say_whether_a_budget_may_cover_the_victim() -> None:
+    """The binder evicts a victim a budget may cover through the Eviction API and deletes the
+    others (`Eviction.guarded`)."""
+    objects = full_node("n1", [1, 2, 3, 4])
+    for obj in objects[1:]:
+        obj["metadata"]["labels"] = {"app": "web" if obj["metadata"]["name"] == "n1-p1-0" else "batch"}
+    guard = budget("web", {"matchLabels": {"app": "web"}})
+    elsewhere = budget("batch", {"matchLabels": {"app": "batch"}}, namespace="other")
+    cache = cluster(*objects, guard, elsewhere, prioritised(a_pod("high", cpu="2", memory="500Mi"), 10))
+    session = run(cache, PREEMPT)
+    assert {e.task.name: e.guarded for e in session.evictions} == {"n1-p1-0": True, "n1-p2-1": False}
 
 
 def test_bad_arguments_are_refused() -> None:
