@@ -22,35 +22,16 @@ _UNIT_BYTES = {"kB": 1024}  # every sized field says kB; counts (HugePages_Total
 USED_FIELDS = ("MemTotal", "MemAvailable", "MemFree", "Cached", "Buffers")  # what memory_usage reads
 
 
-def parse_meminfo(text: str) -> dict[str, int]:
-    """Field -> bytes (counts stay counts) of `/proc/meminfo`, or of a NUMA node's `meminfo`
-    whose lines carry a `Node N ` prefix. Malformed lines are skipped."""
-    fields: dict[str, int] = {}
-    for line in text.splitlines():
-        if line.startswith("Node "):
-            line = line.split(maxsplit=2)[-1]
-        key, colon, rest = line.partition(":")
-        value = rest.split()
-        if not colon or not value:
-            continue
-        try:
-            number = int(value[0])
-        except ValueError:
-            continue
-        unit = value[1] if len(value) > 1 else ""
-        fields[key.strip()] = number * _UNIT_BYTES.get(unit, 1)
-    return fields
-
-
 @functools.cache
-def _fields_pattern(names: tuple[str, ...]) -> re.Pattern[str]:
-    alternatives = "|".join(re.escape(name) for name in names)
-    return re.compile(rf"^(?:Node \d+ )?({alternatives}):[ \t]*(\d+)(?:[ \t]+(\S+))?[ \t]*$", re.MULTILINE)
+def _fields_pattern(names: tuple[str, ...] | None) -> re.Pattern[str]:
+    key = r"[^\s:]+" if names is None else "|".join(re.escape(name) for name in names)
+    return re.compile(rf"^(?:Node \d+ )?({key}):[ \t]*(\d+)(?:[ \t]+(\S+))?[ \t]*$", re.MULTILINE)
 
 
-def meminfo_fields(text: str, names: tuple[str, ...]) -> dict[str, int]:
-    """parse_meminfo's values of the given fields only (those present): one regular-expression
-    scan instead of splitting every line, for the collectors' every-tick reads."""
+def parse_meminfo(text: str, names: tuple[str, ...] | None = None) -> dict[str, int]:
+    """Field -> bytes (counts stay counts) of `/proc/meminfo`, or of a NUMA node's `meminfo`
+    whose lines carry a `Node N ` prefix; only `names` (those present) when given, which the
+    collectors' every-tick reads use. Malformed lines are skipped. One regular-expression scan."""
     return {key: int(value) * _UNIT_BYTES.get(unit, 1) for key, value, unit in _fields_pattern(names).findall(text)}
 
 
@@ -82,4 +63,4 @@ class MemoryCollector:
         self._meminfo = host.proc / "meminfo"
 
     def collect(self) -> MemoryUsage:
-        return memory_usage(meminfo_fields(self._meminfo.read_text(), USED_FIELDS))
+        return memory_usage(parse_meminfo(self._meminfo.read_text(), USED_FIELDS))

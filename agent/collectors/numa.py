@@ -19,7 +19,7 @@ from pathlib import Path
 
 from lahar.agent.collectors.files import parse_cpulist, read_text
 from lahar.agent.collectors.host import Host
-from lahar.agent.collectors.memory import USED_FIELDS, meminfo_fields, memory_usage
+from lahar.agent.collectors.memory import USED_FIELDS, memory_usage, parse_meminfo
 from lahar.rpc.report import NumaNode
 
 _NODE_AVAILABLE_FIELDS = ("MemFree", "Active(file)", "Inactive(file)", "SReclaimable")
@@ -67,11 +67,11 @@ class NumaCollector:
     def _node(self, node_id: int, per_core_ratio: Sequence[float]) -> NumaNode:
         directory = self._node_root / f"node{node_id}"
         cpus = parse_cpulist(read_text(directory / "cpulist") or "")
-        total, used = node_memory(meminfo_fields(read_text(directory / "meminfo") or "", _NODE_FIELDS))
+        total, used = node_memory(parse_meminfo(read_text(directory / "meminfo") or "", _NODE_FIELDS))
         return NumaNode(node_id, cpus, total, used, cpu_usage_of(cpus, per_core_ratio))
 
     def _whole_machine(self, per_core_ratio: Sequence[float]) -> NumaNode:
         online = read_text(self._cpu_online)
         cpus = parse_cpulist(online) if online is not None else list(range(len(per_core_ratio)))
-        memory = memory_usage(meminfo_fields(self._proc_meminfo.read_text(), USED_FIELDS))
+        memory = memory_usage(parse_meminfo(self._proc_meminfo.read_text(), USED_FIELDS))
         return NumaNode(0, cpus, memory.total_bytes, memory.used_bytes, cpu_usage_of(cpus, per_core_ratio))
