@@ -1434,8 +1434,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--render", nargs="+", metavar="JSON", help="run nothing: merge these peers.json files into one table and plot"
     )
+    parser.add_argument(
+        "--pool",
+        action="store_true",
+        help="with --render: pool the runs of a shape, backend and peer found in several files (one run per"
+        " quiet window, peers interleaved) instead of the later file's replacing the earlier's",
+    )
     parser.add_argument("--json", action="store_true", help="print the JSON instead of the table")
     args = parser.parse_args(argv)
+    if args.pool and not args.render:
+        parser.error("--pool only applies with --render")
     if not 0 < args.scale <= 10:
         parser.error(f"--scale must be in (0, 10], not {args.scale}")
     if args.runs < 1:
@@ -1530,7 +1538,8 @@ def main(argv: list[str] | None = None) -> int:
 def render(args: argparse.Namespace) -> int:
     """--render: one table, JSON and plot from the peers.json of several runs of the bench (run
     in parts, each on a quiet machine), a later part's result for a shape, backend and peer
-    replacing an earlier one (a part may re-measure one peer of a shape and keep the others)."""
+    replacing an earlier one (a part may re-measure one peer of a shape and keep the others), or
+    with --pool adding its runs to the earlier ones (parts that each ran every peer once)."""
     document: dict[str, Any] = {"commands": [], "machine": "", "results": {}}
     for path in args.render:
         try:
@@ -1542,7 +1551,17 @@ def render(args: argparse.Namespace) -> int:
         document["machine"] = part.get("machine", document["machine"])
         document["runs"] = part.get("runs")
         for key, by_peer in part.get("results", {}).items():
-            document["results"].setdefault(key, {}).update(by_peer)
+            merged = document["results"].setdefault(key, {})
+            for peer, entry in by_peer.items():
+                earlier = merged.get(peer)
+                if args.pool and earlier and earlier.get("runs") and entry.get("runs"):
+                    entry = {**entry, "runs": earlier["runs"] + entry["runs"]}
+                merged[peer] = entry
+    if args.pool:
+        document["runs"] = max(
+            (len(entry.get("runs") or []) for by_peer in document["results"].values() for entry in by_peer.values()),
+            default=0,
+        )
     for by_peer in document["results"].values():  # summaries again from the runs, by this version's rules
         for entry in by_peer.values():
             if entry.get("runs"):

@@ -256,6 +256,33 @@ def test_render_replaces_a_shapes_result_peer_by_peer(tmp_path: Path) -> None:
     assert queues["volcano"]["summary"]["pods_per_second"]["median"] == 4.0  # kept from the first
 
 
+def test_render_pools_runs_from_parts_that_each_ran_every_peer_once(tmp_path: Path) -> None:
+    def part(name: str, lahar_rate: float, volcano_rate: float) -> str:
+        def run(rate: float) -> dict[str, Any]:
+            return {"outcome": "all bound", "pods": 10, "bound": 10, "pods_per_second": rate, "curve": [(0.0, 0)]}
+
+        results = {"basic / real": {"lahar": {"runs": [run(lahar_rate)]}, "volcano": {"runs": [run(volcano_rate)]}}}
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"commands": [name], "machine": "m", "runs": 1, "results": results}))
+        return str(path)
+
+    parts = [part("one", 10.0, 5.0), part("two", 30.0, 6.0), part("three", 20.0, 1.0)]
+    args = peers.parse_args(["--render", *parts, "--pool", "--out", str(tmp_path / "all"), "--json"])
+    assert peers.render(args) == 0
+    merged = json.loads((tmp_path / "all" / "peers.json").read_text())
+    basic = merged["results"]["basic / real"]
+    assert [run["pods_per_second"] for run in basic["lahar"]["runs"]] == [10.0, 30.0, 20.0]
+    assert basic["lahar"]["summary"]["pods_per_second"]["median"] == 20.0
+    assert basic["volcano"]["summary"]["pods_per_second"]["median"] == 5.0
+    assert merged["runs"] == 3
+
+
+def test_pool_without_render_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        peers.parse_args(["--pool"])
+    assert exit_.value.code == 2 and "--pool only applies with --render" in capsys.readouterr().err
+
+
 def test_lahar_runs_its_own_plugins_with_volcanos_actions_for_each_shape() -> None:
     for shape in ("basic", "queues", "preemption"):
         lahar = parse_conf(peers.lahar_conf(shape))
