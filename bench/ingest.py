@@ -1,6 +1,7 @@
 """Report ingest: what N agents reporting once a second cost the scheduler's gRPC server.
 
-    python -m bench.ingest [--agents 5000] [--seconds 20] [--pods 20] [--read-interval 0] [--ack-every 10] [--json]
+    python -m bench.ingest [--agents 5000] [--seconds 20] [--pods 20] [--read-interval 0] [--ack-every 10]
+                           [--baseline [aio|queue]] [--json]
 
 Starts the ReportServer (with a NodeReportStore) as a separate process on loopback (its garbage
 collector set as `lahar scheduler` sets it, lahar/collector.py), then
@@ -13,14 +14,16 @@ second, and the ack latency (write to ack) percentiles. With --read-interval S, 
 server process also reads every node's latest report every S seconds, as the scheduler's cycle
 would, so the figure includes decoding the reports that get read. --ack-every N sets how many
 accepted reports one (cumulative) ack answers (the server's default; 1: an ack per report), on
-the ReportServer and on the bare --baseline server alike.
+the ReportServer and on the bare --baseline servers alike.
 
 The simulated agents run on the same machine and compete with the server for its cores, so on a
 small machine the latencies include the client's own queueing. Both processes use gRPC's I/O as
 every Lahar program does (lahar/grpc_io.py: the polling I/O, not grpcio's EventEngine threads);
-`GRPC_EXPERIMENTS= python -m lahar.bench.ingest ...` measures with grpcio's default instead. The
-ReportServer and the bare --baseline server run on the same event loop, lahar/grpc_loop.py's
-(uvloop's where installed); the simulated agents on asyncio's.
+`GRPC_EXPERIMENTS= python -m lahar.bench.ingest ...` measures with grpcio's default instead. Two
+bare servers, each only acking: `--baseline` (or `--baseline aio`) a grpc.aio server on
+lahar/grpc_loop.py's event loop (uvloop's where installed), what the ReportServer cost before it
+served on the completion queue; `--baseline queue` one thread on gRPC's completion queue, as the
+ReportServer serves now: what gRPC alone costs it. The simulated agents run on asyncio's loop.
 
 `server_cpu_cores` is the server process's own CPU time (user + system, every thread of it), not
 the simulated agents'; those run in this process, on the same cores (`client_cpu_cores`), so a
@@ -111,14 +114,15 @@ def realistic_report(node: str, pods: int, rng: random.Random) -> NodeReport:
 # --- the server process ---------------------------------------------------------------------------
 
 
-def serve(read_interval: float, baseline: bool, ack_every: int) -> int:
+def serve(read_interval: float, baseline: str | None, ack_every: int) -> int:
     """The server side: print the port, serve until SIGTERM, print the counts as JSON."""
     from lahar.scheduler.node_reports import NodeReportStore
     from lahar.scheduler.report_server import ReportServer
 
     collect_rarely()  # as in `lahar scheduler`, whose process the report server runs in
     store = NodeReportStore()
-    server: Any = BareServer(ack_every) if baseline else ReportServer(store, {TOKEN: "*"}, ack_every=ack_every)
+    bare = {"aio": BareServer, "queue": BareQueueServer}
+    server: Any = bare[baseline](ack_every) if baseline else ReportServer(store, {TOKEN: "*"}, ack_every=ack_every)
     print(server.start("127.0.0.1:0"), flush=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -131,7 +135,7 @@ def serve(read_interval: float, baseline: bool, ack_every: int) -> int:
 
 
 class BareServer:
-    """--baseline: the same method and gRPC options, answering every message with the same ack
+    """--baseline aio: the same method and gRPC options, answering every message with the same ack
     and doing nothing else (no token, no parsing, no validation, no store): what gRPC costs. It
     acks every `ack_every`-th message (and the first, as the ReportServer does)."""
 
@@ -170,6 +174,59 @@ class BareServer:
         asyncio.run_coroutine_threadsafe(self.server.stop(grace), self.loop).result()
 
 
+class BareQueueServer:
+    """--baseline queue: BareServer's answers from one thread on gRPC's completion queue, as the
+    ReportServer serves (scheduler/report_server.py): each read completion starts the next read."""
+
+    def __init__(self, ack_every: int) -> None:
+        from grpc._cython import cygrpc  # type: ignore[attr-defined]
+
+        from lahar.scheduler.report_server import SERVER_OPTIONS
+
+        self.ack_every, self.cygrpc = ack_every, cygrpc
+        self.queue = cygrpc.CompletionQueue()
+        self.server = cygrpc.Server(tuple(SERVER_OPTIONS), False)
+        self.server.register_completion_queue(self.queue)
+
+    def start(self, address: str) -> int:
+        port: int = self.server.add_http2_port(address.encode())
+        self.server.start()
+        for _ in range(64):
+            self.server.request_call(self.queue, self.queue, None)
+        threading.Thread(target=self._serve, daemon=True).start()
+        return port
+
+    def stop(self, grace: float | None) -> None:
+        pass  # the process exits
+
+    def _serve(self) -> None:
+        cygrpc, ack = self.cygrpc, pb.ReportAck(sequence=1 << 62).SerializeToString()
+        counts: dict[Any, int] = {}  # call -> messages read
+        while True:
+            event = self.queue.poll(time.time() + 1.0)
+            if event.completion_type != cygrpc.CompletionType.operation_complete or not event.success:
+                continue
+            if event.tag is None:  # a new call: accept it and read
+                self.server.request_call(self.queue, self.queue, None)
+                call = event.call
+                counts[call] = 0
+                metadata = cygrpc.SendInitialMetadataOperation((STREAM_ACCEPTED,), 0)
+                call.start_server_batch((metadata, cygrpc.ReceiveMessageOperation(0)), ("read", call))
+                continue
+            what, call = event.tag
+            if what != "read":
+                continue
+            if event.batch_operations[-1].message() is None:
+                del counts[call]
+                status = cygrpc.SendStatusFromServerOperation((), cygrpc.StatusCode.ok, b"", 0)
+                call.start_server_batch((status,), ("end", call))
+                continue
+            if counts[call] % self.ack_every == 0:  # one write in flight: the agents send one report a second
+                call.start_server_batch((cygrpc.SendMessageOperation(ack, 0),), ("ack", call))
+            counts[call] += 1
+            call.start_server_batch((cygrpc.ReceiveMessageOperation(0),), ("read", call))
+
+
 def read_every(store: Any, interval: float, stop: threading.Event) -> None:
     """What a scheduler cycle does with the store: read every node's latest report."""
     while not stop.wait(interval):
@@ -183,10 +240,11 @@ class ServerProcess:
     port: int
 
     @classmethod
-    def start(cls, read_interval: float, baseline: bool, ack_every: int) -> ServerProcess:
+    def start(cls, read_interval: float, baseline: str | None, ack_every: int) -> ServerProcess:
         command = [sys.executable, "-m", "lahar.bench.ingest", "--serve", "--read-interval", str(read_interval)]
         command += ["--ack-every", str(ack_every)]
-        process = subprocess.Popen(command + (["--baseline"] if baseline else []), stdout=subprocess.PIPE, text=True)
+        command += ["--baseline", baseline] if baseline else []
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
         assert process.stdout is not None
         line = process.stdout.readline()
         if not line.strip().isdigit():
@@ -318,7 +376,12 @@ def main(argv: list[str] | None = None) -> int:
         help="in the server process, read every node's latest report this often (0: never)",
     )
     parser.add_argument(
-        "--baseline", action="store_true", help="a bare gRPC server that only acks, for what gRPC alone costs"
+        "--baseline",
+        nargs="?",
+        const="aio",
+        choices=["aio", "queue"],
+        help="a bare gRPC server that only acks, for what gRPC alone costs: grpc.aio's (the default) or one "
+        "thread on the completion queue, as the ReportServer serves",
     )
     parser.add_argument(
         "--ack-every", type=int, default=DEFAULT_ACK_EVERY, help="accepted reports one ack answers (1: each)"
@@ -345,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def summary(result: dict[str, Any]) -> str:
-    server = "bare gRPC server (--baseline)" if result["baseline"] else "ReportServer"
+    server = f"bare gRPC server (--baseline {result['baseline']})" if result["baseline"] else "ReportServer"
     return (
         f"{result['agents']} agents -> {server}: {result['pods_per_report']} pods, {result['report_bytes']} B "
         f"a report, {result['channels']} channels, an ack per {result['ack_every']} reports, "

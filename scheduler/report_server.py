@@ -1,4 +1,4 @@
-"""The scheduler's end of the agent stream: a grpc.aio server for `lahar.rpc.v1.NodeReports`.
+"""The scheduler's end of the agent stream: a gRPC server for `lahar.rpc.v1.NodeReports`.
 
 Each agent keeps one `Report` stream open and sends a complete NodeReport every interval. Acks
 are cumulative: a ReportAck answers the report of its sequence and every report before it on the
@@ -10,14 +10,14 @@ per ten reports saves most of the writes (docs/agent.md, "Cost"). What the serve
 order:
 
 - the stream's `authorization: Bearer <token>` metadata names a known token, else the stream is
-  aborted with UNAUTHENTICATED before any report is read; an accepted stream gets the
+  ended with UNAUTHENTICATED before any report is read; an accepted stream gets the
   STREAM_ACCEPTED initial metadata at once;
 - each message's header parses (lahar.rpc.convert.parse_report_header: node, sequence, the parts
   the checks read, the lists of pods and such left as bytes), else it is refused as malformed
   (the method takes raw bytes, so that garbage is counted here rather than failing inside gRPC's
   deserializer);
 - the report is for the token's node ("*" tokens may report for any node), else the stream is
-  aborted with PERMISSION_DENIED: a node may only report for itself;
+  ended with PERMISSION_DENIED: a node may only report for itself;
 - the report's bytes pass validate_wire_reports, else it is refused: as malformed where they do
   not parse as a NodeReport (a string that is not UTF-8 deep in a pod), as invalid where
   validate_report names problems.
@@ -25,26 +25,40 @@ order:
 A refused report is counted and its ack carries the reason in `error`, and the stream stays open:
 a report is complete and the next one supersedes it, so one bad reading (a NaN from a collector)
 costs one report, not a reconnect, and the agent learns what was wrong. Messages over
-`max_message_bytes` never reach the handler: gRPC ends the stream with RESOURCE_EXHAUSTED (they
-are not in the counts). Accepted reports go to the NodeReportStore as their bytes (decoded when a
-reader first asks: a report is never parsed in full on the way in), whose counts by result are
-`lahar_scheduler_reports_total{result}`. Without TLS the server listens on loopback only: a token
-sent in clear over a network is a token given away."""
+`max_message_bytes` never reach the server's code: gRPC ends the stream with RESOURCE_EXHAUSTED
+(they are not in the counts). Accepted reports go to the NodeReportStore as their bytes (decoded
+when a reader first asks: a report is never parsed in full on the way in), whose counts by result
+are `lahar_scheduler_reports_total{result}`. Without TLS the server listens on loopback only: a
+token sent in clear over a network is a token given away.
+
+How it serves: on gRPC's completion queue, from one thread (`_CompletionServer`), as grpcio's own
+synchronous server does (grpc/_server.py, on grpcio's core binding `grpc._cython.cygrpc`), but
+without its thread per call: the thread polls the queue (gRPC's polling I/O reads the sockets in
+that call, lahar/grpc_io.py), and each completion (a new call, a report read, an ack written, a
+call ended) is handled right there, the next read started at once. grpc.aio, which served here
+before, runs a poller thread of its own that hands every completion to the asyncio loop's thread
+through a socket pair: a one-byte write, a wake-up of the loop's thread, a read, a future and a
+task step per report, most of what a bare grpc.aio server cost (docs/performance.md, "Report
+ingest": 0.36 core for 5,000 agents, against 0.23 for a bare server on the completion queue).
+grpcio is pinned to one minor version (pyproject.toml); tests/rpc/test_report_stream.py drives
+this server with grpc's own clients."""
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import hashlib
 import logging
 import threading
-from collections.abc import AsyncIterator, Callable, Iterable
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import grpc
 from google.protobuf.message import DecodeError
+from grpc._cython import cygrpc  # type: ignore[attr-defined]  # grpcio's core binding, under grpc's own servers
 
-from lahar.grpc_loop import grpc_poller_threads, new_event_loop, run_as_batch
+from lahar.grpc_loop import run_as_batch
 from lahar.rpc import STREAM_ACCEPTED, is_loopback_address
 from lahar.rpc.convert import ReportHeader, WireCheck, parse_report_header, validate_wire_reports
 from lahar.rpc.v1 import agent_pb2 as pb
@@ -57,6 +71,7 @@ log = logging.getLogger("lahar.scheduler.report_server")
 SERVICE = pb.DESCRIPTOR.services_by_name["NodeReports"].full_name
 METHOD = "Report"
 METHOD_PATH = f"/{SERVICE}/{METHOD}"
+METHOD_PATH_BYTES = METHOD_PATH.encode()
 ANY_NODE = "*"
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 20  # a report is kilobytes; 10,000 pods is still well under this
 MAX_PROBLEMS_IN_ACK = 5
@@ -154,37 +169,67 @@ def _summary(problems: list[str]) -> str:
 
 
 class _Stream:
-    """One agent's open stream, as the batches answer its reports: the acks it is owed, written
-    in order by one writer task at a time (gRPC allows one write in flight per call)."""
+    """One agent's open stream: the acks it is owed, written in order, one at a time (gRPC allows
+    one write in flight per call), and how it ends. Never holds its own completions' tags (a
+    cycle would keep the call until the collector ran)."""
 
-    __slots__ = ("acked_before", "closed", "context", "last", "outbox", "unanswered", "waiting", "writer")
+    __slots__ = (
+        "acked_before",
+        "call",
+        "ended",
+        "half_closed",
+        "last",
+        "node",
+        "outbox",
+        "status",
+        "unanswered",
+        "waiting",
+        "writing",
+    )
 
-    def __init__(self, context: grpc.aio.ServicerContext[bytes, bytes]) -> None:
-        self.context = context
+    def __init__(self, call: Any) -> None:
+        self.call = call  # cygrpc.Call
+        self.node = ""  # what the token may report for (ANY_NODE: any node)
         self.acked_before = False  # an ack was sent on this stream
         self.unanswered = 0  # accepted reports not acked yet
         self.last = 0  # the sequence of the last report answered
         self.waiting = 0  # reports of this stream in the batch, not answered yet
         self.outbox: list[bytes] = []
-        self.writer: asyncio.Task[None] | None = None
-        self.closed = False  # the handler has returned: nothing more is written
+        self.writing = False  # an ack is in flight
+        self.half_closed = False  # the agent closed its side
+        # the call's end once decided (code, details), sent when no write is in flight
+        self.status: tuple[Any, bytes] | None = None
+        self.ended = False  # the call is over (status sent, or it failed): nothing more is started on it
+
+    @property
+    def answering(self) -> bool:
+        """Whether acks are still written: not once the call's end is decided."""
+        return self.status is None and not self.ended
+
+
+def stream_end_due(half_closed: bool, waiting: int, writing: bool, outbox: int) -> bool:
+    """Whether a stream whose agent has (`half_closed`) or has not closed its side ends now (what
+    is left unanswered acked first): once the agent closed it, none of its reports waits for the
+    batch, and no ack is in flight or queued."""
+    return half_closed and not waiting and not writing and not outbox
 
 
 class _Batcher:
-    """Answers reports in batches. A stream's handler only parses a report's header and hands it
-    over (no await per report); the batch, up to BATCH_WINDOW_SECONDS or BATCH_MAX_REPORTS later,
-    validates them together (checking many reports at once costs much less per report, see
-    lahar.rpc.convert), stores the accepted ones and queues the acks that are due, which a
-    writer task per stream sends. At 5000 agents a second a window gathers some 250 reports (a
-    10 ms window, 50, cost measurably more: docs/performance.md, "Report ingest"); the wait only
-    delays the ack (an agent sends one report a second)."""
+    """Answers reports in batches. The serving thread only parses a report's header and hands it
+    over; the batch, up to BATCH_WINDOW_SECONDS (`due`, on time.monotonic) or BATCH_MAX_REPORTS
+    later, validates them together (checking many reports at once costs much less per report,
+    see lahar.rpc.convert), stores the accepted ones and queues the acks that are due, which
+    `settle` sends. At 5000 agents a second a window gathers some 250 reports (a 10 ms window, 50,
+    cost measurably more: docs/performance.md, "Report ingest"); the wait only delays the ack (an
+    agent sends one report a second)."""
 
-    def __init__(self, store: NodeReportStore, ack_every: int) -> None:
+    def __init__(self, store: NodeReportStore, ack_every: int, settle: Callable[[_Stream], None]) -> None:
         self.store = store
         self.ack_every = ack_every
+        self.settle = settle
         # (stream, header or None when refused before validation, its bytes, why refused)
         self._waiting: list[tuple[_Stream, ReportHeader | None, bytes, str]] = []
-        self._timer: asyncio.TimerHandle | None = None
+        self.due: float | None = None  # when the waiting reports are answered at the latest
 
     def add(self, stream: _Stream, header: ReportHeader | None, wire: bytes, refused: str = "") -> None:
         """Queue a report whose header was parsed from `wire` (or one already `refused`, to be
@@ -193,14 +238,12 @@ class _Batcher:
         self._waiting.append((stream, header, wire, refused))
         if len(self._waiting) >= BATCH_MAX_REPORTS:
             self.flush()
-        elif self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(BATCH_WINDOW_SECONDS, self.flush)
+        elif self.due is None:
+            self.due = time.monotonic() + BATCH_WINDOW_SECONDS
 
     def flush(self) -> None:
         """Answer every queued report now."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self.due = None
         waiting, self._waiting = self._waiting, []
         if not waiting:
             return
@@ -231,39 +274,214 @@ class _Batcher:
         self.store.submit_many(accepted)  # stored before any of them is acked
         for stream, sequence, error in answers:
             stream.waiting -= 1
-            self._answer(stream, sequence, error)
+            if self._answer(stream, sequence, error) or stream.half_closed:
+                self.settle(stream)
 
-    def _answer(self, stream: _Stream, sequence: int, error: str) -> None:
+    def _answer(self, stream: _Stream, sequence: int, error: str) -> bool:
+        """Count the answer to a report on `stream`; True if an ack was queued."""
         stream.last = sequence
         if not error:
             stream.unanswered += 1
-        if stream.closed or not ack_due(bool(error), stream.acked_before, stream.unanswered, self.ack_every):
-            return
+        if not stream.answering or not ack_due(bool(error), stream.acked_before, stream.unanswered, self.ack_every):
+            return False
         stream.outbox.append(_ack(sequence, error))
         stream.acked_before, stream.unanswered = True, 0
-        if stream.writer is None:
-            stream.writer = asyncio.get_running_loop().create_task(_write_acks(stream))
+        return True
 
 
-async def _write_acks(stream: _Stream) -> None:
-    """Send the stream's queued acks in order, then end (the next due ack starts another writer)."""
-    try:
-        while stream.outbox and not stream.closed:
-            await stream.context.write(stream.outbox.pop(0))
-    except Exception as exc:  # the call ended under it (the agent went away, the server stops)
-        log.debug("an ack could not be written, the stream has ended: %s", exc)
-    finally:
-        stream.writer = None
+# What a completion is for: the first item of its tag.
+_NEW_CALL = "a new call"  # the tag itself
+_SHUTDOWN = "the server's shutdown"  # the tag itself
+_READ, _WRITE, _CALL_OVER, _STATUS_SENT = "read", "write", "call over", "status sent"
+_REQUESTED_CALLS = 64  # new calls asked of gRPC at a time: a reconnect storm's streams are taken as they come
+_IDLE_POLL_SECONDS = 1.0
+_OK = cygrpc.StatusCode.ok
+_STATUS_CODES = {
+    grpc.StatusCode.UNAUTHENTICATED: cygrpc.StatusCode.unauthenticated,
+    grpc.StatusCode.PERMISSION_DENIED: cygrpc.StatusCode.permission_denied,
+    grpc.StatusCode.UNIMPLEMENTED: cygrpc.StatusCode.unimplemented,
+}
 
 
-def _serve_forever(loop: asyncio.AbstractEventLoop) -> None:
-    run_as_batch()  # this thread's wake-ups wait for the task on its CPU (lahar.grpc_loop)
-    loop.run_forever()
+class _CompletionServer:
+    """gRPC's server and its completion queue, served by one thread (`serve`): every completion
+    is handled on that thread, reports handed to the batcher, acks written as it queues them."""
+
+    def __init__(
+        self, options: list[tuple[str, Any]], store: NodeReportStore, nodes_by_digest: dict[bytes, str], ack_every: int
+    ) -> None:
+        self.store = store
+        self.nodes_by_digest = nodes_by_digest
+        self.batcher = _Batcher(store, ack_every, self.settle)
+        self.queue = cygrpc.CompletionQueue()
+        self.server = cygrpc.Server(tuple(options), False)
+        self.server.register_completion_queue(self.queue)
+        self.stopping = False
+        self.stopped = threading.Event()  # set once the serving thread has returned
+
+    def add_port(self, address: str, credentials: grpc.ServerCredentials | None) -> int:
+        target = address.encode()
+        port: int = (
+            self.server.add_http2_port(target)
+            if credentials is None
+            else self.server.add_http2_port(target, credentials._credentials)  # type: ignore[attr-defined]
+        )
+        return port
+
+    def start(self) -> None:
+        self.server.start()
+        for _ in range(_REQUESTED_CALLS):
+            self.server.request_call(self.queue, self.queue, _NEW_CALL)
+
+    def begin_shutdown(self) -> None:
+        """No new calls; open ones go on until cancel_calls (the serving thread ends once all are over)."""
+        self.stopping = True
+        self.server.shutdown(self.queue, _SHUTDOWN)
+
+    def cancel_calls(self) -> None:
+        self.server.cancel_all_calls()
+
+    # --- the serving thread ---
+
+    def serve(self) -> None:
+        run_as_batch()  # this thread's wake-ups wait for the task on its CPU (lahar.grpc_loop)
+        try:
+            self._serve()
+        finally:
+            self.stopped.set()
+
+    def _serve(self) -> None:
+        poll, batcher, now = self.queue.poll, self.batcher, time.monotonic
+        while True:
+            due = batcher.due
+            wait = _IDLE_POLL_SECONDS if due is None else max(0.0, due - now())
+            event = poll(time.time() + wait)  # gRPC's deadline is on the wall clock
+            completion = event.completion_type
+            if completion == cygrpc.CompletionType.queue_shutdown:
+                return
+            try:
+                if completion == cygrpc.CompletionType.operation_complete:
+                    self._handle(event)
+                if batcher.due is not None and now() >= batcher.due:
+                    batcher.flush()
+            except Exception:  # a bug costs this completion, not the server
+                log.exception("the report server failed to handle a completion")
+
+    def _handle(self, event: Any) -> None:
+        tag = event.tag
+        if tag is _NEW_CALL:
+            self._accept(event)
+        elif tag is _SHUTDOWN:  # every call is over: store what the batch holds (its acks go nowhere)
+            try:
+                self.batcher.flush()
+            finally:
+                self.queue.shutdown()  # the serving thread ends once the queue is drained
+        else:
+            what, stream = tag
+            if what is _READ:
+                self._read(stream, event)
+            elif what is _WRITE:
+                stream.writing = False
+                if not event.success:  # the call ended under it (the agent went away, the server stops)
+                    stream.ended = True
+                self.settle(stream)
+            elif what is _CALL_OVER:
+                stream.ended = True
+
+    def _start(self, stream: _Stream, operations: tuple[Any, ...], what: str) -> None:
+        stream.call.start_server_batch(operations, (what, stream))
+
+    def _accept(self, event: Any) -> None:
+        if not self.stopping:
+            with contextlib.suppress(ValueError):  # stop() began the shutdown since
+                self.server.request_call(self.queue, self.queue, _NEW_CALL)
+        if not event.success:  # the server is shutting down
+            return
+        stream = _Stream(event.call)
+        if event.call_details.method != METHOD_PATH_BYTES:
+            self._end_at_once(stream, grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
+            return
+        node = self._node_of_caller(event.invocation_metadata)
+        if node is None:
+            self.store.refuse(UNAUTHENTICATED)
+            self._end_at_once(stream, grpc.StatusCode.UNAUTHENTICATED, "missing or unknown bearer token")
+            return
+        stream.node = node
+        self._start(stream, (cygrpc.ReceiveCloseOnServerOperation(0),), _CALL_OVER)
+        self._start(
+            stream,
+            (cygrpc.SendInitialMetadataOperation((STREAM_ACCEPTED,), 0), cygrpc.ReceiveMessageOperation(0)),
+            _READ,
+        )
+
+    def _end_at_once(self, stream: _Stream, code: grpc.StatusCode, details: str) -> None:
+        stream.ended = True
+        operations = (
+            cygrpc.SendInitialMetadataOperation((), 0),
+            cygrpc.ReceiveCloseOnServerOperation(0),
+            cygrpc.SendStatusFromServerOperation((), _STATUS_CODES[code], details.encode(), 0),
+        )
+        self._start(stream, operations, _STATUS_SENT)
+
+    def _read(self, stream: _Stream, event: Any) -> None:
+        if not event.success:  # the call ended (cancelled, a message over the size limit, the server stops)
+            stream.ended = True
+            return
+        raw = event.batch_operations[-1].message()
+        if raw is None:  # the agent closed its side: answer what is queued and what is left unacked
+            stream.half_closed = True
+            if stream.waiting:
+                self.batcher.flush()
+            self.settle(stream)
+            return
+        if not stream.answering:
+            return
+        try:
+            header = parse_report_header(raw)
+        except DecodeError:
+            self.store.refuse(MALFORMED)
+            self.batcher.add(stream, None, raw, f"malformed report: {_decode_error(raw)}")
+        else:
+            if stream.node != ANY_NODE and header.node != stream.node:
+                self.store.refuse(FORBIDDEN)
+                stream.status = (
+                    cygrpc.StatusCode.permission_denied,
+                    f"a node may only report for itself: this token is for {stream.node}, "
+                    f"the report is for {header.node or '(no node)'}".encode(),
+                )
+                self.settle(stream)
+                return
+            self.batcher.add(stream, header, raw)
+        self._start(stream, (cygrpc.ReceiveMessageOperation(0),), _READ)
+
+    def settle(self, stream: _Stream) -> None:
+        """Start what `stream` is owed next, if nothing is in flight: its next ack, or its end."""
+        if stream.ended or stream.writing:
+            return
+        if stream.status is None:
+            if stream.outbox:
+                stream.writing = True
+                self._start(stream, (cygrpc.SendMessageOperation(stream.outbox.pop(0), 0),), _WRITE)
+                return
+            if not stream_end_due(stream.half_closed, stream.waiting, stream.writing, len(stream.outbox)):
+                return
+            if stream.unanswered:
+                stream.outbox.append(_ack(stream.last))
+                stream.unanswered = 0
+                self.settle(stream)
+                return
+            stream.status = (_OK, b"")
+        code, details = stream.status
+        stream.ended = True
+        self._start(stream, (cygrpc.SendStatusFromServerOperation((), code, details, 0),), _STATUS_SENT)
+
+    def _node_of_caller(self, metadata: Iterable[tuple[str, Any]] | None) -> str | None:
+        token = _bearer_token(metadata)
+        return None if token is None else self.nodes_by_digest.get(_digest(token))
 
 
 class ReportServer:
-    """Serve `NodeReports` into `store`. Use start()/stop() from ordinary code (the server then
-    runs its own event loop in a thread), or start_async()/stop_async() inside a running loop."""
+    """Serve `NodeReports` into `store`, from a thread of the server's own: start()/stop()."""
 
     def __init__(
         self,
@@ -272,7 +490,6 @@ class ReportServer:
         tls: TlsFiles | None = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         ack_every: int = DEFAULT_ACK_EVERY,
-        loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None,
     ) -> None:
         if ack_every < 1:
             raise ReportServerError(f"ack_every must be at least 1, not {ack_every}")
@@ -280,11 +497,8 @@ class ReportServer:
         self.tls = tls
         self.max_message_bytes = max_message_bytes
         self.ack_every = ack_every
-        self._loop_factory = loop_factory or new_event_loop
         self._nodes_by_digest = {_digest(token): node for token, node in tokens.items()}
-        self._server: grpc.aio.Server | None = None
-        self._batcher: _Batcher | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: _CompletionServer | None = None
         self._thread: threading.Thread | None = None
 
     @property
@@ -292,77 +506,36 @@ class ReportServer:
         """Reports by result: accepted, malformed, invalid, unauthenticated, forbidden."""
         return self.store.counts()
 
-    # --- lifecycle ---
-
-    async def start_async(self, address: str) -> int:
-        """Listen on `address` ("host:port", port 0 for any) in the running loop; returns the port."""
+    def start(self, address: str) -> int:
+        """Listen on `address` ("host:port", port 0 for any); returns the port. The server's
+        thread runs under SCHED_BATCH (lahar.grpc_loop.run_as_batch)."""
+        if self._server is not None:
+            raise ReportServerError("the report server is already started")
         if self.tls is None and not is_loopback_address(address):
             raise ReportServerError(f"listening on {address} (not loopback) requires TLS")
-        server = grpc.aio.server(options=[*SERVER_OPTIONS, ("grpc.max_receive_message_length", self.max_message_bytes)])
-        # raw bytes in: parsed and counted here
-        handler: grpc.RpcMethodHandler[bytes, bytes] = grpc.stream_stream_rpc_method_handler(self._report)
-        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {METHOD: handler}),))
-        try:
-            port = (
-                server.add_secure_port(address, self._credentials()) if self.tls else server.add_insecure_port(address)
-            )
-        except RuntimeError as exc:
-            raise ReportServerError(f"cannot listen on {address}: {exc}") from exc
-        self._batcher = _Batcher(self.store, self.ack_every)
-        await server.start()
-        self._server = server
+        credentials = self._credentials() if self.tls else None
+        options = [*SERVER_OPTIONS, ("grpc.max_receive_message_length", self.max_message_bytes)]
+        server = _CompletionServer(options, self.store, self._nodes_by_digest, self.ack_every)
+        port = server.add_port(address, credentials)
+        if port == 0:
+            raise ReportServerError(f"cannot listen on {address}")
+        server.start()
+        thread = threading.Thread(target=server.serve, name="lahar-report-server", daemon=True)
+        thread.start()
+        self._server, self._thread = server, thread
         log.info("node report server listening on %s (port %d, %s)", address, port, "TLS" if self.tls else "insecure")
         return port
 
-    async def stop_async(self, grace: float | None = None) -> None:
-        """Stop listening; open streams get `grace` seconds (None: none) before they are cancelled."""
-        if self._server is not None:
-            await self._server.stop(grace)
-            self._server = None
-
-    def start(self, address: str) -> int:
-        """start_async in an event loop of the server's own, on a daemon thread: `loop_factory`'s,
-        by default lahar.grpc_loop's (uvloop's where installed). That thread and grpc.aio's poller
-        thread run under SCHED_BATCH (lahar.grpc_loop.run_as_batch)."""
-        if self._server is not None or self._loop is not None:
-            raise ReportServerError("the report server is already started")
-        loop = self._loop_factory()
-        thread = threading.Thread(target=_serve_forever, args=(loop,), name="lahar-report-server", daemon=True)
-        thread.start()
-        try:
-            port = asyncio.run_coroutine_threadsafe(self.start_async(address), loop).result()
-        except BaseException:
-            self._close_loop(loop, thread)
-            raise
-        for poller in grpc_poller_threads():  # started with the first grpc.aio server or channel
-            if poller.native_id is not None:
-                run_as_batch(poller.native_id)
-        self._loop, self._thread = loop, thread
-        return port
-
     def stop(self, grace: float | None = None) -> None:
-        if self._loop is None or self._thread is None:
+        """Stop listening; open streams get `grace` seconds (None: none) before they are cancelled."""
+        if self._server is None or self._thread is None:
             return
-        loop, thread = self._loop, self._thread
-        self._loop = self._thread = None
-        try:
-            asyncio.run_coroutine_threadsafe(self._stop_and_finish_tasks(grace), loop).result()
-        finally:
-            self._close_loop(loop, thread)
-
-    async def _stop_and_finish_tasks(self, grace: float | None) -> None:
-        await self.stop_async(grace)
-        # Stream handlers gRPC cancelled may still be unwinding: let them end before the loop closes.
-        tasks = asyncio.all_tasks() - {asyncio.current_task()}
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-    @staticmethod
-    def _close_loop(loop: asyncio.AbstractEventLoop, thread: threading.Thread) -> None:
-        loop.call_soon_threadsafe(loop.stop)
+        server, thread = self._server, self._thread
+        self._server = self._thread = None
+        server.begin_shutdown()
+        if not grace or not server.stopped.wait(grace):
+            server.cancel_calls()
         thread.join()
-        loop.close()
 
     def _credentials(self) -> grpc.ServerCredentials:
         assert self.tls is not None
@@ -373,45 +546,3 @@ class ReportServer:
                 f"cannot read the TLS certificate {self.tls.cert} or key {self.tls.key}: {exc.strerror}"
             ) from exc
         return grpc.ssl_server_credentials([pair])
-
-    # --- the stream ---
-
-    async def _report(self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext[bytes, bytes]) -> None:
-        node = self._node_of_caller(context)
-        if node is None:
-            self.store.refuse(UNAUTHENTICATED)
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or unknown bearer token")
-        assert node is not None and self._batcher is not None
-        batcher = self._batcher
-        await context.send_initial_metadata((STREAM_ACCEPTED,))
-        stream = _Stream(context)
-        try:
-            # the stubs type read() as the request alone; it returns EOF once the stream ends
-            while (raw := await context.read()) is not grpc.aio.EOF:  # type: ignore[comparison-overlap]
-                try:
-                    header = parse_report_header(raw)
-                except DecodeError:
-                    self.store.refuse(MALFORMED)
-                    batcher.add(stream, None, raw, f"malformed report: {_decode_error(raw)}")
-                    continue
-                if node != ANY_NODE and header.node != node:
-                    self.store.refuse(FORBIDDEN)
-                    await context.abort(
-                        grpc.StatusCode.PERMISSION_DENIED,
-                        f"a node may only report for itself: this token is for {node}, "
-                        f"the report is for {header.node or '(no node)'}",
-                    )
-                batcher.add(stream, header, raw)
-            # The agent closed its side: answer what is queued and what is left unacked.
-            if stream.waiting:
-                batcher.flush()
-            if stream.writer is not None:
-                await stream.writer
-            if stream.unanswered:
-                await context.write(_ack(stream.last))
-        finally:
-            stream.closed = True
-
-    def _node_of_caller(self, context: grpc.aio.ServicerContext[bytes, bytes]) -> str | None:
-        token = _bearer_token(context.invocation_metadata())
-        return None if token is None else self._nodes_by_digest.get(_digest(token))

@@ -1,7 +1,6 @@
-"""The event loop the report server's thread runs (lahar/grpc_loop.py): uvloop's where installed,
-asyncio's otherwise; the serving threads under SCHED_BATCH (tests/rpc/test_report_stream.py
-checks that the server answers alike on both loops, takes a reconnect storm at once and puts its
-threads under SCHED_BATCH)."""
+"""The event loop for grpc.aio (lahar/grpc_loop.py): uvloop's where installed, asyncio's
+otherwise; a serving thread under SCHED_BATCH (tests/rpc/test_report_stream.py checks that the
+report server's thread runs so and takes a reconnect storm at once)."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from lahar.grpc_loop import grpc_poller_threads, new_event_loop, run_as_batch
+from lahar.grpc_loop import new_event_loop, run_as_batch
 
 
 def test_the_loop_is_uvloops_where_installed_asyncios_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -53,18 +52,3 @@ def test_a_refused_policy_is_logged_and_the_thread_serves_as_before(
     with caplog.at_level("INFO", logger="lahar.grpc_loop"):
         assert run_as_batch() is False
     assert "cannot run under SCHED_BATCH" in caplog.text
-
-
-def test_grpcs_poller_thread_is_found_by_its_target() -> None:
-    stop = threading.Event()
-    poller = threading.Thread(target=lambda: stop.wait(), name="Thread-9 (_poll_wrapper)", daemon=True)
-    other = threading.Thread(target=lambda: stop.wait(), name="lahar-report-server", daemon=True)
-    poller.start()
-    other.start()
-    try:
-        found = grpc_poller_threads()
-        assert poller in found and other not in found
-    finally:
-        stop.set()
-        poller.join()
-        other.join()

@@ -1,7 +1,7 @@
-"""Both ends of the report stream on loopback: the agent's ReportStreamer against a real grpc.aio
-ReportServer feeding a NodeReportStore, plus raw clients that send what a real agent would not
-(bad tokens, garbage bytes, invalid and oversized reports). Every server and streamer a test
-starts is stopped by its fixture, whatever the test's outcome."""
+"""Both ends of the report stream on loopback: the agent's ReportStreamer against a real
+ReportServer (one thread on gRPC's completion queue) feeding a NodeReportStore, plus raw clients
+that send what a real agent would not (bad tokens, garbage bytes, invalid and oversized reports).
+Every server and streamer a test starts is stopped by its fixture, whatever the test's outcome."""
 
 from __future__ import annotations
 
@@ -21,7 +21,6 @@ import grpc
 import pytest
 
 from lahar.agent.report_stream import ReportStreamer, backoff_delay
-from lahar.grpc_loop import grpc_poller_threads
 from lahar.rpc.convert import report_to_proto
 from lahar.rpc.report import ContainerUsage, CpuUsage, MemoryUsage, NodeReport, PodUsage
 from lahar.rpc.v1 import agent_pb2 as pb
@@ -32,7 +31,7 @@ from lahar.scheduler.report_server import (
     ReportServerError,
     ack_due,
     load_tokens,
-    new_event_loop,
+    stream_end_due,
 )
 from lahar.tls import TlsFiles, ensure_self_signed
 from tests.support import wait_for
@@ -390,14 +389,12 @@ def test_the_message_limit_is_configurable(serve: Any) -> None:
     assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
-# --- the server's event loop ---
+# --- the server's thread ---
 
 
-@pytest.mark.parametrize("loop_factory", [asyncio.new_event_loop, new_event_loop], ids=["asyncio", "default"])
-def test_the_answers_do_not_depend_on_the_event_loop(serve: Any, loop_factory: Any) -> None:
-    """The default loop (lahar.grpc_loop: uvloop's) answers as asyncio's."""
+def test_every_kind_of_answer_on_one_server(serve: Any) -> None:
     store = NodeReportStore()
-    server, port = serve(store, loop_factory=loop_factory)
+    server, port = serve(store)
     bad = report(sequence=3)
     bad.cpu.usage_cores = math.nan
     acks = raw_stream(port, [wire(report(sequence=1)), b"\xff\xff\xff\xff", wire(bad), wire(report(sequence=4))])
@@ -411,6 +408,53 @@ def test_the_answers_do_not_depend_on_the_event_loop(serve: Any, loop_factory: A
     assert error.code() == grpc.StatusCode.PERMISSION_DENIED
     assert server.counts == {"accepted": 2, "malformed": 1, "invalid": 1, "forbidden": 1}
     assert store.latest("node-a").sequence == 4
+
+
+def test_an_unknown_method_is_unimplemented(serve: Any) -> None:
+    _, port = serve()
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        call = channel.stream_stream("/lahar.rpc.v1.NodeReports/Nothing")
+        error = status_of(lambda: list(call(iter([b""]), metadata=[("authorization", "Bearer token-a")], timeout=10)))
+    assert error.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+@pytest.mark.parametrize(
+    ("half_closed", "waiting", "writing", "outbox", "due"),
+    [
+        (True, 0, False, 0, True),
+        (False, 0, False, 0, False),  # the agent still sends
+        (True, 1, False, 0, False),  # a report of the stream waits for the batch
+        (True, 0, True, 0, False),  # an ack is in flight
+        (True, 0, False, 1, False),  # an ack is queued
+    ],
+)
+def test_when_a_stream_ends(half_closed: bool, waiting: int, writing: bool, outbox: int, due: bool) -> None:
+    assert stream_end_due(half_closed, waiting, writing, outbox) is due
+
+
+def test_stopping_with_streams_open_ends_them(serve: Any) -> None:
+    """stop() cancels open streams and returns; the reports stored before stay stored."""
+    store = NodeReportStore()
+    server, port = serve(store)
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        sent = threading.Event()
+
+        def messages() -> Iterator[bytes]:
+            yield wire(report(sequence=1))
+            sent.wait(10)  # the stream stays open until the server is stopped
+
+        responses = channel.stream_stream(METHOD_PATH)(
+            messages(), metadata=[("authorization", "Bearer token-a")], timeout=10
+        )
+        assert pb.ReportAck.FromString(next(responses)).sequence == 1
+        started = time.monotonic()
+        server.stop(0)
+        assert time.monotonic() - started < 2.0
+        error = status_of(lambda: next(responses))
+        sent.set()
+    assert error.code() in (grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE)
+    assert store.latest("node-a").sequence == 1
+    assert not [thread for thread in threading.enumerate() if thread.name == "lahar-report-server"]
 
 
 def storm(port: int, streams: int) -> float:
@@ -449,12 +493,10 @@ def test_a_reconnect_storm_is_accepted_at_once(serve: Any) -> None:
 
 
 @pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="Linux scheduling policies")
-def test_the_servers_thread_and_grpcs_poller_run_under_sched_batch(serve: Any) -> None:
+def test_the_servers_thread_runs_under_sched_batch(serve: Any) -> None:
     serve()
     threads = {thread.name: thread.native_id for thread in threading.enumerate()}
-    assert os.sched_getscheduler(threads["lahar-report-server"]) == os.SCHED_BATCH
-    (poller,) = grpc_poller_threads()
-    assert poller.native_id is not None and os.sched_getscheduler(poller.native_id) == os.SCHED_BATCH
+    wait_for(lambda: os.sched_getscheduler(threads["lahar-report-server"]) == os.SCHED_BATCH, what="SCHED_BATCH")
     assert os.sched_getscheduler(0) != os.SCHED_BATCH, "the caller's thread is left as it was"
 
 
