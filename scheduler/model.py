@@ -126,6 +126,14 @@ def is_critical(pod: Pod) -> bool:
     return pod.priority_class_name in CRITICAL_PRIORITY_CLASSES or pod.namespace == SYSTEM_NAMESPACE
 
 
+def never_a_victim(pod: Pod) -> bool:
+    """Whether no action may evict the pod for another, whatever the plugins: it says
+    `volcano.sh/preemptable: "false"`, or it is critical (`is_critical`). Its PodGroup may say so
+    too (`JobInfo.preemptable`)."""
+    meta = pod.meta
+    return preemptable_flag(meta.annotations, meta.labels) is False or is_critical(pod)
+
+
 def status_of(pod: Pod) -> TaskStatus:
     """A pod's task state as the cache sees it."""
     phase = pod.phase
@@ -269,6 +277,9 @@ class TaskInfo:
     pod_terms: bool = False  # has_pod_terms(pod): pod (anti-)affinity, topology spread or host ports
     # asks_for_nothing(request), kept: gang and allocate ask it of every task, per placement.
     no_request: bool = False
+    # never_a_victim(pod), kept: the victim pool of preempt and reclaim asks it of every running
+    # task, every cycle.
+    spared: bool = False
 
     @property
     def key(self) -> str:
@@ -313,6 +324,7 @@ class TaskInfo:
             self.index,
             self.pod_terms,
             self.no_request,
+            self.spared,
         )
 
     def __repr__(self) -> str:
@@ -930,6 +942,7 @@ def task_info(pod: Pod, job_key: str, resources: Resources) -> TaskInfo:
         int(suffix) if suffix.isdigit() else 0,
         has_pod_terms(pod),
         asks_for_nothing(request),
+        never_a_victim(pod),
     )
 
 
@@ -999,6 +1012,7 @@ __all__ = [
     "host_ports",
     "is_critical",
     "job_info",
+    "never_a_victim",
     "placement_class",
     "preemptable_flag",
     "queue_info",

@@ -110,8 +110,16 @@ def volcano_units(session: Session, vector: np.ndarray) -> dict[str, float]:
 
 def dominant_share(allocated: np.ndarray, total: np.ndarray, columns: np.ndarray) -> float:
     """The largest allocated / total over the quota resources (DRF's share), 0 with no capacity."""
+    return dominant_shares(allocated[np.newaxis], total, columns)[0]
+
+
+def dominant_shares(allocated: np.ndarray, total: np.ndarray, columns: np.ndarray) -> list[float]:
+    """`dominant_share` of each row of `allocated` (one job's allocation a row), in one pass."""
     counted = columns[total[columns] > 0]
-    return float((allocated[counted] / total[counted]).max()) if len(counted) else 0.0
+    if not len(counted) or not len(allocated):
+        return [0.0] * len(allocated)
+    shares: list[float] = (allocated[:, counted] / total[counted]).max(axis=1).tolist()
+    return shares
 
 
 def volcano_cycle(session: Session, now: float) -> VolcanoCycle:
@@ -150,11 +158,15 @@ def volcano_cycle(session: Session, now: float) -> VolcanoCycle:
         cycle.queue_share[name] = float(share) if share is not None and math.isfinite(share) else 0.0
         cycle.queue_weight[name] = float(queue.weight)
         cycle.queue_overused[name] = float(bool(entry.get("overused", False)))
+    jobs = list(session.jobs.values())
+    # Every job's share at once (a wave's cycles each count hundreds of jobs).
+    allocated = (
+        np.stack([job.allocated for job in jobs]) if jobs else np.zeros((0, len(resources)), dtype=np.int64)
+    )
     by_namespace: dict[str, np.ndarray] = {}
-    for job in session.jobs.values():
-        allocated = job.allocated
-        cycle.job_share[(job.namespace, job.name)] = dominant_share(allocated, total, columns)
-        by_namespace[job.namespace] = by_namespace.get(job.namespace, 0) + allocated
+    for job, share, row in zip(jobs, dominant_shares(allocated, total, columns), allocated, strict=True):
+        cycle.job_share[(job.namespace, job.name)] = share
+        by_namespace[job.namespace] = by_namespace.get(job.namespace, 0) + row
         if job.unschedulable_message:
             waiting = job.count(WAITING)
             cycle.unschedulable_tasks[job.name] = waiting

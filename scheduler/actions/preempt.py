@@ -57,16 +57,17 @@ a queue that is not Open.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from functools import partial
 from typing import Any, ClassVar
 
 import numpy as np
 
 from lahar.api.podgroup import PodGroupPhase
+from lahar.api.qos import QoSClass
 from lahar.scheduler.framework.plugin import Action, Arguments, number, register_action
 from lahar.scheduler.framework.session import SOFT_SHARD_PENALTY, Session, Statement
-from lahar.scheduler.model import READY, JobInfo, NodeTable, QueueInfo, TaskInfo, TaskStatus, is_critical
+from lahar.scheduler.model import READY, JobInfo, NodeTable, QueueInfo, TaskInfo, TaskStatus
 
 # The tasks an action may evict: running, or bound and about to run.
 EVICTABLE = (TaskStatus.RUNNING, TaskStatus.BOUND)
@@ -124,8 +125,19 @@ def preemptors(session: Session, job: JobInfo) -> list[TaskInfo]:
 def may_be_victim(job: JobInfo, task: TaskInfo) -> bool:
     """Whether neither the pod nor its PodGroup opted out of eviction (`volcano.sh/preemptable`),
     and the pod is not critical to the cluster (the conformance plugin's rule, held whatever the
-    plugins: Volcano lets a later tier decide when a tier answers no victims at all)."""
-    return task.preemptable and job.preemptable and not is_critical(task.pod)
+    plugins: Volcano lets a later tier decide when a tier answers no victims at all): the pod's
+    part is `TaskInfo.spared`, read once when the task is made."""
+    return not task.spared and job.preemptable
+
+
+def possible_victims(jobs: Iterable[JobInfo], may_lose: Callable[[JobInfo], bool]) -> Iterator[TaskInfo]:
+    """The running or bound tasks of the jobs `may_lose` picks that `may_be_victim` allows, job
+    by job (what `VictimPool` holds)."""
+    for job in jobs:
+        if may_lose(job) and job.preemptable:
+            for task in job.with_status(*EVICTABLE):
+                if not task.spared:
+                    yield task
 
 
 def queues_in_order(session: Session, names: Iterable[str]) -> list[QueueInfo]:
@@ -139,31 +151,48 @@ class VictimPool:
     session evicts leaves them, one whose eviction is undone comes back."""
 
     def __init__(self, session: Session, tasks: Iterable[TaskInfo]) -> None:
-        listed = [task for task in tasks if task.node in session.nodes.index]
+        # One pass over the tasks (a wave's every cycle builds a pool of thousands), what is the
+        # job's read once per run of its tasks.
+        index, jobs = session.nodes.index, session.jobs
         self.session = session
-        count = len(listed)
+        self._job_codes: dict[str, int] = {}
+        self._queue_codes: dict[str, int] = {}
+        listed: list[TaskInfo] = []
+        rows: list[int] = []
+        columns: tuple[list[Any], ...] = ([], [], [], [], [])  # BE, task priority, job priority, job, queue
+        best_effort, task_priority, job_priority, job_code, queue_code = columns
+        last_job, of_job = "", (0, 0, 0)
+        for task in tasks:
+            row = index.get(task.node)
+            if row is None:
+                continue
+            if task.job != last_job:
+                job, last_job = jobs[task.job], task.job
+                of_job = (
+                    job.priority,
+                    self._job_codes.setdefault(task.job, len(self._job_codes)),
+                    self._queue_codes.setdefault(job.queue, len(self._queue_codes)),
+                )
+            listed.append(task)
+            rows.append(row)
+            best_effort.append(task.qos is QoSClass.BE)
+            task_priority.append(task.priority)
+            job_priority.append(of_job[0])
+            job_code.append(of_job[1])
+            queue_code.append(of_job[2])
         self._index = {task.uid: i for i, task in enumerate(listed)}
-        self.rows = np.fromiter((session.nodes.index[task.node] for task in listed), dtype=np.intp, count=count)
+        self.rows = np.array(rows, dtype=np.intp)
         self.requests = (
             np.stack([task.request for task in listed])
             if listed
             else np.zeros((0, len(session.resources)), dtype=np.int64)
         )
-        self.best_effort = np.fromiter((task.best_effort for task in listed), dtype=bool, count=count)
-        self.task_priority = np.fromiter((task.priority for task in listed), dtype=np.int64, count=count)
-        jobs = session.jobs
-        self.job_priority = np.fromiter((jobs[task.job].priority for task in listed), dtype=np.int64, count=count)
-        self._job_codes: dict[str, int] = {}
-        self.job = np.fromiter(
-            (self._job_codes.setdefault(task.job, len(self._job_codes)) for task in listed), dtype=np.int64, count=count
-        )
-        self._queue_codes: dict[str, int] = {}
-        self.queue = np.fromiter(
-            (self._queue_codes.setdefault(jobs[task.job].queue, len(self._queue_codes)) for task in listed),
-            dtype=np.int64,
-            count=count,
-        )
-        self.available = np.ones(count, dtype=bool)
+        self.best_effort = np.array(best_effort, dtype=bool)
+        self.task_priority = np.array(task_priority, dtype=np.int64)
+        self.job_priority = np.array(job_priority, dtype=np.int64)
+        self.job = np.array(job_code, dtype=np.int64)
+        self.queue = np.array(queue_code, dtype=np.int64)
+        self.available = np.ones(len(listed), dtype=bool)
         self._selections: dict[Hashable, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         session.add_event_handler(self._restored, self._evicted)
 
@@ -584,16 +613,7 @@ class VictimAction(Action):
         if not starving:
             return
         may_lose = self.may_lose(session, starving)
-        pool = VictimPool(
-            session,
-            (
-                task
-                for job in session.jobs.values()
-                if may_lose(job)
-                for task in job.with_status(*EVICTABLE)
-                if may_be_victim(job, task)
-            ),
-        )
+        pool = VictimPool(session, possible_victims(session.jobs.values(), may_lose))
         search = VictimSearch(
             session, pool, self.name, int(self.arguments.get("maxCandidateNodes", DEFAULT_MAX_CANDIDATE_NODES))
         )
