@@ -160,9 +160,7 @@ def volcano_cycle(session: Session, now: float) -> VolcanoCycle:
         cycle.queue_overused[name] = float(bool(entry.get("overused", False)))
     jobs = list(session.jobs.values())
     # Every job's share at once (a wave's cycles each count hundreds of jobs).
-    allocated = (
-        np.stack([job.allocated for job in jobs]) if jobs else np.zeros((0, len(resources)), dtype=np.int64)
-    )
+    allocated = np.stack([job.allocated for job in jobs]) if jobs else np.zeros((0, len(resources)), dtype=np.int64)
     by_namespace: dict[str, np.ndarray] = {}
     for job, share, row in zip(jobs, dominant_shares(allocated, total, columns), allocated, strict=True):
         cycle.job_share[(job.namespace, job.name)] = share

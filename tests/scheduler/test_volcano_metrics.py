@@ -3,12 +3,19 @@ units Volcano's dashboards read (issue 19; scheduler/volcano_metrics.py)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from lahar.scheduler.metrics import SchedulerMetrics
-from lahar.scheduler.volcano_metrics import exponential_range, unix_seconds, volcano_cycle
+from lahar.scheduler.volcano_metrics import (
+    dominant_share,
+    dominant_shares,
+    exponential_range,
+    unix_seconds,
+    volcano_cycle,
+)
 from tests.scheduler.cluster_fixtures import T0, cycle, gang, node, queue
 
 GIB = 1 << 30
@@ -101,3 +108,13 @@ def test_binds_count_errors_and_bound_latency() -> None:
     assert found[("volcano_task_scheduling_latency_milliseconds_count", (("stage", "Bound"),))] == 2
     assert found[("volcano_task_scheduling_latency_milliseconds_sum", (("stage", "Bound"),))] == 10000
     assert found[("volcano_scheduling_stage_duration_milliseconds_count", (("stage", "Bind"),))] == 3
+
+
+def test_every_jobs_dominant_share_in_one_pass_is_each_jobs_own() -> None:
+    total = np.array([8000, 64, 0, 10])
+    columns = np.array([0, 1, 2])  # the quota resources; column 2 has no capacity: not counted
+    allocated = np.array([[2000, 8, 5, 10], [0, 32, 0, 0], [0, 0, 0, 0]])
+    assert dominant_shares(allocated, total, columns) == [0.25, 0.5, 0.0]
+    assert [dominant_share(row, total, columns) for row in allocated] == [0.25, 0.5, 0.0]
+    assert dominant_shares(allocated, np.zeros(4, dtype=np.int64), columns) == [0.0, 0.0, 0.0]
+    assert dominant_shares(allocated[:0], total, columns) == []
