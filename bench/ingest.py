@@ -134,16 +134,24 @@ def serve(read_interval: float, baseline: str | None, ack_every: int) -> int:
     return 0
 
 
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """A new event loop for the grpc.aio baseline: uvloop's where installed (its machinery in C, as
+    the report server ran on grpc.aio), asyncio's otherwise."""
+    try:
+        import uvloop
+    except ImportError:  # a platform uvloop does not support, or installed without the dev extra
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
 class BareServer:
     """--baseline aio: the same method and gRPC options, answering every message with the same ack
     and doing nothing else (no token, no parsing, no validation, no store): what gRPC costs. It
     acks every `ack_every`-th message (and the first, as the ReportServer does)."""
 
     def __init__(self, ack_every: int) -> None:
-        from lahar.grpc_loop import new_event_loop
-
         self.ack_every = ack_every
-        self.loop = new_event_loop()  # the ReportServer's loop, so that both pay the same for it
+        self.loop = new_event_loop()  # the loop the ReportServer ran on while it served on grpc.aio
         threading.Thread(target=self.loop.run_forever, daemon=True).start()
 
     def start(self, address: str) -> int:

@@ -1,5 +1,5 @@
-"""The event loop for grpc.aio (lahar/grpc_loop.py): uvloop's where installed, asyncio's
-otherwise; a serving thread under SCHED_BATCH (tests/rpc/test_report_stream.py checks that the
+"""The bench's grpc.aio baseline loop (bench/ingest.py): uvloop's where installed, asyncio's
+otherwise; and (lahar/grpc_loop.py) a serving thread under SCHED_BATCH (tests/rpc/test_report_stream.py checks that the
 report server's thread runs so and takes a reconnect storm at once)."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from lahar.grpc_loop import new_event_loop, run_as_batch
+from lahar.bench.ingest import new_event_loop
+from lahar.grpc_loop import run_as_batch
 
 
 def test_the_loop_is_uvloops_where_installed_asyncios_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
